@@ -1,0 +1,59 @@
+"""Settings, read from RAGLOOP_* environment variables, overridable per call."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields, replace
+
+LOCAL_EMBEDDER = "local:all-MiniLM-L6-v2"
+DEFAULT_ANTHROPIC_MODEL = "anthropic:claude-sonnet-4-5"
+DEFAULT_OPENAI_MODEL = "openai:gpt-4o-mini"
+
+
+def _default_model() -> str:
+    if os.environ.get("RAGLOOP_MODEL"):
+        return os.environ["RAGLOOP_MODEL"]
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        return DEFAULT_ANTHROPIC_MODEL
+    if os.environ.get("OPENAI_API_KEY"):
+        return DEFAULT_OPENAI_MODEL
+    return "offline"
+
+
+@dataclass(frozen=True)
+class Settings:
+    kb: str = "kb"
+    # None means "whatever the knowledge base records" (LOCAL_EMBEDDER for a new one).
+    embedder: str | None = None
+    embed_base_url: str | None = None
+    embed_batch_size: int = 32
+    chunk_tokens: int = 200
+    chunk_overlap: int = 40
+    model: str = "offline"
+    grader_model: str | None = None
+    base_url: str | None = None
+    max_steps: int = 6
+    search_k: int = 8
+    tool_result_chars: int = 6000
+    request_timeout_s: float = 60.0
+    max_retries: int = 3
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        env = os.environ
+        kwargs: dict[str, object] = {"model": _default_model()}
+        for f in fields(cls):
+            raw = env.get(f"RAGLOOP_{f.name.upper()}")
+            if raw is None or f.name == "model":
+                continue
+            kind = f.type if isinstance(f.type, str) else f.type.__name__
+            if kind.startswith("int"):
+                kwargs[f.name] = int(raw)
+            elif kind.startswith("float"):
+                kwargs[f.name] = float(raw)
+            else:
+                kwargs[f.name] = raw
+        return cls(**kwargs)  # type: ignore[arg-type]
+
+    def with_(self, **changes: object) -> Settings:
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})

@@ -1,0 +1,46 @@
+"""Errors split by audience.
+
+- ToolError: goes back to the model as a tool result; the run continues.
+- UserError: names a fix for the person at the keyboard (bad query, wrong embedder, missing doc).
+- RunFailed: ends a run with status `failed`, keeping what was gathered.
+"""
+
+
+class RagloopError(Exception):
+    """Base of every error ragloop raises on purpose."""
+
+
+class ToolError(RagloopError):
+    """A tool could not do what the model asked; the message is shown to the model."""
+
+
+class UserError(RagloopError):
+    """Something the user can fix; the message says how."""
+
+
+class EmptyQueryError(UserError):
+    pass
+
+
+class EmbedderMismatchError(UserError):
+    pass
+
+
+class ConfigError(UserError):
+    pass
+
+
+class NotFoundError(UserError):
+    pass
+
+
+class ReaderError(RagloopError):
+    """A file could not be read; ingest reports it by name and goes on."""
+
+
+class RunFailed(RagloopError):
+    """A run cannot go on (provider down after retries, ...)."""
+
+
+class ProviderError(RunFailed):
+    pass

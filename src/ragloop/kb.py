@@ -1,0 +1,109 @@
+"""The Python API: a knowledge base in one folder, mirroring the CLI."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from ragloop.config import LOCAL_EMBEDDER, Settings
+from ragloop.embed.base import Embedder
+from ragloop.errors import EmbedderMismatchError, NotFoundError
+from ragloop.ingest.pipeline import IngestReport, ingest_paths
+from ragloop.search import Mode, hybrid_search
+from ragloop.store.base import Store
+from ragloop.store.sqlite import SqliteStore
+from ragloop.types import DocumentInfo, Hit, SectionInfo
+
+
+def _same_embedder(a: str, b: str) -> bool:
+    aliases = {"local", "local:default", LOCAL_EMBEDDER}
+    return a == b or (a in aliases and b in aliases)
+
+
+class KnowledgeBase:
+    """Documents → sections → chunks, searchable by BM25, vectors or both."""
+
+    def __init__(self, store: Store, settings: Settings, embedder: Embedder | None = None):
+        self.store = store
+        self.settings = settings
+        recorded = store.get_meta("embedder")
+        wanted = (embedder.name if embedder else settings.embedder) or recorded or LOCAL_EMBEDDER
+        if recorded and not _same_embedder(recorded, wanted):
+            raise EmbedderMismatchError(
+                f"This knowledge base was built with the embedder {recorded!r}, not {wanted!r}:"
+                f" its vectors would not be comparable. Open it with --embedder {recorded}"
+                " (or RAGLOOP_EMBEDDER), or ingest into a new --kb folder.")
+        self.embedder_name = recorded or wanted
+        self._inner = embedder
+        self._embedder: Embedder | None = None
+
+    @classmethod
+    def open(cls, path: str | Path | None = None, settings: Settings | None = None,
+             embedder: Embedder | None = None) -> KnowledgeBase:
+        settings = settings or Settings.from_env()
+        store = SqliteStore(Path(path or settings.kb))
+        try:
+            return cls(store, settings, embedder)
+        except Exception:
+            store.close()
+            raise
+
+    @property
+    def embedder(self) -> Embedder:
+        """The (cached) embedder, loaded on first use: BM25-only work never loads a model."""
+        if self._embedder is None:
+            from ragloop.embed import make_embedder
+            from ragloop.embed.cache import CachedEmbedder
+
+            inner = self._inner or make_embedder(self.embedder_name, self.settings.embed_base_url)
+            self._embedder = CachedEmbedder(inner, self.store)
+        return self._embedder
+
+    def _embedder_for_write(self) -> Embedder:
+        emb = self.embedder
+        if self.store.get_meta("embedder") is None:
+            self.store.set_meta("embedder", self.embedder_name)
+            self.store.set_meta("dim", str(emb.dim))
+        return emb
+
+    def ingest(self, paths: Iterable[str | Path] | str | Path,
+               progress: bool = False) -> IngestReport:
+        if isinstance(paths, str | Path):
+            paths = [paths]
+        return ingest_paths(self.store, self._embedder_for_write, paths, self.settings, progress)
+
+    def search(self, query: str, k: int | None = None, mode: Mode = "hybrid") -> list[Hit]:
+        if self.store.chunk_count() == 0:
+            return []
+        embedder = self.embedder if mode != "bm25" else None
+        return hybrid_search(self.store, embedder, query, k or self.settings.search_k, mode)
+
+    def section(self, doc_id: str, section: str) -> SectionInfo:
+        found = self.store.section(doc_id, str(section))
+        if found is not None:
+            return found
+        sections = self.store.sections(doc_id)
+        if not sections:
+            raise NotFoundError(f"No document {doc_id!r} in the knowledge base;"
+                                " `ragloop docs` lists the doc_ids.")
+        ids = ", ".join(s.section for s in sections[:40])
+        raise NotFoundError(f"Document {doc_id!r} has no section {section!r}; its sections: {ids}")
+
+    def sections(self, doc_id: str) -> list[SectionInfo]:
+        return self.store.sections(doc_id)
+
+    def documents(self) -> list[DocumentInfo]:
+        return self.store.documents()
+
+    def remove(self, doc_id: str) -> bool:
+        """Delete a document, its sections, chunks and index entries; False if it was not there."""
+        return self.store.remove_document(doc_id)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> KnowledgeBase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
