@@ -122,6 +122,154 @@ def section(doc_id: str, section_id: Annotated[str, typer.Argument(metavar="SECT
     out.print(escape(found.text))
 
 
+def print_event(event, debug: bool) -> None:
+    from ragloop.agent.run import log_line
+    from ragloop.types import EventKind
+
+    line = log_line(event)
+    if line:
+        err.print(escape(line))
+        return
+    if not debug:
+        return
+    d = event.data
+    if event.kind == EventKind.ROUTE:
+        err.print(f"[cyan]route[/] {escape(d['route'])}: {escape(d.get('reason', ''))}")
+    elif event.kind == EventKind.PLAN:
+        err.print(f"[cyan]plan[/] need_search={d['need_search']} "
+                  f"sub_questions={escape(json.dumps(d['sub_questions'], ensure_ascii=False))}"
+                  f" {escape(d.get('reason') or '')}")
+    elif event.kind == EventKind.GRADE:
+        verdicts = ", ".join(f"{v['doc_id']} §{v['section']}={v['verdict']}"
+                             f"({(v.get('score') or 0):.2f})" for v in d.get("verdicts", []))
+        err.print(f"[cyan]grade[/] kept {d['kept']}/{d['chunks']} enough={d['enough']}"
+                  f" missing={escape(repr(d.get('missing') or ''))}"
+                  f" next_query={escape(repr(d.get('next_query')))}")
+        if verdicts:
+            err.print(f"  [dim]{escape(verdicts)}[/]")
+    elif event.kind == EventKind.REWRITE:
+        err.print(f"[cyan]rewrite[/] from gap {escape(repr(d.get('missing')))} → "
+                  f"{escape(repr(d.get('query')))}")
+    elif event.kind == EventKind.ERROR:
+        err.print(f"[red]error[/] {escape(str(d.get('error')))}")
+
+
+def print_run(result: dict) -> None:
+    out.print(f"\n[bold]{escape(result['answer'])}[/]\n")
+    for c in result["citations"]:
+        out.print(f"[{c['n']}] → {escape(c['doc_id'])} §{escape(c['section'])}")
+    if result.get("invalid_citations"):
+        out.print(f"[yellow]removed invalid citations: {result['invalid_citations']}[/]")
+    usage = result["usage"]
+    out.print(f"\n[dim]status={result['status']} route={result['route']} "
+              f"({escape(result.get('route_reason') or '')}) steps={result['steps']}"
+              f"/{result['max_steps']} latency={result['latency_s']:.2f}s "
+              f"tokens in={usage['input_tokens']} out={usage['output_tokens']} "
+              f"cached={usage['cache_read_tokens']} cost=${usage['cost_usd']:.4f} "
+              f"run={result['run_id']}[/]")
+
+
+@app.command()
+def ask(question: str,
+        model: Annotated[str | None, typer.Option(
+            help="offline | anthropic:<model> | openai:<model> | ollama:<model>")] = None,
+        grader_model: Annotated[str | None, typer.Option(help="A cheaper model to grade.")] = None,
+        driver: Annotated[str | None, typer.Option(help="tools | pipeline")] = None,
+        max_steps: Annotated[int | None, typer.Option(help="Step ceiling (default 6).")] = None,
+        route: Annotated[str, typer.Option(help="auto | single | agent")] = "auto",
+        base_url: Annotated[str | None, typer.Option(
+            help="OpenAI-compatible server, e.g. http://localhost:11434/v1")] = None,
+        kb: KbOpt = None, as_json: JsonOpt = False,
+        debug: Annotated[bool, typer.Option(help="Show plan, verdicts, rewrites.")] = False,
+        ) -> None:
+    """Answer a question with cited evidence (agent loop with a step ceiling)."""
+    from ragloop.agent.engine import Engine
+    from ragloop.kb import KnowledgeBase
+
+    settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url)
+    with KnowledgeBase.open(settings.kb, settings) as base:
+        engine = Engine(base, settings)
+        try:
+            result = engine.ask(question, route=route, driver=driver, max_steps=max_steps,
+                                on_event=None if as_json else lambda e: print_event(e, debug))
+        finally:
+            engine.runs.close()
+    data = result.to_dict()
+    if as_json:
+        emit_json(data)
+    else:
+        print_run(data)
+    if result.status == "failed":
+        raise typer.Exit(1)
+
+
+def open_runs(kb: Path | None):
+    from ragloop.runs.store import RunStore
+    from ragloop.store.sqlite import DB_FILE
+
+    folder = Path(settings_for(kb).kb)
+    if not (folder / DB_FILE).exists():
+        raise UserError(f"No knowledge base at {folder}; run `ragloop ingest PATH --kb {folder}`.")
+    return RunStore(folder / DB_FILE)
+
+
+@app.command()
+def runs(run_id: Annotated[str | None, typer.Argument(help="Show one run in full.")] = None,
+         limit: Annotated[int, typer.Option(help="How many recent runs.")] = 20,
+         kb: KbOpt = None, as_json: JsonOpt = False) -> None:
+    """List recent runs, or show one with its events."""
+    store = open_runs(kb)
+    try:
+        if run_id is None:
+            rows = store.list(limit)
+            if as_json:
+                emit_json(rows)
+                return
+            table = Table("run", "status", "route", "steps", "latency", "question", box=None)
+            for r in rows:
+                table.add_row(r["run_id"], r["status"], r["route"] or "", str(r["steps"]),
+                              f"{(r['latency_s'] or 0):.2f}s", r["question"][:70])
+            out.print(table)
+            return
+        run = store.get(run_id)
+        if run is None:
+            raise UserError(f"No run {run_id!r}; `ragloop runs` lists them.")
+        events = [e.to_dict() for e in store.events(run_id)]
+    finally:
+        store.close()
+    if as_json:
+        emit_json({**run, "events": events})
+        return
+    out.print(f"[bold]{escape(run['question'])}[/]  [dim]{run['run_id']} {run['status']}[/]")
+    for e in events:
+        out.print(f"  step={e['step']} {e['kind']} "
+                  f"{escape(json.dumps(e['data'], ensure_ascii=False)[:300])}")
+    out.print(f"\n{escape(run['answer'] or '')}")
+
+
+@app.command()
+def stats(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
+    """Dashboard figures: mean steps, % of runs at MAX_STEPS, % of chunks discarded, latency."""
+    store = open_runs(kb)
+    try:
+        m = store.metrics()
+    finally:
+        store.close()
+    if as_json:
+        emit_json(m.to_dict())
+        return
+    out.print(f"runs                       {m.runs}")
+    out.print(f"mean steps per question    {m.mean_steps:.2f}")
+    out.print(f"runs that hit MAX_STEPS    {m.truncated_pct:.1f}%")
+    out.print(f"chunks discarded by grader {m.discarded_pct:.1f}%")
+    out.print(f"mean latency               {m.mean_latency_s:.2f} s")
+    out.print(f"mean cost per question     ${m.mean_cost_usd:.4f}")
+    out.print(f"by status                  {m.by_status}")
+    if m.warn_truncated:
+        err.print(f"[yellow]warning:[/] {m.truncated_pct:.0f}% of runs hit MAX_STEPS (above 10%):"
+                  " raise --max-steps or look at what the searches miss (`ragloop runs`).")
+
+
 def main() -> None:
     try:
         app()

@@ -1,0 +1,209 @@
+"""ask(): route a question, run a driver, check citations, store the run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ragloop.agent.base import Answerer, Route
+from ragloop.agent.evidence import check_citations
+from ragloop.agent.run import DriverOutcome, RunContext, RunResult
+from ragloop.config import Settings
+from ragloop.errors import ConfigError, RunFailed
+from ragloop.kb import KnowledgeBase
+from ragloop.llm.base import ChatModel
+from ragloop.runs.store import RunStore
+from ragloop.tools import SEARCH, Toolbox
+from ragloop.types import EventKind, RunStatus, StepEvent
+
+ROUTES = ("auto", "single", "agent")
+DRIVERS = ("tools", "pipeline")
+# Single-shot RAG answers from this many top hits of one search.
+SINGLE_SHOT_K = 5
+
+
+@dataclass
+class Components:
+    """Everything a run needs, chosen once from the settings."""
+
+    chat: ChatModel | None
+    grader_chat: ChatModel | None
+    driver: str
+
+    @classmethod
+    def from_settings(cls, settings: Settings, driver: str | None = None) -> Components:
+        from ragloop.llm import make_chat_model
+
+        chat = make_chat_model(settings.model, settings)
+        grader_chat = make_chat_model(settings.grader_model, settings) \
+            if settings.grader_model else chat
+        driver = driver or ("tools" if chat is not None else "pipeline")
+        if driver not in DRIVERS:
+            raise ConfigError(f"--driver must be one of {', '.join(DRIVERS)}, not {driver!r}")
+        if driver == "tools" and chat is None:
+            raise ConfigError("The tools driver needs a chat model: pass --model"
+                              " anthropic:<model> / openai:<model> (or set RAGLOOP_MODEL),"
+                              " or use --driver pipeline, which runs offline.")
+        return cls(chat=chat, grader_chat=grader_chat, driver=driver)
+
+
+def _route(question: str, kb: KnowledgeBase, route: str) -> Route:
+    from ragloop.agent.local import RuleRouter
+
+    if route == "single":
+        return Route("single", "forced by --route single")
+    if route == "agent":
+        return Route("agent", "forced by --route agent")
+    return RuleRouter(kb).route(question)
+
+
+class Engine:
+    """Answers questions against one knowledge base and records every run."""
+
+    def __init__(self, kb: KnowledgeBase, settings: Settings | None = None,
+                 runs: RunStore | None = None) -> None:
+        self.kb = kb
+        self.settings = settings or kb.settings
+        self.runs = runs if runs is not None else RunStore(kb.store.db_path)  # type: ignore[attr-defined]
+
+    # -- components ---------------------------------------------------------------------
+
+    def _answerer(self, chat: ChatModel | None) -> Answerer:
+        if chat is not None:
+            from ragloop.agent.llm_decisions import LLMAnswerer
+
+            return LLMAnswerer(chat)
+        from ragloop.agent.local import ExtractiveAnswerer
+
+        return ExtractiveAnswerer(self.kb.embedder)
+
+    def _grader(self, comps: Components):
+        if comps.grader_chat is not None:
+            from ragloop.agent.llm_decisions import LLMGrader
+
+            return LLMGrader(comps.grader_chat)
+        from ragloop.agent.local import LocalGrader
+
+        return LocalGrader(self.kb.embedder)
+
+    def _driver(self, comps: Components, toolbox: Toolbox):
+        grader = self._grader(comps)
+        if comps.driver == "tools":
+            from ragloop.agent.tools_driver import ToolsDriver
+
+            assert comps.chat is not None
+            return ToolsDriver(comps.chat, toolbox, grader), [grader]
+        from ragloop.agent.pipeline_driver import PipelineDriver
+
+        if comps.chat is not None:
+            from ragloop.agent.llm_decisions import LLMPlanner, LLMRewriter
+
+            planner, rewriter = LLMPlanner(comps.chat), LLMRewriter(comps.chat)
+        else:
+            from ragloop.agent.local import LocalPlanner, LocalRewriter
+
+            planner, rewriter = LocalPlanner(), LocalRewriter()
+        from ragloop.agent.local import follow_ups_for
+
+        answerer = self._answerer(comps.chat)
+        driver = PipelineDriver(toolbox, planner, grader, rewriter, answerer,
+                                follow_ups_for(self.kb))
+        return driver, [planner, grader, rewriter, answerer]
+
+    # -- running ------------------------------------------------------------------------
+
+    def _single_shot(self, ctx: RunContext, toolbox: Toolbox, answerer: Answerer) -> DriverOutcome:
+        ctx.step += 1
+        hits = toolbox.search(ctx.question)[:SINGLE_SHOT_K]
+        for h in hits:
+            ctx.ledger.add_hit(h, ctx.step)
+        ctx.emit(EventKind.TOOL_CALL, tool=SEARCH, query=ctx.question, chunks=len(hits),
+                 kept=len(hits))
+        ctx.step += 1
+        draft = answerer.answer(ctx.question, [ctx.question], ctx.ledger.items)
+        checked = check_citations(draft.text, ctx.ledger)
+        ctx.emit(EventKind.ANSWER, text=checked.text, citations=checked.citations,
+                 invalid_citations=checked.invalid, missing=draft.missing,
+                 conflicts=draft.conflicts)
+        status = RunStatus.UNANSWERABLE if draft.unanswerable or not checked.citations \
+            else RunStatus.ANSWERED
+        return DriverOutcome(checked=checked, status=status, missing=draft.missing,
+                             conflicts=draft.conflicts)
+
+    def _out_of_scope(self, ctx: RunContext, route: Route) -> DriverOutcome:
+        from ragloop.agent.local import describe_scope
+
+        text = (f"The knowledge base does not cover this question ({route.reason}). "
+                f"It covers: {describe_scope(self.kb)}")
+        ctx.emit(EventKind.ANSWER, text=text, citations=[], invalid_citations=[])
+        return DriverOutcome(checked=check_citations(text, ctx.ledger),
+                             status=RunStatus.UNANSWERABLE, missing=[ctx.question])
+
+    def ask(self, question: str, *, route: str = "auto", driver: str | None = None,
+            max_steps: int | None = None, on_event: Callable[[StepEvent], None] | None = None,
+            run_id: str | None = None) -> RunResult:
+        if route not in ROUTES:
+            raise ConfigError(f"--route must be one of {', '.join(ROUTES)}, not {route!r}")
+        settings = self.settings.with_(max_steps=max_steps)
+        if settings.max_steps < 2:
+            raise ConfigError("--max-steps must be at least 2 (one search and the answer)")
+        comps = Components.from_settings(settings, driver)
+        model_name = comps.chat.name if comps.chat is not None else "offline"
+        run_id = self.runs.start(question, driver=comps.driver, model=model_name,
+                                 max_steps=settings.max_steps, run_id=run_id)
+
+        def record(event: StepEvent) -> None:
+            self.runs.add_event(run_id, event)
+            if on_event is not None:
+                on_event(event)
+
+        ctx = RunContext(question, settings.max_steps, record)
+        toolbox = Toolbox(self.kb, settings.search_k, settings.tool_result_chars)
+        decided = Route("agent", "")
+        used_driver = comps.driver
+        parts: list[object] = []
+        error: str | None = None
+        try:
+            decided = _route(question, self.kb, route)
+            ctx.emit(EventKind.ROUTE, route=decided.route, reason=decided.reason)
+            if decided.route == "out_of_scope":
+                used_driver = "none"
+                outcome = self._out_of_scope(ctx, decided)
+            elif decided.route == "single":
+                used_driver = "single"
+                answerer = self._answerer(comps.chat)
+                parts = [answerer]
+                outcome = self._single_shot(ctx, toolbox, answerer)
+            else:
+                run_driver, parts = self._driver(comps, toolbox)
+                outcome = run_driver.run(ctx)
+        except RunFailed as exc:
+            error = str(exc)
+            ctx.emit(EventKind.ERROR, error=error)
+            gathered = "; ".join(f"[{e.n}] {e.doc_id} §{e.section}" for e in ctx.ledger.items)
+            text = f"The run failed: {error}." + (f" Evidence gathered so far: {gathered}."
+                                                  if gathered else "")
+            outcome = DriverOutcome(checked=check_citations("", ctx.ledger),
+                                    status=RunStatus.FAILED)
+            outcome.checked.text = text
+        except BaseException as exc:
+            self.runs.finish(run_id, {"status": RunStatus.FAILED, "error": repr(exc),
+                                      "steps": ctx.step, "latency_s": ctx.elapsed()})
+            raise
+        for part in parts:
+            usage = getattr(part, "usage", None)
+            if usage is not None and part is not comps.chat:
+                ctx.usage.add(usage)
+        result = RunResult(
+            run_id=run_id, question=question, status=outcome.status, route=decided.route,
+            route_reason=decided.reason, driver=used_driver, model=model_name,
+            answer=outcome.checked.text, citations=outcome.checked.citations,
+            invalid_citations=outcome.checked.invalid, missing=outcome.missing,
+            conflicts=outcome.conflicts, steps=ctx.step, max_steps=settings.max_steps,
+            usage=ctx.usage, latency_s=ctx.elapsed(),
+            evidence=[{"n": e.n, "doc_id": e.doc_id, "section": e.section,
+                       "section_title": e.section_title, "step": e.step}
+                      for e in ctx.ledger.items],
+            error=error)
+        self.runs.finish(run_id, result.to_dict())
+        return result

@@ -1,0 +1,94 @@
+"""Numbered evidence and the mechanical check of the citations an answer makes."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ragloop.agent.base import Evidence
+from ragloop.types import Hit, SectionInfo
+
+# [3], [3, 5], [3][5], [3-4] are all citations of evidence numbers.
+_CITATION = re.compile(r"\[(\d+(?:\s*[,;–-]\s*\d+)*)\]")
+
+
+class Ledger:
+    """Evidence numbered in the order it entered the run; the same chunk keeps its number."""
+
+    def __init__(self) -> None:
+        self.items: list[Evidence] = []
+        self._by_key: dict[tuple[str, str, str], int] = {}
+
+    def add_hit(self, hit: Hit, step: int, sub_question: int = 0) -> int:
+        return self._add(("chunk", hit.doc_id, str(hit.chunk_id)), hit.doc_id, hit.section,
+                         hit.section_title, hit.text, step, sub_question)
+
+    def add_section(self, s: SectionInfo, step: int, sub_question: int = 0) -> int:
+        return self._add(("section", s.doc_id, s.section), s.doc_id, s.section, s.title,
+                         s.text, step, sub_question)
+
+    def _add(self, key: tuple[str, str, str], doc_id: str, section: str, title: str,
+             text: str, step: int, sub_question: int) -> int:
+        if key in self._by_key:
+            return self._by_key[key]
+        n = len(self.items) + 1
+        self.items.append(Evidence(n=n, doc_id=doc_id, section=section, section_title=title,
+                                   text=text, step=step, sub_question=sub_question))
+        self._by_key[key] = n
+        return n
+
+    def has_section(self, doc_id: str, section: str) -> bool:
+        return ("section", doc_id, section) in self._by_key
+
+    def get(self, n: int) -> Evidence | None:
+        return self.items[n - 1] if 1 <= n <= len(self.items) else None
+
+
+@dataclass
+class CheckedAnswer:
+    text: str
+    citations: list[dict[str, object]] = field(default_factory=list)  # {n, doc_id, section}
+    invalid: list[int] = field(default_factory=list)  # cited numbers with no evidence: removed
+
+
+def _numbers(group: str) -> list[int]:
+    out: list[int] = []
+    for part in re.split(r"\s*[,;]\s*", group):
+        bounds = re.split(r"\s*[–-]\s*", part)
+        if len(bounds) == 2 and int(bounds[1]) >= int(bounds[0]) and \
+                int(bounds[1]) - int(bounds[0]) < 20:
+            out.extend(range(int(bounds[0]), int(bounds[1]) + 1))
+        else:
+            out.extend(int(b) for b in bounds)
+    return out
+
+
+def check_citations(text: str, ledger: Ledger) -> CheckedAnswer:
+    """Keep citations that name real evidence; drop (and report) the others."""
+    invalid: list[int] = []
+    used: list[int] = []
+
+    def replace(match: re.Match[str]) -> str:
+        good = []
+        for n in _numbers(match.group(1)):
+            if ledger.get(n) is None:
+                invalid.append(n)
+            else:
+                good.append(n)
+                if n not in used:
+                    used.append(n)
+        return "".join(f"[{n}]" for n in dict.fromkeys(good))
+
+    cleaned = _CITATION.sub(replace, text)
+    cleaned = re.sub(r"[ \t]+([.,;:])", r"\1", cleaned)
+    citations = []
+    for n in used:
+        ev = ledger.get(n)
+        assert ev is not None
+        citations.append({"n": n, "doc_id": ev.doc_id, "section": ev.section})
+    return CheckedAnswer(text=cleaned, citations=citations, invalid=sorted(set(invalid)))
+
+
+def sources_block(checked: CheckedAnswer) -> str:
+    """The `n → doc_id §section` list printed under an answer."""
+    return "\n".join(f"[{c['n']}] → {c['doc_id']} §{c['section']}" for c in checked.citations)

@@ -1,0 +1,61 @@
+"""A fake Anthropic Messages API: `POST /v1/messages` on a real local HTTP server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fakes._http import Delay, Fail, FakeJSONServer
+
+__all__ = ["Delay", "Fail", "FakeAnthropicServer", "message", "tool_use"]
+
+
+def tool_use(name: str, input: Any, id: str = "toolu_01") -> dict[str, Any]:
+    return {"type": "tool_use", "id": id, "name": name, "input": input}
+
+
+def message(
+    text: str | None = "ok",
+    *,
+    tool_uses: list[dict[str, Any]] | None = None,
+    model: str = "claude-sonnet-4-5-20250929",
+    input_tokens: int = 10,
+    output_tokens: int = 5,
+    cache_read: int = 0,
+    cache_write: int = 0,
+    stop_reason: str | None = None,
+) -> dict[str, Any]:
+    """A Messages API response body."""
+    content: list[dict[str, Any]] = []
+    if text:
+        content.append({"type": "text", "text": text})
+    content.extend(tool_uses or [])
+    return {
+        "id": "msg_fake",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": stop_reason or ("tool_use" if tool_uses else "end_turn"),
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "cache_read_input_tokens": cache_read,
+            "cache_creation_input_tokens": cache_write,
+        },
+    }
+
+
+def _error(status: int) -> dict[str, Any]:
+    kind = {
+        400: "invalid_request_error",
+        401: "authentication_error",
+        429: "rate_limit_error",
+        529: "overloaded_error",
+    }.get(status, "api_error")
+    return {"type": "error", "error": {"type": kind, "message": f"fake {status}"}}
+
+
+class FakeAnthropicServer(FakeJSONServer):
+    def __init__(self) -> None:
+        super().__init__("/v1/messages", lambda body: message(model=body.get("model", "x")), _error)
