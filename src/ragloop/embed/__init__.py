@@ -1,0 +1,50 @@
+"""Embedders: the shipped local MiniLM (default, offline), any OpenAI-compatible endpoint, a cache.
+
+Nothing heavy is imported here: torch and the SDKs load on first use.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ragloop.config import LOCAL_EMBEDDER
+from ragloop.embed.base import Embedder, normalize
+from ragloop.embed.cache import CachedEmbedder, text_hash
+from ragloop.errors import ConfigError
+
+__all__ = ["CachedEmbedder", "Embedder", "make_embedder", "normalize", "text_hash"]
+
+_LOCAL_SPECS = {"local", "local:default", LOCAL_EMBEDDER}
+_VALID_FORMS = (
+    f"'{LOCAL_EMBEDDER}' (or 'local'), or 'openai:<model>' (e.g. openai:text-embedding-3-small)"
+)
+
+
+def make_embedder(
+    spec: str, base_url: str | None = None, *, batch_size: int | None = None
+) -> Embedder:
+    """Build the embedder a spec names: ``local:all-MiniLM-L6-v2`` or ``openai:<model>``."""
+    spec = (spec or "").strip()
+    if spec in _LOCAL_SPECS:
+        from ragloop.embed.local import LocalEmbedder
+
+        return LocalEmbedder(batch_size=batch_size or 32)
+    provider, _, model = spec.partition(":")
+    if provider == "openai":
+        if not model.strip():
+            raise ConfigError(f"embedder {spec!r} names no model; valid forms: {_VALID_FORMS}")
+        from ragloop.embed.openai_compat import OpenAICompatEmbedder
+
+        url = (
+            base_url
+            or os.environ.get("RAGLOOP_EMBED_BASE_URL")
+            or os.environ.get("OPENAI_BASE_URL")
+            or None
+        )
+        return OpenAICompatEmbedder(
+            model.strip(),
+            base_url=url,
+            api_key=os.environ.get("OPENAI_API_KEY") or "not-needed",
+            batch_size=batch_size or 64,
+        )
+    raise ConfigError(f"unknown embedder {spec!r}; valid forms: {_VALID_FORMS}")

