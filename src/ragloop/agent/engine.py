@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ragloop.agent.base import Answerer, Route
+from ragloop.agent.base import Answerer, Grader, Route
 from ragloop.agent.evidence import check_citations
 from ragloop.agent.run import DriverOutcome, RunContext, RunResult
 from ragloop.config import Settings
@@ -31,12 +31,14 @@ class Components:
     driver: str
 
     @classmethod
-    def from_settings(cls, settings: Settings, driver: str | None = None) -> Components:
+    def from_settings(cls, settings: Settings, driver: str | None = None,
+                      chat: ChatModel | None = None,
+                      grader_chat: ChatModel | None = None) -> Components:
         from ragloop.llm import make_chat_model
 
-        chat = make_chat_model(settings.model, settings)
-        grader_chat = make_chat_model(settings.grader_model, settings) \
-            if settings.grader_model else chat
+        chat = chat or make_chat_model(settings.model, settings)
+        grader_chat = grader_chat or (make_chat_model(settings.grader_model, settings)
+                                      if settings.grader_model else chat)
         driver = driver or ("tools" if chat is not None else "pipeline")
         if driver not in DRIVERS:
             raise ConfigError(f"--driver must be one of {', '.join(DRIVERS)}, not {driver!r}")
@@ -48,12 +50,12 @@ class Components:
 
 
 def _route(question: str, kb: KnowledgeBase, route: str) -> Route:
-    from ragloop.agent.local import RuleRouter
-
     if route == "single":
         return Route("single", "forced by --route single")
     if route == "agent":
         return Route("agent", "forced by --route agent")
+    from ragloop.agent.local import RuleRouter
+
     return RuleRouter(kb).route(question)
 
 
@@ -61,8 +63,13 @@ class Engine:
     """Answers questions against one knowledge base and records every run."""
 
     def __init__(self, kb: KnowledgeBase, settings: Settings | None = None,
-                 runs: RunStore | None = None) -> None:
+                 runs: RunStore | None = None, *, chat: ChatModel | None = None,
+                 grader_chat: ChatModel | None = None, grader: Grader | None = None) -> None:
+        """`chat`, `grader_chat` and `grader` override what the settings name (tests, embedding)."""
         self.kb = kb
+        self.chat = chat
+        self.grader_chat = grader_chat
+        self.grader = grader
         self.settings = settings or kb.settings
         self.runs = runs if runs is not None else RunStore(kb.store.db_path)  # type: ignore[attr-defined]
 
@@ -77,7 +84,9 @@ class Engine:
 
         return ExtractiveAnswerer(self.kb.embedder)
 
-    def _grader(self, comps: Components):
+    def _grader(self, comps: Components) -> Grader:
+        if self.grader is not None:
+            return self.grader
         if comps.grader_chat is not None:
             from ragloop.agent.llm_decisions import LLMGrader
 
@@ -147,7 +156,7 @@ class Engine:
         settings = self.settings.with_(max_steps=max_steps)
         if settings.max_steps < 2:
             raise ConfigError("--max-steps must be at least 2 (one search and the answer)")
-        comps = Components.from_settings(settings, driver)
+        comps = Components.from_settings(settings, driver, self.chat, self.grader_chat)
         model_name = comps.chat.name if comps.chat is not None else "offline"
         run_id = self.runs.start(question, driver=comps.driver, model=model_name,
                                  max_steps=settings.max_steps, run_id=run_id)

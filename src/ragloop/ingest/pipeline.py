@@ -110,6 +110,7 @@ def ingest_paths(store: Store, embedder: Callable[[], Embedder], paths: Iterable
         if not batch.docs:
             return
         emb = embedder()
+        misses_before = getattr(emb, "misses", 0)
         texts = [[embed_text(doc, c) for c in chunks] for doc, _, chunks, _ in batch.docs]
         vectors = emb.embed([t for doc_texts in texts for t in doc_texts])
         writes, start = [], 0
@@ -122,7 +123,7 @@ def ingest_paths(store: Store, embedder: Callable[[], Embedder], paths: Iterable
             report.added += new
             report.updated += not new
         store.write_documents(writes)
-        report.embedded = getattr(emb, "misses", report.embedded)
+        report.embedded += getattr(emb, "misses", 0) - misses_before
         batch = _Batch()
 
     bar = Progress(TextColumn("[bold]ingest[/]"), BarColumn(), MofNCompleteColumn(),

@@ -37,7 +37,11 @@ class FullTextIndex:
         return self._writer
 
     def add(self, chunk_id: int, doc_id: str, text: str) -> None:
-        self._w().add_document(tantivy.Document(chunk_id=chunk_id, doc_id=doc_id, text=text))
+        doc = tantivy.Document()
+        doc.add_unsigned("chunk_id", int(chunk_id))
+        doc.add_text("doc_id", doc_id)
+        doc.add_text("text", text)
+        self._w().add_document(doc)
 
     def delete_doc(self, doc_id: str) -> None:
         self._w().delete_documents_by_term("doc_id", doc_id)

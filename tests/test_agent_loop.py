@@ -1,0 +1,140 @@
+"""The tools driver with a scripted chat model over a real knowledge base."""
+
+from __future__ import annotations
+
+from ragloop.agent.base import Grade
+from ragloop.agent.engine import Engine
+from ragloop.agent.run import BUDGET_NOTICE, log_line
+from ragloop.errors import ProviderError
+from ragloop.llm.base import ChatResponse, ToolCall
+from ragloop.llm.scripted import ScriptedChat
+from ragloop.types import EventKind, Hit, RunStatus, Usage
+
+
+class KeepDocs:
+    """A grader for loop tests: keeps hits of the named documents."""
+
+    def __init__(self, *doc_ids: str) -> None:
+        self.doc_ids = doc_ids
+        self.questions: list[str] = []
+
+    def grade(self, question: str, hits: list[Hit]) -> Grade:
+        self.questions.append(question)
+        kept = [h for h in hits if h.doc_id in self.doc_ids]
+        for h in hits:
+            h.verdict = "relevant" if h in kept else "irrelevant"
+        return Grade(kept=kept, discarded=[h for h in hits if h not in kept], enough=bool(kept),
+                     missing="" if kept else "everything", next_query=None if kept else "cfo")
+
+
+def search_call(query: str, n: int = 0) -> ChatResponse:
+    return ChatResponse(text="", tool_calls=[ToolCall(id=f"c{n}", name="search_knowledge_base",
+                                                      arguments={"query": query})],
+                        usage=Usage(input_tokens=100, output_tokens=10, calls=1))
+
+
+def engine_for(kb, chat, grader=None) -> Engine:
+    return Engine(kb, kb.settings.with_(max_steps=4), chat=chat,
+                  grader=grader or KeepDocs("policies/travel.md"))
+
+
+def test_a_model_that_never_stops_hits_the_ceiling_and_still_answers(small_kb) -> None:
+    def always_search(messages, tools, tool_choice):
+        if tool_choice == "none":
+            return ChatResponse(text="Approvals above £2,500 go to the CFO [1]. The rest is"
+                                     " missing.")
+        return search_call("approval threshold", len(messages))
+
+    chat = ScriptedChat([always_search], repeat_last=True)
+    events = []
+    result = engine_for(small_kb, chat).ask("Who approves big travel expenses?", route="agent",
+                                            driver="tools", on_event=events.append)
+    assert result.status == RunStatus.TRUNCATED
+    assert result.steps == 4
+    assert [c.tool_choice for c in chat.calls] == ["auto", "auto", "auto", "none"]
+    # the tool results of step 3 (MAX_STEPS-1) carry the budget notice, earlier ones do not
+    step3_tool_msgs = [m for m in chat.calls[3].messages if m.role == "tool"]
+    assert BUDGET_NOTICE in step3_tool_msgs[-1].content
+    assert all(BUDGET_NOTICE not in m.content for m in step3_tool_msgs[:-1])
+    assert result.answer.startswith("Approvals above £2,500")
+    assert result.citations[0]["doc_id"] == "policies/travel.md"
+    lines = [log_line(e) for e in events if e.kind == EventKind.TOOL_CALL]
+    assert lines[0].startswith('step=1 tool=search_knowledge_base query="approval threshold"'
+                               ' chunks=')
+    assert lines[0].endswith(" kept=" + str(events[2].data["kept"]))
+    assert result.usage.input_tokens == 300
+
+
+def test_only_graded_chunks_reach_the_model(small_kb) -> None:
+    chat = ScriptedChat([search_call("T9 battery and approvals"),
+                         ChatResponse(text="The CFO approves spending above £2,500 [1].")])
+    grader = KeepDocs("policies/travel.md")
+    result = engine_for(small_kb, chat, grader).ask("approval?", route="agent", driver="tools")
+    tool_msg = next(m for m in chat.calls[1].messages if m.role == "tool")
+    assert "<retrieved_data" in tool_msg.content
+    assert "policies/travel.md" in tool_msg.content
+    assert "products/sensor.md" not in tool_msg.content  # discarded by the grader
+    assert result.status == RunStatus.ANSWERED
+    assert grader.questions and "T9 battery and approvals" in grader.questions[0]
+
+
+def test_unknown_tool_and_bad_arguments_go_back_to_the_model(small_kb) -> None:
+    chat = ScriptedChat([
+        ChatResponse(text="", tool_calls=[ToolCall("a", "delete_everything", {}),
+                                          ToolCall("b", "fetch_document_section", {"doc_id": "x"}),
+                                          ToolCall("c", "search_knowledge_base", {},
+                                                   raw_arguments="{query: oops")]),
+        ChatResponse(text="The knowledge base does not say."),
+    ])
+    result = engine_for(small_kb, chat).ask("anything?", route="agent", driver="tools")
+    tool_msgs = [m.content for m in chat.calls[1].messages if m.role == "tool"]
+    assert "unknown tool 'delete_everything'" in tool_msgs[0]
+    assert "missing or empty argument 'section'" in tool_msgs[1]
+    assert "not valid JSON" in tool_msgs[2]
+    assert result.status == RunStatus.UNANSWERABLE
+
+
+def test_fetch_section_and_invalid_citations_are_removed(small_kb) -> None:
+    chat = ScriptedChat([
+        ChatResponse(text="", tool_calls=[ToolCall("a", "fetch_document_section",
+                                                   {"doc_id": "policies/travel.md",
+                                                    "section": "4.2"})]),
+        ChatResponse(text="Above £2,500 the CFO approves [1][7]."),
+    ])
+    result = engine_for(small_kb, chat).ask("threshold?", route="agent", driver="tools")
+    assert result.answer == "Above £2,500 the CFO approves [1]."
+    assert result.invalid_citations == [7]
+    assert result.citations == [{"n": 1, "doc_id": "policies/travel.md", "section": "4.2"}]
+
+
+def test_provider_failure_ends_the_run_cleanly_with_what_was_gathered(small_kb) -> None:
+    def fail(messages, tools, tool_choice):
+        raise ProviderError("anthropic: HTTP 529: overloaded")
+
+    chat = ScriptedChat([search_call("approval threshold"), fail])
+    engine = engine_for(small_kb, chat)
+    result = engine.ask("Who approves?", route="agent", driver="tools")
+    assert result.status == RunStatus.FAILED
+    assert "overloaded" in result.answer and "policies/travel.md" in result.answer
+    stored = engine.runs.get(result.run_id)
+    assert stored["status"] == "failed"
+    kinds = [e.kind for e in engine.runs.events(result.run_id)]
+    assert EventKind.ERROR in kinds and EventKind.TOOL_CALL in kinds
+
+
+def test_runs_are_stored_and_metrics_count_them(small_kb) -> None:
+    engine = engine_for(small_kb, ScriptedChat([search_call("approval threshold"),
+                                                ChatResponse(text="CFO [1].")]))
+    first = engine.ask("Who approves?", route="agent", driver="tools")
+    engine.chat = ScriptedChat([lambda m, t, c: search_call("x") if c != "none"
+                                else ChatResponse(text="partial [1]")], repeat_last=True)
+    second = engine.ask("Who approves again?", route="agent", driver="tools")
+    assert (first.status, second.status) == (RunStatus.ANSWERED, RunStatus.TRUNCATED)
+    m = engine.runs.metrics()
+    assert m.runs == 2
+    assert m.mean_steps == (first.steps + second.steps) / 2
+    assert m.truncated_pct == 50.0
+    assert m.warn_truncated
+    assert 0.0 < m.discarded_pct < 100.0
+    listed = engine.runs.list()
+    assert [r["run_id"] for r in listed] == [second.run_id, first.run_id]
