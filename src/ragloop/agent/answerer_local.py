@@ -1,0 +1,111 @@
+"""The extractive answerer: per sub-question, the best supporting sentences, cited.
+
+No generative model: sentences are scored by the sub-question's content terms they contain
+(numbers and codes must match exactly) plus embedding similarity, and quoted with [n].
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ragloop.agent.base import Draft, Evidence
+from ragloop.agent.text import (
+    codes,
+    content_terms,
+    entities,
+    quantities,
+    split_sentences,
+    stem,
+    term_set,
+)
+from ragloop.embed.base import Embedder
+
+# A sentence needs this much of the sub-question's terms (or meaning) to count as support.
+MIN_SUPPORT = 0.34
+SENTENCES_PER_PART = 2
+
+
+class ExtractiveAnswerer:
+    def __init__(self, embedder: Embedder | None = None, per_part: int = SENTENCES_PER_PART):
+        self.embedder = embedder
+        self.per_part = per_part
+
+    def _candidates(self, evidence: list[Evidence]) -> list[tuple[int, str]]:
+        out: list[tuple[int, str]] = []
+        self._context = {ev.n: f"{ev.doc_id} {ev.section_title}".lower() for ev in evidence}
+        for ev in evidence:
+            for sentence in split_sentences(ev.text):
+                if len(sentence) > 12:
+                    out.append((ev.n, sentence))
+        return out
+
+    def _score(self, question: str, cands: list[tuple[int, str]]) -> list[float]:
+        terms = {stem(t) for t in content_terms(question)}
+        q_codes = {c.lower() for c in codes(question)}
+        q_entities = {e.lower() for e in entities(question)}
+        lexical = []
+        for n, sentence in cands:
+            have = {stem(t) for t in term_set(sentence)}
+            cov = len(terms & have) / len(terms) if terms else 0.0
+            if q_codes and not q_codes & {c.lower() for c in codes(sentence)}:
+                cov *= 0.5
+            # the question's names (CEO, S200, Pulse) must be in the sentence or its section:
+            # a sentence about someone else's salary does not answer "the CEO's salary"
+            where = f"{sentence.lower()} {self._context.get(n, '')}"
+            if q_entities and sum(e in where for e in q_entities) < len(q_entities) / 2:
+                cov *= 0.3
+            lexical.append(cov)
+        if self.embedder is None or not cands:
+            return lexical
+        vecs = self.embedder.embed([question, *[s for _, s in cands]])
+        cos = vecs[1:] @ vecs[0]
+        return [0.6 * lex + 0.4 * float(c) for lex, c in zip(lexical, np.asarray(cos), strict=True)]
+
+    def answer(self, question: str, sub_questions: list[str], evidence: list[Evidence]) -> Draft:
+        parts = sub_questions or [question]
+        cands = self._candidates(evidence)
+        lines: list[str] = []
+        missing: list[str] = []
+        chosen_all: list[tuple[int, str]] = []
+        for part in parts:
+            scored = sorted(zip(self._score(part, cands), cands, strict=True),
+                            key=lambda x: x[0], reverse=True) if cands else []
+            chosen: list[tuple[int, str]] = []
+            for score, (n, sentence) in scored:
+                if score < MIN_SUPPORT or len(chosen) >= self.per_part:
+                    break
+                if all(sentence != s for _, s in chosen):
+                    chosen.append((n, sentence))
+            if not chosen:
+                missing.append(part)
+                continue
+            chosen_all.extend(chosen)
+            body = " ".join(f"{s.rstrip()} [{n}]" for n, s in chosen)
+            lines.append(f"{part.rstrip('?')}: {body}" if len(parts) > 1 else body)
+        for part in missing:
+            lines.append(f"The knowledge base does not say: {part}")
+        conflicts = self._conflicts(chosen_all)
+        for c in conflicts:
+            lines.append(f"Note: the sources disagree — {c}")
+        return Draft(text="\n".join(lines), missing=missing,
+                     unanswerable=len(missing) == len(parts), conflicts=conflicts)
+
+    def _conflicts(self, chosen: list[tuple[int, str]]) -> list[str]:
+        """Two chosen sentences from different evidence about the same subject, with different
+        figures of the same kind (money, percent, date, duration)."""
+        out: list[str] = []
+        for i, (n1, s1) in enumerate(chosen):
+            q1 = {q.kind: q for q in quantities(s1)}
+            t1 = {stem(t) for t in content_terms(s1)}
+            for n2, s2 in chosen[i + 1:]:
+                if n1 == n2:
+                    continue
+                t2 = {stem(t) for t in content_terms(s2)}
+                if len(t1 & t2) < max(2, min(len(t1), len(t2)) // 2):
+                    continue
+                for q in quantities(s2):
+                    other = q1.get(q.kind)
+                    if other is not None and other.value != q.value:
+                        out.append(f"{other.text} [{n1}] versus {q.text} [{n2}]")
+                        break
+        return out

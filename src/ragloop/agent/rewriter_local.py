@@ -1,0 +1,147 @@
+"""Gap-driven re-queries with no generative model.
+
+Candidates, in order, the first one not yet tried wins:
+1. the grader's own `next_query` (the uncovered terms plus the question's covered entities);
+2. bridge entities found in kept chunks (a product code, a capitalised name, a section
+   reference the question does not mention) + the uncovered terms — the multi-hop step:
+   "battery life of the sensor that raises E102" → kept chunk says "The S200 raises E102"
+   → "S200 battery life";
+3. the uncovered terms + pseudo-relevance-feedback terms (characteristic words of the kept
+   chunks);
+4. the uncovered terms alone.
+Built from `grade.missing` and `grade.kept` (plus the question's entities as context), never
+from the history of queries; a query equal to a tried one (same words, any order) is skipped.
+
+Also the helpers the driver uses to decide on `fetch_document_section`: `section_refs`,
+`looks_cut_off`, `fetch_targets`.
+"""
+
+from __future__ import annotations
+
+from ragloop.agent.base import Grade
+from ragloop.agent.grader_local import context_text, gap_terms
+from ragloop.agent.text import (
+    STOP,
+    SectionRef,
+    content_words,
+    entities,
+    is_code,
+    looks_cut_off,
+    section_links,
+    section_refs,
+    stem,
+    tfidf_terms,
+)
+from ragloop.types import DocumentInfo, Hit
+
+__all__ = ["LocalRewriter", "bridge_entities", "fetch_targets", "looks_cut_off",
+           "section_refs"]
+
+MAX_QUERY_WORDS = 10
+
+
+def _key(query: str) -> frozenset[str]:
+    return frozenset(stem(w) for w in content_words(query)) or frozenset([query.lower()])
+
+
+def bridge_entities(question: str, kept: list[Hit], limit: int = 3) -> list[str]:
+    """Entities named in kept chunks but not in the question, most frequent first: codes
+    before names; section references as "section 4.2"."""
+    asked = {stem(w) for w in content_words(question)} | {stem(e) for e in entities(question)}
+    counts: dict[str, float] = {}
+    for rank, hit in enumerate(kept):
+        weight = 1.0 / (1 + rank)
+        for e in entities(hit.text):
+            s = stem(e)
+            if s in asked or e.isdigit() or e.replace(",", "").replace(".", "").isdigit():
+                continue
+            if e.lower() in STOP or len(e) < 2:
+                continue
+            bonus = 2.0 if is_code(e) else 1.0
+            counts[e] = counts.get(e, 0.0) + weight * bonus
+        for ref in section_links(hit.text):
+            label = f"section {ref.section}"
+            counts[label] = counts.get(label, 0.0) + 0.5 * weight
+    ranked = sorted(counts, key=lambda e: (-counts[e], e))
+    # drop names that are part of another kept name (Halden vs HaldenMesh stays; "Edge" vs
+    # "Edge G2" would not occur: entities are single tokens)
+    return ranked[:limit]
+
+
+class LocalRewriter:
+    def __init__(self, max_words: int = MAX_QUERY_WORDS, prf_terms: int = 3):
+        self.max_words = max_words
+        self.prf_terms = prf_terms
+
+    def candidates(self, question: str, grade: Grade) -> list[str]:
+        gap = gap_terms(grade.missing)
+        q_ents = entities(question)
+        gap_stems = {stem(w) for w in gap}
+        context = [e for e in q_ents if stem(e) not in gap_stems]
+        out: list[str] = []
+        if grade.next_query:
+            out.append(grade.next_query)
+        if grade.kept:
+            bridges = bridge_entities(question, grade.kept)
+            # the question's plain terms that are not the bridge's own clue: for
+            # "battery life of the sensor that raises E102" keep "battery life"
+            plain = [w for w in content_words(question) if w not in q_ents]
+            target = gap or plain
+            for b in bridges:
+                out.append(" ".join([b, *target]))
+            exclude = {stem(w) for w in content_words(question)} | gap_stems
+            prf = tfidf_terms([context_text(h) for h in grade.kept], exclude,
+                              n=self.prf_terms)
+            if prf:
+                out.append(" ".join([*context, *gap, *prf] if gap else [*context, *plain,
+                                                                          *prf]))
+        if gap:
+            out.append(" ".join([*context, *gap]))
+            out.append(" ".join(gap))
+        return out
+
+    def rewrite(self, question: str, grade: Grade, tried: list[str]) -> str | None:
+        seen = {_key(t) for t in tried}
+        for cand in self.candidates(question, grade):
+            query = " ".join(dict.fromkeys(cand.split()[: self.max_words]))
+            if not query.strip():
+                continue
+            k = _key(query)
+            if k in seen:
+                continue
+            return query
+        return None
+
+
+def _doc_for_title(title: str, documents: list[DocumentInfo]) -> str | None:
+    want = {stem(w) for w in content_words(title)}
+    best, best_score = None, 0.0
+    for d in documents:
+        have = {stem(w) for w in content_words(f"{d.title} {d.doc_id}")}
+        if not want or not have:
+            continue
+        score = len(want & have) / len(want)
+        if score > best_score:
+            best, best_score = d.doc_id, score
+    return best if best_score >= 0.6 else None
+
+
+def fetch_targets(hit: Hit, documents: list[DocumentInfo] | None = None) -> list[tuple[str, str]]:
+    """(doc_id, section) pairs worth fetching whole for a kept hit: its own section when the
+    chunk looks cut off, and every section it refers to ("see section 4.2" → same document;
+    "section 2.1 of the Data Retention Policy" → that document, matched by title among
+    `documents`, e.g. `kb.documents()`)."""
+    out: list[tuple[str, str]] = []
+    if looks_cut_off(hit):
+        out.append((hit.doc_id, hit.section))
+    refs: list[SectionRef] = section_links(hit.text)
+    for ref in refs:
+        doc = hit.doc_id
+        if ref.doc_title:
+            found = _doc_for_title(ref.doc_title, documents or [])
+            if found is None and documents is not None:
+                continue
+            doc = found or doc
+        if (doc, ref.section) != (hit.doc_id, hit.section):
+            out.append((doc, ref.section))
+    return list(dict.fromkeys(out))

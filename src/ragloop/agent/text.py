@@ -1,0 +1,314 @@
+"""Text helpers shared by the local (no-LLM) decision makers.
+
+Sentence splitting, content terms with a light stemmer, entity-like tokens (product codes,
+error codes, quarters, years, capitalised names), quantities (money, percentages, dates,
+durations) and section references. Pure functions, no model.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ragloop.store.query_text import STOP_WORDS
+from ragloop.types import Hit
+
+# Words that carry no topic in a question: the search stop words plus question/instruction
+# vocabulary ("list", "describe", "tell me").
+QUESTION_WORDS = frozenset([
+    "also", "any", "all", "both", "each", "every", "other", "some", "many", "much", "more",
+    "most", "less", "least", "very", "just", "only", "same", "own", "here", "out", "up", "down",
+    "over", "under", "again", "further", "once", "too", "been", "being", "am", "may", "might",
+    "must", "shall", "we", "you", "your", "our", "my", "me", "he", "she", "him", "her", "his",
+    "them", "us", "one", "ones", "get", "got", "give", "list", "name", "names", "tell", "describe",
+    "explain", "show", "please", "know", "want", "need", "like", "kind", "sort", "type", "types",
+    "thing", "things", "way", "ways", "compare", "compared", "comparison", "versus", "vs",
+    "difference", "differences", "between", "whether", "which", "whose", "much", "often",
+    "long", "say", "says", "said", "mean", "means", "use", "used", "using", "there", "those",
+    "after", "before", "during", "per", "each", "via", "any", "anything", "something",
+    "make", "makes", "made", "go", "goes", "take", "takes", "according", "under", "within",
+    "exactly", "currently", "current", "new", "old", "happen", "happens", "etc", "e", "g",
+])
+STOP = STOP_WORDS | QUESTION_WORDS
+
+_WORD = re.compile(r"\d+(?:[.,]\d+)+|[A-Za-z0-9][A-Za-z0-9\-'’]*")
+# A token with a digit next to letters: S200, E104, Q3, FY2025, G2, IP67, SR-332.
+_CODE = re.compile(r"^(?=.*\d)(?=.*[a-z])[a-z0-9\-]+$", re.IGNORECASE)
+_YEAR = re.compile(r"^(?:19|20)\d\d$")
+
+MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
+          "september", "october", "november", "december")
+_MONTH_RE = "|".join(m.capitalize() for m in MONTHS) + "|" + "|".join(
+    m.capitalize()[:3] for m in MONTHS)
+
+
+def words(text: str) -> list[str]:
+    """The word tokens of `text` (codes like S200 or SR-332 stay whole), original case."""
+    out = []
+    for w in _WORD.findall(text or ""):
+        w = w.strip("-'’")
+        if w.lower().endswith(("'s", "’s")):
+            w = w[:-2]
+        if w:
+            out.append(w)
+    return out
+
+
+def is_code(word: str) -> bool:
+    """A product/error/period code: letters and digits together (S200, E104, Q3, FY2025)."""
+    return bool(_CODE.match(word))
+
+
+def is_number(word: str) -> bool:
+    return bool(re.fullmatch(r"\d[\d,.]*", word))
+
+
+def stem(word: str) -> str:
+    """A light English stemmer: plurals, -ing, -ed, -ly, -ation, a final -e. Codes and
+    numbers are returned lower-cased and otherwise untouched (they must match exactly)."""
+    w = word.lower().replace("’", "'")
+    if any(c.isdigit() for c in w) or len(w) <= 3:
+        return w
+    for suffix, repl in (("ational", "ate"), ("ization", "ize"), ("isation", "ize"),
+                         ("ations", "ate"), ("ation", "ate"), ("ments", ""), ("ment", ""),
+                         ("ness", ""), ("ities", ""), ("ity", "")):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 4:
+            w = w[: -len(suffix)] + repl
+            break
+    if w.endswith("ies") and len(w) > 4:
+        w = w[:-3] + "y"
+    elif w.endswith("sses"):
+        w = w[:-2]
+    elif w.endswith("s") and not w.endswith(("ss", "us", "is")) and len(w) > 3:
+        w = w[:-1]
+    for suffix in ("ing", "ed", "ly"):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            w = w[: -len(suffix)]
+            if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "lsz":
+                w = w[:-1]
+            break
+    if w.endswith("e") and len(w) > 3:
+        w = w[:-1]
+    if w.endswith("y") and len(w) > 3:
+        w = w[:-1] + "i"
+    return w
+
+
+def content_words(text: str) -> list[str]:
+    """Words of `text` that carry its topic (no stop/question words), original case, in order,
+    without repeats (case-insensitive)."""
+    seen: set[str] = set()
+    out = []
+    for w in words(text):
+        low = w.lower()
+        if low in STOP or low in seen or (len(low) == 1 and not low.isdigit()):
+            continue
+        seen.add(low)
+        out.append(w)
+    return out
+
+
+def term_set(text: str) -> set[str]:
+    """Stems of every word of `text` (stop words included: coverage checks only look up
+    content terms in it)."""
+    return {stem(w) for w in words(text)}
+
+
+def content_terms(text: str) -> list[str]:
+    return list(dict.fromkeys(stem(w) for w in content_words(text)))
+
+
+def entities(text: str) -> list[str]:
+    """Entity-like tokens that must match exactly: codes (S200, E104, Q3, FY2025), numbers,
+    years, and capitalised words that do not start a sentence (Austin, HaldenMesh)."""
+    out: list[str] = []
+    toks = list(_WORD.finditer(text or ""))
+    for i, m in enumerate(toks):
+        w = m.group(0).strip("-'’")
+        if w.lower().endswith(("'s", "’s")):
+            w = w[:-2]
+        if not w:
+            continue
+        low = w.lower()
+        if is_code(w) or is_number(w):
+            out.append(w)
+            continue
+        if low in STOP or len(w) < 2:
+            continue
+        if w[0].isupper():
+            start = i == 0 or re.search(r"[.!?:\n]\s*$", text[: m.start()][-3:] or "")
+            if not start or (w.isupper() and len(w) >= 2):
+                out.append(w)
+    return list(dict.fromkeys(out))
+
+
+def codes(text: str) -> list[str]:
+    return list(dict.fromkeys(w.upper() for w in words(text) if is_code(w)))
+
+
+def code_family(code: str) -> str:
+    """The letter prefix of a code: S200 -> "S", FY2025 -> "FY", E104 -> "E"."""
+    m = re.match(r"[A-Za-z\-]*", code)
+    return (m.group(0) if m else "").upper().strip("-")
+
+
+# --- sentences ---------------------------------------------------------------------------
+
+_ABBREV = re.compile(r"\b(?:e\.g|i\.e|etc|vs|approx|Mr|Mrs|Ms|Dr|No|Inc|Ltd|Fig|Sec|cf)\.$",
+                     re.IGNORECASE)
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split text into sentences; list items and headings count as sentences."""
+    out: list[str] = []
+    for block in re.split(r"\n\s*\n|\n(?=\s*(?:[-*•]|\d+[.)])\s)|\n(?=#)", text or ""):
+        block = " ".join(block.split())
+        if not block:
+            continue
+        buf = ""
+        for part in re.split(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9£$€])", block):
+            buf = f"{buf} {part}".strip() if buf else part
+            if _ABBREV.search(buf) or re.search(r"\b[A-Z]\.$", buf):
+                continue
+            out.append(buf)
+            buf = ""
+        if buf:
+            out.append(buf)
+    return [s.strip(" -*•#") for s in out if len(s.strip(" -*•#")) > 1]
+
+
+# --- quantities (for conflicts) ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class Quantity:
+    kind: str  # "money:£", "percent", "date", "year", "duration:month", "number:unit"
+    value: str  # normalised value
+    text: str  # as written
+
+
+_MONEY = re.compile(r"(?:([£$€¥])\s?(\d(?:[\d,]*\d)?(?:\.\d+)?)\s*"
+                    r"(million|billion|thousand|bn|k|m)?\b"
+                    r"|\b(USD|GBP|EUR)\s?(\d(?:[\d,]*\d)?(?:\.\d+)?)\s*(million|billion|bn|k|m)?\b)",
+                    re.IGNORECASE)
+_PERCENT = re.compile(r"(\d+(?:\.\d+)?)\s?(?:%|per ?cent\b)", re.IGNORECASE)
+_DATE = re.compile(rf"\b(?:(\d{{1,2}})\s+({_MONTH_RE})\.?,?\s+((?:19|20)\d\d)"
+                   rf"|({_MONTH_RE})\.?\s+(\d{{1,2}}),?\s+((?:19|20)\d\d)"
+                   r"|((?:19|20)\d\d)-(\d\d)-(\d\d))\b")
+_DURATION = re.compile(r"\b(\d+(?:\.\d+)?|one|two|three|four|five|six|seven|eight|nine|ten|"
+                       r"twelve|eighteen|twenty|thirty|sixty|ninety)[\s-]"
+                       r"(business days?|working days?|days?|weeks?|months?|years?|hours?|"
+                       r"minutes?)\b", re.IGNORECASE)
+_NUMWORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+             "eight": 8, "nine": 9, "ten": 10, "twelve": 12, "eighteen": 18, "twenty": 20,
+             "thirty": 30, "sixty": 60, "ninety": 90}
+_SCALE = {"k": 1e3, "thousand": 1e3, "m": 1e6, "million": 1e6, "bn": 1e9, "billion": 1e9}
+
+
+def _num(s: str) -> float:
+    return float(s.replace(",", ""))
+
+
+def quantities(text: str) -> list[Quantity]:
+    out: list[Quantity] = []
+    for m in _MONEY.finditer(text):
+        cur = m.group(1) or m.group(4).upper()
+        amount = _num(m.group(2) or m.group(5)) * _SCALE.get((m.group(3) or m.group(6) or "")
+                                                             .lower(), 1.0)
+        cur = {"GBP": "£", "USD": "$", "EUR": "€"}.get(cur, cur)
+        out.append(Quantity(f"money:{cur}", f"{amount:g}", m.group(0).strip()))
+    for m in _PERCENT.finditer(text):
+        out.append(Quantity("percent", f"{float(m.group(1)):g}", m.group(0)))
+    for m in _DATE.finditer(text):
+        if m.group(1):
+            d, mon, y = m.group(1), m.group(2), m.group(3)
+        elif m.group(4):
+            mon, d, y = m.group(4), m.group(5), m.group(6)
+        else:
+            y, mon, d = m.group(7), MONTHS[int(m.group(8)) - 1] if 0 < int(m.group(8)) <= 12 \
+                else "?", m.group(9)
+        mon_n = next((i for i, name in enumerate(MONTHS) if name.startswith(mon.lower()[:3])), -1)
+        out.append(Quantity("date", f"{y}-{mon_n + 1:02d}-{int(d):02d}", m.group(0)))
+    for m in _DURATION.finditer(text):
+        n = m.group(1).lower()
+        value = float(_NUMWORDS.get(n, 0)) if n in _NUMWORDS else float(n)
+        unit = m.group(2).lower().rstrip("s")
+        unit = unit.replace("working", "business")
+        out.append(Quantity(f"duration:{unit}", f"{value:g}", m.group(0)))
+    return out
+
+
+# --- section references ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SectionRef:
+    section: str  # "4.2"
+    doc_title: str | None = None  # "Data Retention Policy" when the text names the document
+    text: str = ""
+
+
+_SECTION_REF = re.compile(
+    r"\b(?:see\s+(?:also\s+)?)?(?:sections?|§|clause|paragraph|para\.?)\s*(\d+(?:\.\d+)*[a-z]?)"
+    r"(?:\s+(?:of|in)\s+(?:the\s+)?((?:[A-Z][\w&\-]*\s*){1,6}?"
+    r"(?:Policy|Procedure|Standard|Guide|Handbook|Manual|Datasheet|Agreement|Plan|Report"
+    r"|Overview|Terms|Notes?|Code|Charter|Glossary)\b))?",
+    re.IGNORECASE)
+
+
+def section_links(text: str) -> list[SectionRef]:
+    """Every "section 4.2" / "§2.1 of the Data Retention Policy" reference in `text`."""
+    out: list[SectionRef] = []
+    for m in _SECTION_REF.finditer(text or ""):
+        title = m.group(2)
+        if title and not title[0].isupper():
+            title = None
+        out.append(SectionRef(m.group(1).rstrip("."), title.strip() if title else None,
+                              m.group(0)))
+    return list(dict.fromkeys(out))
+
+
+def section_refs(text: str) -> list[str]:
+    """The section ids referenced in `text` ("see section 4.2" -> ["4.2"]), in order."""
+    return list(dict.fromkeys(r.section for r in section_links(text)))
+
+
+def looks_cut_off(hit: Hit | str) -> bool:
+    """True when a chunk stops mid-sentence or on a colon (a list follows): the rest is in
+    the section, so fetching the whole section is worthwhile."""
+    text = (hit.text if isinstance(hit, Hit) else hit or "").rstrip()
+    if not text:
+        return False
+    if text.endswith((":", ",", ";", "-", "–", "—", "(")):
+        return True
+    last_line = text.splitlines()[-1].strip()
+    if last_line.startswith(("#", "|", "-", "*", "•")) or re.match(r"\d+[.)]\s", last_line):
+        return False  # a heading, table row or list item ends without a full stop
+    return not re.search(r"[.!?…\"')\]»”’]$", text)
+
+
+# --- term weights ------------------------------------------------------------------------
+
+def tfidf_terms(texts: Iterable[str], exclude: set[str], n: int = 5,
+                background: Iterable[str] = ()) -> list[str]:
+    """The `n` most characteristic content words of `texts` (tf in them × idf over them and
+    `background`), skipping stems in `exclude`; returned as written (first spelling)."""
+    texts = list(texts)
+    docs = [list(content_words(t)) for t in [*texts, *background]]
+    df: Counter[str] = Counter()
+    for d in docs:
+        df.update({stem(w) for w in d})
+    tf: Counter[str] = Counter()
+    spelling: dict[str, str] = {}
+    for d in docs[: len(texts)]:
+        for w in words(" ".join(d)):
+            s = stem(w)
+            if s in exclude or w.lower() in STOP or len(s) < 3 or is_number(w):
+                continue
+            tf[s] += 1
+            spelling.setdefault(s, w)
+    total = max(len(docs), 1)
+    scored = {s: c * (1.0 + math.log((1 + total) / (1 + df[s]))) for s, c in tf.items()}
+    best = sorted(scored, key=lambda s: (-scored[s], s))[:n]
+    return [spelling[s] for s in best]
