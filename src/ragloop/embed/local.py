@@ -102,6 +102,9 @@ class LocalEmbedder:
             import torch
             from tokenizers import Tokenizer
             from transformers import AutoModel
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()  # no "Loading weights" bars on every command
 
             if torch.get_num_threads() != self.threads:
                 torch.set_num_threads(self.threads)
