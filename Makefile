@@ -9,6 +9,8 @@ DEMO_KB ?= .demo-kb
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	# the web page is tested in a real headless Chromium (Debian's package)
+	command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 	# torch first, pinned: pip takes the local CPU build; an unpinned resolve would pull CUDA.
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -c requirements.lock -e '.[dev,bench]'

@@ -270,6 +270,131 @@ def stats(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
                   " raise --max-steps or look at what the searches miss (`ragloop runs`).")
 
 
+@app.command(name="eval")
+def eval_(dataset: Annotated[Path, typer.Argument(
+              help="Seed-style .jsonl ({q, gold_doc, type, answer?}) or a BEIR folder.")],
+          kb: KbOpt = None,
+          paths: Annotated[str, typer.Option(
+              help="Comma-separated: single (one search), agent (the loop), router (auto).")]
+          = "single,agent,router",
+          k: Annotated[int, typer.Option("-k", help="Documents counted for recall@k / MRR.")] = 10,
+          model: Annotated[str | None, typer.Option(
+              help="offline | anthropic:<model> | openai:<model> | ollama:<model>")] = None,
+          grader_model: Annotated[str | None, typer.Option(help="A cheaper model to grade.")]
+          = None,
+          driver: Annotated[str | None, typer.Option(help="tools | pipeline")] = None,
+          max_steps: Annotated[int | None, typer.Option(help="Step ceiling (default 6).")] = None,
+          base_url: Annotated[str | None, typer.Option(
+              help="OpenAI-compatible server, e.g. http://localhost:11434/v1")] = None,
+          limit: Annotated[int | None, typer.Option(help="Only the first N questions.")] = None,
+          out_dir: Annotated[Path | None, typer.Option(
+              "--out", help="Results folder [default ./eval-results/<dataset>].")] = None,
+          workers: Annotated[int | None, typer.Option(
+              help="Parallel runs [default 1 offline, 4 with a remote model].")] = None,
+          fresh: Annotated[bool, typer.Option(help="Discard earlier results in --out.")]
+          = False,
+          embedder: EmbedderOpt = None, as_json: JsonOpt = False) -> None:
+    """Evaluate single-shot vs agent vs router: recall@k, MRR, answers, cost, latency.
+
+    Resumable: results go to OUT/results.jsonl as they finish; a rerun skips finished pairs.
+    Writes OUT/report.json, OUT/report.md and OUT/report.html (plots)."""
+    from ragloop.agent.engine import Engine
+    from ragloop.eval.datasets import ingest_corpus, load_dataset, resolve_gold
+    from ragloop.eval.metrics import build_report, diagnose
+    from ragloop.eval.report import markdown, to_json, write_reports
+    from ragloop.eval.runner import EvalOptions, parse_paths, run_eval
+    from ragloop.kb import KnowledgeBase
+
+    chosen = parse_paths(paths)
+    if k < 1:
+        raise UserError("-k must be at least 1")
+    data = load_dataset(dataset)
+    settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url,
+                            embedder=embedder)
+    progress = not as_json and err.is_terminal
+    with KnowledgeBase.open(settings.kb, settings) as base:
+        if data.corpus is not None:
+            added = ingest_corpus(base, data.corpus, progress=progress)
+            if added and not as_json:
+                err.print(f"ingested {added} corpus documents into {settings.kb}")
+        doc_ids = [d.doc_id for d in base.documents()]
+        if not doc_ids:
+            raise UserError(f"The knowledge base {settings.kb} is empty: ingest the documents"
+                            f" first (`ragloop ingest PATH --kb {settings.kb}`).")
+        misses = resolve_gold(data, doc_ids)
+        for qid, name in misses[:10]:
+            err.print(f"[yellow]warning:[/] question {escape(qid)}: gold document"
+                      f" {escape(name)!r} is not in the knowledge base")
+        if len(misses) > 10:
+            err.print(f"[yellow]warning:[/] {len(misses)} gold names did not resolve in all")
+        offline = settings.model.strip().lower() in ("offline", "none", "")
+        options = EvalOptions(out=out_dir or Path("eval-results") / data.name, paths=chosen,
+                              k=k, limit=limit, driver=driver, max_steps=max_steps,
+                              workers=workers or (1 if offline else 4), progress=progress,
+                              fresh=fresh)
+        try:
+            records = run_eval(data, lambda: Engine(base, settings), options)
+        except KeyboardInterrupt:
+            err.print(f"\n[yellow]interrupted:[/] finished results are in"
+                      f" {options.out / 'results.jsonl'}; run the same command again to resume.")
+            raise typer.Exit(130) from None
+    report = build_report(records, k, chosen)
+    notes = []
+    from ragloop.agent.engine import SINGLE_SHOT_K
+
+    if "single" in chosen and k > SINGLE_SHOT_K:
+        notes.append(f"single-shot answers from the top {SINGLE_SHOT_K} chunks of one search:"
+                     f" its documents are those, so it can hold fewer than {k}.")
+    if chosen == ["single"]:
+        line = diagnose(report)
+        if line:
+            notes.append(line)
+    if misses:
+        notes.append(f"{len(misses)} gold document name(s) did not match a doc_id of the"
+                     " knowledge base: those questions count as misses.")
+    report = {"dataset": str(dataset), "model": records[0].get("model") if records else None,
+              **report, "notes": notes}
+    files = write_reports(options.out, report, records, title=f"ragloop eval: {data.name}")
+    if as_json:
+        emit_json(to_json(report))
+        return
+    out.print(escape(markdown(report)))
+    for note in notes:
+        out.print(f"\n[bold]{escape(note)}[/]")
+    out.print(f"\n[dim]{len(records)} results in {options.out / 'results.jsonl'};"
+              f" report: {files['html']}[/]")
+
+
+@app.command()
+def serve(host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+          port: Annotated[int, typer.Option(help="Port.")] = 8000,
+          model: Annotated[str | None, typer.Option(
+              help="offline | anthropic:<model> | openai:<model> | ollama:<model>")] = None,
+          grader_model: Annotated[str | None, typer.Option(help="A cheaper model to grade.")]
+          = None,
+          base_url: Annotated[str | None, typer.Option(
+              help="OpenAI-compatible server, e.g. http://localhost:11434/v1")] = None,
+          kb: KbOpt = None) -> None:
+    """HTTP API + live run page + dashboard. Beyond loopback, RAGLOOP_API_KEY is required."""
+    import os
+
+    from ragloop.server.app import API_KEY_ENV
+    from ragloop.server.app import serve as run_server
+
+    settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url)
+    run_server(settings, host=host, port=port, api_key=os.environ.get(API_KEY_ENV) or None)
+
+
+@app.command()
+def mcp(model: Annotated[str | None, typer.Option(
+            help="Model for the ask tool: offline | anthropic:<model> | openai:<model>")] = None,
+        kb: KbOpt = None) -> None:
+    """The knowledge base's tools as an MCP server over stdio (Claude Desktop / Code)."""
+    from ragloop.mcp_server import run as run_mcp
+
+    run_mcp(settings_for(kb, model=model))
+
+
 def main() -> None:
     try:
         app()

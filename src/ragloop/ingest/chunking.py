@@ -1,54 +1,122 @@
 """Token-bounded, overlapping chunks that never cross a section.
 
-One tokenizer pass per section gives character offsets, so windows are cut by slicing the
-text; a window ends at a sentence or paragraph boundary when one lies in its last 40%.
+All sections of a document go through the MiniLM tokenizer in one batch call (long ones in
+whitespace-cut pieces); each section's
+token character offsets let windows be cut by slicing its text. A window of `max_tokens`
+ends, by preference, at a paragraph break in its second half, else at a sentence end or line
+break in its last two thirds, else between words. The next window starts `overlap` tokens
+back, moved forward to a sentence start inside the overlap when there is one.
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 
 from ragloop.embed.model_files import local_tokenizer
 from ragloop.types import Chunk, ParsedDocument
 
-_BOUNDARY = re.compile(r"(?:[.!?:;][\"')\]]*\s|\n)")
+_PARAGRAPH = re.compile(r"\n[ \t]*\n\s*")
+_SENTENCE = re.compile(r"(?<=[.!?…])[\"'”’)\]]*\s+|\n\s*")
 
 
-def _cut_points(text: str, offsets: list[tuple[int, int]], max_tokens: int,
-                overlap: int) -> list[tuple[int, int]]:
-    """(start_char, end_char) of each window."""
+def _token_index(starts: list[int], chars: list[int]) -> list[int]:
+    """Token indexes at which the given character positions begin (sorted, unique)."""
+    return sorted({bisect_left(starts, c) for c in chars})
+
+
+def _last_in(points: list[int], lo: int, hi: int) -> int | None:
+    """The largest point p with lo < p <= hi, or None."""
+    k = bisect_right(points, hi) - 1
+    return points[k] if k >= 0 and points[k] > lo else None
+
+
+def _first_in(points: list[int], lo: int, hi: int) -> int | None:
+    """The smallest point p with lo <= p < hi, or None."""
+    k = bisect_left(points, lo)
+    return points[k] if k < len(points) and points[k] < hi else None
+
+
+def split_windows(text: str, offsets: list[tuple[int, int]], max_tokens: int,
+                  overlap: int) -> list[tuple[int, int]]:
+    """(start_char, end_char) of each window over `text`, given its token offsets."""
     n = len(offsets)
     if n <= max_tokens:
         return [(0, len(text))]
-    windows = []
+    starts = [a for a, _ in offsets]
+    paragraphs = _token_index(starts, [m.end() for m in _PARAGRAPH.finditer(text)])
+    sentences = _token_index(starts, [m.end() for m in _SENTENCE.finditer(text)])
+    words = [i for i in range(1, n) if offsets[i][0] > offsets[i - 1][1]]
+    windows: list[tuple[int, int]] = []
     start = 0
     while start < n:
-        end = min(start + max_tokens, n)
-        if end < n:
-            floor = start + int(max_tokens * 0.6)
-            for i in range(end - 1, floor - 1, -1):
-                gap = text[offsets[i][1]:offsets[i + 1][0] + 1]
-                if _BOUNDARY.match(text, offsets[i][1] - 1) or "\n" in gap:
-                    end = i + 1
-                    break
+        limit = start + max_tokens
+        if limit >= n:
+            end = n
+        else:
+            end = (_last_in(paragraphs, start + max_tokens // 2, limit)
+                   or _last_in(sentences, start + max_tokens // 3, limit)
+                   or _last_in(words, start, limit)
+                   or limit)
         char_end = offsets[end][0] if end < n else len(text)
         windows.append((offsets[start][0], char_end))
         if end >= n:
             break
-        start = max(end - overlap, start + 1)
+        back = max(end - overlap, start + 1)
+        nxt = (_first_in(sentences, back, end) or _first_in(words, back, end) or back) \
+            if overlap else end
+        start = max(nxt, start + 1)
     return windows
 
 
+# Long sections are tokenized in pieces cut at whitespace (where the BERT pre-tokenizer
+# splits anyway), so one batch call spreads the work over the cores.
+PIECE_CHARS = 4000
+
+
+def _pieces(text: str) -> list[int]:
+    """Start offsets of whitespace-bounded pieces of about PIECE_CHARS characters."""
+    cuts = [0]
+    n = len(text)
+    while n - cuts[-1] > PIECE_CHARS:
+        lo, hi = cuts[-1] + PIECE_CHARS // 2, cuts[-1] + PIECE_CHARS
+        cut = max(text.rfind("\n", lo, hi), text.rfind(" ", lo, hi))
+        if cut <= lo:
+            break
+        cuts.append(cut)
+    return cuts
+
+
+def section_offsets(texts: list[str]) -> list[list[tuple[int, int]]]:
+    """Token character offsets of each text (MiniLM tokenizer, no special tokens)."""
+    jobs: list[tuple[int, int, int]] = []  # (text index, start, end)
+    for k, text in enumerate(texts):
+        cuts = _pieces(text)
+        jobs.extend((k, a, b) for a, b in zip(cuts, [*cuts[1:], len(text)], strict=True))
+    encodings = local_tokenizer().encode_batch([texts[k][a:b] for k, a, b in jobs],
+                                               add_special_tokens=False)
+    out: list[list[tuple[int, int]]] = [[] for _ in texts]
+    for (k, a, _), enc in zip(jobs, encodings, strict=True):
+        if a:
+            out[k].extend((x + a, y + a) for x, y in enc.offsets)
+        else:
+            out[k].extend(enc.offsets)
+    return out
+
+
 def chunk_document(doc: ParsedDocument, max_tokens: int = 200, overlap: int = 40) -> list[Chunk]:
-    tokenizer = local_tokenizer()
+    """The document's chunks, in order; `ord` is the index within the document."""
+    if max_tokens < 1:
+        raise ValueError("max_tokens must be at least 1")
     overlap = max(0, min(overlap, max_tokens // 2))
+    sections = [s for s in doc.sections if s.text.strip()]
+    if not sections:
+        return []
+    offsets = section_offsets([s.text for s in sections])
     chunks: list[Chunk] = []
-    for section in doc.sections:
+    for section, offs in zip(sections, offsets, strict=True):
         text = section.text
-        if not text.strip():
-            continue
-        offsets = tokenizer.encode(text, add_special_tokens=False).offsets
-        for start, end in _cut_points(text, offsets, max_tokens, overlap):
+        for start, end in split_windows(text, offs, max_tokens, overlap):
             piece = text[start:end].strip()
             if piece:
                 chunks.append(Chunk(doc_id=doc.doc_id, section=section.section,

@@ -6,7 +6,8 @@ Input: the text before the first heading (preamble) and a list of (level, headin
   "Section 4.2 – X", "§ 3 Y") gets that number as its id ("4.2").
 - Otherwise the id is positional in the heading tree: the parent's id plus the heading's
   1-based index among its siblings ("1", "1.1", "2", ...); under an explicitly numbered parent
-  "4" an unnumbered child becomes "4.<index>".
+  "4" an unnumbered child becomes "4.<index>". After an explicit "2 X" among its siblings, an
+  unnumbered sibling continues the count ("3").
 - The title heading (the first heading, when it is the only one at the top level) and any text
   before the first heading are section "0". Headings below it start at "1".
 - Duplicate ids get a suffix: "4.2", "4.2-2", "4.2-3".
@@ -107,6 +108,9 @@ def build_sections(
         number = explicit_number(node.heading)
         if number is not None:
             node.sid = number
+            head, _, last = number.rpartition(".")
+            if head == parent.sid and int(last) >= parent.children:
+                parent.children = int(last)  # "2 X" then "Y": Y is 3, not a second 2
         elif parent.sid:
             node.sid = f"{parent.sid}.{parent.children}"
         else:

@@ -149,6 +149,17 @@ class RunStore:
             by_status=by_status,
         )
 
+    def mark_interrupted(self) -> list[str]:
+        """Mark runs still 'running' (their process died) failed; returns their ids."""
+        with self.lock:
+            ids = [r for (r,) in self.db.execute(
+                "SELECT run_id FROM runs WHERE status=?", (RunStatus.RUNNING,)).fetchall()]
+            self.db.execute(
+                "UPDATE runs SET status=?, error=?, finished_at=? WHERE status=?",
+                (RunStatus.FAILED, "interrupted by server restart", time.time(),
+                 RunStatus.RUNNING))
+        return ids
+
     def close(self) -> None:
         with self.lock:
             self.db.close()

@@ -10,7 +10,7 @@ from ragloop.ingest.readers.beir import BeirReader, is_beir_jsonl
 from ragloop.ingest.readers.html import HtmlReader
 from ragloop.ingest.readers.markdown import MarkdownReader
 from ragloop.ingest.readers.pdf import PdfReader
-from ragloop.ingest.readers.text import TextReader
+from ragloop.ingest.readers.text import TextReader, read_text
 from ragloop.types import ParsedDocument
 
 READERS: list[Reader] = [MarkdownReader(), HtmlReader(), PdfReader(), TextReader(), BeirReader()]
@@ -18,18 +18,31 @@ _BY_SUFFIX: dict[str, Reader] = {s: r for r in READERS for s in r.suffixes}
 SUPPORTED_SUFFIXES = frozenset(_BY_SUFFIX)
 
 
-def reader_for(path: Path) -> Reader | None:
-    return _BY_SUFFIX.get(path.suffix.lower())
+def reader_for(path: Path | str) -> Reader | None:
+    """The reader for a file's suffix, or None when the type is not supported."""
+    return _BY_SUFFIX.get(Path(path).suffix.lower())
 
 
-def read_file(path: Path, doc_id: str) -> list[ParsedDocument]:
-    """Parse one file; ReaderError (with a reason a user understands) when it cannot be read."""
+def read_file(path: Path | str, doc_id: str) -> list[ParsedDocument]:
+    """Parse one file; ReaderError (with a reason a user understands) when it cannot be read.
+
+    Text formats are decoded by readers.text.decode_bytes: BOM (UTF-8/16/32), else UTF-8,
+    else cp1252, else latin-1; empty (or whitespace-only) and binary files raise ReaderError.
+    """
+    path = Path(path)
     reader = reader_for(path)
     if reader is None:
         raise ReaderError(f"unsupported file type {path.suffix or '(none)'}")
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise ReaderError(f"cannot read file: {exc.strerror or exc}") from exc
+    if size == 0:
+        raise ReaderError("empty file")
     if isinstance(reader, BeirReader) and not is_beir_jsonl(path):
+        read_text(path)  # an empty or binary file says so first
         raise ReaderError("a .jsonl file that is not a BEIR corpus ({_id, title, text} lines)")
     return reader.read(path, doc_id)
 
 
-__all__ = ["SUPPORTED_SUFFIXES", "ReaderError", "read_file", "reader_for"]
+__all__ = ["READERS", "SUPPORTED_SUFFIXES", "ReaderError", "read_file", "reader_for"]

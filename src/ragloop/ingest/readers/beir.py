@@ -3,35 +3,54 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 from ragloop.errors import ReaderError
 from ragloop.ingest.readers.text import read_text
 from ragloop.types import ParsedDocument, SectionText
 
+log = logging.getLogger(__name__)
 
-def is_beir_jsonl(path: Path) -> bool:
+
+def is_beir_jsonl(path: Path, probe_lines: int = 5) -> bool:
+    """A file named corpus.jsonl, or a .jsonl whose first lines include an {_id, text} one."""
     if path.name == "corpus.jsonl":
         return True
     try:
         with path.open("rb") as f:
-            first = json.loads(f.readline() or b"{}")
-    except (OSError, ValueError):
+            for _ in range(probe_lines):
+                line = f.readline()
+                if not line:
+                    break
+                try:
+                    row = json.loads(line.decode("utf-8-sig"))
+                except ValueError:
+                    continue
+                if isinstance(row, dict) and "_id" in row and "text" in row:
+                    return True
+    except OSError:
         return False
-    return isinstance(first, dict) and "_id" in first and "text" in first
+    return False
 
 
 class BeirReader:
+    """Malformed lines are skipped (count in `last_skipped`, and a warning in the log)."""
+
     suffixes: tuple[str, ...] = (".jsonl",)
+    mime = "application/x-beir+json"
+    last_skipped = 0
 
     def read(self, path: Path, doc_id: str) -> list[ParsedDocument]:
         docs: list[ParsedDocument] = []
         bad = 0
-        for line in read_text(path).splitlines():
+        for line in read_text(path).split("\n"):  # not splitlines: U+2028 may be in text
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
+                if not isinstance(row, dict) or row.get("_id") in (None, ""):
+                    raise ValueError("no _id")
                 _id, text = str(row["_id"]), str(row.get("text") or "").strip()
             except (ValueError, KeyError, TypeError):
                 bad += 1
@@ -44,6 +63,9 @@ class BeirReader:
                 doc_id=_id, title=title or _id, source=f"{path}#{_id}",
                 sections=[SectionText("0", (title,) if title else (), text or title)],
                 mime="application/x-beir+json"))
+        self.last_skipped = bad
+        if bad:
+            log.warning("%s: %d malformed line(s) skipped", path, bad)
         if not docs:
             raise ReaderError(f"no BEIR lines ({{_id, title, text}}) could be read ({bad} bad)")
         return docs

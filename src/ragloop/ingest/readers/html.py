@@ -1,71 +1,118 @@
-"""HTML: h1–h6 become sections; scripts, styles, navigation and page chrome are stripped."""
+"""HTML (selectolax/lexbor): page chrome stripped, h1–h6 become sections.
+
+Removed before reading: script, style, nav, header, footer, aside, noscript, svg, form (and
+template, iframe, button, elements marked hidden). The title is the <title> text, else the
+first h1.
+"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from selectolax.lexbor import LexborHTMLParser as HTMLParser
+from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from ragloop.errors import ReaderError
 from ragloop.ingest.readers.text import read_text
-from ragloop.ingest.sections import build_sections
+from ragloop.ingest.sections import build_sections, clean_heading
 from ragloop.types import ParsedDocument
 
-_CHROME = "script, style, nav, header, footer, aside, noscript, svg, form, template, iframe"
-_HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
-_BLOCKS = {"p", "li", "pre", "blockquote", "tr", "dd", "dt", "td", "th", "div", "section",
-           "article", "table", "ul", "ol", "dl", "figcaption", "caption", "main", "body"}
+STRIP_TAGS = ["script", "style", "nav", "header", "footer", "aside", "noscript", "svg", "form",
+              "template", "iframe", "button", "select", "canvas", "object"]
+HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
+# Elements that end a line of text (and start a new one).
+BLOCK_TAGS = {"p", "div", "section", "article", "main", "blockquote", "pre", "table", "tr",
+              "ul", "ol", "dl", "dt", "dd", "li", "br", "hr", "figure", "figcaption",
+              "address", "details", "summary", "caption", "thead", "tbody", "tfoot", "body",
+              "center", "fieldset", "legend", *HEADINGS}
+CELL_TAGS = {"td", "th"}
+_KEEP = "\ue000"  # a space inside <pre> that line stripping must not remove
+_SPACES = re.compile(r"[ \t\r\f\v\u00a0]+")
+
+
+def _text(node: LexborNode) -> str:
+    return clean_heading(node.text(deep=True, separator=" "))
+
+
+def html_blocks(html: str) -> tuple[str, str, list[tuple[int, str, str]]]:
+    """(title, preamble, [(level, heading, body)]) of an HTML document."""
+    tree = LexborHTMLParser(html)
+    title_node = tree.css_first("title")
+    title = _text(title_node) if title_node is not None else ""
+    for node in tree.css("[hidden], [aria-hidden=true]"):
+        node.decompose()
+    tree.strip_tags(STRIP_TAGS)
+    root = tree.body or tree.root
+    if not title:
+        h1 = root.css_first("h1") if root is not None else None
+        title = _text(h1) if h1 is not None else ""
+
+    preamble: list[str] = []
+    heads: list[tuple[int, str, list[str]]] = []
+    parts = preamble
+    if root is None:
+        return title, "", []
+    # Iterative document-order walk: (node, entering?) so block ends add line breaks.
+    stack: list[tuple[LexborNode, bool, bool]] = [(root, True, False)]
+    while stack:
+        node, entering, in_pre = stack.pop()
+        tag = node.tag
+        if not entering:
+            if tag in BLOCK_TAGS and tag not in ("li", "tr"):
+                parts.append("\n\n" if tag in ("p", "pre", "table", "blockquote") else "\n")
+            elif tag in CELL_TAGS:
+                parts.append(" | ")
+            continue
+        if node.is_text_node:
+            raw = node.text_content or ""
+            parts.append(raw.replace(" ", _KEEP) if in_pre
+                         else _SPACES.sub(" ", raw.replace("\n", " ")))
+            continue
+        if node.is_comment_node or tag is None or tag.startswith("-"):
+            continue
+        if tag in HEADINGS:
+            parts = []
+            heads.append((HEADINGS[tag], _text(node), parts))
+            continue
+        if tag in BLOCK_TAGS:
+            parts.append("\n")
+            if tag == "li":
+                parts.append("- ")
+        if tag == "img":
+            alt = node.attributes.get("alt")
+            if alt:
+                parts.append(f" {alt} ")
+        stack.append((node, False, in_pre))
+        children = list(node.iter(include_text=True))
+        pre = in_pre or tag in ("pre", "textarea")
+        stack.extend((child, True, pre) for child in reversed(children))
+
+    def join(chunks: list[str]) -> str:
+        lines = [line.strip(" ") for line in "".join(chunks).split("\n")]
+        lines = [line.rstrip(" |").strip() if line.endswith(" | ") or line.endswith("|")
+                 else line for line in lines]
+        return "\n".join(lines).replace(_KEEP, " ")
+
+    bodies = [(lvl, h, join(b)) for lvl, h, b in heads]
+    return title, join(preamble), bodies
 
 
 def parse_html(html: str, doc_id: str, source: str, fallback_title: str = "") -> ParsedDocument:
-    tree = HTMLParser(html)
-    title_node = tree.css_first("title")
-    page_title = title_node.text(strip=True) if title_node else ""
-    for node in tree.css(_CHROME):
-        node.decompose()
-    root = tree.body or tree.root
-    if root is None:
-        raise ReaderError("no HTML body")
-    preamble: list[str] = []
-    heads: list[tuple[int, str, list[str]]] = []
-
-    def emit(text: str) -> None:
-        text = " ".join(text.split())
-        if text:
-            (heads[-1][2] if heads else preamble).append(text)
-
-    def walk(node) -> None:
-        for child in node.iter(include_text=True):
-            tag = child.tag
-            if tag == "-text":
-                emit(child.text(deep=False))
-            elif tag in _HEADINGS:
-                heads.append((_HEADINGS[tag], " ".join(child.text().split()), []))
-            elif tag in ("p", "li", "pre", "blockquote", "tr", "dt", "dd", "figcaption",
-                         "caption"):
-                if tag == "tr":
-                    cells = [" ".join(c.text().split()) for c in child.css("td, th")]
-                    emit(" | ".join(c for c in cells if c))
-                else:
-                    emit(child.text(separator=" "))
-            elif tag in _BLOCKS:
-                walk(child)
-            else:
-                emit(child.text(separator=" "))
-
-    walk(root)
-    triples = [(level, heading, "\n\n".join(body)) for level, heading, body in heads]
-    title, sections = build_sections(triples, "\n\n".join(preamble),
-                                     title=page_title or fallback_title)
-    return ParsedDocument(doc_id=doc_id, title=title or page_title or fallback_title,
+    title, preamble, heads = html_blocks(html)
+    head_title, sections = build_sections(heads, preamble, title=title or fallback_title)
+    return ParsedDocument(doc_id=doc_id, title=title or head_title or fallback_title,
                           source=source, sections=sections, mime="text/html")
 
 
 class HtmlReader:
     suffixes: tuple[str, ...] = (".html", ".htm", ".xhtml")
+    mime = "text/html"
+
+    def parse(self, text: str, path: Path, doc_id: str) -> list[ParsedDocument]:
+        doc = parse_html(text, doc_id, str(path), fallback_title=Path(path).stem)
+        if not doc.sections:
+            raise ReaderError("no text in the page (after removing scripts and navigation)")
+        return [doc]
 
     def read(self, path: Path, doc_id: str) -> list[ParsedDocument]:
-        doc = parse_html(read_text(path), doc_id, str(path), fallback_title=path.stem)
-        if not doc.sections:
-            raise ReaderError("no text in the HTML body")
-        return [doc]
+        return self.parse(read_text(path), path, doc_id)

@@ -61,6 +61,7 @@ def markdown_blocks(text: str) -> tuple[str, list[tuple[int, str, str]]]:
     lists: list[list[int]] = []  # stack of [ordered?, next number]
     prefix = ""  # bullet waiting for the first block of a list item
     row: list[str] = []
+    rows: list[str] = []
     i = 0
     while i < len(tokens):
         tok = tokens[i]
@@ -88,7 +89,7 @@ def markdown_blocks(text: str) -> tuple[str, list[tuple[int, str, str]]]:
                 prefix = f"{indent}- "
         elif kind == "inline":
             content = _inline_text(tok)
-            if row is not None and tok.level and _in_table(tokens, i):
+            if _in_table(tokens, i):
                 row.append(" ".join(content.split()))
             elif content.strip():
                 blocks.append(prefix + content if prefix else content)
@@ -101,12 +102,15 @@ def markdown_blocks(text: str) -> tuple[str, list[tuple[int, str, str]]]:
             stripped = _TAG.sub(" ", tok.content).strip()
             if stripped:
                 blocks.append(stripped)
+        elif kind == "table_open":
+            rows = []
         elif kind == "tr_open":
             row = []
         elif kind == "tr_close":
             if any(row):
-                blocks.append(" | ".join(row))
-            row = []
+                rows.append(" | ".join(row))
+        elif kind == "table_close" and rows:
+            blocks.append("\n".join(rows))
         i += 1
     body = {id(b): _join(b) for _, _, b in heads}
     return _join(preamble), [(lvl, h, body[id(b)]) for lvl, h, b in heads]

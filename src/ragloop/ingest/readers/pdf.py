@@ -1,8 +1,16 @@
-"""PDF: the outline (bookmarks) becomes sections when there is one, else one section per page."""
+"""PDF (pypdf): the outline (bookmarks) becomes sections when there is one, else one section
+per page ("p1", "p2", ...).
+
+With an outline, each bookmark's section runs from its title on its destination page to the
+next bookmark's title (found in the extracted text; at page granularity when a title cannot
+be found). Text before the first bookmark is section "0". Section ids follow the shared rule
+(ragloop.ingest.sections): "2.1 Bank details" is section "2.1".
+"""
 
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 from ragloop.errors import ReaderError
@@ -13,7 +21,7 @@ logging.getLogger("pypdf").setLevel(logging.ERROR)
 
 
 def _outline(reader, items, level: int = 1) -> list[tuple[int, str, int]]:
-    """(level, title, page index) for every bookmark, in order."""
+    """(level, title, page index) for every bookmark, in document order."""
     out: list[tuple[int, str, int]] = []
     for item in items:
         if isinstance(item, list):
@@ -23,76 +31,91 @@ def _outline(reader, items, level: int = 1) -> list[tuple[int, str, int]]:
             page = reader.get_destination_page_number(item)
         except Exception:  # a bookmark to nowhere: skip it, keep the rest
             continue
-        if page is not None and page >= 0:
-            out.append((level, str(item.title or "").strip(), page))
+        title = " ".join(str(getattr(item, "title", "") or "").split())
+        if page is not None and page >= 0 and title:
+            out.append((level, title, page))
     return out
 
 
-def _split_at_title(page_text: str, title: str) -> tuple[str, str]:
-    """Text before and from the bookmark's title on its page (page granularity otherwise)."""
-    at = page_text.find(title) if title else -1
-    return (page_text[:at], page_text[at + len(title):]) if at >= 0 else ("", page_text)
+def _find_title(text: str, title: str, lo: int, hi: int) -> int:
+    """Where `title` starts in text[lo:hi] (whitespace-insensitive), or -1."""
+    words = [re.escape(w) for w in title.split()]
+    if not words:
+        return -1
+    m = re.compile(r"\s+".join(words), re.IGNORECASE).search(text, lo, hi)
+    return m.start() if m else -1
+
+
+def outline_blocks(pages: list[str], outline: list[tuple[int, str, int]]
+                   ) -> tuple[str, list[tuple[int, str, str]]]:
+    """(preamble, [(level, heading, body)]) from page texts and bookmarks."""
+    starts: list[int] = []
+    pos = 0
+    for text in pages:
+        starts.append(pos)
+        pos += len(text) + 1
+    full = "\n".join(pages)
+    page_end = [s + len(t) for s, t in zip(starts, pages, strict=True)]
+    # (start of the section's text, start of its body) per bookmark, in order
+    marks: list[tuple[int, int]] = []
+    floor = 0
+    for _, title, page in sorted(outline, key=lambda o: o[2]):
+        lo = max(starts[page], floor)
+        at = _find_title(full, title, lo, page_end[page])
+        if at >= 0:
+            m = re.compile(r"\s+".join(re.escape(w) for w in title.split()),
+                           re.IGNORECASE).match(full, at)
+            body = m.end() if m else at
+        else:
+            at = body = lo
+        marks.append((at, body))
+        floor = body
+    ordered = sorted(outline, key=lambda o: o[2])
+    heads: list[tuple[int, str, str]] = []
+    for i, (level, title, _) in enumerate(ordered):
+        end = marks[i + 1][0] if i + 1 < len(marks) else len(full)
+        heads.append((level, title, full[marks[i][1]:end]))
+    preamble = full[:marks[0][0]] if marks else full
+    return preamble, heads
 
 
 class PdfReader:
     suffixes: tuple[str, ...] = (".pdf",)
+    mime = "application/pdf"
 
     def read(self, path: Path, doc_id: str) -> list[ParsedDocument]:
         from pypdf import PdfReader as Pypdf
-        from pypdf.errors import PdfReadError
 
         try:
             reader = Pypdf(str(path))
             if reader.is_encrypted:
                 try:
-                    reader.decrypt("")
+                    ok = reader.decrypt("")
                 except Exception as exc:
-                    raise ReaderError("encrypted PDF (needs a password)") from exc
+                    raise ReaderError(f"encrypted PDF, cannot open it: {exc}") from exc
+                if not ok:
+                    raise ReaderError("encrypted PDF (needs a password)")
             pages = [page.extract_text() or "" for page in reader.pages]
-            outline = _outline(reader, reader.outline)
-            meta_title = (reader.metadata.title if reader.metadata else None) or ""
+            try:
+                outline = _outline(reader, reader.outline)
+            except Exception:  # a broken outline: fall back to pages
+                outline = []
+            meta = reader.metadata
+            meta_title = str(meta.title or "") if meta is not None else ""
         except ReaderError:
             raise
-        except (PdfReadError, OSError, ValueError, KeyError, TypeError) as exc:
-            raise ReaderError(f"unreadable PDF: {exc}") from exc
         except Exception as exc:  # pypdf raises many kinds on corrupt files
-            raise ReaderError(f"unreadable PDF: {type(exc).__name__}: {exc}") from exc
+            raise ReaderError(f"unreadable PDF ({type(exc).__name__}: {exc})") from exc
+        pages = [p.replace("\x00", "") for p in pages]
         if not any(p.strip() for p in pages):
             raise ReaderError("PDF has no extractable text (scanned images?)")
-        first_line = next((ln.strip() for ln in pages[0].splitlines() if ln.strip()), "")
-        title = meta_title.strip() or first_line or path.stem
+        title = " ".join(meta_title.split()) or Path(path).stem
         if outline:
-            sections = self._by_outline(pages, outline, title)
+            preamble, heads = outline_blocks(pages, outline)
+            head_title, sections = build_sections(heads, preamble, title=title)
+            title = " ".join(meta_title.split()) or head_title or title
         else:
             sections = [SectionText(f"p{i}", (title, f"Page {i}"), clean_text(text))
                         for i, text in enumerate(pages, start=1) if clean_text(text)]
         return [ParsedDocument(doc_id=doc_id, title=title, source=str(path), sections=sections,
                                mime="application/pdf")]
-
-    def _by_outline(self, pages: list[str], outline: list[tuple[int, str, int]],
-                    title: str) -> list[SectionText]:
-        triples: list[tuple[int, str, str]] = []
-        preamble_parts = pages[:outline[0][2]]
-        for i, (level, head, page) in enumerate(outline):
-            end_page = outline[i + 1][2] if i + 1 < len(outline) else len(pages) - 1
-            before, body = _split_at_title(pages[page], head)
-            if i == 0:
-                preamble_parts.append(before)
-            text = [body]
-            for p in range(page + 1, end_page + 1):
-                text.append(pages[p])
-            if i + 1 < len(outline):  # cut the next bookmark's part off the last page
-                nxt = outline[i + 1]
-                last = text.pop() if nxt[2] > page else body
-                cut, _ = _split_at_title(last, nxt[1])
-                if nxt[2] > page:
-                    text.append(cut if nxt[1] and nxt[1] in last else "")
-                else:
-                    text = [cut]
-            triples.append((level + 1, head, "\n".join(text)))
-        preamble = "\n".join(preamble_parts)
-        lines = preamble.strip().splitlines()
-        if lines and lines[0].strip() == title:
-            preamble = "\n".join(lines[1:])
-        _, sections = build_sections([(1, title, preamble), *triples], "", title=title)
-        return sections

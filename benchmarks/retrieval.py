@@ -1,0 +1,388 @@
+"""Retrieval speed side by side: ragloop's SqliteStore against bare peers, in one run.
+
+    .venv/bin/python benchmarks/retrieval.py [--sizes 100000 1000000] [--queries 200] [--out DIR]
+
+For each size N a synthetic corpus of N chunks is built from real MiniLM embeddings (see
+common.base_set): every chunk vector is a normalised mixture of 2-3 random real passage
+embeddings plus small noise, and its text is sentences sampled from those same passages, so
+BM25 and vectors see a realistic, clustered distribution. Queries are real query texts with
+their real embeddings. Embedding time is excluded everywhere (vectors are precomputed).
+
+Measured per engine: build time, query p50/p95 (ms), size on disk, recall@10 of the vector
+part against exact (numpy) search. Engines: ragloop (write_documents in batches + flush;
+queries via ragloop.search.hybrid_search and store.search_bm25 / search_vector), tantivy
+(raw BM25, OR query), SQLite FTS5 (bm25(), OR query), hnswlib (M=16, ef_construction=128,
+ef=128), usearch raw (same parameters), numpy exact kNN (matrix product).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import json
+import shutil
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import OUT, Timer, base_set, dir_size, machine_note, mb, percentiles, table
+
+from ragloop.search import hybrid_search
+from ragloop.store.base import DocumentWrite
+from ragloop.store.query_text import query_terms
+from ragloop.store.sqlite import SqliteStore
+from ragloop.types import Chunk, ParsedDocument, SectionText
+
+DIM = 384
+CHUNKS_PER_DOC = 4
+WRITE_BATCH_CHUNKS = 512  # as ragloop.ingest.pipeline
+K = 10
+HNSW_M, HNSW_EF_C, HNSW_EF = 16, 128, 128
+NOISE = 0.03
+MODEL = "all-MiniLM-L6-v2"
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# -- corpus ----------------------------------------------------------------------------------
+
+def synth_corpus(n: int, base: dict, seed: int = 0) -> tuple[np.ndarray, list[str]]:
+    rng = np.random.default_rng(seed)
+    pvecs = base["pvecs"]
+    sentences = base["sentences"]
+    p = len(pvecs)
+    parts = rng.integers(2, 4, size=n)  # 2 or 3 components
+    comp = rng.integers(0, p, size=(n, 3))
+    weights = rng.dirichlet(np.ones(3), size=n).astype(np.float32)
+    weights[parts == 2, 2] = 0.0
+    vecs = np.empty((n, DIM), dtype=np.float32)
+    step = 100_000
+    for s in range(0, n, step):
+        e = min(n, s + step)
+        v = np.einsum("nk,nkd->nd", weights[s:e], pvecs[comp[s:e]])
+        v += rng.normal(0, NOISE, size=v.shape).astype(np.float32)
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        vecs[s:e] = v
+    texts = []
+    picks = rng.random(size=(n, 3, 2))
+    for i in range(n):
+        out = []
+        for j in range(int(parts[i])):
+            sents = sentences[comp[i, j]]
+            if not sents:
+                continue
+            a = int(picks[i, j, 0] * len(sents))
+            out.append(" ".join(sents[a:a + 1 + int(picks[i, j, 1] * 2)]))
+        texts.append(" ".join(out) or "empty")
+    return vecs, texts
+
+
+def pick_queries(base: dict, nq: int, seed: int = 1) -> tuple[list[str], np.ndarray]:
+    rng = np.random.default_rng(seed)
+    idx = rng.choice(len(base["queries"]), size=nq, replace=False)
+    return [base["queries"][i] for i in idx], base["qvecs"][idx]
+
+
+class FixedEmbedder:
+    """Returns the precomputed embedding of each known query text."""
+
+    name = MODEL
+    dim = DIM
+
+    def __init__(self, queries: list[str], qvecs: np.ndarray) -> None:
+        self.table = {q: qvecs[i] for i, q in enumerate(queries)}
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return np.stack([self.table[t] for t in texts])
+
+
+def timed_queries(fn, items) -> tuple[list, float, float]:
+    for it in items[:5]:  # warm-up
+        fn(it)
+    out, ms = [], []
+    for it in items:
+        t = time.perf_counter()
+        out.append(fn(it))
+        ms.append((time.perf_counter() - t) * 1000)
+    p50, p95 = percentiles(ms)
+    return out, p50, p95
+
+
+def recall(found: list[list[int]], truth: np.ndarray) -> float:
+    return float(np.mean([len(set(f[:K]) & set(t.tolist())) / K
+                          for f, t in zip(found, truth, strict=True)]))
+
+
+# -- engines ---------------------------------------------------------------------------------
+
+def exact_topk(vecs: np.ndarray, qvecs: np.ndarray, k: int) -> np.ndarray:
+    sims = qvecs @ vecs.T
+    idx = np.argpartition(-sims, k, axis=1)[:, :k]
+    order = np.argsort(-np.take_along_axis(sims, idx, axis=1), axis=1)
+    return np.take_along_axis(idx, order, axis=1)
+
+
+def run_ragloop(work: Path, vecs, texts, queries, qvecs, truth, res: dict) -> None:
+    folder = work / "ragloop"
+    shutil.rmtree(folder, ignore_errors=True)
+    n = len(texts)
+    with Timer() as t:
+        store = SqliteStore(folder)
+        store.set_meta("embedder", MODEL)
+        store.set_meta("dim", str(DIM))
+        writes: list[DocumentWrite] = []
+        size = 0
+        for d0 in range(0, n, CHUNKS_PER_DOC):
+            d1 = min(n, d0 + CHUNKS_PER_DOC)
+            doc_id = f"doc{d0 // CHUNKS_PER_DOC}"
+            body = "\n".join(texts[d0:d1])
+            doc = ParsedDocument(doc_id=doc_id, title=doc_id, source="synthetic",
+                                 sections=[SectionText("0", (), body)])
+            chunks = [Chunk(doc_id=doc_id, section="0", section_title="", ord=i - d0,
+                            text=texts[i]) for i in range(d0, d1)]
+            hashes = [hashlib.sha256(texts[i].encode()).hexdigest() for i in range(d0, d1)]
+            writes.append(DocumentWrite(doc=doc, content_hash=doc_id, chunks=chunks,
+                                        vectors=vecs[d0:d1], embed_hashes=hashes))
+            size += d1 - d0
+            if size >= WRITE_BATCH_CHUNKS or d1 == n:
+                # what CachedEmbedder does for every new vector during ingest
+                store.put_embeddings(MODEL, {h: v for w in writes
+                                             for h, v in zip(w.embed_hashes, w.vectors,
+                                                             strict=True)})
+                store.write_documents(writes)
+                writes, size = [], 0
+        store.flush()
+    build = t.seconds
+    log(f"ragloop build {build:.1f} s")
+    emb = FixedEmbedder(queries, qvecs)
+    terms = [query_terms(q) for q in queries]
+    _, b50, b95 = timed_queries(lambda ts: store.search_bm25(ts, K), terms)
+    vec_found, v50, v95 = timed_queries(lambda q: [c for c, _ in store.search_vector(q, K)],
+                                        list(qvecs))
+    # chunk ids are 1-based AUTOINCREMENT in insertion order
+    rec = recall([[c - 1 for c in f] for f in vec_found], truth)
+    _, h50, h95 = timed_queries(lambda q: hybrid_search(store, emb, q, K, "hybrid"), queries)
+    store.close()
+    res["ragloop"] = {"build_s": build, "bm25": (b50, b95), "vector": (v50, v95),
+                      "hybrid": (h50, h95), "recall": rec, "disk": dir_size(folder),
+                      "disk_db": dir_size(folder / "ragloop.db"),
+                      "disk_index": dir_size(folder / "index")}
+
+
+def run_tantivy(work: Path, texts, terms, res: dict) -> None:
+    import tantivy
+
+    folder = work / "tantivy"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    with Timer() as t:
+        sb = tantivy.SchemaBuilder()
+        sb.add_unsigned_field("chunk_id", stored=False, indexed=True, fast=True)
+        sb.add_text_field("text", stored=False, tokenizer_name="en_stem", index_option="freq")
+        index = tantivy.Index(sb.build(), path=str(folder))
+        w = index.writer(heap_size=256_000_000, num_threads=2)
+        for i, text in enumerate(texts):
+            doc = tantivy.Document()
+            doc.add_unsigned("chunk_id", i)
+            doc.add_text("text", text)
+            w.add_document(doc)
+        w.commit()
+        w.wait_merging_threads()
+        index.reload()
+    log(f"tantivy build {t.seconds:.1f} s")
+    searcher = index.searcher()
+
+    def q(ts):
+        hits = searcher.search(index.parse_query(" ".join(ts), ["text"]), K, count=False).hits
+        return searcher.fast_field_values("chunk_id", [a for _, a in hits]) if hits else []
+
+    _, p50, p95 = timed_queries(q, terms)
+    res["tantivy"] = {"build_s": t.seconds, "bm25": (p50, p95), "disk": dir_size(folder)}
+
+
+def run_fts5(work: Path, texts, terms, res: dict, max_queries: int) -> None:
+    path = work / "fts5.db"
+    path.unlink(missing_ok=True)
+    with Timer() as t:
+        db = sqlite3.connect(path, isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("CREATE VIRTUAL TABLE f USING fts5(text, tokenize='porter unicode61')")
+        db.execute("BEGIN")
+        db.executemany("INSERT INTO f(rowid, text) VALUES (?, ?)",
+                       ((i, s) for i, s in enumerate(texts)))
+        db.execute("COMMIT")
+        db.execute("INSERT INTO f(f) VALUES ('optimize')")
+    log(f"fts5 build {t.seconds:.1f} s")
+
+    def q(ts):
+        match = " OR ".join('"' + x.replace('"', '""') + '"' for x in ts)
+        return [r[0] for r in db.execute(
+            "SELECT rowid FROM f WHERE f MATCH ? ORDER BY bm25(f) LIMIT ?", (match, K))]
+
+    _, p50, p95 = timed_queries(q, terms[:max_queries])
+    db.close()
+    res["fts5"] = {"build_s": t.seconds, "bm25": (p50, p95), "disk": dir_size(path),
+                   "nq": len(terms[:max_queries])}
+
+
+def run_hnswlib(work: Path, vecs, qvecs, truth, res: dict) -> None:
+    import hnswlib
+
+    n = len(vecs)
+    with Timer() as t:
+        index = hnswlib.Index(space="ip", dim=DIM)
+        index.init_index(max_elements=n, M=HNSW_M, ef_construction=HNSW_EF_C, random_seed=0)
+        index.add_items(vecs, np.arange(n), num_threads=2)
+    log(f"hnswlib build {t.seconds:.1f} s")
+    path = work / "hnswlib.bin"
+    index.save_index(str(path))
+    index.set_num_threads(1)
+    out = {"build_s": t.seconds, "disk": dir_size(path)}
+    for ef in (64, HNSW_EF):
+        index.set_ef(ef)
+        found, p50, p95 = timed_queries(lambda q: index.knn_query(q, k=K)[0][0].tolist(),
+                                        list(qvecs))
+        out[f"ef{ef}"] = {"vector": (p50, p95), "recall": recall(found, truth)}
+    out["vector"], out["recall"] = out[f"ef{HNSW_EF}"]["vector"], out[f"ef{HNSW_EF}"]["recall"]
+    res["hnswlib"] = out
+    path.unlink()
+
+
+def run_usearch(work: Path, vecs, qvecs, truth, res: dict) -> None:
+    from usearch.index import Index
+
+    n = len(vecs)
+    with Timer() as t:
+        index = Index(ndim=DIM, metric="cos", dtype="f32", connectivity=HNSW_M,
+                      expansion_add=HNSW_EF_C, expansion_search=HNSW_EF)
+        index.add(np.arange(n, dtype=np.uint64), vecs, threads=2)
+    log(f"usearch build {t.seconds:.1f} s")
+    path = work / "usearch.bin"
+    index.save(str(path))
+    found, p50, p95 = timed_queries(lambda q: index.search(q, K).keys.tolist(), list(qvecs))
+    res["usearch"] = {"build_s": t.seconds, "vector": (p50, p95),
+                      "recall": recall(found, truth), "disk": dir_size(path)}
+    path.unlink()
+
+
+def run_numpy(vecs, qvecs, res: dict) -> None:
+    def q(v):
+        s = vecs @ v
+        idx = np.argpartition(-s, K)[:K]
+        return idx[np.argsort(-s[idx])]
+
+    _, p50, p95 = timed_queries(q, list(qvecs))
+    res["numpy"] = {"build_s": 0.0, "vector": (p50, p95), "recall": 1.0,
+                    "disk": vecs.nbytes}
+
+
+# -- report ----------------------------------------------------------------------------------
+
+def fmt(pair) -> str:
+    return f"{pair[0]:.2f} / {pair[1]:.2f}" if pair else "–"
+
+
+def report(n: int, nq: int, res: dict) -> str:
+    rows = []
+    order = ["ragloop", "tantivy", "fts5", "hnswlib", "usearch", "numpy"]
+    names = {"ragloop": "ragloop SqliteStore (tantivy+usearch+SQLite)", "tantivy": "tantivy raw",
+             "fts5": "SQLite FTS5", "hnswlib": f"hnswlib M{HNSW_M} efC{HNSW_EF_C} ef{HNSW_EF}",
+             "usearch": "usearch raw", "numpy": "numpy exact"}
+    for key in order:
+        r = res.get(key)
+        if not r:
+            continue
+        rec = r.get("recall")
+        rows.append([names[key], f"{r['build_s']:.1f}", fmt(r.get("bm25")), fmt(r.get("vector")),
+                     fmt(r.get("hybrid")), f"{rec:.3f}" if rec is not None else "–",
+                     mb(r["disk"])])
+    text = [f"### N = {n:,} chunks, {nq} queries (k = {K})", "",
+            table(["engine", "build s", "bm25 p50 / p95 ms", "vector p50 / p95 ms",
+                   "hybrid p50 / p95 ms", "vector recall@10", "disk MB"], rows), ""]
+    if "hnswlib" in res:
+        h = res["hnswlib"]
+        text.append(f"hnswlib ef64: {fmt(h['ef64']['vector'])} ms, recall@10"
+                    f" {h['ef64']['recall']:.3f}.")
+    if "fts5" in res and res["fts5"]["nq"] != nq:
+        text.append(f"FTS5 measured on the first {res['fts5']['nq']} queries.")
+    rg = res.get("ragloop")
+    if rg and "tantivy" in res:
+        best_vec = min((res[k]["vector"][1], k) for k in ("hnswlib", "usearch") if k in res)
+        peer = res["tantivy"]["bm25"][1] + best_vec[0]
+        text.append("")
+        ratio = rg["hybrid"][1] / peer
+        text.append(f"- ragloop hybrid p95 {rg['hybrid'][1]:.2f} ms vs tantivy p95 +"
+                    f" best HNSW p95 ({best_vec[1]}) = {peer:.2f} ms: **{ratio:.2f}x**"
+                    " (target <= 2x)")
+        bm_ratio = rg["bm25"][1] / res["tantivy"]["bm25"][1]
+        text.append(f"- ragloop bm25 p95 / tantivy p95: {bm_ratio:.2f}x;"
+                    f" ragloop vector p95 / usearch raw p95:"
+                    f" {rg['vector'][1] / res['usearch']['vector'][1]:.2f}x")
+        text.append(f"- vector recall@10: ragloop {rg['recall']:.3f} (target >= 0.95)")
+        bare_u = res["tantivy"]["build_s"] + res["usearch"]["build_s"]
+        bare_h = res["tantivy"]["build_s"] + res["hnswlib"]["build_s"]
+        text.append(f"- ingest overhead: ragloop build {rg['build_s']:.1f} s vs bare tantivy +"
+                    f" usearch {bare_u:.1f} s = **{rg['build_s'] / bare_u:.2f}x**;"
+                    f" vs tantivy + hnswlib {bare_h:.1f} s = {rg['build_s'] / bare_h:.2f}x")
+        text.append(f"- ragloop disk: {mb(rg['disk'])} MB (SQLite {mb(rg['disk_db'])} MB incl."
+                    f" float32 vectors, indexes {mb(rg['disk_index'])} MB)")
+    return "\n".join(text) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[100_000])
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--fts5-queries", type=int, default=200,
+                    help="FTS5 OR queries are slow at 1M; cap how many are timed")
+    ap.add_argument("--out", type=Path, default=OUT / "retrieval")
+    ap.add_argument("--only", nargs="*", default=None,
+                    help="subset of: ragloop tantivy fts5 hnswlib usearch numpy")
+    args = ap.parse_args()
+    engines = set(args.only or ["ragloop", "tantivy", "fts5", "hnswlib", "usearch", "numpy"])
+    base = base_set()
+    queries, qvecs = pick_queries(base, args.queries)
+    terms = [query_terms(q) for q in queries]
+    log(machine_note())
+    for n in args.sizes:
+        work = args.out / f"n{n}"
+        work.mkdir(parents=True, exist_ok=True)
+        with Timer() as t:
+            vecs, texts = synth_corpus(n, base)
+        log(f"N={n}: synthetic corpus in {t.seconds:.1f} s; exact ground truth ...")
+        truth = exact_topk(vecs, qvecs, K)
+        res: dict = {}
+        if "tantivy" in engines:
+            run_tantivy(work, texts, terms, res)
+        if "usearch" in engines:
+            run_usearch(work, vecs, qvecs, truth, res)
+        gc.collect()
+        if "hnswlib" in engines:
+            run_hnswlib(work, vecs, qvecs, truth, res)
+        gc.collect()
+        if "numpy" in engines:
+            run_numpy(vecs, qvecs, res)
+        if "ragloop" in engines:
+            run_ragloop(work, vecs, texts, queries, qvecs, truth, res)
+        gc.collect()
+        if "fts5" in engines:
+            run_fts5(work, texts, terms, res, args.fts5_queries)
+        text = report(n, len(queries), res)
+        print(text, flush=True)
+        (args.out / f"n{n}.md").write_text(f"{machine_note()}\n\n{text}")
+        (args.out / f"n{n}.json").write_text(json.dumps(res, indent=1))
+        shutil.rmtree(work, ignore_errors=True)
+        del vecs, texts
+        gc.collect()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""Defensive JSON from a chat model: extract, parse, validate, one retry, then a safe fallback.
+
+`parse_json_object` takes the text between the first `{` and the last `}` (inside a code fence
+when there is one), `json.loads` it (control characters inside strings allowed: models write raw
+newlines) and validates it against a pydantic model. Any failure is a `BadModelJSON` with a
+short reason that the retry message quotes back to the model.
+
+`ask_json` is one decision call: temperature 0; on a parse or validation failure one follow-up
+turn quoting the error and the expected schema; after that the fallback. It never raises for a
+bad reply; a ProviderError from the chat model propagates (the run fails, keeping its evidence).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import pydantic
+
+from ragloop.agent.prompts import retry_user
+from ragloop.errors import RagloopError
+from ragloop.llm.base import ChatModel, Message
+from ragloop.types import Usage
+
+M = TypeVar("M", bound=pydantic.BaseModel)
+T = TypeVar("T")
+
+_FENCE = re.compile(r"```[a-zA-Z0-9_-]*[ \t]*\n?(.*?)```", re.DOTALL)
+MAX_REASON_CHARS = 300
+
+
+class BadModelJSON(RagloopError, ValueError):
+    """A model reply that is not one JSON object matching the expected schema."""
+
+    def __init__(self, reason: str, text: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.text = text
+
+
+def extract_json_text(text: str) -> str:
+    """The candidate JSON object in a reply: first `{` to last `}`, preferring a fenced block
+    that contains one. Raises BadModelJSON when there is no `{ ... }` at all."""
+    for block in _FENCE.findall(text or ""):
+        if "{" in block and "}" in block:
+            text = block
+            break
+    start, end = (text or "").find("{"), (text or "").rfind("}")
+    if start < 0 or end <= start:
+        raise BadModelJSON("no JSON object found in the reply", text or "")
+    return text[start:end + 1]
+
+
+def _pydantic_reason(exc: pydantic.ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:3]:
+        loc = ".".join(str(p) for p in err.get("loc", ())) or "(object)"
+        parts.append(f"{loc}: {err.get('msg', 'invalid')}")
+    more = exc.error_count() - len(parts)
+    return "schema mismatch: " + "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
+
+
+def parse_json_object(text: str, model: type[M]) -> M:
+    """The reply `text` as a validated `model`; BadModelJSON (with a short reason) otherwise."""
+    candidate = extract_json_text(text)
+    try:
+        data = json.loads(candidate, strict=False)
+    except json.JSONDecodeError as exc:
+        raise BadModelJSON(f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+                           text) from None
+    if not isinstance(data, dict):
+        raise BadModelJSON(f"expected a JSON object, got {type(data).__name__}", text)
+    try:
+        return model.model_validate(data)
+    except pydantic.ValidationError as exc:
+        raise BadModelJSON(_pydantic_reason(exc)[:MAX_REASON_CHARS], text) from None
+
+
+def _strip_titles(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _strip_titles(v) for k, v in node.items()
+                if not (k in ("title", "description") and isinstance(v, str))}
+    if isinstance(node, list):
+        return [_strip_titles(v) for v in node]
+    return node
+
+
+def schema_text(model: type[pydantic.BaseModel]) -> str:
+    """The model's JSON schema, compact (no titles), for the retry message."""
+    return json.dumps(_strip_titles(model.model_json_schema()), separators=(",", ":"))
+
+
+def ask_json(
+    chat: ChatModel,
+    system: str,
+    user: str,
+    schema_model: type[M],
+    *,
+    retries: int = 1,
+    fallback: T | Callable[[str], T],
+    usage: Usage | None = None,
+    max_tokens: int = 1024,
+) -> tuple[M | T, bool]:
+    """Ask `chat` for one JSON object matching `schema_model`: `(value, True)` when a reply
+    parsed, else `(fallback, False)` after `retries` follow-up turns that quote the error and
+    the schema. `fallback` may be a callable: it gets the text of the last reply. The usage of
+    every call is added to `usage`. Never raises for a bad reply; ProviderError propagates."""
+    messages = [Message(role="user", content=user)]
+    last_text = ""
+    for attempt in range(retries + 1):
+        reply = chat.chat(messages, system=system, max_tokens=max_tokens, temperature=0.0)
+        if usage is not None:
+            usage.add(reply.usage)
+        last_text = reply.text or ""
+        try:
+            return parse_json_object(last_text, schema_model), True
+        except BadModelJSON as exc:
+            if attempt < retries:
+                messages = [*messages, Message(role="assistant", content=last_text or "(empty)"),
+                            Message(role="user",
+                                    content=retry_user(exc.reason, schema_text(schema_model)))]
+    value = fallback(last_text) if callable(fallback) else fallback
+    return value, False

@@ -1,0 +1,249 @@
+"""The LLM implementations of the decisions: one JSON call each (see jsonparse.ask_json).
+
+- LLMPlanner  `{need_search, sub_questions ≤ 3, reply, reason}`; small talk gets a reply and no
+  search. More than 3 sub-questions are cut to the first 3 (not a retry: the reply is usable).
+- LLMGrader   `{relevant: [ids], enough, missing, next_query}` over the hits shown as
+  `id=1..n` (their position, not chunk_id: short ids are copied reliably by cheap models).
+  Unknown ids are ignored. An unreadable reply keeps every hit (verdict "ungraded"),
+  enough=False, missing="grader reply unreadable": a bad grader never loses evidence.
+- LLMRewriter `{query}` from the question, the grader's gap (`grade.missing`, and its
+  `next_query` as a hint) and the queries already run; never the history or the retrieved text
+  (rewrites drift otherwise). A query equal to a tried one (case/space-insensitive) → None.
+- LLMAnswerer `{answer, missing, unanswerable, conflicts}` from numbered evidence, citing [n];
+  an unreadable reply becomes a Draft of its raw text (the `answer` string salvaged when the
+  reply was broken JSON). With no evidence at all it answers without a call.
+
+Each keeps the cumulative usage of its calls in `.usage`; every call runs at temperature 0.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ragloop.agent import prompts
+from ragloop.agent.base import Draft, Evidence, Grade, Plan
+from ragloop.agent.jsonparse import ask_json
+from ragloop.llm.base import ChatModel
+from ragloop.types import Hit, Usage
+
+MAX_SUB_QUESTIONS = 3
+GRADER_UNREADABLE = "grader reply unreadable"
+PLANNER_UNREADABLE = "planner reply unreadable"
+NO_EVIDENCE_ANSWER = "The knowledge base does not say anything that answers this question."
+
+
+def _str_list(value: Any) -> Any:
+    """A lone string is a one-item list; null is an empty list."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return value
+
+
+def _clean(items: list[str]) -> list[str]:
+    out: list[str] = []
+    for item in items:
+        text = " ".join(item.split())
+        if text and text.casefold() not in (o.casefold() for o in out):
+            out.append(text)
+    return out
+
+
+# -- the schemas of the replies -----------------------------------------------------------------
+
+class PlanReply(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    need_search: bool
+    sub_questions: list[str] = Field(default_factory=list)
+    reply: str | None = None
+    reason: str | None = ""
+
+    @field_validator("sub_questions", mode="before")
+    @classmethod
+    def _listify(cls, value: Any) -> Any:
+        return _str_list(value)
+
+    @field_validator("sub_questions")
+    @classmethod
+    def _at_most_three(cls, value: list[str]) -> list[str]:
+        return _clean(value)[:MAX_SUB_QUESTIONS]
+
+    @model_validator(mode="after")
+    def _reply_when_no_search(self) -> PlanReply:
+        if not self.need_search and not (self.reply or "").strip():
+            raise ValueError("'reply' is required when need_search is false")
+        return self
+
+
+class GradeReply(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    relevant: list[int]
+    enough: bool
+    missing: str | None = ""
+    next_query: str | None = None
+
+    @field_validator("relevant", mode="before")
+    @classmethod
+    def _ids(cls, value: Any) -> list[int]:
+        """Ids as ints, whatever the model wrote: 3, "3", "[3]", "id=3"; others dropped."""
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            value = [value]
+        ids: list[int] = []
+        for item in value:
+            if isinstance(item, bool):
+                continue
+            if isinstance(item, int):
+                ids.append(item)
+            elif isinstance(item, float) and item.is_integer():
+                ids.append(int(item))
+            elif isinstance(item, str) and (m := re.search(r"\d+", item)):
+                ids.append(int(m.group()))
+        return ids
+
+
+class RewriteReply(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    query: str | None
+
+
+class AnswerReply(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    answer: str = Field(min_length=1)
+    missing: list[str] = Field(default_factory=list)
+    unanswerable: bool = False
+    conflicts: list[str] = Field(default_factory=list)
+
+    @field_validator("missing", "conflicts", mode="before")
+    @classmethod
+    def _listify(cls, value: Any) -> Any:
+        return _str_list(value)
+
+
+# -- the decisions ------------------------------------------------------------------------------
+
+class LLMPlanner:
+    def __init__(self, chat: ChatModel, *, max_tokens: int = 512) -> None:
+        self.chat = chat
+        self.max_tokens = max_tokens
+        self.usage = Usage()
+
+    def plan(self, question: str) -> Plan:
+        fallback = Plan(need_search=True, sub_questions=[question], reason=PLANNER_UNREADABLE)
+        reply, ok = ask_json(self.chat, prompts.PLANNER_SYSTEM, prompts.planner_user(question),
+                             PlanReply, fallback=fallback, usage=self.usage,
+                             max_tokens=self.max_tokens)
+        if not ok or not isinstance(reply, PlanReply):
+            return fallback
+        reason = (reply.reason or "").strip()
+        if not reply.need_search:
+            return Plan(need_search=False, sub_questions=[], reply=(reply.reply or "").strip(),
+                        reason=reason)
+        return Plan(need_search=True, sub_questions=reply.sub_questions or [question],
+                    reason=reason)
+
+
+class LLMGrader:
+    def __init__(self, chat: ChatModel, max_chunk_chars: int = 800, *,
+                 max_tokens: int = 512) -> None:
+        self.chat = chat
+        self.max_chunk_chars = max_chunk_chars
+        self.max_tokens = max_tokens
+        self.usage = Usage()
+
+    def grade(self, question: str, hits: list[Hit]) -> Grade:
+        if not hits:
+            return Grade(kept=[], discarded=[], enough=False,
+                         missing="everything: the search returned nothing")
+        user = prompts.grader_user(question, hits, self.max_chunk_chars)
+        reply, ok = ask_json(self.chat, prompts.GRADER_SYSTEM, user, GradeReply, fallback=None,
+                             usage=self.usage, max_tokens=self.max_tokens)
+        if not ok or not isinstance(reply, GradeReply):
+            return Grade(kept=[replace(h, verdict="ungraded", grade_score=None) for h in hits],
+                         discarded=[], enough=False, missing=GRADER_UNREADABLE)
+        order = [i for i in dict.fromkeys(reply.relevant) if 1 <= i <= len(hits)]
+        chosen = set(order)
+        kept = [replace(hits[i - 1], verdict="relevant", grade_score=1.0) for i in order]
+        discarded = [replace(h, verdict="irrelevant", grade_score=0.0)
+                     for i, h in enumerate(hits, start=1) if i not in chosen]
+        enough = reply.enough and bool(kept)
+        if enough:
+            return Grade(kept=kept, discarded=discarded, enough=True)
+        next_query = " ".join((reply.next_query or "").split()) or None
+        return Grade(kept=kept, discarded=discarded, enough=False,
+                     missing=(reply.missing or "").strip(), next_query=next_query)
+
+
+def _norm(query: str) -> str:
+    return " ".join(query.split()).casefold()
+
+
+class LLMRewriter:
+    def __init__(self, chat: ChatModel, *, max_tokens: int = 128) -> None:
+        self.chat = chat
+        self.max_tokens = max_tokens
+        self.usage = Usage()
+
+    def rewrite(self, question: str, grade: Grade, tried: list[str]) -> str | None:
+        """Only the question, the gap and the tried queries reach the model: no history, no
+        retrieved text. None when the model has nothing new (null, empty, or a tried query)."""
+        user = prompts.rewriter_user(question, grade.missing, tried, grade.next_query)
+        reply, ok = ask_json(self.chat, prompts.REWRITER_SYSTEM, user, RewriteReply,
+                             fallback=None, usage=self.usage, max_tokens=self.max_tokens)
+        if not ok or not isinstance(reply, RewriteReply) or reply.query is None:
+            return None
+        query = " ".join(reply.query.split())
+        if not query or _norm(query) in {_norm(t) for t in tried}:
+            return None
+        return query
+
+
+_ANSWER_FIELD = re.compile(r'"answer"\s*:\s*"((?:[^"\\]|\\.)*)', re.DOTALL)
+
+
+def salvage_answer(text: str) -> str:
+    """The answer in an unreadable reply: the `"answer"` string of broken JSON (e.g. cut off at
+    max_tokens) when there is one, else the reply itself without code fences."""
+    match = _ANSWER_FIELD.search(text or "")
+    if match:
+        try:
+            return str(json.loads(f'"{match.group(1)}"', strict=False)).strip()
+        except json.JSONDecodeError:
+            return match.group(1).replace('\\"', '"').replace("\\n", "\n").strip()
+    return re.sub(r"```[a-zA-Z0-9_-]*", "", text or "").strip()
+
+
+class LLMAnswerer:
+    def __init__(self, chat: ChatModel, *, max_evidence_chars: int = 2000,
+                 max_tokens: int = 1500) -> None:
+        self.chat = chat
+        self.max_evidence_chars = max_evidence_chars
+        self.max_tokens = max_tokens
+        self.usage = Usage()
+
+    def answer(self, question: str, sub_questions: list[str], evidence: list[Evidence]) -> Draft:
+        if not evidence:
+            return Draft(text=NO_EVIDENCE_ANSWER, missing=list(sub_questions) or [question],
+                         unanswerable=True)
+        user = prompts.answerer_user(question, sub_questions, evidence, self.max_evidence_chars)
+
+        def from_raw(text: str) -> Draft:
+            return Draft(text=salvage_answer(text))
+
+        reply, ok = ask_json(self.chat, prompts.ANSWERER_SYSTEM, user, AnswerReply,
+                             fallback=from_raw, usage=self.usage, max_tokens=self.max_tokens)
+        if not ok or not isinstance(reply, AnswerReply):
+            return reply if isinstance(reply, Draft) else Draft(text="")
+        return Draft(text=reply.answer.strip(), missing=_clean(reply.missing),
+                     unanswerable=reply.unanswerable, conflicts=_clean(reply.conflicts))

@@ -1,0 +1,312 @@
+"""Eval datasets: seed-style jsonl or a BEIR folder, gold documents resolved to KB doc_ids.
+
+Seed jsonl, one question a line::
+
+    {"q": "...", "gold_doc": "policies/travel.md" | ["a.md", "b.md"], "type": "multi_hop",
+     "answer": "...", "gold_section": "4.2", "id": "q7"}
+
+BEIR folder: ``corpus.jsonl`` (``{_id, title, text}``), ``queries.jsonl`` (``{_id, text, ...}``)
+and ``qrels/*.tsv`` (query-id, corpus-id, score; a header line is allowed). Extra query fields
+(``answer``, ``type``, ``answerable``, ``gold_doc_ids``) are kept.
+
+Gold documents may be named by doc_id, file name or path; :func:`resolve_gold` maps each to a
+doc_id of the knowledge base by exact, then suffix, then basename (then stem) match.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from ragloop.errors import UserError
+from ragloop.types import ParsedDocument, SectionText
+
+# Question types a single search is expected to answer; every other type needs the agent.
+SINGLE_TYPES = ("simple",)
+UNANSWERABLE_TYPE = "unanswerable"
+DEFAULT_TYPE = "simple"
+
+
+@dataclass
+class EvalQuestion:
+    id: str
+    q: str
+    type: str = DEFAULT_TYPE
+    gold_docs: list[str] = field(default_factory=list)  # KB doc_ids once resolved
+    answer: str | None = None  # reference answer
+    gold_section: str | None = None
+    answerable: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+    unresolved: list[str] = field(default_factory=list)  # gold names no KB doc_id matched
+
+    @property
+    def needs_agent(self) -> bool:
+        """What the router should decide: types other than simple and unanswerable need it."""
+        return self.type not in (*SINGLE_TYPES, UNANSWERABLE_TYPE)
+
+
+@dataclass
+class Dataset:
+    name: str
+    kind: str  # "seed" | "beir"
+    source: Path
+    questions: list[EvalQuestion]
+    corpus: Path | None = None  # BEIR corpus.jsonl
+
+    def limit(self, n: int | None) -> Dataset:
+        if n is None:
+            return self
+        return Dataset(self.name, self.kind, self.source, self.questions[:n], self.corpus)
+
+
+def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    with path.open(encoding="utf-8") as fh:
+        for line_no, line in enumerate(fh, start=1):
+            if not line.strip() or line.lstrip().startswith("//"):
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise UserError(f"{path}:{line_no}: not valid JSON ({exc.msg})") from None
+            if not isinstance(obj, dict):
+                raise UserError(f"{path}:{line_no}: expected a JSON object per line")
+            yield line_no, obj
+
+
+def _as_list(value: Any) -> list[str]:
+    if value is None or value == "":
+        return []
+    if isinstance(value, list | tuple):
+        return [str(v) for v in value if v is not None and str(v) != ""]
+    return [str(value)]
+
+
+def _answerable(obj: dict[str, Any], qtype: str) -> bool:
+    if "answerable" in obj and obj["answerable"] is not None:
+        raw = obj["answerable"]
+        return raw if isinstance(raw, bool) else str(raw).lower() in ("1", "true", "yes")
+    return qtype != UNANSWERABLE_TYPE
+
+
+def _unique_ids(questions: list[EvalQuestion]) -> None:
+    seen: dict[str, int] = {}
+    for q in questions:
+        if q.id in seen:
+            seen[q.id] += 1
+            q.id = f"{q.id}#{seen[q.id]}"
+        else:
+            seen[q.id] = 1
+
+
+def load_seed(path: Path) -> Dataset:
+    questions: list[EvalQuestion] = []
+    for line_no, obj in _read_jsonl(path):
+        text = obj.get("q") or obj.get("question") or obj.get("text")
+        if not text:
+            raise UserError(f"{path}:{line_no}: a question needs a \"q\" field")
+        qtype = str(obj.get("type") or DEFAULT_TYPE)
+        gold = _as_list(obj.get("gold_doc", obj.get("gold_docs", obj.get("gold_doc_ids"))))
+        qid = str(obj.get("id") or obj.get("_id")
+                  or hashlib.sha1(str(text).encode()).hexdigest()[:10])
+        known = {"q", "question", "text", "type", "gold_doc", "gold_docs", "gold_doc_ids",
+                 "answer", "gold_section", "id", "_id", "answerable"}
+        questions.append(EvalQuestion(
+            id=qid, q=str(text), type=qtype, gold_docs=gold,
+            answer=str(obj["answer"]) if obj.get("answer") not in (None, "") else None,
+            gold_section=str(obj["gold_section"]) if obj.get("gold_section") else None,
+            answerable=_answerable(obj, qtype),
+            extra={k: v for k, v in obj.items() if k not in known}))
+    _unique_ids(questions)
+    return Dataset(path.stem, "seed", path, questions)
+
+
+def _read_qrels(folder: Path) -> dict[str, list[str]]:
+    gold: dict[str, list[str]] = {}
+    for tsv in sorted((folder / "qrels").glob("*.tsv")):
+        with tsv.open(encoding="utf-8") as fh:
+            for line in fh:
+                parts = line.rstrip("\n").split("\t")
+                if len(parts) < 2 or parts[0] in ("query-id", "query_id", "qid"):
+                    continue
+                try:
+                    score = float(parts[2]) if len(parts) > 2 and parts[2] else 1.0
+                except ValueError:
+                    continue  # a header we did not recognise
+                if score > 0:
+                    docs = gold.setdefault(parts[0], [])
+                    if parts[1] not in docs:
+                        docs.append(parts[1])
+    return gold
+
+
+def load_beir(folder: Path) -> Dataset:
+    queries = folder / "queries.jsonl"
+    corpus = folder / "corpus.jsonl"
+    if not queries.exists():
+        raise UserError(f"{folder}: a BEIR folder needs queries.jsonl (and corpus.jsonl, qrels/)")
+    qrels = _read_qrels(folder)
+    questions: list[EvalQuestion] = []
+    for line_no, obj in _read_jsonl(queries):
+        if "_id" not in obj or "text" not in obj:
+            raise UserError(f"{queries}:{line_no}: a BEIR query needs \"_id\" and \"text\"")
+        qid = str(obj["_id"])
+        gold = list(qrels.get(qid, []))
+        for g in _as_list(obj.get("gold_doc_ids")):
+            if g not in gold:
+                gold.append(g)
+        qtype = str(obj.get("type") or DEFAULT_TYPE)
+        questions.append(EvalQuestion(
+            id=qid, q=str(obj["text"]), type=qtype, gold_docs=gold,
+            answer=str(obj["answer"]) if obj.get("answer") not in (None, "") else None,
+            gold_section=str(obj["gold_section"]) if obj.get("gold_section") else None,
+            answerable=_answerable(obj, qtype),
+            extra={k: v for k, v in obj.items()
+                   if k not in ("_id", "text", "type", "answer", "gold_section", "answerable")}))
+    _unique_ids(questions)
+    return Dataset(folder.name, "beir", folder, questions, corpus if corpus.exists() else None)
+
+
+def load_dataset(path: str | Path) -> Dataset:
+    """A seed-style jsonl file or a BEIR folder (or a BEIR queries.jsonl inside one)."""
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"{p}: no such dataset file or folder")
+    if p.is_dir():
+        return load_beir(p)
+    if p.name == "queries.jsonl" and (p.parent / "qrels").is_dir():
+        return load_beir(p.parent)
+    return load_seed(p)
+
+
+# -- gold document names ---------------------------------------------------------------------
+
+def _norm(name: str) -> str:
+    return name.replace("\\", "/").strip().lstrip("./").lower()
+
+
+def resolve_doc_name(name: str, doc_ids: list[str]) -> str | None:
+    """The doc_id `name` means: exact; else a suffix match at a path boundary
+    (`kb/policies/x.md` names `policies/x.md`, the longest such doc_id winning; `x/y.md` names
+    `docs/x/y.md`); else the same file name; else the same stem. None when nothing, or more
+    than one doc_id, matches at the first level that matches."""
+    if name in doc_ids:
+        return name
+    target = _norm(name)
+    lowered = {d: _norm(d) for d in doc_ids}
+
+    def one(found: list[str]) -> str | bool | None:
+        """The match, None when ambiguous, False when there is none."""
+        if len(found) == 1:
+            return found[0]
+        return None if found else False
+
+    exact = one([d for d, low in lowered.items() if low == target])
+    if exact is not False:
+        return exact  # type: ignore[return-value]
+    inside = [d for d, low in lowered.items() if target.endswith("/" + low)]
+    if inside:
+        longest = max(len(lowered[d]) for d in inside)
+        return one([d for d in inside if len(lowered[d]) == longest]) or None
+    levels = [
+        lambda low: low.endswith("/" + target),
+        lambda low: PurePosixPath(low).name == PurePosixPath(target).name,
+        lambda low: PurePosixPath(low).stem == PurePosixPath(target).stem,
+    ]
+    for match in levels:
+        found = one([d for d, low in lowered.items() if match(low)])
+        if found is not False:
+            return found  # type: ignore[return-value]
+    return None
+
+
+def resolve_gold(dataset: Dataset, doc_ids: list[str]) -> list[tuple[str, str]]:
+    """Rewrite every question's gold names to KB doc_ids; returns (question id, name) pairs
+    that matched nothing (they stay in `unresolved` and count as never retrieved)."""
+    misses: list[tuple[str, str]] = []
+    for q in dataset.questions:
+        resolved: list[str] = []
+        q.unresolved = []
+        for name in q.gold_docs:
+            doc = resolve_doc_name(name, doc_ids)
+            if doc is None:
+                q.unresolved.append(name)
+                misses.append((q.id, name))
+            elif doc not in resolved:
+                resolved.append(doc)
+        q.gold_docs = resolved + q.unresolved
+    return misses
+
+
+# -- BEIR corpus -> knowledge base -----------------------------------------------------------
+
+def iter_corpus(path: Path) -> Iterator[ParsedDocument]:
+    """One document per corpus line, one section ("0") titled by the record's title."""
+    for line_no, obj in _read_jsonl(path):
+        if "_id" not in obj:
+            raise UserError(f"{path}:{line_no}: a corpus record needs \"_id\"")
+        title = str(obj.get("title") or "").strip()
+        text = str(obj.get("text") or "").strip()
+        if not text and not title:
+            continue
+        yield ParsedDocument(doc_id=str(obj["_id"]), title=title or str(obj["_id"]),
+                             source=f"{path.name}:{line_no}",
+                             sections=[SectionText("0", (title,) if title else (), text or title)])
+
+
+def ingest_corpus(kb: Any, corpus: Path, progress: bool = False,
+                  batch_chunks: int = 512) -> int:
+    """Add the corpus documents the knowledge base does not hold yet; returns how many."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ragloop.embed.cache import text_hash
+    from ragloop.ingest.chunking import chunk_document
+    from ragloop.ingest.pipeline import document_hash, embed_text
+    from ragloop.store.base import DocumentWrite
+
+    known = kb.store.content_hashes()
+    todo = [d for d in iter_corpus(corpus) if d.doc_id not in known]
+    if not todo:
+        return 0
+    settings = kb.settings
+    added = 0
+    batch: list[tuple[ParsedDocument, list]] = []
+
+    def flush() -> None:
+        nonlocal batch, added
+        if not batch:
+            return
+        emb = kb._embedder_for_write()
+        texts = [[embed_text(doc, c) for c in chunks] for doc, chunks in batch]
+        vectors = emb.embed([t for ts in texts for t in ts])
+        writes, start = [], 0
+        for (doc, chunks), ts in zip(batch, texts, strict=True):
+            writes.append(DocumentWrite(doc=doc, content_hash=document_hash(doc, settings),
+                                        chunks=chunks, vectors=vectors[start:start + len(chunks)],
+                                        embed_hashes=[text_hash(t) for t in ts]))
+            start += len(chunks)
+        kb.store.write_documents(writes)
+        added += len(batch)
+        batch = []
+
+    bar = Progress(TextColumn("[bold]ingest corpus[/]"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), disable=not progress, transient=True)
+    with bar:
+        task = bar.add_task("docs", total=len(todo))
+        size = 0
+        for doc in todo:
+            chunks = chunk_document(doc, settings.chunk_tokens, settings.chunk_overlap)
+            bar.update(task, advance=1)
+            if not chunks:
+                continue
+            batch.append((doc, chunks))
+            size += len(chunks)
+            if size >= batch_chunks:
+                flush()
+                size = 0
+        flush()
+    kb.store.flush()
+    return added

@@ -1,0 +1,247 @@
+"""Eval metrics over result records (one dict per question and path; see runner.make_record).
+
+Every figure is a plain function of the records, so the report can be recomputed from
+OUT/results.jsonl alone. Conventions:
+
+- Documents: `docs` is the run's evidence list reduced to distinct doc_ids, in order. The
+  capped metrics (recall@k, all_gold@k, MRR) read only its first k entries: the agent gets no
+  credit for looking at more documents than single-shot may return. `recall_uncapped` reads all.
+- Retrieval metrics count questions that have gold documents; answer accuracy those with a
+  reference answer that are answerable; abstention the unanswerable ones.
+- p95 is the nearest-rank percentile: the ceil(0.95·n)-th smallest value.
+- Shares are fractions in [0, 1] except the `_pct` figures, which are percentages.
+- A metric with nothing to count is None.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ragloop.eval.datasets import SINGLE_TYPES, UNANSWERABLE_TYPE
+
+ABSTAIN_MARKERS = ("does not say", "doesn't say", "not in the knowledge base",
+                   "does not cover", "does not contain", "no information",
+                   "not mentioned", "not stated", "cannot find", "could not find")
+
+_CITE = re.compile(r"\[\d+\]")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3})")
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_NON_WORD = re.compile(r"[^\w£$€%]+")
+_SYMBOL = re.compile(r"([£$€%])")
+
+
+# -- documents -------------------------------------------------------------------------------
+
+def distinct(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def first_gold_rank(docs: Sequence[str], gold: Iterable[str]) -> int | None:
+    """1-based rank of the first gold document in `docs`, or None."""
+    wanted = set(gold)
+    for i, d in enumerate(docs, start=1):
+        if d in wanted:
+            return i
+    return None
+
+
+def recall_any(docs: Sequence[str], gold: Sequence[str], k: int | None) -> bool:
+    top = docs[:k] if k is not None else docs
+    return any(g in top for g in gold)
+
+
+def recall_all(docs: Sequence[str], gold: Sequence[str], k: int | None) -> bool:
+    top = docs[:k] if k is not None else docs
+    return bool(gold) and all(g in top for g in gold)
+
+
+def reciprocal_rank(docs: Sequence[str], gold: Sequence[str], k: int) -> float:
+    rank = first_gold_rank(docs[:k], gold)
+    return 1.0 / rank if rank else 0.0
+
+
+# -- answers ---------------------------------------------------------------------------------
+
+def normalize_answer(text: str) -> str:
+    """Lower case, no citation markers, thousands separators, punctuation or articles;
+    currency and percent signs become words of their own ("£2,500" → "£ 2500")."""
+    text = _CITE.sub(" ", text.lower())
+    text = _THOUSANDS.sub("", text)
+    text = "".join(" " if ch in string.punctuation and ch not in "£$€%" else ch for ch in text)
+    text = _SYMBOL.sub(r" \1 ", _NON_WORD.sub(" ", text))
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def exact_match(reference: str, answer: str) -> bool:
+    """The normalised reference appears in the normalised answer (on word boundaries)."""
+    ref = normalize_answer(reference)
+    return bool(ref) and f" {ref} " in f" {normalize_answer(answer)} "
+
+
+def token_f1(reference: str, answer: str) -> float:
+    ref = normalize_answer(reference).split()
+    got = normalize_answer(answer).split()
+    if not ref or not got:
+        return float(ref == got)
+    counts: dict[str, int] = {}
+    for t in ref:
+        counts[t] = counts.get(t, 0) + 1
+    common = 0
+    for t in got:
+        if counts.get(t, 0) > 0:
+            counts[t] -= 1
+            common += 1
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(got), common / len(ref)
+    return 2 * precision * recall / (precision + recall)
+
+
+def abstained(record: dict[str, Any]) -> bool:
+    """The run declined to answer: status unanswerable, or the answer says the KB lacks it."""
+    if record.get("status") == "unanswerable":
+        return True
+    lowered = (record.get("answer") or "").lower()
+    return any(m in lowered for m in ABSTAIN_MARKERS)
+
+
+# -- numbers ---------------------------------------------------------------------------------
+
+def mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def percentile(values: Sequence[float], p: float) -> float | None:
+    """Nearest-rank percentile: the ceil(p/100 · n)-th smallest value."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(p / 100.0 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def share(flags: Sequence[bool]) -> float | None:
+    return sum(flags) / len(flags) if flags else None
+
+
+def expected_route(qtype: str) -> str | None:
+    """Where the router should send a question type; None for unanswerable (not scored)."""
+    if qtype == UNANSWERABLE_TYPE:
+        return None
+    return "single" if qtype in SINGLE_TYPES else "agent"
+
+
+# -- the grader ------------------------------------------------------------------------------
+
+def grader_counts(records: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """Chunk counts over every GRADE event of the records (see runner.grade_summary)."""
+    c = {"seen": 0, "kept": 0, "kept_known": 0, "kept_gold": 0, "gold_seen": 0,
+         "gold_seen_kept": 0}
+    for r in records:
+        gold = set(r.get("gold") or [])
+        for g in r.get("grades") or []:
+            c["seen"] += int(g.get("chunks", 0))
+            c["kept"] += int(g.get("kept", 0))
+            kept_docs = g.get("kept_docs")
+            if kept_docs is not None:
+                c["kept_known"] += len(kept_docs)
+                c["kept_gold"] += sum(d in gold for d in kept_docs)
+            seen_docs = g.get("seen_docs")
+            if seen_docs is not None and kept_docs is not None:
+                c["gold_seen"] += sum(d in gold for d in seen_docs)
+                c["gold_seen_kept"] += sum(d in gold for d in kept_docs)
+    return c
+
+
+# -- one path --------------------------------------------------------------------------------
+
+def summarize(records: Sequence[dict[str, Any]], k: int) -> dict[str, Any]:
+    """All figures for one set of records (one path, optionally one question type)."""
+    with_gold = [r for r in records if r.get("gold") and r.get("answerable", True)]
+    docs = [r.get("docs") or [] for r in with_gold]
+    golds = [r["gold"] for r in with_gold]
+    with_ref = [r for r in records if r.get("reference") and r.get("answerable", True)]
+    unanswerable = [r for r in records if not r.get("answerable", True)]
+    answerable = [r for r in records if r.get("answerable", True)]
+    scored_routes = [(r, expected_route(r.get("type", ""))) for r in records
+                     if r.get("path") == "router"]
+    scored_routes = [(r, want) for r, want in scored_routes if want is not None]
+    latencies = [float(r.get("latency_s") or 0.0) for r in records]
+    counts = grader_counts(records)
+    n = len(records)
+    return {
+        "n": n,
+        f"recall@{k}": share([recall_any(d, g, k) for d, g in zip(docs, golds, strict=True)]),
+        f"all_gold@{k}": share([recall_all(d, g, k) for d, g in zip(docs, golds, strict=True)]),
+        "mrr": mean([reciprocal_rank(d, g, k) for d, g in zip(docs, golds, strict=True)]),
+        "recall_uncapped": share([recall_any(d, g, None)
+                                  for d, g in zip(docs, golds, strict=True)]),
+        "all_gold_uncapped": share([recall_all(d, g, None)
+                                    for d, g in zip(docs, golds, strict=True)]),
+        "docs_mean": mean([float(len(d)) for d in docs]),
+        "retrieval_n": len(with_gold),
+        "answer_em": share([exact_match(r["reference"], r.get("answer") or "")
+                            for r in with_ref]),
+        "answer_f1": mean([token_f1(r["reference"], r.get("answer") or "") for r in with_ref]),
+        "answer_n": len(with_ref),
+        "abstention": share([abstained(r) for r in unanswerable]),
+        "unanswerable_n": len(unanswerable),
+        "false_abstention": share([abstained(r) for r in answerable]),
+        "latency_mean_s": mean(latencies),
+        "latency_p95_s": percentile(latencies, 95),
+        "tokens_mean": mean([float(r.get("tokens") or 0) for r in records]),
+        "cost_mean": mean([float(r.get("cost_usd") or 0.0) for r in records]),
+        "steps_mean": mean([float(r.get("steps") or 0) for r in records]),
+        "truncated_pct": 100.0 * share([r.get("status") == "truncated" for r in records])
+        if n else None,
+        "failed_pct": 100.0 * share([r.get("status") == "failed" for r in records])
+        if n else None,
+        "discarded_pct": 100.0 * (counts["seen"] - counts["kept"]) / counts["seen"]
+        if counts["seen"] else None,
+        "grader_precision": counts["kept_gold"] / counts["kept_known"]
+        if counts["kept_known"] else None,
+        "grader_recall": counts["gold_seen_kept"] / counts["gold_seen"]
+        if counts["gold_seen"] else None,
+        "router_accuracy": share([r.get("route") == want for r, want in scored_routes]),
+        "router_n": len(scored_routes),
+    }
+
+
+def build_report(records: Sequence[dict[str, Any]], k: int,
+                 paths: Sequence[str] | None = None) -> dict[str, Any]:
+    """`{"k", "paths": {path: figures}, "by_type": {type: {path: figures}}}`."""
+    order = list(paths) if paths else distinct(r["path"] for r in records)
+    by_path = {p: [r for r in records if r["path"] == p] for p in order}
+    types = sorted({r.get("type", "") for r in records})
+    return {
+        "k": k,
+        "paths": {p: summarize(rs, k) for p, rs in by_path.items()},
+        "by_type": {t: {p: summarize([r for r in rs if r.get("type", "") == t], k)
+                        for p, rs in by_path.items()} for t in types},
+    }
+
+
+RETRIEVAL_FINE = 0.9
+RETRIEVAL_POOR_MISS = 1 / 3
+
+
+def diagnose(report: dict[str, Any]) -> str | None:
+    """The single-shot diagnosis: is retrieval the bottleneck?"""
+    single = report["paths"].get("single")
+    k = report["k"]
+    if not single or single.get(f"recall@{k}") is None:
+        return None
+    found = single[f"recall@{k}"]
+    if found >= RETRIEVAL_FINE:
+        return (f"gold documents are in the top {k} for {found:.0%} of questions: retrieval is"
+                " not the problem: an agent will not help; look at the prompt/model")
+    if 1 - found >= RETRIEVAL_POOR_MISS:
+        return (f"gold documents are missing from the top {k} for {1 - found:.0%} of questions:"
+                " the loop has work to do")
+    return (f"gold documents are missing from the top {k} for {1 - found:.0%} of questions:"
+            " an agent may help on the hard types; compare with --paths single,agent")

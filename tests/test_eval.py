@@ -1,0 +1,652 @@
+"""The eval: datasets (seed jsonl, BEIR), metrics arithmetic, the runner (scripted model over a
+real knowledge base), resumability, the report files."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from ragloop.agent.base import Draft, Grade, Route
+from ragloop.agent.run import RunResult
+from ragloop.errors import UserError
+from ragloop.eval.datasets import (
+    load_dataset,
+    resolve_doc_name,
+    resolve_gold,
+)
+from ragloop.eval.metrics import (
+    abstained,
+    build_report,
+    diagnose,
+    exact_match,
+    normalize_answer,
+    percentile,
+    summarize,
+    token_f1,
+)
+from ragloop.eval.report import markdown, write_reports
+from ragloop.eval.runner import EvalOptions, grade_summary, parse_paths, run_eval
+from ragloop.llm.base import ChatResponse, ToolCall
+from ragloop.llm.scripted import ScriptedChat
+from ragloop.types import EventKind, RunStatus, StepEvent, Usage
+
+A, B, C, D = "a.md", "b.md", "c.md", "d.md"
+
+
+def rec(path, qtype, gold, docs, *, answer="", reference=None, status="answered", steps=2,
+        latency=1.0, tokens=0, cost=0.0, grades=(), answerable=True, route=None, qid=None):
+    return {"qid": qid or f"{path}-{qtype}-{len(docs)}", "path": path, "type": qtype,
+            "gold": list(gold), "docs": list(docs), "answer": answer, "reference": reference,
+            "status": status, "steps": steps, "latency_s": latency, "tokens": tokens,
+            "cost_usd": cost, "grades": list(grades), "answerable": answerable,
+            "route": route or ("single" if path == "single" else "agent")}
+
+
+@pytest.fixture
+def records():
+    return [
+        rec("single", "simple", [A], [B, A, C], answer="It is IP67 [1]", reference="IP67",
+            latency=1.0, tokens=100, cost=0.01),
+        rec("single", "multi_hop", [A, C], [C, B, A], answer="The CFO",
+            reference="Priya Raman", latency=3.0, tokens=200, cost=0.02),
+        rec("single", "unanswerable", [], [B], answer="The knowledge base does not say.",
+            answerable=False, latency=2.0, tokens=300, cost=0.03),
+        rec("agent", "simple", [A], [A], answer="IP67.", reference="IP67", steps=3,
+            latency=4.0, tokens=1000, cost=0.1,
+            grades=[{"chunks": 4, "kept": 2, "seen_docs": [A, B, A, C], "kept_docs": [A, B]}]),
+        rec("agent", "multi_hop", [A, C], [B, D, A, C], answer="Priya Raman is CFO [1]",
+            reference="Priya Raman", status="truncated", steps=6, latency=10.0, tokens=3000,
+            cost=0.3,
+            grades=[{"chunks": 5, "kept": 1, "seen_docs": [C, C, B, A, D], "kept_docs": [C]},
+                    {"chunks": 3, "kept": 3, "seen_docs": None, "kept_docs": None}]),
+        rec("agent", "unanswerable", [], [B], answer="Tom Becker [1]", answerable=False,
+            latency=1.0, tokens=500, cost=0.05,
+            grades=[{"chunks": 2, "kept": 0, "seen_docs": [B, B], "kept_docs": []}]),
+        rec("router", "multi_hop", [A], [A], route="agent"),
+        rec("router", "simple", [A], [A], route="agent"),
+        rec("router", "unanswerable", [], [], route="single", answerable=False),
+        rec("router", "section_ref", [A], [A], route="single"),
+        rec("router", "simple", [A], [], route="out_of_scope"),
+    ]
+
+
+# -- metrics on hand-made records ------------------------------------------------------------
+
+def test_single_path_figures(records) -> None:
+    s = summarize([r for r in records if r["path"] == "single"], k=2)
+    assert s["n"] == 3 and s["retrieval_n"] == 2
+    assert s["recall@2"] == 1.0  # [B, A] has A; [C, B] has C
+    assert s["all_gold@2"] == 0.5  # the multi-hop one misses A in its top 2
+    assert s["mrr"] == pytest.approx((0.5 + 1.0) / 2)
+    assert s["recall_uncapped"] == 1.0 and s["all_gold_uncapped"] == 1.0
+    assert s["docs_mean"] == 3.0
+    assert s["answer_em"] == 0.5 and s["answer_n"] == 2
+    assert s["answer_f1"] == pytest.approx((0.5 + 0.0) / 2)  # "it is ip67" vs "ip67": P 1/3
+    assert s["abstention"] == 1.0 and s["unanswerable_n"] == 1
+    assert s["false_abstention"] == 0.0
+    assert s["latency_mean_s"] == pytest.approx(2.0)
+    assert s["latency_p95_s"] == 3.0
+    assert s["tokens_mean"] == 200.0
+    assert s["cost_mean"] == pytest.approx(0.02)
+    assert s["steps_mean"] == 2.0 and s["truncated_pct"] == 0.0
+    assert s["discarded_pct"] is None and s["grader_precision"] is None
+    assert s["router_accuracy"] is None and s["router_n"] == 0
+
+
+def test_agent_path_is_capped_at_k_and_grader_figures(records) -> None:
+    agent = [r for r in records if r["path"] == "agent"]
+    s = summarize(agent, k=2)
+    assert s["recall@2"] == 0.5  # [B, D] of [B, D, A, C] has no gold
+    assert s["all_gold@2"] == 0.5
+    assert s["mrr"] == pytest.approx((1.0 + 0.0) / 2)
+    assert s["recall_uncapped"] == 1.0 and s["all_gold_uncapped"] == 1.0
+    assert s["docs_mean"] == 2.5
+    assert summarize(agent, k=3)["mrr"] == pytest.approx((1.0 + 1 / 3) / 2)
+    assert summarize(agent, k=3)["recall@3"] == 1.0
+    assert summarize(agent, k=3)["all_gold@3"] == 0.5
+    assert s["answer_em"] == 1.0
+    assert s["answer_f1"] == pytest.approx((1.0 + 2 / 3) / 2)
+    assert s["abstention"] == 0.0  # answered the unanswerable one
+    assert s["latency_mean_s"] == pytest.approx(5.0) and s["latency_p95_s"] == 10.0
+    assert s["tokens_mean"] == 1500.0 and s["cost_mean"] == pytest.approx(0.15)
+    assert s["steps_mean"] == pytest.approx(11 / 3)
+    assert s["truncated_pct"] == pytest.approx(100 / 3)
+    assert s["discarded_pct"] == pytest.approx(100 * 8 / 14)  # seen 14, kept 6
+    assert s["grader_precision"] == pytest.approx(2 / 3)  # kept [A, B] | [C]; gold A | A, C
+    assert s["grader_recall"] == pytest.approx(2 / 5)  # gold seen 2 + 3, kept 1 + 1
+
+
+def test_router_accuracy_and_by_type(records) -> None:
+    report = build_report(records, 2)
+    assert list(report["paths"]) == ["single", "agent", "router"]
+    router = report["paths"]["router"]
+    assert router["router_n"] == 4  # unanswerable is not scored
+    # only multi_hop → agent is right; simple → agent, simple → out_of_scope and
+    # section_ref → single are wrong
+    assert router["router_accuracy"] == pytest.approx(1 / 4)
+    assert report["by_type"]["simple"]["agent"]["recall@2"] == 1.0
+    assert report["by_type"]["multi_hop"]["agent"]["recall@2"] == 0.0
+    assert report["by_type"]["multi_hop"]["single"]["all_gold@2"] == 0.0
+    assert report["by_type"]["section_ref"]["router"]["router_accuracy"] == 0.0
+    assert report["by_type"]["simple"]["single"]["n"] == 1
+    assert report["by_type"]["simple"]["router"]["n"] == 2
+
+
+def test_answer_normalisation_and_f1() -> None:
+    assert normalize_answer("The limit is £2,500 [3].") == "limit is £ 2500"
+    assert exact_match("£2,500", "Above £2500, the CFO approves [1].")
+    assert exact_match("2500", "above £2,500")
+    assert not exact_match("250", "up to 2500 sensors")  # word boundaries, not substrings
+    assert not exact_match("", "anything")
+    assert token_f1("Priya Raman", "Priya Raman") == 1.0
+    assert token_f1("the CFO Priya Raman", "Raman") == pytest.approx(2 * 1 * (1 / 3) / (4 / 3))
+    assert token_f1("IP67", "no idea") == 0.0
+
+
+def test_abstention_markers() -> None:
+    assert abstained({"status": "unanswerable", "answer": "Tom Becker"})
+    assert abstained({"status": "answered", "answer": "That is not in the knowledge base."})
+    assert abstained({"status": "answered", "answer": "The knowledge base does not say."})
+    assert not abstained({"status": "answered", "answer": "Tom Becker [1]."})
+
+
+def test_percentile_is_nearest_rank() -> None:
+    assert percentile([5.0, 1.0, 4.0, 2.0, 3.0], 95) == 5.0
+    assert percentile([float(x) for x in range(1, 101)], 95) == 95.0
+    assert percentile([float(x) for x in range(1, 21)], 95) == 19.0
+    assert percentile([], 95) is None
+
+
+def test_diagnosis_lines() -> None:
+    def single(hits: int, n: int):
+        rs = [rec("single", "simple", [A], [A] if i < hits else [B], qid=str(i))
+              for i in range(n)]
+        return build_report(rs, 10)
+
+    assert "retrieval is not the problem" in diagnose(single(9, 10))
+    assert "the loop has work to do" in diagnose(single(6, 9))  # 3 of 9 missing
+    middle = diagnose(single(8, 10))
+    assert "not the problem" not in middle and "work to do" not in middle
+    assert diagnose(build_report([rec("agent", "simple", [A], [A])], 10)) is None
+
+
+def test_grade_summary_from_events() -> None:
+    pipeline = StepEvent(EventKind.GRADE, 1, {"chunks": 3, "kept": 1, "verdicts": [
+        {"doc_id": A, "verdict": "relevant"}, {"doc_id": B, "verdict": "irrelevant"},
+        {"doc_id": A, "verdict": "irrelevant"}]})
+    assert grade_summary(pipeline) == {"chunks": 3, "kept": 1, "seen_docs": [A, B, A],
+                                       "kept_docs": [A]}
+    tools = StepEvent(EventKind.GRADE, 1, {"chunks": 4, "kept": 2, "kept_ids": [7, 9]})
+    assert grade_summary(tools, lambda ids: {7: C, 9: D}) == {
+        "chunks": 4, "kept": 2, "seen_docs": None, "kept_docs": [C, D]}
+
+
+def test_parse_paths() -> None:
+    assert parse_paths("single, agent,single") == ["single", "agent"]
+    with pytest.raises(UserError, match="--paths"):
+        parse_paths("single,oracle")
+
+
+# -- datasets --------------------------------------------------------------------------------
+
+KB_IDS = ["policies/travel.md", "products/sensor.md", "org/leadership.md", "org/travel.txt",
+          "archive/products/sensor.md"]
+
+
+def test_gold_names_resolve_by_exact_suffix_basename_stem() -> None:
+    assert resolve_doc_name("policies/travel.md", KB_IDS) == "policies/travel.md"
+    assert resolve_doc_name("examples/kb/org/leadership.md", KB_IDS) == "org/leadership.md"
+    assert resolve_doc_name("leadership.md", KB_IDS) == "org/leadership.md"
+    assert resolve_doc_name("Leadership", KB_IDS) == "org/leadership.md"
+    assert resolve_doc_name("travel.txt", KB_IDS) == "org/travel.txt"
+    assert resolve_doc_name("travel", KB_IDS) is None  # two stems match: ambiguous
+    assert resolve_doc_name("sensor.md", KB_IDS) is None  # two basenames match
+    assert resolve_doc_name("kb/archive/products/sensor.md", KB_IDS) == \
+        "archive/products/sensor.md"
+    assert resolve_doc_name("nothing.md", KB_IDS) is None
+
+
+def test_seed_jsonl(tmp_path) -> None:
+    path = tmp_path / "set.jsonl"
+    lines = [
+        {"id": "q1", "q": "Who approves?", "gold_doc": ["travel.md", "leadership"],
+         "type": "multi_hop", "answer": "the CFO", "gold_section": "4.2", "extra": 1},
+        {"q": "What rating?", "gold_doc": "kb/products/sensor.md"},
+        {"q": "CEO salary?", "gold_doc": [], "type": "unanswerable"},
+        {"q": "What rating?", "gold_doc": "missing.pdf", "answerable": False},
+    ]
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n\n", encoding="utf-8")
+    data = load_dataset(path)
+    assert data.kind == "seed" and data.name == "set" and data.corpus is None
+    q1, q2, q3, q4 = data.questions
+    assert (q1.id, q1.type, q1.answer, q1.gold_section) == ("q1", "multi_hop", "the CFO", "4.2")
+    assert q1.extra == {"extra": 1} and q1.needs_agent
+    assert q2.type == "simple" and not q2.needs_agent and q2.answer is None
+    assert q2.id != q4.id and q4.id.startswith(q2.id)  # same text: ids kept unique
+    assert not q3.answerable and not q3.needs_agent and q3.gold_docs == []
+    assert not q4.answerable
+    misses = resolve_gold(data, ["policies/travel.md", "products/sensor.md",
+                                 "org/leadership.md"])
+    assert q1.gold_docs == ["policies/travel.md", "org/leadership.md"]
+    assert q2.gold_docs == ["products/sensor.md"]
+    assert misses == [(q4.id, "missing.pdf")] and q4.unresolved == ["missing.pdf"]
+
+
+def test_seed_jsonl_errors(tmp_path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"q": "ok"}\n{not json\n', encoding="utf-8")
+    with pytest.raises(UserError, match=r"bad\.jsonl:2"):
+        load_dataset(bad)
+    bad.write_text('{"gold_doc": "x"}\n', encoding="utf-8")
+    with pytest.raises(UserError, match="needs a \"q\""):
+        load_dataset(bad)
+    with pytest.raises(UserError, match="no such"):
+        load_dataset(tmp_path / "absent.jsonl")
+
+
+def write_beir(folder):
+    (folder / "qrels").mkdir(parents=True)
+    corpus = [{"_id": "d1", "title": "T9 Sensor", "text": "The T9 sensor is rated IP67."},
+              {"_id": "d2", "title": "Leadership", "text": "The CFO is Priya Raman."},
+              {"_id": "d3", "title": "Travel", "text": "Expenses above 2,500 need the CFO."}]
+    queries = [{"_id": "q1", "text": "Who approves big expenses?", "answer": "Priya Raman",
+                "type": "bridge", "gold_doc_ids": ["d3", "d2"], "split": "dev"},
+               {"_id": "q2", "text": "What rating does the T9 have?"},
+               {"_id": "q3", "text": "CEO salary?", "type": "unanswerable",
+                "answerable": False}]
+    (folder / "corpus.jsonl").write_text("\n".join(json.dumps(c) for c in corpus) + "\n")
+    (folder / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries) + "\n")
+    (folder / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\nq1\td2\t1\nq2\td1\t1\nq2\td3\t0\n")
+    return folder
+
+
+def test_beir_folder(tmp_path) -> None:
+    folder = write_beir(tmp_path / "beir")
+    data = load_dataset(folder)
+    assert data.kind == "beir" and data.corpus == folder / "corpus.jsonl"
+    q1, q2, q3 = data.questions
+    assert q1.gold_docs == ["d2", "d3"]  # qrels first, then gold_doc_ids not already there
+    assert (q1.answer, q1.type, q1.extra["split"]) == ("Priya Raman", "bridge", "dev")
+    assert q1.extra["gold_doc_ids"] == ["d3", "d2"] and q1.needs_agent
+    assert q2.gold_docs == ["d1"]  # score 0 is not relevant
+    assert q2.type == "simple" and q2.answer is None
+    assert not q3.answerable and q3.gold_docs == []
+    assert load_dataset(folder / "queries.jsonl").questions[0].id == "q1"
+    assert len(data.limit(2).questions) == 2
+
+
+def test_beir_corpus_is_ingested_once(small_kb, tmp_path) -> None:
+    from ragloop.eval.datasets import ingest_corpus
+
+    folder = write_beir(tmp_path / "beir")
+    before = {d.doc_id for d in small_kb.documents()}
+    assert ingest_corpus(small_kb, folder / "corpus.jsonl") == 3
+    after = {d.doc_id: d for d in small_kb.documents()}
+    assert set(after) == before | {"d1", "d2", "d3"}
+    assert after["d1"].title == "T9 Sensor" and after["d1"].chunks == 1
+    assert small_kb.section("d2", "0").text == "The CFO is Priya Raman."
+    assert small_kb.search("Priya Raman CFO", 3, mode="bm25")[0].doc_id == "d2"
+    assert ingest_corpus(small_kb, folder / "corpus.jsonl") == 0
+
+
+# -- the runner over a real knowledge base with a scripted model -----------------------------
+
+QA = "Who approves travel expenses above £2,500, and what is that person's name?"
+QB = "What ingress protection rating does the T9 sensor have?"
+QC = "What is the salary of the Chief Executive Officer?"
+QD = "What does section 4.1 of the travel policy say about booking flights?"
+KEYS = {"approval": "policies/travel.md", "booking": "policies/travel.md",
+        "t9": "products/sensor.md", "ceo": "org/leadership.md"}
+REPLY_USAGE = Usage(input_tokens=100, output_tokens=10, cost_usd=0.001, calls=1)
+SINGLE_USAGE = Usage(input_tokens=50, output_tokens=5, cost_usd=0.0005, calls=1)
+
+
+class KeyedGrader:
+    """Keeps every hit of the one document the search's first word names (see KEYS)."""
+
+    def grade(self, question: str, hits):
+        query = question.rsplit("(this search: ", 1)[-1].rstrip(")").lower()
+        doc = KEYS[query.split()[0]]
+        kept = [h for h in hits if h.doc_id == doc]
+        for h in hits:
+            h.verdict = "relevant" if h.doc_id == doc else "irrelevant"
+        return Grade(kept=kept, discarded=[h for h in hits if h.doc_id != doc],
+                     enough=bool(kept))
+
+
+SINGLE_ANSWERS = {QA: "The Chief Financial Officer approves them [1].",
+                  QB: "IP67 [1].",
+                  QC: None,
+                  QD: "Flights must be booked at least 14 days ahead [1]."}
+
+
+class FixedAnswerer:
+    """The single-shot answerer: one canned answer per question, citing [1]."""
+
+    def __init__(self) -> None:
+        self.usage = Usage(**SINGLE_USAGE.to_dict())
+
+    def answer(self, question, sub_questions, evidence):
+        text = SINGLE_ANSWERS[question]
+        if text is None:
+            return Draft(text="The knowledge base does not say.", unanswerable=True)
+        return Draft(text=text)
+
+
+def tool(name: str, n: int, **args) -> ChatResponse:
+    return ChatResponse(text="", tool_calls=[ToolCall(f"c{n}", name, args)], usage=REPLY_USAGE)
+
+
+def scripted_chat(leadership_section: str) -> ScriptedChat:
+    search = "search_knowledge_base"
+    plans = {
+        QA: ([tool(search, 0, query="approval thresholds above £2,500"),
+              tool("fetch_document_section", 1, doc_id="org/leadership.md",
+                   section=leadership_section)],
+             "Expenses above £2,500 are approved by the Chief Financial Officer, Priya Raman"
+             " [1][2]."),
+        QB: ([tool(search, 0, query="CEO of Northwind"), tool(search, 1, query="T9 ingress")],
+             "The T9 is rated IP67 [2]."),
+        QC: ([tool(search, 0, query="CEO salary")], "The CEO is Tom Becker [1]."),
+        QD: ([tool(search, i, query="booking travel portal") for i in range(10)],
+             "Book through the travel portal [1]."),
+    }
+
+    def reply(messages, tools, tool_choice):
+        steps, final = plans[messages[0].content]
+        turn = sum(1 for m in messages if m.role == "assistant")
+        if tool_choice == "none" or turn >= len(steps):
+            return ChatResponse(text=final, usage=REPLY_USAGE)
+        return steps[turn]
+
+    return ScriptedChat([reply], repeat_last=True)
+
+
+ROUTER = {QA: "agent", QB: "single", QC: "single", QD: "single"}
+
+
+@pytest.fixture
+def scripted(small_kb, tmp_path, monkeypatch):
+    """(dataset, engine factory): the four questions, gold named in four ways."""
+    import ragloop.agent.engine as engine_mod
+
+    def route(question, kb, how):
+        if how == "auto":
+            return Route(ROUTER[question], "scripted router")  # type: ignore[arg-type]
+        return Route(how, f"forced by --route {how}")
+
+    monkeypatch.setattr(engine_mod, "_route", route)
+    lead = next(s.section for s in small_kb.sections("org/leadership.md")
+                if s.title == "Executive team")
+
+    class ScriptedEngine(engine_mod.Engine):
+        def _answerer(self, chat):
+            return FixedAnswerer()
+
+    def factory():
+        return ScriptedEngine(small_kb, small_kb.settings.with_(max_steps=4),
+                              chat=scripted_chat(lead), grader=KeyedGrader())
+
+    path = tmp_path / "set.jsonl"
+    rows = [{"id": "a", "q": QA, "gold_doc": ["policies/travel.md", "leadership.md"],
+             "type": "multi_hop", "answer": "Priya Raman"},
+            {"id": "b", "q": QB, "gold_doc": "docs/products/sensor.md", "type": "simple",
+             "answer": "IP67"},
+            {"id": "c", "q": QC, "gold_doc": [], "type": "unanswerable"},
+            {"id": "d", "q": QD, "gold_doc": "travel", "type": "section_ref",
+             "answer": "14 days"}]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    data = load_dataset(path)
+    assert resolve_gold(data, [d.doc_id for d in small_kb.documents()]) == []
+    return data, factory
+
+
+def test_eval_with_a_scripted_model_over_a_real_kb(scripted, small_kb, tmp_path) -> None:
+    data, factory = scripted
+    out = tmp_path / "out"
+    records = run_eval(data, factory, EvalOptions(out=out, k=1))
+    assert [(r["qid"], r["path"]) for r in records] == [
+        (q, p) for q in "abcd" for p in ("single", "agent", "router")]
+    by = {(r["qid"], r["path"]): r for r in records}
+    total_chunks = sum(d.chunks for d in small_kb.documents())
+
+    # what each run recorded
+    assert by["a", "agent"]["docs"] == ["policies/travel.md", "org/leadership.md"]
+    assert by["b", "agent"]["docs"] == ["org/leadership.md", "products/sensor.md"]
+    assert by["c", "agent"]["docs"] == ["org/leadership.md"]
+    assert by["d", "agent"]["docs"] == ["policies/travel.md"]
+    assert [by[q, "agent"]["status"] for q in "abcd"] == ["answered", "answered", "answered",
+                                                        "truncated"]
+    assert [by[q, "agent"]["steps"] for q in "abcd"] == [3, 3, 2, 4]
+    assert [by[q, "agent"]["tokens"] for q in "abcd"] == [330, 330, 220, 440]
+    assert by["c", "single"]["status"] == "unanswerable"
+    assert [by[q, "single"]["tokens"] for q in "abcd"] == [55, 55, 55, 55]
+    assert [by[q, "router"]["route"] for q in "abcd"] == ["agent", "single", "single", "single"]
+    assert by["a", "router"]["docs"] == by["a", "agent"]["docs"]
+    # single-shot evidence is the top hits of one search, in rank order
+    for q in data.questions:
+        hits = small_kb.search(q.q, small_kb.settings.search_k)[:5]
+        assert by[q.id, "single"]["docs"] == list(dict.fromkeys(h.doc_id for h in hits))
+    assert [by[q, "single"]["docs"][0] for q in "abd"] == [
+        "policies/travel.md", "products/sensor.md", "policies/travel.md"]
+    # the runs are in the knowledge base's run store too
+    stored = factory().runs
+    assert stored.get(by["d", "agent"]["run_id"])["status"] == "truncated"
+    stored.close()
+
+    report = build_report(records, 1, ["single", "agent", "router"])
+    single, agent, router = (report["paths"][p] for p in ("single", "agent", "router"))
+    # retrieval: a, b, d have gold documents
+    assert single["retrieval_n"] == 3
+    assert single["recall@1"] == 1.0 and single["mrr"] == 1.0
+    assert single["all_gold@1"] == pytest.approx(2 / 3)  # a has two gold documents
+    assert agent["recall@1"] == pytest.approx(2 / 3)  # b looked at leadership first
+    assert agent["all_gold@1"] == pytest.approx(1 / 3)
+    assert agent["mrr"] == pytest.approx(2 / 3)
+    assert agent["recall_uncapped"] == 1.0 and agent["all_gold_uncapped"] == 1.0
+    at2 = build_report(records, 2, ["agent"])["paths"]["agent"]
+    assert at2["recall@2"] == 1.0 and at2["all_gold@2"] == 1.0
+    assert at2["mrr"] == pytest.approx((1 + 0.5 + 1) / 3)
+    # answers
+    assert single["answer_em"] == pytest.approx(2 / 3)  # b, d
+    assert single["answer_f1"] == pytest.approx((0.0 + 1.0 + 4 / 11) / 3)  # d: P 2/9
+    assert agent["answer_em"] == pytest.approx(2 / 3)  # a, b; d's forced answer lacks 14 days
+    assert agent["answer_f1"] == pytest.approx((2 / 7 + 0.4 + 0.0) / 3)
+    assert single["abstention"] == 1.0 and agent["abstention"] == 0.0
+    assert single["false_abstention"] == 0.0
+    # cost, steps, ceiling
+    assert agent["tokens_mean"] == 330.0 and single["tokens_mean"] == 55.0
+    assert agent["cost_mean"] == pytest.approx(0.003)
+    assert single["cost_mean"] == pytest.approx(0.0005)
+    assert agent["steps_mean"] == 3.0 and single["steps_mean"] == 2.0
+    assert agent["truncated_pct"] == 25.0 and single["truncated_pct"] == 0.0
+    lat = sorted(by[q, "agent"]["latency_s"] for q in "abcd")
+    assert agent["latency_p95_s"] == lat[-1]
+    assert agent["latency_mean_s"] == pytest.approx(sum(lat) / 4)
+    # grader: every search sees every chunk (3 small documents) and keeps one document's
+    per_doc = {d.doc_id: d.chunks for d in small_kb.documents()}
+    t, s, lead = per_doc["policies/travel.md"], per_doc["products/sensor.md"], \
+        per_doc["org/leadership.md"]
+    grades = [g for q in "abcd" for g in by[q, "agent"]["grades"]]
+    # a searches once, b twice, c once, d three times (steps 1-3; step 4 is the answer)
+    assert [g["chunks"] for g in grades] == [total_chunks] * 7
+    kept = sum(g["kept"] for g in grades)
+    assert kept == t + lead + s + lead + 3 * t
+    assert agent["discarded_pct"] == pytest.approx(100 * (7 * total_chunks - kept)
+                                                   / (7 * total_chunks))
+    gold_kept = t + s + 3 * t  # a's travel, b's sensor, d's travel
+    assert agent["grader_precision"] == pytest.approx(gold_kept / kept)
+    assert agent["grader_recall"] is None  # the tools driver's GRADE events name kept chunks
+    assert single["discarded_pct"] is None
+    # router: a (multi_hop → agent) right, b (simple → single) right, d (section_ref) wrong
+    assert router["router_n"] == 3 and router["router_accuracy"] == pytest.approx(2 / 3)
+    assert report["by_type"]["section_ref"]["router"]["router_accuracy"] == 0.0
+
+    files = write_reports(out, report, records)
+    saved = json.loads(files["json"].read_text())
+    assert saved["paths"]["agent"]["recall@1"] == pytest.approx(2 / 3)
+    assert set(saved["by_type"]) == {"multi_hop", "simple", "unanswerable", "section_ref"}
+    page = files["html"].read_text()
+    assert page.count("data:image/png;base64,") == 4 and "<table>" in page
+    table = markdown(report)
+    assert "| recall@1 (any gold doc in first 1 distinct docs) | 100.0% | 66.7% | 100.0% |" \
+        in table
+    assert "| router accuracy | – | – | 66.7% |" in table
+
+
+# -- resumability ----------------------------------------------------------------------------
+
+class FakeEngine:
+    """Answers instantly; raises KeyboardInterrupt at call number `interrupt_at`."""
+
+    calls = 0
+
+    def __init__(self, interrupt_at: int | None = None) -> None:
+        from types import SimpleNamespace
+
+        self.interrupt_at = interrupt_at
+        self.chat = None
+        self.settings = SimpleNamespace(model="offline", max_steps=6)
+        self.kb = SimpleNamespace(store=SimpleNamespace(chunks=lambda ids: {}))
+        self.runs = SimpleNamespace(close=lambda: None)
+
+    def ask(self, question, *, route, driver=None, max_steps=None, on_event=None):
+        FakeEngine.calls += 1
+        if self.interrupt_at is not None and FakeEngine.calls >= self.interrupt_at:
+            raise KeyboardInterrupt
+        return RunResult(run_id=f"r{FakeEngine.calls}", question=question,
+                         status=RunStatus.ANSWERED, route=route if route != "auto" else "agent",
+                         route_reason="", driver="fake", model="offline", answer="ok",
+                         citations=[], invalid_citations=[], missing=[], conflicts=[], steps=2,
+                         max_steps=6, usage=Usage(), latency_s=0.01,
+                         evidence=[{"n": 1, "doc_id": A, "section": "1", "section_title": "",
+                                    "step": 1}])
+
+
+def seed(tmp_path, n: int):
+    path = tmp_path / "q.jsonl"
+    path.write_text("".join(json.dumps({"id": f"q{i}", "q": f"question {i}", "gold_doc": A})
+                            + "\n" for i in range(n)), encoding="utf-8")
+    return load_dataset(path)
+
+
+def lines(out):
+    return [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+
+
+def test_an_interrupted_eval_resumes_without_duplicates(tmp_path) -> None:
+    data, out = seed(tmp_path, 5), tmp_path / "out"
+    options = EvalOptions(out=out, paths=["single", "agent"])
+    FakeEngine.calls = 0
+    with pytest.raises(KeyboardInterrupt):
+        run_eval(data, lambda: FakeEngine(interrupt_at=4), options)
+    assert len(lines(out)) == 3  # calls 1-3 finished and were saved
+    # a run killed mid-write leaves a torn line
+    with (out / "results.jsonl").open("a") as fh:
+        fh.write('{"qid": "q1", "path": "ag')
+    FakeEngine.calls = 0
+    records = run_eval(data, FakeEngine, options)
+    assert FakeEngine.calls == 7  # 10 pairs, 3 done
+    saved = lines(out)
+    pairs = [(r["qid"], r["path"]) for r in saved]
+    assert len(pairs) == 10 and len(set(pairs)) == 10
+    assert [(r["qid"], r["path"]) for r in records] == [
+        (f"q{i}", p) for i in range(5) for p in ("single", "agent")]
+    FakeEngine.calls = 0
+    again = run_eval(data, FakeEngine, options)
+    assert FakeEngine.calls == 0 and again == records
+    # adding a path runs only the new pairs
+    run_eval(data, FakeEngine, EvalOptions(out=out, paths=["single", "agent", "router"]))
+    assert FakeEngine.calls == 5 and len(lines(out)) == 15
+
+
+def test_resume_refuses_other_settings_unless_fresh(tmp_path) -> None:
+    data, out = seed(tmp_path, 2), tmp_path / "out"
+    run_eval(data, FakeEngine, EvalOptions(out=out, paths=["single"]))
+    with pytest.raises(UserError, match="max_steps"):
+        run_eval(data, FakeEngine, EvalOptions(out=out, paths=["single"], max_steps=3))
+    FakeEngine.calls = 0
+    run_eval(data, FakeEngine, EvalOptions(out=out, paths=["single"], max_steps=3, fresh=True))
+    assert FakeEngine.calls == 2 and len(lines(out)) == 2
+
+
+def test_parallel_workers_and_limit(tmp_path) -> None:
+    data, out = seed(tmp_path, 6), tmp_path / "out"
+    FakeEngine.calls = 0
+    records = run_eval(data, FakeEngine, EvalOptions(out=out, paths=["single", "agent"],
+                                                      workers=3, limit=4))
+    assert FakeEngine.calls == 8
+    assert [r["qid"] for r in records] == ["q0", "q0", "q1", "q1", "q2", "q2", "q3", "q3"]
+    assert sorted((r["qid"], r["path"]) for r in lines(out)) == sorted(
+        (r["qid"], r["path"]) for r in records)
+
+
+def test_a_crashing_run_is_recorded_as_failed(tmp_path) -> None:
+    class Broken(FakeEngine):
+        def ask(self, question, **kw):
+            if question == "question 1":
+                raise ValueError("boom")
+            return super().ask(question, **kw)
+
+    data, out = seed(tmp_path, 2), tmp_path / "out"
+    records = run_eval(data, Broken, EvalOptions(out=out, paths=["single"]))
+    assert [r["status"] for r in records] == ["answered", "failed"]
+    assert records[1]["error"] == "ValueError: boom"
+    s = summarize(records, 10)
+    assert s["failed_pct"] == 50.0 and s["recall@10"] == 0.5
+    assert math.isclose(s["latency_mean_s"], 0.005)
+
+
+# -- the command line ------------------------------------------------------------------------
+
+class CitesFirst:
+    usage = None
+
+    def answer(self, question, sub_questions, evidence):
+        return Draft(text="See [1].")
+
+
+def test_cli_eval_ingests_a_beir_corpus_and_resumes(tmp_path, monkeypatch) -> None:
+    from typer.testing import CliRunner
+
+    import ragloop.agent.engine as engine_mod
+    from ragloop.cli import app
+
+    class CliEngine(engine_mod.Engine):
+        def __init__(self, kb, settings=None, **kw):
+            super().__init__(kb, settings, chat=ScriptedChat([], name="scripted:cli"))
+
+        def _answerer(self, chat):
+            return CitesFirst()
+
+    monkeypatch.setattr(engine_mod, "Engine", CliEngine)
+    monkeypatch.setattr(engine_mod, "_route", lambda q, kb, how: Route("single", "forced"))
+    folder = write_beir(tmp_path / "beir")
+    out, kb = tmp_path / "out", tmp_path / "kb"
+    args = ["eval", str(folder), "--kb", str(kb), "--paths", "single", "-k", "3", "--out",
+            str(out), "--json"]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    report = json.loads(first.stdout)
+    single = report["paths"]["single"]
+    assert single["failed_pct"] == 0.0
+    # three one-chunk documents: single-shot evidence holds all of them
+    assert single["recall@3"] == 1.0 and single["all_gold@3"] == 1.0
+    assert single["n"] == 3 and single["retrieval_n"] == 2
+    assert report["model"] == "scripted:cli"
+    assert any("retrieval is not the problem" in n for n in report["notes"])
+    assert json.loads((out / "report.json").read_text())["paths"]["single"]["recall@3"] == 1.0
+    assert (out / "report.html").exists() and len(lines(out)) == 3
+    assert {r["qid"] for r in lines(out)} == {"q1", "q2", "q3"}
+    again = CliRunner().invoke(app, [*args[:-1]])  # the Markdown table this time
+    assert again.exit_code == 0, again.output
+    assert "| recall@3 (any gold doc in first 3 distinct docs) | 100.0% |" in again.stdout
+    assert "retrieval is not the problem" in again.stdout
+    assert len(lines(out)) == 3  # nothing re-run
+    from ragloop.kb import KnowledgeBase
+
+    with KnowledgeBase.open(kb) as base:
+        assert sorted(d.doc_id for d in base.documents()) == ["d1", "d2", "d3"]

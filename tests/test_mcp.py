@@ -1,0 +1,82 @@
+"""The MCP server, for real: the SDK's stdio client launches `python -m ragloop.mcp_server`."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+
+import pytest
+
+from ragloop.tools import FETCH, LIST, SEARCH, tool_specs
+
+
+@pytest.fixture
+def kb_folder(small_kb_template, tmp_path):
+    folder = tmp_path / "kb"
+    shutil.copytree(small_kb_template, folder)
+    return folder
+
+
+def _params(*args: str):
+    from mcp import StdioServerParameters
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "RAGLOOP_MODEL")}
+    return StdioServerParameters(command=sys.executable, args=["-m", *args], env=env)
+
+
+def _text(result) -> str:
+    return "\n".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+
+
+async def _session(kb_folder):
+    from mcp import Client
+
+    async with Client(_params("ragloop.mcp_server", "--kb", str(kb_folder))) as client:
+        tools = (await client.list_tools()).tools
+        found = await client.call_tool(SEARCH, {"query": "is the T9 sensor waterproof"})
+        section = await client.call_tool(FETCH, {"doc_id": "policies/travel.md",
+                                                 "section": "4.2"})
+        bad_section = await client.call_tool(FETCH, {"doc_id": "policies/travel.md",
+                                                     "section": "9.9"})
+        listed = await client.call_tool(LIST, {})
+        answer = await client.call_tool("ask", {"question": "Is the T9 sensor waterproof?"})
+        empty = await client.call_tool("ask", {"question": " "})
+        return tools, found, section, bad_section, listed, answer, empty
+
+
+def test_mcp_tools_over_stdio(kb_folder):
+    tools, found, section, bad_section, listed, answer, empty = asyncio.run(
+        asyncio.wait_for(_session(kb_folder), 300))
+    by_name = {t.name: t for t in tools}
+    assert set(by_name) == {SEARCH, FETCH, LIST, "ask"}
+    for spec in tool_specs(8):
+        assert by_name[spec.name].description == spec.description
+        assert set(by_name[spec.name].input_schema.get("properties", {})) == \
+            set(spec.parameters["properties"])
+    assert by_name[FETCH].input_schema["required"] == ["doc_id", "section"]
+    assert "ask" in by_name and "question" in by_name["ask"].input_schema["properties"]
+
+    assert not found.is_error
+    text = _text(found)
+    assert "<retrieved_data" in text and "[1] products/sensor.md" in text and "IP67" in text
+    assert not section.is_error and "Chief Financial Officer" in _text(section)
+    assert bad_section.is_error and "4.2" in _text(bad_section)
+    assert "org/leadership.md" in _text(listed)
+    assert _text(listed).count("\n- ") == 3
+    assert not answer.is_error
+    said = _text(answer)
+    assert "IP67" in said and "Sources:" in said and "products/sensor.md" in said
+    assert "status=answered" in said
+    assert empty.is_error
+
+
+def test_ragloop_mcp_command_refuses_a_missing_kb(tmp_path):
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "ragloop.cli", "mcp", "--kb",
+                           str(tmp_path / "nothing")], capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and "No knowledge base" in done.stderr
