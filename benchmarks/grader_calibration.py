@@ -176,17 +176,19 @@ def router_calibration(kb_dir: Path, evals: Path, n_off: int = 100) -> None:
               " (HotpotQA/SciFact questions) asked of examples/kb")
         print("| floor | on-topic wrongly out of scope | off-topic caught |")
         print("|---|---|---|")
-        best = (-1.0, 0.0)
+        table = []
         for f in [round(0.15 + 0.025 * i, 3) for i in range(15)]:
             wrong = sum(not c.shared_terms and c.best_cosine < f for c in on_checks)
             caught = sum(not c.shared_terms and c.best_cosine < f for c in off_checks)
-            # an on-topic question refused is worse than an off-topic one searched
-            score = caught / len(off) - 3 * wrong / len(rows)
-            if score > best[0]:
-                best = (score, f)
+            table.append((f, wrong, caught))
             print(f"| {f:.3f} | {wrong}/{len(rows)} | {caught}/{len(off)} |")
-        floor = best[1]
-        print(f"chosen OUT_OF_SCOPE_COSINE = {floor}")
+        # the lowest floor with no on-topic refusal that catches ≥ 98% of what any floor
+        # catches: a higher one would only risk refusing on-topic questions
+        top = max(c for _, w, c in table if w == 0)
+        floor = min(f for f, w, c in table if w == 0 and c >= 0.98 * top)
+        lowest = min(c.best_cosine for c in on_checks)
+        print(f"chosen OUT_OF_SCOPE_COSINE = {floor} (lowest on-topic nearest-chunk cosine"
+              f" {lowest:.2f})")
         router = RuleRouter(kb, out_of_scope_cosine=floor)
         by_type: dict[str, list[bool]] = {}
         for r in rows:
