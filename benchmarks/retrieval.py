@@ -103,16 +103,40 @@ class FixedEmbedder:
         return np.stack([self.table[t] for t in texts])
 
 
-def timed_queries(fn, items) -> tuple[list, float, float]:
-    for it in items[:5]:  # warm-up
-        fn(it)
-    out, ms = [], []
-    for it in items:
-        t = time.perf_counter()
-        out.append(fn(it))
-        ms.append((time.perf_counter() - t) * 1000)
-    p50, p95 = percentiles(ms)
-    return out, p50, p95
+class Probes:
+    """Query timings, interleaved: query i runs on every engine (in a rotating order) before
+    query i+1, so a noisy neighbour slows all engines alike instead of whichever ran then."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str, object, list, object]] = []
+        self.closers: list = []
+
+    def add(self, engine: str, metric: str, fn, inputs: list, ids=None) -> None:
+        """`ids` maps a result to 0-based corpus ids for recall (vector probes only)."""
+        self.items.append((engine, metric, fn, list(inputs), ids))
+
+    def run(self, res: dict, truth: np.ndarray) -> None:
+        for _, _, fn, inputs, _ in self.items:  # warm-up
+            for x in inputs[:5]:
+                fn(x)
+        n = max(len(inputs) for _, _, _, inputs, _ in self.items)
+        ms: list[list[float]] = [[] for _ in self.items]
+        outs: list[list] = [[] for _ in self.items]
+        for i in range(n):
+            for step in range(len(self.items)):
+                j = (step + i) % len(self.items)
+                _, _, fn, inputs, _ = self.items[j]
+                if i >= len(inputs):
+                    continue
+                t = time.perf_counter()
+                outs[j].append(fn(inputs[i]))
+                ms[j].append((time.perf_counter() - t) * 1000)
+        for j, (engine, metric, _, _, ids) in enumerate(self.items):
+            res[engine][metric] = percentiles(ms[j])
+            if ids is not None:
+                res[engine]["recall"] = recall([ids(o) for o in outs[j]], truth)
+        for close in self.closers:
+            close()
 
 
 def recall(found: list[list[int]], truth: np.ndarray) -> float:
@@ -129,7 +153,7 @@ def exact_topk(vecs: np.ndarray, qvecs: np.ndarray, k: int) -> np.ndarray:
     return np.take_along_axis(idx, order, axis=1)
 
 
-def run_ragloop(work: Path, vecs, texts, queries, qvecs, truth, res: dict) -> None:
+def run_ragloop(work: Path, vecs, texts, queries, qvecs, res: dict, probes: Probes) -> None:
     folder = work / "ragloop"
     shutil.rmtree(folder, ignore_errors=True)
     n = len(texts)
@@ -163,20 +187,22 @@ def run_ragloop(work: Path, vecs, texts, queries, qvecs, truth, res: dict) -> No
     log(f"ragloop build {build:.1f} s")
     emb = FixedEmbedder(queries, qvecs)
     terms = [query_terms(q) for q in queries]
-    _, b50, b95 = timed_queries(lambda ts: store.search_bm25(ts, K), terms)
-    vec_found, v50, v95 = timed_queries(lambda q: [c for c, _ in store.search_vector(q, K)],
-                                        list(qvecs))
+    res["ragloop"] = {"build_s": build}
+
+    def close() -> None:  # sizes after close, when the WAL is checkpointed into the file
+        store.close()
+        res["ragloop"].update(disk=dir_size(folder), disk_db=dir_size(folder / "ragloop.db"),
+                              disk_index=dir_size(folder / "index"))
+
+    probes.add("ragloop", "bm25", lambda ts: store.search_bm25(ts, K), terms)
     # chunk ids are 1-based AUTOINCREMENT in insertion order
-    rec = recall([[c - 1 for c in f] for f in vec_found], truth)
-    _, h50, h95 = timed_queries(lambda q: hybrid_search(store, emb, q, K, "hybrid"), queries)
-    store.close()
-    res["ragloop"] = {"build_s": build, "bm25": (b50, b95), "vector": (v50, v95),
-                      "hybrid": (h50, h95), "recall": rec, "disk": dir_size(folder),
-                      "disk_db": dir_size(folder / "ragloop.db"),
-                      "disk_index": dir_size(folder / "index")}
+    probes.add("ragloop", "vector", lambda q: [c for c, _ in store.search_vector(q, K)],
+               list(qvecs), ids=lambda f: [c - 1 for c in f])
+    probes.add("ragloop", "hybrid", lambda q: hybrid_search(store, emb, q, K, "hybrid"), queries)
+    probes.closers.append(close)
 
 
-def run_tantivy(work: Path, texts, terms, res: dict) -> None:
+def run_tantivy(work: Path, texts, terms, res: dict, probes: Probes) -> None:
     import tantivy
 
     folder = work / "tantivy"
@@ -203,11 +229,11 @@ def run_tantivy(work: Path, texts, terms, res: dict) -> None:
         hits = searcher.search(index.parse_query(" ".join(ts), ["text"]), K, count=False).hits
         return searcher.fast_field_values("chunk_id", [a for _, a in hits]) if hits else []
 
-    _, p50, p95 = timed_queries(q, terms)
-    res["tantivy"] = {"build_s": t.seconds, "bm25": (p50, p95), "disk": dir_size(folder)}
+    res["tantivy"] = {"build_s": t.seconds, "disk": dir_size(folder)}
+    probes.add("tantivy", "bm25", q, terms)
 
 
-def run_fts5(work: Path, texts, terms, res: dict, max_queries: int) -> None:
+def run_fts5(work: Path, texts, terms, res: dict, max_queries: int, probes: Probes) -> None:
     path = work / "fts5.db"
     path.unlink(missing_ok=True)
     with Timer() as t:
@@ -227,13 +253,12 @@ def run_fts5(work: Path, texts, terms, res: dict, max_queries: int) -> None:
         return [r[0] for r in db.execute(
             "SELECT rowid FROM f WHERE f MATCH ? ORDER BY bm25(f) LIMIT ?", (match, K))]
 
-    _, p50, p95 = timed_queries(q, terms[:max_queries])
-    db.close()
-    res["fts5"] = {"build_s": t.seconds, "bm25": (p50, p95), "disk": dir_size(path),
-                   "nq": len(terms[:max_queries])}
+    res["fts5"] = {"build_s": t.seconds, "disk": dir_size(path), "nq": len(terms[:max_queries])}
+    probes.add("fts5", "bm25", q, terms[:max_queries])
+    probes.closers.append(db.close)
 
 
-def run_hnswlib(work: Path, vecs, qvecs, truth, res: dict) -> None:
+def run_hnswlib(work: Path, vecs, qvecs, res: dict, probes: Probes) -> None:
     import hnswlib
 
     n = len(vecs)
@@ -245,18 +270,19 @@ def run_hnswlib(work: Path, vecs, qvecs, truth, res: dict) -> None:
     path = work / "hnswlib.bin"
     index.save_index(str(path))
     index.set_num_threads(1)
-    out = {"build_s": t.seconds, "disk": dir_size(path)}
-    for ef in (64, HNSW_EF):
-        index.set_ef(ef)
-        found, p50, p95 = timed_queries(lambda q: index.knn_query(q, k=K)[0][0].tolist(),
-                                        list(qvecs))
-        out[f"ef{ef}"] = {"vector": (p50, p95), "recall": recall(found, truth)}
-    out["vector"], out["recall"] = out[f"ef{HNSW_EF}"]["vector"], out[f"ef{HNSW_EF}"]["recall"]
-    res["hnswlib"] = out
+    res["hnswlib"] = {"build_s": t.seconds, "disk": dir_size(path)}
+    res["hnswlib-ef64"] = {"build_s": t.seconds, "disk": dir_size(path)}
     path.unlink()
 
+    def q(v, ef):
+        index.set_ef(ef)
+        return index.knn_query(v, k=K)[0][0].tolist()
 
-def run_usearch(work: Path, vecs, qvecs, truth, res: dict) -> None:
+    probes.add("hnswlib", "vector", lambda v: q(v, HNSW_EF), list(qvecs), ids=list)
+    probes.add("hnswlib-ef64", "vector", lambda v: q(v, 64), list(qvecs), ids=list)
+
+
+def run_usearch(work: Path, vecs, qvecs, res: dict, probes: Probes) -> None:
     from usearch.index import Index
 
     n = len(vecs)
@@ -267,21 +293,20 @@ def run_usearch(work: Path, vecs, qvecs, truth, res: dict) -> None:
     log(f"usearch build {t.seconds:.1f} s")
     path = work / "usearch.bin"
     index.save(str(path))
-    found, p50, p95 = timed_queries(lambda q: index.search(q, K).keys.tolist(), list(qvecs))
-    res["usearch"] = {"build_s": t.seconds, "vector": (p50, p95),
-                      "recall": recall(found, truth), "disk": dir_size(path)}
+    res["usearch"] = {"build_s": t.seconds, "disk": dir_size(path)}
     path.unlink()
+    probes.add("usearch", "vector", lambda q: index.search(q, K).keys.tolist(), list(qvecs),
+               ids=list)
 
 
-def run_numpy(vecs, qvecs, res: dict) -> None:
+def run_numpy(vecs, qvecs, res: dict, probes: Probes) -> None:
     def q(v):
         s = vecs @ v
         idx = np.argpartition(-s, K)[:K]
         return idx[np.argsort(-s[idx])]
 
-    _, p50, p95 = timed_queries(q, list(qvecs))
-    res["numpy"] = {"build_s": 0.0, "vector": (p50, p95), "recall": 1.0,
-                    "disk": vecs.nbytes}
+    res["numpy"] = {"build_s": 0.0, "disk": vecs.nbytes}
+    probes.add("numpy", "vector", lambda v: q(v).tolist(), list(qvecs), ids=list)
 
 
 # -- report ----------------------------------------------------------------------------------
@@ -292,9 +317,10 @@ def fmt(pair) -> str:
 
 def report(n: int, nq: int, res: dict) -> str:
     rows = []
-    order = ["ragloop", "tantivy", "fts5", "hnswlib", "usearch", "numpy"]
+    order = ["ragloop", "tantivy", "fts5", "hnswlib", "hnswlib-ef64", "usearch", "numpy"]
     names = {"ragloop": "ragloop SqliteStore (tantivy+usearch+SQLite)", "tantivy": "tantivy raw",
              "fts5": "SQLite FTS5", "hnswlib": f"hnswlib M{HNSW_M} efC{HNSW_EF_C} ef{HNSW_EF}",
+             "hnswlib-ef64": "hnswlib ef64 (same index)",
              "usearch": "usearch raw", "numpy": "numpy exact"}
     for key in order:
         r = res.get(key)
@@ -307,10 +333,8 @@ def report(n: int, nq: int, res: dict) -> str:
     text = [f"### N = {n:,} chunks, {nq} queries (k = {K})", "",
             table(["engine", "build s", "bm25 p50 / p95 ms", "vector p50 / p95 ms",
                    "hybrid p50 / p95 ms", "vector recall@10", "disk MB"], rows), ""]
-    if "hnswlib" in res:
-        h = res["hnswlib"]
-        text.append(f"hnswlib ef64: {fmt(h['ef64']['vector'])} ms, recall@10"
-                    f" {h['ef64']['recall']:.3f}.")
+    text.append("Query timings are interleaved across engines (query i on every engine before"
+                " query i+1); each engine's query runs single-threaded.")
     if "fts5" in res and res["fts5"]["nq"] != nq:
         text.append(f"FTS5 measured on the first {res['fts5']['nq']} queries.")
     rg = res.get("ragloop")
@@ -360,21 +384,24 @@ def main() -> None:
         log(f"N={n}: synthetic corpus in {t.seconds:.1f} s; exact ground truth ...")
         truth = exact_topk(vecs, qvecs, K)
         res: dict = {}
+        probes = Probes()
+        # ragloop first, then its bare parts (tantivy, usearch), so the overhead ratio compares
+        # neighbours in time; the builds are sequential, only queries are interleaved
+        if "ragloop" in engines:
+            run_ragloop(work, vecs, texts, queries, qvecs, res, probes)
         if "tantivy" in engines:
-            run_tantivy(work, texts, terms, res)
+            run_tantivy(work, texts, terms, res, probes)
         if "usearch" in engines:
-            run_usearch(work, vecs, qvecs, truth, res)
+            run_usearch(work, vecs, qvecs, res, probes)
         gc.collect()
         if "hnswlib" in engines:
-            run_hnswlib(work, vecs, qvecs, truth, res)
-        gc.collect()
+            run_hnswlib(work, vecs, qvecs, res, probes)
         if "numpy" in engines:
-            run_numpy(vecs, qvecs, res)
-        if "ragloop" in engines:
-            run_ragloop(work, vecs, texts, queries, qvecs, truth, res)
-        gc.collect()
+            run_numpy(vecs, qvecs, res, probes)
         if "fts5" in engines:
-            run_fts5(work, texts, terms, res, args.fts5_queries)
+            run_fts5(work, texts, terms, res, args.fts5_queries, probes)
+        log("timing queries (interleaved) ...")
+        probes.run(res, truth)
         text = report(n, len(queries), res)
         print(text, flush=True)
         (args.out / f"n{n}.md").write_text(f"{machine_note()}\n\n{text}")
