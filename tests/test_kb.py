@@ -157,3 +157,35 @@ def test_cli_search_docs_section_rm(small_kb_template, tmp_path) -> None:
     assert ragloop("rm", "org/leadership.md", *kb).returncode == 0
     res = ragloop("rm", "org/leadership.md", *kb)
     assert res.returncode == 2 and "No document" in res.stderr
+
+
+def test_hnsw_path_forgets_removed_chunks_across_reopen(small_kb_template, tmp_path,
+                                                        monkeypatch) -> None:
+    """Force the HNSW path (not the exact scan of small KBs): removals and reopen hold."""
+    from ragloop.store import indexes
+
+    monkeypatch.setattr(indexes, "EXACT_SEARCH_BELOW", 0)
+    folder = tmp_path / "kb"
+    shutil.copytree(small_kb_template, folder)
+    with KnowledgeBase.open(folder) as kb:
+        before = {h.doc_id for h in kb.search("CR123A battery life", k=10, mode="vector")}
+        assert "products/sensor.md" in before
+        assert kb.remove("products/sensor.md")
+        after = {h.doc_id for h in kb.search("CR123A battery life", k=10, mode="vector")}
+        assert "products/sensor.md" not in after and after
+    with KnowledgeBase.open(folder) as kb:  # loaded from the saved graph + tombstone sidecar
+        assert not (folder / "index" / "state.json").read_text().count("null")
+        hits = kb.search("CR123A battery life", k=10, mode="vector")
+        assert {h.doc_id for h in hits} == after
+        assert kb.store.index_sizes()[1] == kb.store.chunk_count()
+
+
+def test_an_index_folder_of_an_older_format_is_rebuilt(small_kb_template, tmp_path) -> None:
+    folder = tmp_path / "kb"
+    shutil.copytree(small_kb_template, folder)
+    state = folder / "index" / "state.json"
+    state.write_text(json.dumps({"generation": json.loads(state.read_text())["generation"]}))
+    (folder / "index" / "vectors.hnsw").unlink()
+    with KnowledgeBase.open(folder) as kb:
+        assert kb.search("CR123A battery", k=1, mode="vector")[0].doc_id == "products/sensor.md"
+    assert (folder / "index" / "vectors.hnsw").exists()

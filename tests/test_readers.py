@@ -262,6 +262,33 @@ def test_pdf_with_outline(tmp_path):
     ]
 
 
+def test_pdf_bookmark_on_the_wrong_page_or_missing_from_the_text(tmp_path):
+    """A bookmark that points at the page before its heading (a page break pushed the heading
+    on), and one whose title is nowhere in the text: neither takes a neighbour's text."""
+    fpdf = pytest.importorskip("fpdf")
+    pdf = fpdf.FPDF()
+    pdf.set_font("Helvetica", size=12)
+
+    def write(text):
+        pdf.multi_cell(0, 8, text, new_x="LMARGIN", new_y="NEXT")
+
+    pdf.add_page()
+    pdf.start_section("Battery", level=0)
+    write("Battery\nThe unit uses a 3.6 V lithium cell.")
+    pdf.start_section("Loop-powered variant", level=0)  # bookmark on page 1 ...
+    pdf.add_page()  # ... heading on page 2
+    write("Loop-powered variant\nThe LP variant is powered from a 4-20 mA loop.")
+    pdf.start_section("Appendix Z", level=0)  # title never written
+    write("Spares\nOrder spares by part number.")
+    pdf.output(str(tmp_path / "sheet.pdf"))
+    [doc] = read_file(tmp_path / "sheet.pdf", "sheet.pdf")
+    texts = {s.title_path[-1]: s.text for s in doc.sections}
+    assert texts["Battery"] == "The unit uses a 3.6 V lithium cell."
+    assert texts["Loop-powered variant"] == ("The LP variant is powered from a 4-20 mA loop.\n"
+                                             "Spares\nOrder spares by part number.")
+    assert "Appendix Z" not in texts
+
+
 def test_pdf_without_outline_has_one_section_per_page(tmp_path):
     [doc] = read_file(_pdf(tmp_path / "claims.pdf", outline=False), "claims.pdf")
     assert ids(doc) == ["p1", "p2", "p3"]

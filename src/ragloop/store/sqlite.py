@@ -1,4 +1,4 @@
-"""The default Store: one folder holding a SQLite record plus derived tantivy/usearch indexes.
+"""The default Store: one folder holding a SQLite record plus derived tantivy/hnswlib indexes.
 
 SQLite is the source of truth (documents, sections, chunks, embeddings, runs). The indexes
 are rebuilt from it whenever their saved generation differs from the record's, so a copied,
@@ -22,6 +22,9 @@ from ragloop.store.indexes import FullTextIndex, VectorIndex
 from ragloop.types import DocumentInfo, Hit, SectionInfo
 
 DB_FILE = "ragloop.db"
+VECTOR_FILE = "vectors.hnsw"
+# Bumped when the index files change shape (engine, schema): older folders rebuild on open.
+INDEX_FORMAT = 2
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -106,6 +109,8 @@ class SqliteStore:
             return
         fulltext, vectors = self._indexes()
         self._mark_indexes_dirty()
+        ids: list[int] = []
+        batch: list[np.ndarray] = []
         with self.transaction() as db:
             for w in writes:
                 self._delete_doc(db, w.doc.doc_id, fulltext, vectors)
@@ -120,7 +125,6 @@ class SqliteStore:
                     [(d.doc_id, s.section, i, s.title, json.dumps(list(s.title_path)), s.text)
                      for i, s in enumerate(d.sections)])
                 paths = {s.section: s.title_path for s in d.sections}
-                ids = []
                 for c, h in zip(w.chunks, w.embed_hashes, strict=True):
                     cur = db.execute(
                         "INSERT INTO chunks(doc_id, section, ord, text, embed_hash)"
@@ -128,7 +132,10 @@ class SqliteStore:
                     ids.append(cur.lastrowid)
                     fulltext.add(cur.lastrowid, c.doc_id,
                                  index_text(d.title, paths.get(c.section, ()), c.text))
-                vectors.add(np.asarray(ids, dtype=np.uint64), w.vectors)
+                batch.append(w.vectors)
+            # one add for the whole batch: hnswlib inserts in parallel only within one call
+            if ids:
+                vectors.add(np.asarray(ids, dtype=np.uint64), np.vstack(batch))
             self._loaded_generation = self._bump(db)
 
     def _delete_doc(self, db: sqlite3.Connection, doc_id: str, fulltext: FullTextIndex,
@@ -221,15 +228,21 @@ class SqliteStore:
         return self.folder / "index" / "state.json"
 
     def _saved_generation(self) -> int | None:
+        """The generation the saved indexes match, or None when they can't be trusted."""
         try:
-            return int(json.loads(self._state_path.read_text())["generation"])
-        except (OSError, ValueError, KeyError, TypeError):
+            state = json.loads(self._state_path.read_text())
+            if state.get("format") != INDEX_FORMAT:
+                return None
+            if not (self.folder / "index" / VECTOR_FILE).exists() and self.chunk_count():
+                return None
+            return int(state["generation"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
 
     def _write_state(self, generation: int | None) -> None:
         self._state_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"generation": generation}))
+        tmp.write_text(json.dumps({"generation": generation, "format": INDEX_FORMAT}))
         tmp.replace(self._state_path)
 
     def _mark_indexes_dirty(self) -> None:
@@ -255,9 +268,10 @@ class SqliteStore:
             if stale and self._fulltext is not None:
                 self._fulltext.destroy()
             if stale:
-                (folder / "vectors.usearch").unlink(missing_ok=True)
+                for name in (VECTOR_FILE, VECTOR_FILE + ".json", "vectors.usearch"):
+                    (folder / name).unlink(missing_ok=True)
             self._fulltext = FullTextIndex(folder / "fulltext")
-            self._vectors = VectorIndex(folder / "vectors.usearch", self._dim() or 1)
+            self._vectors = VectorIndex(folder / VECTOR_FILE, self._dim() or 1)
             if stale:
                 self._rebuild(self._fulltext, self._vectors)
             self._loaded_generation = current

@@ -57,25 +57,36 @@ def outline_blocks(pages: list[str], outline: list[tuple[int, str, int]]
     full = "\n".join(pages)
     page_end = [s + len(t) for s, t in zip(starts, pages, strict=True)]
     # (start of the section's text, start of its body) per bookmark, in order
-    marks: list[tuple[int, int]] = []
+    ordered = sorted(outline, key=lambda o: o[2])
+    marks: list[tuple[int, int] | None] = []
     floor = 0
-    for _, title, page in sorted(outline, key=lambda o: o[2]):
+    for _, title, page in ordered:
         lo = max(starts[page], floor)
         at = _find_title(full, title, lo, page_end[page])
-        if at >= 0:
-            m = re.compile(r"\s+".join(re.escape(w) for w in title.split()),
-                           re.IGNORECASE).match(full, at)
-            body = m.end() if m else at
-        else:
-            at = body = lo
+        if at < 0 and page + 1 < len(pages):
+            # writers often point a bookmark at the page before a heading that a page break
+            # pushed onto the next one
+            at = _find_title(full, title, lo, page_end[page + 1])
+        if at < 0:
+            marks.append(None)  # not in the text: never take a neighbour's text for it
+            continue
+        m = re.compile(r"\s+".join(re.escape(w) for w in title.split()),
+                       re.IGNORECASE).match(full, at)
+        body = m.end() if m else at
         marks.append((at, body))
         floor = body
-    ordered = sorted(outline, key=lambda o: o[2])
+    # an unfound bookmark sits where the next found one starts (an empty body: it still
+    # heads its children), or at its page's start when its page comes after the last mark
+    for i in range(len(marks) - 1, -1, -1):
+        if marks[i] is None:
+            nxt = marks[i + 1][0] if i + 1 < len(marks) and marks[i + 1] else len(full)
+            marks[i] = (nxt, nxt)
+    found: list[tuple[int, int]] = [m for m in marks if m is not None]
     heads: list[tuple[int, str, str]] = []
     for i, (level, title, _) in enumerate(ordered):
-        end = marks[i + 1][0] if i + 1 < len(marks) else len(full)
-        heads.append((level, title, full[marks[i][1]:end]))
-    preamble = full[:marks[0][0]] if marks else full
+        end = found[i + 1][0] if i + 1 < len(found) else len(full)
+        heads.append((level, title, full[found[i][1]:end]))
+    preamble = full[:found[0][0]] if found else full
     return preamble, heads
 
 
