@@ -19,9 +19,10 @@ from typing import Any
 
 import anthropic
 
-from ragloop.errors import ConfigError, ProviderError
+from ragloop.errors import ConfigError
 from ragloop.llm.base import ChatResponse, Message, ToolCall, ToolChoice, ToolSpec
 from ragloop.llm.pricing import cost_usd
+from ragloop.llm.sdk_errors import translate
 from ragloop.types import Usage
 
 EPHEMERAL = {"type": "ephemeral"}
@@ -71,26 +72,10 @@ class AnthropicChat:
         )
         try:
             resp = self._client.messages.create(**kwargs)
-        except anthropic.AuthenticationError as e:
-            raise ConfigError(
-                f"Anthropic rejected the API key (HTTP 401): set {API_KEY_ENV} to a valid key"
-            ) from e
-        except anthropic.APITimeoutError as e:
-            raise ProviderError(
-                f"anthropic: request timed out after {self.timeout:g}s ({self.max_retries} retries)"
-            ) from e
-        except anthropic.APIConnectionError as e:
-            raise ProviderError(
-                f"anthropic: cannot connect to {self._client.base_url} "
-                f"({self.max_retries} retries): {e.message}"
-            ) from e
-        except anthropic.APIStatusError as e:
-            detail = e.api_message or (_short(e.body) if e.body is not None else e.message)
-            raise ProviderError(f"anthropic: HTTP {e.status_code}: {detail}"[:300]) from e
-        except anthropic.CredentialsError as e:
-            raise ConfigError(f"anthropic credentials: {e}; set {API_KEY_ENV}") from e
         except anthropic.AnthropicError as e:
-            raise ProviderError(f"anthropic: {type(e).__name__}: {e}"[:300]) from e
+            raise translate(anthropic, e, provider="anthropic", key_env=API_KEY_ENV,
+                            timeout=self.timeout, retries=self.max_retries,
+                            base_url=self._client.base_url) from e
         return parse_response(resp, self.model, tool_choice=tool_choice)
 
 
@@ -210,8 +195,3 @@ def parse_response(resp: Any, model: str, *, tool_choice: ToolChoice = "auto") -
         stop_reason=str(resp.stop_reason or ""),
         model=resp_model,
     )
-
-
-def _short(body: object) -> str:
-    text = body if isinstance(body, str) else json.dumps(body, default=str)
-    return text[:200]

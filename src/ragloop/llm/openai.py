@@ -21,6 +21,7 @@ import openai
 from ragloop.errors import ConfigError, ProviderError
 from ragloop.llm.base import ChatResponse, Message, ToolCall, ToolChoice, ToolSpec
 from ragloop.llm.pricing import cost_usd
+from ragloop.llm.sdk_errors import translate
 from ragloop.types import Usage
 
 API_KEY_ENV = "OPENAI_API_KEY"
@@ -80,31 +81,14 @@ class OpenAIChat:
             temperature=temperature,
             official=self.official,
         )
-        p = self.provider
         try:
             resp = self._client.chat.completions.create(**kwargs)
-        except openai.AuthenticationError as e:
-            raise ConfigError(
-                f"{p} rejected the API key (HTTP 401): set {API_KEY_ENV} to a valid key"
-            ) from e
-        except openai.APITimeoutError as e:
-            raise ProviderError(
-                f"{p}: request timed out after {self.timeout:g}s ({self.max_retries} retries)"
-            ) from e
-        except openai.APIConnectionError as e:
-            raise ProviderError(
-                f"{p}: cannot connect to {self._client.base_url} "
-                f"({self.max_retries} retries): {e.message}"
-            ) from e
-        except openai.APIStatusError as e:
-            hint = ""
-            if e.status_code == 404 and not self.official:
-                hint = f" (is model {self.model!r} available at {self._client.base_url}?)"
-            raise ProviderError(
-                f"{p}: HTTP {e.status_code}: {_short(e.body) or e.message}"[:300] + hint
-            ) from e
         except openai.OpenAIError as e:
-            raise ProviderError(f"{p}: {type(e).__name__}: {e}"[:300]) from e
+            hint = ("" if self.official else
+                    f" (is model {self.model!r} available at {self._client.base_url}?)")
+            raise translate(openai, e, provider=self.provider, key_env=API_KEY_ENV,
+                            timeout=self.timeout, retries=self.max_retries,
+                            base_url=self._client.base_url, hint_404=hint) from e
         return parse_response(resp, self.model, tool_choice=tool_choice, priced=self.official)
 
 
@@ -231,12 +215,3 @@ def parse_response(
         stop_reason=str(choice.finish_reason or ""),
         model=resp_model,
     )
-
-
-def _short(body: object) -> str:
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])[:200]
-        return json.dumps(body, default=str)[:200]
-    return str(body or "")[:200]

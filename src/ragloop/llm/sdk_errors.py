@@ -1,0 +1,47 @@
+"""One translation of SDK exceptions into ragloop's error tiers, for both official SDKs.
+
+The anthropic and openai SDKs share one exception shape (AuthenticationError, APITimeoutError
+under APIConnectionError, APIStatusError with status_code/body), so one mapping serves both:
+a rejected key names its fix (ConfigError); everything else fails the call (ProviderError),
+which the loop turns into a `failed` run that keeps the evidence gathered so far.
+"""
+
+from __future__ import annotations
+
+import json
+from types import ModuleType
+
+from ragloop.errors import ConfigError, ProviderError
+
+
+def short_body(body: object) -> str:
+    """The useful part of an error body: the provider's message when it has one."""
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])[:200]
+        return json.dumps(body, default=str)[:200]
+    return str(body or "")[:200]
+
+
+def translate(sdk: ModuleType, exc: Exception, *, provider: str, key_env: str,
+              timeout: float, retries: int, base_url: object, hint_404: str = ""
+              ) -> Exception:
+    """The ragloop error to raise for `exc`, an exception of SDK module `sdk`."""
+    if isinstance(exc, sdk.AuthenticationError):
+        return ConfigError(
+            f"{provider} rejected the API key (HTTP 401): set {key_env} to a valid key")
+    if isinstance(exc, sdk.APITimeoutError):  # before APIConnectionError, its base class
+        return ProviderError(
+            f"{provider}: request timed out after {timeout:g}s ({retries} retries)")
+    if isinstance(exc, sdk.APIConnectionError):
+        return ProviderError(
+            f"{provider}: cannot connect to {base_url} ({retries} retries): {exc.message}")
+    if isinstance(exc, sdk.APIStatusError):
+        detail = getattr(exc, "api_message", None) or short_body(exc.body) or exc.message
+        hint = hint_404 if exc.status_code == 404 else ""
+        return ProviderError(f"{provider}: HTTP {exc.status_code}: {detail}"[:300] + hint)
+    credentials = getattr(sdk, "CredentialsError", None)
+    if credentials is not None and isinstance(exc, credentials):
+        return ConfigError(f"{provider} credentials: {exc}; set {key_env}")
+    return ProviderError(f"{provider}: {type(exc).__name__}: {exc}"[:300])
