@@ -102,13 +102,15 @@ class VectorIndex:
         self.lock = threading.RLock()  # hnswlib may not be searched while it is written
         self.deleted: set[int] = set()
         self._exact: tuple[np.ndarray, np.ndarray] | None = None
-        self.index = self._new(INITIAL_CAPACITY)
         sidecar = self._sidecar()
         if path.exists() and sidecar.exists():
             meta = json.loads(sidecar.read_text())
+            self.index = hnswlib.Index(space="cosine", dim=dim)
             self.index.load_index(str(path), max_elements=int(meta["capacity"]))
+            self.index.set_ef(HNSW_EF_SEARCH)
             self.deleted = set(meta["deleted"])
-        self.index.set_ef(HNSW_EF_SEARCH)
+        else:
+            self.index = self._new(INITIAL_CAPACITY)
 
     def _sidecar(self) -> Path:
         return self.path.with_name(self.path.name + ".json")
