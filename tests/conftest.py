@@ -9,6 +9,9 @@ import shutil
 
 import pytest
 
+# the real-Postgres fixtures (one embedded server per session, a database per test)
+from pg_server import pg_server, pg_small_template, pg_small_url, pg_url  # noqa: F401
+
 SMALL_DOCS = {
     "policies/travel.md": """# Travel and Expense Policy
 

@@ -20,19 +20,20 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False)
 
-KbOpt = Annotated[Path | None, typer.Option(
-    "--kb", help="Knowledge base folder [env RAGLOOP_KB, default ./kb].")]
+KbOpt = Annotated[str | None, typer.Option(
+    "--kb", help="Knowledge base: a folder (SQLite) or a postgresql://… URL"
+    " [env RAGLOOP_KB, default ./kb].")]
 EmbedderOpt = Annotated[str | None, typer.Option(
     "--embedder",
     help="local:all-MiniLM-L6-v2 (default) or openai:<model> [env RAGLOOP_EMBEDDER].")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
 
-def settings_for(kb: Path | None, **changes: object) -> Settings:
+def settings_for(kb: str | Path | None, **changes: object) -> Settings:
     return Settings.from_env().with_(kb=str(kb) if kb else None, **changes)
 
 
-def open_kb(kb: Path | None, embedder: str | None = None):
+def open_kb(kb: str | None, embedder: str | None = None):
     from ragloop.kb import KnowledgeBase
 
     settings = settings_for(kb, embedder=embedder)
@@ -203,14 +204,10 @@ def ask(question: str,
         raise typer.Exit(1)
 
 
-def open_runs(kb: Path | None):
-    from ragloop.runs.store import RunStore
-    from ragloop.store.sqlite import DB_FILE
+def open_runs(kb: str | None):
+    from ragloop.store.factory import open_run_store_at
 
-    folder = Path(settings_for(kb).kb)
-    if not (folder / DB_FILE).exists():
-        raise UserError(f"No knowledge base at {folder}; run `ragloop ingest PATH --kb {folder}`.")
-    return RunStore(folder / DB_FILE)
+    return open_run_store_at(settings_for(kb).kb)
 
 
 @app.command()
@@ -374,15 +371,90 @@ def serve(host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0
           = None,
           base_url: Annotated[str | None, typer.Option(
               help="OpenAI-compatible server, e.g. http://localhost:11434/v1")] = None,
-          kb: KbOpt = None) -> None:
-    """HTTP API + live run page + dashboard. Beyond loopback, RAGLOOP_API_KEY is required."""
+          kb: KbOpt = None,
+          workers: Annotated[int, typer.Option(
+              help="Runs executed at once by this server.")] = 2,
+          no_local_workers: Annotated[bool, typer.Option(
+              "--no-local-workers",
+              help="Postgres only: only enqueue runs; `ragloop worker` processes run them.")]
+          = False) -> None:
+    """HTTP API + live run page + dashboard. Beyond loopback, RAGLOOP_API_KEY is required.
+
+    With a postgresql:// --kb, POST /runs enqueues the run in the database and any server's
+    or worker's queue loop takes it; this server runs --workers such loops itself unless
+    --no-local-workers."""
     import os
 
     from ragloop.server.app import API_KEY_ENV
     from ragloop.server.app import serve as run_server
 
     settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url)
-    run_server(settings, host=host, port=port, api_key=os.environ.get(API_KEY_ENV) or None)
+    run_server(settings, host=host, port=port, api_key=os.environ.get(API_KEY_ENV) or None,
+               workers=workers, local_workers=0 if no_local_workers else None)
+
+
+@app.command()
+def worker(kb: KbOpt = None,
+           model: Annotated[str | None, typer.Option(
+               help="offline | anthropic:<model> | openai:<model> | ollama:<model>")] = None,
+           grader_model: Annotated[str | None, typer.Option(help="A cheaper model to grade.")]
+           = None,
+           base_url: Annotated[str | None, typer.Option(
+               help="OpenAI-compatible server, e.g. http://localhost:11434/v1")] = None,
+           lease: Annotated[float, typer.Option(
+               help="Seconds a claimed run stays ours without a heartbeat; a run whose worker"
+                    " died is queued again after this.")] = 30.0,
+           poll: Annotated[float, typer.Option(
+               help="Seconds between queue checks when no NOTIFY arrives.")] = 2.0,
+           max_runs: Annotated[int | None, typer.Option(
+               help="Exit after this many runs (default: run until stopped).")] = None,
+           event_delay: Annotated[float, typer.Option(hidden=True)] = 0.0) -> None:
+    """Run queued runs from a Postgres knowledge base (start as many as you like).
+
+    Each run is taken by exactly one worker (SELECT … FOR UPDATE SKIP LOCKED) and kept alive
+    by a heartbeat; if a worker dies its run is queued again (up to 3 attempts, then failed).
+    Stops after the current run on SIGTERM / Ctrl-C."""
+    import logging
+    import os
+    import signal
+    import threading
+
+    from ragloop.store.factory import is_postgres_url
+    from ragloop.worker import run_worker
+
+    settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url)
+    if not is_postgres_url(settings.kb):
+        raise UserError("`ragloop worker` needs a Postgres knowledge base: --kb"
+                        " postgresql://user@host/db (a SQLite folder is served by"
+                        " `ragloop serve` alone).")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        if stop.is_set():  # second signal: stop now; the lease running out re-queues the run
+            os._exit(128 + signum)
+        err.print("[yellow]stopping after the current run[/] (again to stop now)")
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    done = run_worker(settings, lease_s=lease, poll_s=poll, max_runs=max_runs,
+                      event_delay_s=event_delay, stop=stop)
+    err.print(f"worker stopped after {done} run(s)")
+
+
+@app.command(name="migrate")
+def migrate_(src: Annotated[str, typer.Argument(help="Source: a folder or postgresql:// URL.")],
+             dst: Annotated[str, typer.Argument(help="Destination: a folder or URL.")],
+             as_json: JsonOpt = False) -> None:
+    """Copy a knowledge base between SQLite and Postgres (either way), vectors included."""
+    from ragloop.migrate import migrate
+
+    report = migrate(src, dst)
+    if as_json:
+        emit_json(report.to_dict())
+    else:
+        out.print(report.summary())
 
 
 @app.command()

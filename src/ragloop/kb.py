@@ -11,7 +11,7 @@ from ragloop.errors import EmbedderMismatchError, NotFoundError
 from ragloop.ingest.pipeline import IngestReport, ingest_paths
 from ragloop.search import Mode, hybrid_search
 from ragloop.store.base import Store
-from ragloop.store.sqlite import SqliteStore
+from ragloop.store.factory import open_store
 from ragloop.types import DocumentInfo, Hit, SectionInfo
 
 
@@ -40,8 +40,9 @@ class KnowledgeBase:
     @classmethod
     def open(cls, path: str | Path | None = None, settings: Settings | None = None,
              embedder: Embedder | None = None) -> KnowledgeBase:
+        """`path`: a folder (SQLite) or a postgresql:// URL (Postgres)."""
         settings = settings or Settings.from_env()
-        store = SqliteStore(Path(path or settings.kb))
+        store = open_store(path or settings.kb)
         try:
             return cls(store, settings, embedder)
         except Exception:

@@ -36,6 +36,11 @@ def hybrid_search(store: Store, embedder: Embedder | None, query: str, k: int = 
         raise ValueError(f"unknown search mode {mode!r}; use one of {', '.join(MODES)}")
     terms = query_terms(query)
     depth = candidate_depth(k)
+    fused_in_store = getattr(store, "search_hybrid", None)
+    if mode == "hybrid" and fused_in_store is not None:  # same RRF, in one round trip
+        if embedder is None:
+            raise ValueError("vector search needs an embedder")
+        return fused_in_store(terms, embedder.embed([query])[0], k, depth)
     bm25 = store.search_bm25(terms, depth) if mode in ("hybrid", "bm25") else []
     vector: list[tuple[int, float]] = []
     if mode in ("hybrid", "vector"):

