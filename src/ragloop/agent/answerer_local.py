@@ -23,6 +23,10 @@ from ragloop.embed.base import Embedder
 # A sentence needs this much of the sub-question's terms (or meaning) to count as support.
 MIN_SUPPORT = 0.34
 SENTENCES_PER_PART = 2
+# Only this many sentences (the best by lexical support) are embedded per sub-question: a
+# sentence sharing no term with the question cannot reach MIN_SUPPORT on meaning alone, and
+# embedding every sentence of every evidence item was most of an offline run's time.
+EMBED_CANDIDATES = 24
 
 
 class ExtractiveAnswerer:
@@ -57,9 +61,13 @@ class ExtractiveAnswerer:
             lexical.append(cov)
         if self.embedder is None or not cands:
             return lexical
-        vecs = self.embedder.embed([question, *[s for _, s in cands]])
-        cos = vecs[1:] @ vecs[0]
-        return [0.6 * lex + 0.4 * float(c) for lex, c in zip(lexical, np.asarray(cos), strict=True)]
+        best = sorted((i for i, lex in enumerate(lexical) if lex > 0),
+                      key=lambda i: -lexical[i])[:EMBED_CANDIDATES]
+        if not best:
+            return [0.6 * lex for lex in lexical]
+        vecs = np.asarray(self.embedder.embed([question, *[cands[i][1] for i in best]]))
+        cos = dict(zip(best, (float(c) for c in vecs[1:] @ vecs[0]), strict=True))
+        return [0.6 * lex + 0.4 * cos.get(i, 0.0) for i, lex in enumerate(lexical)]
 
     def answer(self, question: str, sub_questions: list[str], evidence: list[Evidence]) -> Draft:
         parts = sub_questions or [question]

@@ -2,22 +2,117 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from dataclasses import dataclass
 
 from ragloop.agent.answerer_local import ExtractiveAnswerer
 from ragloop.agent.grader_local import LocalGrader
+from ragloop.agent.pipeline_driver import FollowUps
 from ragloop.agent.planner_local import LocalPlanner
-from ragloop.agent.rewriter_local import LocalRewriter, fetch_targets
+from ragloop.agent.rewriter_local import LocalRewriter, doc_for_title, fetch_targets
 from ragloop.agent.router import RuleRouter, describe_scope
+from ragloop.agent.text import (
+    TitleIndex,
+    content_words,
+    section_links,
+    split_sentences,
+    stem,
+)
 from ragloop.kb import KnowledgeBase
-from ragloop.types import Hit
+from ragloop.types import DocumentInfo, Hit
+
+# Title links are followed only into documents that are one passage (one section): fetching
+# the first section of a long document because a chunk named it would mostly add noise.
+LINKED_DOC_MAX_SECTIONS = 1
 
 
-def follow_ups_for(kb: KnowledgeBase) -> Callable[[Hit], list[tuple[str, str]]]:
-    """Sections a kept chunk points to (references, or its own section when cut off)."""
-    documents = kb.documents()
-    return lambda hit: fetch_targets(hit, documents)
+@dataclass
+class _Catalogue:
+    chunks: int
+    documents: list[DocumentInfo]
+    titles: TitleIndex
+    passages: set[str]  # doc_ids with at most LINKED_DOC_MAX_SECTIONS sections
 
 
-__all__ = ["ExtractiveAnswerer", "LocalGrader", "LocalPlanner", "LocalRewriter", "RuleRouter",
-           "describe_scope", "follow_ups_for"]
+_catalogues: dict[int, _Catalogue] = {}
+_lock = threading.Lock()
+
+
+def catalogue(kb: KnowledgeBase) -> _Catalogue:
+    """The KB's documents and title index, rebuilt when its chunk count changes."""
+    count = kb.store.chunk_count()
+    key = id(kb.store)
+    with _lock:
+        cat = _catalogues.get(key)
+        if cat is None or cat.chunks != count:
+            docs = kb.documents()
+            cat = _Catalogue(count, docs, TitleIndex((d.doc_id, d.title) for d in docs),
+                             {d.doc_id for d in docs if d.sections <= LINKED_DOC_MAX_SECTIONS})
+            _catalogues[key] = cat
+        return cat
+
+
+class LocalFollowUps(FollowUps):
+    """What a kept chunk points to: its own section when cut off, the sections it refers to,
+    and the one-passage documents it names by title (the bridge of a two-hop question:
+    "… the band Tinted Windows …" → the document titled "Tinted Windows"). `named` does the
+    same for the question itself (section references and titles it names)."""
+
+    def __init__(self, kb: KnowledgeBase) -> None:
+        self.kb = kb
+        self.cat = catalogue(kb)
+        self._first: dict[str, str | None] = {}
+
+    def _first_section(self, doc_id: str) -> str | None:
+        if doc_id not in self._first:
+            sections = self.kb.sections(doc_id)
+            self._first[doc_id] = sections[0].section if sections else None
+        return self._first[doc_id]
+
+    def _titled(self, text: str, skip: str | None = None,
+                question: str | None = None) -> list[tuple[str, str]]:
+        """Named one-passage documents; with `question`, those named in the sentences that
+        share most words with it first ("co-wrote the screenplays of Cool Runnings" before
+        "appeared in Spaceballs" for a question about a screenplay)."""
+        if question:
+            asked = {stem(w) for w in content_words(question)}
+            ranked: list[tuple[int, int, str]] = []
+            for pos, sentence in enumerate(split_sentences(text)):
+                overlap = len(asked & {stem(w) for w in content_words(sentence)})
+                ranked += [(-overlap, pos, d) for d in self.cat.titles.named(sentence)]
+            names = list(dict.fromkeys(d for *_, d in sorted(ranked)))
+            names += [d for d in self.cat.titles.named(text) if d not in names]
+        else:
+            names = self.cat.titles.named(text)
+        out = []
+        for doc_id in names:
+            if doc_id == skip or doc_id not in self.cat.passages:
+                continue
+            section = self._first_section(doc_id)
+            if section is not None:
+                out.append((doc_id, section))
+        return out
+
+    def __call__(self, hit: Hit, question: str | None = None) -> list[tuple[str, str]]:
+        out = fetch_targets(hit, self.cat.documents)
+        out += self._titled(hit.text, skip=hit.doc_id, question=question)
+        return list(dict.fromkeys(out))
+
+    def named(self, text: str) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        for ref in section_links(text):
+            if ref.doc_title:
+                doc = doc_for_title(ref.doc_title, self.cat.documents)
+                if doc is not None:
+                    out.append((doc, ref.section))
+        out += self._titled(text)
+        return list(dict.fromkeys(out))
+
+
+def follow_ups_for(kb: KnowledgeBase) -> LocalFollowUps:
+    """Sections a kept chunk (or the question) points to; see LocalFollowUps."""
+    return LocalFollowUps(kb)
+
+
+__all__ = ["ExtractiveAnswerer", "LocalFollowUps", "LocalGrader", "LocalPlanner",
+           "LocalRewriter", "RuleRouter", "catalogue", "describe_scope", "follow_ups_for"]

@@ -2,21 +2,48 @@
 
 Each decision is a separate component (LLM JSON calls or local rules); with the local ones the
 whole run needs no generative model. Steps count tool calls; the last step is the answer.
+
+Order of work: every sub-question's first search; the sections the question names outright
+(a section reference, a document title) that the searches did not bring; then, round-robin
+while steps remain, for unanswered parts a pointer read (a cut-off chunk's section, a section
+a kept chunk refers to, a one-passage document it names) or else a rewrite from the gap; for
+answered parts their remaining pointers and one bridge search (a name in the kept chunks the
+question lacks). A re-query's hits are graded against the re-query too, so a second hop is
+not discarded for sharing little with the question. A part whose searches kept nothing reads
+its first search's top FALLBACK_HITS. The evidence is finally renumbered best-supported
+first, sub-questions interleaved, so the first k documents hold the best of every part.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ragloop.agent.base import Answerer, Draft, Grade, Grader, Planner, Rewriter
-from ragloop.agent.evidence import check_citations
+from ragloop.agent.evidence import Ledger, check_citations
 from ragloop.agent.run import DriverOutcome, RunContext
+from ragloop.agent.text import query_names_title
 from ragloop.errors import ToolError
 from ragloop.tools import FETCH, SEARCH, Toolbox
 from ragloop.types import EventKind, Hit, RunStatus
 
-# Follow-up reads per sub-question (fetching referenced or cut-off sections).
-MAX_FETCHES_PER_PART = 2
+# Follow-up reads per sub-question (fetching referenced, named or cut-off sections).
+MAX_FETCHES_PER_PART = 3
+# Sections the question itself names ("section 2.3 of the Remote Work Policy", a document
+# title) that the first search did not bring: read at most this many per sub-question.
+MAX_NAMED_PER_PART = 2
+# Final evidence order: a section read because the question named it ranks with this score;
+# one read through a kept chunk's pointer ranks just below that chunk.
+NAMED_PRIORITY = 1.0
+POINTER_DISCOUNT = 1e-3
+# The grade given to a re-query's hit from the document the query names by title.
+NAMED_HIT_SCORE = 0.5
+# Pointers of a section that was itself reached through a pointer are followed last.
+CHAIN_DISCOUNT = 1.0
+# A sub-question whose searches kept nothing at all answers from this many top hits of its
+# first search (what single-shot would have read), ranked below any graded evidence: the
+# answerer still says what the knowledge base does not cover when no sentence supports it.
+FALLBACK_HITS = 3
+FALLBACK_PRIORITY = -1.0
 
 
 @dataclass
@@ -31,6 +58,10 @@ class Part:
     fetches: int = 0
     exhausted: bool = False
     unreadable: set[tuple[str, str]] = field(default_factory=set)  # pointers that led nowhere
+    named_done: bool = False
+    first_hits: list[Hit] = field(default_factory=list)  # the first search's results
+    gap: str = ""  # the last gap described by a grade that kept something
+    bridged: bool = False  # the spare-step bridge search was made
 
     @property
     def enough(self) -> bool:
@@ -41,7 +72,12 @@ class FollowUps:
     """Which sections a kept chunk points to: referenced ones ("see section 4.2") or its own
     section when the chunk is cut off. Supplied by the local decision module."""
 
-    def __call__(self, hit: Hit) -> list[tuple[str, str]]:  # (doc_id, section)
+    def __call__(self, hit: Hit, question: str | None = None) -> list[tuple[str, str]]:
+        """(doc_id, section) pairs; `question` may order them by what it asks."""
+        return []
+
+    def named(self, text: str) -> list[tuple[str, str]]:
+        """Sections a question names outright (a section reference, a document title)."""
         return []
 
 
@@ -66,13 +102,21 @@ class PipelineDriver:
             ctx.emit(EventKind.TOOL_CALL, tool=SEARCH, query=query, error=str(exc))
             part.exhausted = True
             return
+        if not part.first_hits:
+            part.first_hits = list(hits)
         grade = self.grader.grade(part.question, hits)
         part.last_grade = grade
+        if grade.kept:
+            part.gap = grade.missing
+        if query.strip().lower() != part.question.strip().lower():
+            grade = self._with_query_grade(grade, query, hits)
         known = {h.chunk_id for h in part.kept}
         for h in grade.kept:
-            ctx.ledger.add_hit(h, ctx.step, part.index)
+            n = ctx.ledger.add_hit(h, ctx.step, part.index)
+            self._rank(n, h.grade_score or 0.0)
             if h.chunk_id not in known:
                 part.kept.append(h)
+                known.add(h.chunk_id)
         ctx.emit(EventKind.TOOL_CALL, tool=SEARCH, query=query, chunks=len(hits),
                  kept=len(grade.kept), sub_question=part.index)
         ctx.emit(EventKind.GRADE, query=query, sub_question=part.index, chunks=len(hits),
@@ -82,28 +126,127 @@ class PipelineDriver:
                             "verdict": h.verdict, "score": h.grade_score}
                            for h in [*grade.kept, *grade.discarded]])
 
+    def _with_query_grade(self, grade: Grade, query: str, hits: list[Hit]) -> Grade:
+        """A re-query looks for something the question does not name (the bridge entity, the
+        gap's terms): a hit that answers the query is kept too, so the second hop of a
+        two-hop question is not discarded for sharing little with the question."""
+        by_query = self.grader.grade(query, hits)
+        kept = {h.chunk_id: h for h in grade.kept}
+        # a hit from the very document the query names (the bridge's own page) is kept even
+        # when its text shares little with the query
+        named = [replace(h, verdict="relevant", grade_score=max(h.grade_score or 0.0,
+                                                                NAMED_HIT_SCORE))
+                 for h in by_query.discarded
+                 if query_names_title(query, h.doc_title or h.section_title)]
+        for h in [*by_query.kept, *named]:
+            mine = kept.get(h.chunk_id)
+            if mine is None or (h.grade_score or 0.0) > (mine.grade_score or 0.0):
+                kept[h.chunk_id] = h
+        ordered = sorted(kept.values(), key=lambda h: -(h.grade_score or 0.0))
+        discarded = [h for h in grade.discarded if h.chunk_id not in kept]
+        return Grade(ordered, discarded, grade.enough, grade.missing, grade.next_query)
+
+    def _rank(self, n: int, score: float) -> None:
+        self._priority[n] = max(score, self._priority.get(n, float("-inf")))
+
+    def _read(self, ctx: RunContext, part: Part, doc_id: str, section: str,
+              priority: float, follow: float | None = None) -> None:
+        """Fetch a section into the evidence at `priority`; it joins the part's kept hits
+        with `follow` (default: priority) as the order in which its own pointers are read."""
+        ctx.step += 1
+        part.fetches += 1
+        try:
+            found = self.toolbox.fetch(doc_id, section)
+        except ToolError as exc:
+            ctx.emit(EventKind.TOOL_CALL, tool=FETCH, doc_id=doc_id, section=section,
+                     error=str(exc))
+            part.unreadable.add((doc_id, section))
+            return
+        n = ctx.ledger.add_section(found, ctx.step, part.index)
+        self._rank(n, priority)
+        # what was read is kept evidence too: its own pointers and names are followed next
+        part.kept.append(Hit(chunk_id=-n, doc_id=found.doc_id, section=found.section,
+                             section_title=found.title, text=found.text,
+                             doc_title=found.title_path[0] if found.title_path else "",
+                             verdict="relevant",
+                             grade_score=priority if follow is None else follow))
+        ctx.emit(EventKind.TOOL_CALL, tool=FETCH, doc_id=doc_id, section=section,
+                 chars=len(found.text), sub_question=part.index)
+
+    def _known_doc(self, ctx: RunContext, doc_id: str) -> bool:
+        return any(e.doc_id == doc_id for e in ctx.ledger.items)
+
+    def _fetch_named(self, ctx: RunContext, part: Part) -> None:
+        """Read the sections the sub-question names that no evidence holds yet."""
+        part.named_done = True
+        read = 0
+        for doc_id, section in self.follow_ups.named(part.question):
+            if read >= MAX_NAMED_PER_PART or not ctx.tool_steps_left:
+                return
+            if ctx.ledger.has_section(doc_id, section) or self._known_doc(ctx, doc_id):
+                continue
+            self._read(ctx, part, doc_id, section, NAMED_PRIORITY)
+            read += 1
+
     def _fetch_one(self, ctx: RunContext, part: Part) -> bool:
         """Read one section a kept chunk points to; False when there is none left to read."""
         if part.fetches >= MAX_FETCHES_PER_PART:
             return False
-        for hit in part.kept:
-            for doc_id, section in self.follow_ups(hit):
+        for hit in sorted(part.kept, key=lambda h: -(h.grade_score or 0.0)):
+            for doc_id, section in self.follow_ups(hit, part.question):
                 if ctx.ledger.has_section(doc_id, section) or (doc_id, section) in part.unreadable:
                     continue
-                ctx.step += 1
-                part.fetches += 1
-                try:
-                    found = self.toolbox.fetch(doc_id, section)
-                except ToolError as exc:
-                    ctx.emit(EventKind.TOOL_CALL, tool=FETCH, doc_id=doc_id, section=section,
-                             error=str(exc))
-                    part.unreadable.add((doc_id, section))
-                    return True
-                ctx.ledger.add_section(found, ctx.step, part.index)
-                ctx.emit(EventKind.TOOL_CALL, tool=FETCH, doc_id=doc_id, section=section,
-                         chars=len(found.text), sub_question=part.index)
+                if doc_id != hit.doc_id and self._known_doc(ctx, doc_id):
+                    continue  # a document the evidence already holds
+                # a section reached through a pointer ranks right after its source in the
+                # evidence, but its own pointers wait until every searched chunk's are read
+                score = (hit.grade_score or 0.0) - POINTER_DISCOUNT
+                self._read(ctx, part, doc_id, section, score, follow=score - CHAIN_DISCOUNT)
                 return True
         return False
+
+    def _fallback(self, ctx: RunContext, parts: list[Part]) -> None:
+        """Parts with no evidence at all read the top of their first search."""
+        held = {e.sub_question for e in ctx.ledger.items}
+        for part in parts:
+            if part.index in held:
+                continue
+            for h in part.first_hits[:FALLBACK_HITS]:
+                self._rank(ctx.ledger.add_hit(h, ctx.step, part.index), FALLBACK_PRIORITY)
+
+    def _bridge(self, ctx: RunContext, part: Part) -> None:
+        """One search built from the names in the part's kept chunks that the question
+        lacks (the rewriter's bridge step, with no gap to fill)."""
+        part.bridged = True
+        grade = Grade(list(part.kept), [], False, "", None)
+        query = self.rewriter.rewrite(part.question, grade, part.tried)
+        if not query:
+            return
+        ctx.emit(EventKind.REWRITE, sub_question=part.index, missing="", query=query)
+        answered = part.last_grade
+        self._search(ctx, part, query)
+        part.last_grade = answered  # checking the bridge does not undo an answer
+
+    def _final_evidence(self, ctx: RunContext) -> None:
+        """Renumber the evidence best-supported first: per sub-question by grade (a section
+        read through a pointer right after the chunk that pointed to it), sub-questions
+        interleaved, so the first k documents hold the best of every part."""
+        queues: dict[int, list] = {}
+        for e in ctx.ledger.items:
+            queues.setdefault(e.sub_question, []).append(e)
+        for q in queues.values():
+            q.sort(key=lambda e: (-self._priority.get(e.n, 0.0), e.n))
+        ordered = []
+        while any(queues.values()):
+            for key in sorted(queues):
+                if queues[key]:
+                    ordered.append(queues[key].pop(0))
+        ledger = Ledger()
+        for i, e in enumerate(ordered):
+            ledger.add_hit(Hit(chunk_id=i, doc_id=e.doc_id, section=e.section,
+                               section_title=e.section_title, text=e.text), e.step,
+                           e.sub_question)
+        ctx.ledger = ledger
 
     def _follow_up(self, ctx: RunContext, part: Part) -> bool:
         """One more step for a part that is not answered yet: fetch a pointer, else re-query."""
@@ -112,6 +255,11 @@ class PipelineDriver:
         grade = part.last_grade
         if grade is None:
             return False
+        if not grade.kept and part.kept:
+            # a re-query that found nothing leaves the gap as it was: rewrite from what the
+            # part has kept so far (its bridge names), not from an empty result
+            grade = Grade(list(part.kept), [], False, part.gap or grade.missing,
+                          grade.next_query)
         query = self.rewriter.rewrite(part.question, grade, part.tried)
         ctx.emit(EventKind.REWRITE, sub_question=part.index, missing=grade.missing,
                  query=query)
@@ -132,10 +280,15 @@ class PipelineDriver:
             return DriverOutcome(checked=check_citations(text, ctx.ledger),
                                  status=RunStatus.ANSWERED)
         parts = [Part(i, q) for i, q in enumerate(plan.sub_questions or [ctx.question])]
+        self._priority: dict[int, float] = {}
         # every part gets its first search before any part gets a second
         for part in parts:
             if ctx.tool_steps_left:
                 self._search(ctx, part, part.question)
+        # then what the question names outright and the searches did not bring
+        for part in parts:
+            if ctx.tool_steps_left:
+                self._fetch_named(ctx, part)
         # then follow-ups round-robin while steps remain
         progressed = True
         while ctx.tool_steps_left and progressed:
@@ -147,6 +300,13 @@ class PipelineDriver:
         for part in parts:
             while ctx.tool_steps_left and part.enough and self._fetch_one(ctx, part):
                 pass
+        # spare steps check the bridge of answered parts: the grader judges a chunk against
+        # the question, and a two-hop question's first hop often looks like enough
+        for part in parts:
+            if ctx.tool_steps_left and part.enough and not part.bridged:
+                self._bridge(ctx, part)
+        self._fallback(ctx, parts)
+        self._final_evidence(ctx)
         ctx.step += 1  # the answer step
         draft: Draft = self.answerer.answer(ctx.question, [p.question for p in parts],
                                             ctx.ledger.items)

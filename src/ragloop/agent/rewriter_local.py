@@ -21,14 +21,15 @@ from __future__ import annotations
 from ragloop.agent.base import Grade
 from ragloop.agent.grader_local import context_text, gap_terms
 from ragloop.agent.text import (
-    STOP,
     SectionRef,
     content_words,
     entities,
     is_code,
     looks_cut_off,
+    name_spans,
     section_links,
     section_refs,
+    split_sentences,
     stem,
     tfidf_terms,
 )
@@ -45,26 +46,36 @@ def _key(query: str) -> frozenset[str]:
 
 
 def bridge_entities(question: str, kept: list[Hit], limit: int = 3) -> list[str]:
-    """Entities named in kept chunks but not in the question, most frequent first: codes
-    before names; section references as "section 4.2"."""
+    """Names in kept chunks that the question does not use, best first: multi-word names as
+    written ("Chief Financial Officer", "Tinted Windows"), codes weighted double, a chunk's
+    weight falling with its rank; section references as "section 4.2"."""
     asked = {stem(w) for w in content_words(question)} | {stem(e) for e in entities(question)}
     counts: dict[str, float] = {}
     for rank, hit in enumerate(kept):
         weight = 1.0 / (1 + rank)
-        for e in entities(hit.text):
-            s = stem(e)
-            if s in asked or e.isdigit() or e.replace(",", "").replace(".", "").isdigit():
+        own = {stem(w) for w in content_words(f"{hit.doc_title} {hit.section_title}")}
+        # a name in a sentence that shares words with the question is likelier the bridge
+        # ("a song by the Mexican actress Belinda" for "the actress who sang …")
+        context: dict[str, int] = {}
+        for sentence in split_sentences(hit.text):
+            overlap = len(asked & {stem(w) for w in content_words(sentence)})
+            for name in name_spans(sentence):
+                context[name] = max(context.get(name, 0), overlap)
+        for name in name_spans(hit.text):
+            stems = [stem(w) for w in content_words(name)]
+            if not stems or all(s in asked for s in stems):
                 continue
-            if e.lower() in STOP or len(e) < 2:
+            if all(s in own for s in stems) and rank > 0:
+                continue  # the chunk's own title: searching it finds the same chunk
+            if name.replace(",", "").replace(".", "").isdigit() or len(name) < 2:
                 continue
-            bonus = 2.0 if is_code(e) else 1.0
-            counts[e] = counts.get(e, 0.0) + weight * bonus
+            bonus = 2.0 if any(is_code(w) for w in name.split()) else 1.0
+            bonus *= 1.0 + 0.5 * context.get(name, 0)
+            counts[name] = counts.get(name, 0.0) + weight * bonus
         for ref in section_links(hit.text):
             label = f"section {ref.section}"
             counts[label] = counts.get(label, 0.0) + 0.5 * weight
     ranked = sorted(counts, key=lambda e: (-counts[e], e))
-    # drop names that are part of another kept name (Halden vs HaldenMesh stays; "Edge" vs
-    # "Edge G2" would not occur: entities are single tokens)
     return ranked[:limit]
 
 
@@ -89,6 +100,7 @@ class LocalRewriter:
             target = gap or plain
             for b in bridges:
                 out.append(" ".join([b, *target]))
+                out.append(b)  # the bridge alone: the page about it (second hop)
             exclude = {stem(w) for w in content_words(question)} | gap_stems
             prf = tfidf_terms([context_text(h) for h in grade.kept], exclude,
                               n=self.prf_terms)
@@ -113,7 +125,7 @@ class LocalRewriter:
         return None
 
 
-def _doc_for_title(title: str, documents: list[DocumentInfo]) -> str | None:
+def doc_for_title(title: str, documents: list[DocumentInfo]) -> str | None:
     want = {stem(w) for w in content_words(title)}
     best, best_score = None, 0.0
     for d in documents:
@@ -138,7 +150,7 @@ def fetch_targets(hit: Hit, documents: list[DocumentInfo] | None = None) -> list
     for ref in refs:
         doc = hit.doc_id
         if ref.doc_title:
-            found = _doc_for_title(ref.doc_title, documents or [])
+            found = doc_for_title(ref.doc_title, documents or [])
             if found is None and documents is not None:
                 continue
             doc = found or doc

@@ -312,3 +312,116 @@ def tfidf_terms(texts: Iterable[str], exclude: set[str], n: int = 5,
     scored = {s: c * (1.0 + math.log((1 + total) / (1 + df[s]))) for s, c in tf.items()}
     best = sorted(scored, key=lambda s: (-scored[s], s))[:n]
     return [spelling[s] for s in best]
+
+
+# --- names of documents ------------------------------------------------------------------
+
+_NAME_TOKEN = re.compile(r"[^\W_]+(?:['’.\-&][^\W_]+)*\.?|&")
+_DISAMBIGUATION = re.compile(r"\s*\([^()]*\)\s*$")
+MAX_TITLE_TOKENS = 8
+
+
+def name_tokens(text: str) -> list[str]:
+    """Lower-cased word tokens for title matching ("Riverton, New York" → riverton new york)."""
+    return [t.lower().rstrip(".") for t in _NAME_TOKEN.findall(text or "")]
+
+
+class TitleIndex:
+    """Document titles, for finding the documents a text names ("… formed in Tulsa,
+    Oklahoma" names the document titled "Tulsa, Oklahoma"). A title's trailing
+    disambiguation ("Tinted Windows (album)") is ignored, so one name may mean several
+    documents. Titles that are a single stop word or a number are not indexed."""
+
+    def __init__(self, titles: Iterable[tuple[str, str]]) -> None:  # (doc_id, title)
+        self.by_name: dict[tuple[str, ...], list[str]] = {}
+        for doc_id, title in titles:
+            key = tuple(name_tokens(_DISAMBIGUATION.sub("", title or "")))
+            if not key or len(key) > MAX_TITLE_TOKENS:
+                continue
+            if len(key) == 1 and (key[0] in STOP or key[0].isdigit() or len(key[0]) < 3):
+                continue
+            self.by_name.setdefault(key, []).append(doc_id)
+        self.longest = max((len(k) for k in self.by_name), default=0)
+
+    def __len__(self) -> int:
+        return len(self.by_name)
+
+    def named(self, text: str) -> list[str]:
+        """doc_ids whose title `text` names as a capitalised phrase, in order of first
+        mention; the longest title wins at each position ("New York City" over "New York")."""
+        matches = list(_NAME_TOKEN.finditer(text or ""))
+        toks = [m.group(0).lower().rstrip(".") for m in matches]
+        out: list[str] = []
+        i = 0
+        while i < len(toks):
+            first = matches[i].group(0)
+            if not (first[:1].isupper() or first[:1].isdigit()):
+                i += 1
+                continue
+            for n in range(min(self.longest, len(toks) - i), 0, -1):
+                docs = self.by_name.get(tuple(toks[i:i + n]))
+                if docs:
+                    out.extend(d for d in docs if d not in out)
+                    i += n
+                    break
+            else:
+                i += 1
+        return out
+
+
+_SPAN_TOKEN = re.compile(r"[^\W_][\w\-'’.&]*")
+_CONNECTORS = frozenset(["of", "the", "de", "da", "del", "la", "le", "von", "van", "for",
+                         "&"])
+
+
+def name_spans(text: str) -> list[str]:
+    """Multi-word names as written: runs of capitalised words or codes, joined by "of",
+    "the", "de", "for", "&" ("Chief Financial Officer", "University of Tulsa", "Edge G2"),
+    in order of first appearance. A single capitalised word that starts a sentence is not a
+    name unless it is a code; stop words at a run's ends are trimmed."""
+    out: list[str] = []
+    toks = list(_SPAN_TOKEN.finditer(text or ""))
+    i = 0
+    while i < len(toks):
+        w = toks[i].group(0).rstrip(".'’")
+        if not (w[:1].isupper() or is_code(w)) or w.lower() in STOP:
+            i += 1
+            continue
+        j = i + 1
+        end = i + 1
+        while j < len(toks):
+            gap = text[toks[j - 1].end():toks[j].start()]
+            if gap.strip() or toks[j - 1].group(0).endswith("."):
+                break  # punctuation (a comma, a full stop) ends a name
+            nxt = toks[j].group(0).rstrip(".'’")
+            if nxt[:1].isupper() or is_code(nxt):
+                end = j + 1
+            elif nxt.lower() not in _CONNECTORS:
+                break
+            j += 1
+        span_toks = [t.group(0).rstrip(".,'’") for t in toks[i:end]]
+        start = i == 0 or re.search(r"[.!?:\n]\s*$", text[max(0, toks[i].start() - 3):
+                                                            toks[i].start()])
+        if len(span_toks) > 1 or not start or is_code(span_toks[0]):
+            name = " ".join(span_toks)
+            if name not in out:
+                out.append(name)
+        i = end
+    return out
+
+
+def query_names_title(query: str, title: str) -> bool:
+    """The query is looking for the document titled `title`: the title (without its
+    disambiguation) is in the query, or the title starts with the first word of the query's
+    first name ("Arthurdale …" → "Arthurdale, West Virginia", "Belinda …" → "Belinda
+    Peregrín")."""
+    key = name_tokens(_DISAMBIGUATION.sub("", title or ""))
+    if not key or (len(key) == 1 and key[0] in STOP):
+        return False
+    toks = name_tokens(query)
+    n = len(key)
+    if any(toks[i:i + n] == key for i in range(len(toks) - n + 1)):
+        return True
+    names = name_spans(query)
+    lead = name_tokens(names[0])[:1] if names else []
+    return bool(lead) and key[0] == lead[0] and lead[0] not in STOP and len(lead[0]) >= 3

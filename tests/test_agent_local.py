@@ -1,0 +1,385 @@
+"""The offline decision makers against a real (small) SQLite knowledge base with MiniLM."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import pytest
+
+from ragloop.agent import answerer_local
+from ragloop.agent.answerer_local import ExtractiveAnswerer
+from ragloop.agent.base import Evidence, Grade
+from ragloop.agent.grader_local import LocalGrader, select
+from ragloop.agent.local import LocalFollowUps
+from ragloop.agent.pipeline_driver import FALLBACK_HITS, PipelineDriver
+from ragloop.agent.planner_local import LocalPlanner
+from ragloop.agent.rewriter_local import (
+    LocalRewriter,
+    bridge_entities,
+    fetch_targets,
+    looks_cut_off,
+    section_refs,
+)
+from ragloop.agent.router import RuleRouter, describe_scope
+from ragloop.agent.run import RunContext
+from ragloop.agent.text import TitleIndex, name_spans
+from ragloop.kb import KnowledgeBase
+from ragloop.tools import FETCH, Toolbox
+from ragloop.types import EventKind, Hit
+
+DOCS = {
+    "products/s200.md": """# S200 Sensor Datasheet
+
+## Battery
+
+The S200 uses a replaceable lithium C cell. Expected battery life is 5 years at the default
+reporting interval of one reading every 10 minutes.
+
+## Price
+
+The list price of the S200 is £289 per unit.
+
+## Errors
+
+The S200 raises error E102 when the battery voltage falls below 3.1 V.
+""",
+    "products/s100.md": """# S100 Sensor Datasheet
+
+## Battery
+
+The S100 uses a replaceable lithium AA cell. Expected battery life is 3 years at the default
+reporting interval.
+
+## Ingress protection
+
+The S100 enclosure is rated IP65 under IEC 60529.
+""",
+    "products/price-list.md": """# Hardware Price List 2025
+
+## Sensors
+
+From 1 April 2025 the S200 list price is £299 per unit. Volume discounts start at 50 units.
+""",
+    "policies/data-retention.md": """# Data Retention Policy
+
+## 2.1 Definitions
+
+A financial record is any invoice, receipt or purchase order, as defined in section 4.2.
+
+## 4.2 Retention periods
+
+Financial records are kept for seven years after the end of the financial year.
+""",
+    "wiki/harrow-vale.md": """# Harrow Vale (album)
+
+Harrow Vale is the debut studio album by the folk group The Quiet Orchards, recorded in a
+barn over the winter of 2011 and released on a small label in 2012.
+""",
+    "wiki/quiet-orchards.md": """# The Quiet Orchards
+
+The Quiet Orchards are a folk group formed by three school friends. They gave their first
+concert in Millbrook, a market town, in the spring of 2009.
+""",
+    "policies/travel.md": """# Travel and Expense Policy
+
+## Meals
+
+The daily meal allowance for business travel in the Netherlands is €55. Alcohol is not
+reimbursed.
+""",
+}
+
+
+@pytest.fixture(scope="module")
+def kb(tmp_path_factory):
+    root = tmp_path_factory.mktemp("docs")
+    for rel, text in DOCS.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    base = KnowledgeBase.open(tmp_path_factory.mktemp("kb") / "kb")
+    base.ingest([root])
+    yield base
+    base.close()
+
+
+def _hit(kb: KnowledgeBase, query: str, doc: str, words: str) -> Hit:
+    for h in kb.search(query, k=10):
+        if h.doc_id == doc and words in h.text:
+            return h
+    raise AssertionError(f"no hit from {doc} with {words!r} for {query!r}")
+
+
+def _evidence(hits: list[Hit], sub: int = 0, start: int = 1) -> list[Evidence]:
+    return [Evidence(start + i, h.doc_id, h.section, h.section_title, h.text, 1, sub)
+            for i, h in enumerate(hits)]
+
+
+def _cited(text: str) -> set[int]:
+    return {int(n) for n in re.findall(r"\[(\d+)\]", text)}
+
+
+# -- planner ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("question", "parts"), [
+    ("Compare S200 and S300 battery life", ["S200 battery life", "S300 battery life"]),
+    ("What was revenue in Q1 FY2024 and Q1 FY2025?",
+     ["What was revenue in Q1 FY2024?", "What was revenue in Q1 FY2025?"]),
+    ("How does the S100's IP rating compare with the S200's?",
+     ["What is the S100 IP rating?", "What is the S200 IP rating?"]),
+    ("What is the battery life of the S100 and the S200?",
+     ["What is the battery life of the S100?", "What is the battery life of the S200?"]),
+    ("What is the returns window and list the steps to request an RMA",
+     ["What is the returns window?", "List the steps to request an RMA"]),
+    ("What is the list price of the S200?", ["What is the list price of the S200?"]),
+    ("What are the research and development costs?",
+     ["What are the research and development costs?"]),
+])
+def test_planner_decomposes(question, parts) -> None:
+    plan = LocalPlanner().plan(question)
+    assert plan.need_search
+    assert plan.sub_questions == parts
+
+
+def test_planner_caps_parts_and_replies_to_small_talk() -> None:
+    plan = LocalPlanner().plan("What is the price of the S100, the S200, the S300 and the S400?")
+    assert len(plan.sub_questions) == 3
+    hello = LocalPlanner().plan("Hello there!")
+    assert not hello.need_search and hello.sub_questions == []
+    assert hello.reply and "knowledge base" in hello.reply
+    assert LocalPlanner().plan("thanks!").reply.startswith("You're welcome")
+
+
+# -- grader -----------------------------------------------------------------------------
+
+def test_grader_keeps_the_right_chunk_and_discards_an_unrelated_one(kb) -> None:
+    battery = _hit(kb, "S200 battery life", "products/s200.md", "5 years")
+    meals = _hit(kb, "meal allowance Netherlands", "policies/travel.md", "€55")
+    grade = LocalGrader(kb.embedder).grade("How long does the S200 battery last?",
+                                           [meals, battery])
+    assert [h.doc_id for h in grade.kept][:1] == ["products/s200.md"]
+    assert "policies/travel.md" in [h.doc_id for h in grade.discarded]
+    assert all(h.verdict == "relevant" and h.grade_score is not None for h in grade.kept)
+    assert all(h.verdict == "irrelevant" for h in grade.discarded)
+    assert grade.enough and grade.missing == ""
+
+
+def test_grader_reports_missing_terms_and_a_gap_query(kb) -> None:
+    hits = kb.search("S200 warranty period", k=4)
+    grade = LocalGrader(kb.embedder).grade("What is the warranty period of the S200?", hits)
+    assert not grade.enough
+    assert "warranty" in grade.missing
+    assert grade.next_query and "warranty" in grade.next_query
+    assert "S200" in grade.next_query  # the covered entity gives the gap its context
+
+
+def test_grader_requires_exact_codes(kb) -> None:
+    s100 = _hit(kb, "S100 battery life", "products/s100.md", "3 years")
+    s200 = _hit(kb, "S200 battery life", "products/s200.md", "5 years")
+    grader = LocalGrader(kb.embedder)
+    scores, _ = grader.scores("What is the battery life of the S100?", [s200, s100])
+    assert scores[1] > scores[0]
+    grade = grader.grade("What is the battery life of the S300?", [s200, s100])
+    assert not grade.enough and "S300" in grade.missing
+
+
+# -- rewriter ---------------------------------------------------------------------------
+
+def test_rewriter_follows_a_bridge_entity(kb) -> None:
+    question = "What is the battery life of the sensor that raises error E102?"
+    kept = [_hit(kb, "error E102", "products/s200.md", "E102")]
+    grade = Grade(kept=kept, discarded=[], enough=False, missing="no kept chunk mentions: life")
+    queries = LocalRewriter().candidates(question, grade)
+    assert any("S200" in q and "life" in q for q in queries)
+
+
+def test_section_helpers(kb) -> None:
+    assert section_refs("as defined in section 2.1 of the Data Retention Policy; see §4.2") == [
+        "2.1", "4.2"]
+    assert section_refs("no references here, version 4.2") == []
+    assert looks_cut_off("The S200 supports HaldenMesh on 868 MHz and")
+    assert not looks_cut_off("The S200 supports HaldenMesh on 868 MHz.")
+    definition = _hit(kb, "financial record definition", "policies/data-retention.md",
+                      "section 4.2")
+    assert ("policies/data-retention.md", "4.2") in fetch_targets(definition, kb.documents())
+
+
+# -- answerer ---------------------------------------------------------------------------
+
+def test_answerer_unanswerable_when_nothing_supports(kb) -> None:
+    evidence = _evidence(kb.search("meal allowance", k=2))
+    draft = ExtractiveAnswerer(kb.embedder).answer(
+        "What is the CEO's annual salary?", [], evidence)
+    assert draft.unanswerable
+    assert _cited(draft.text) == set()
+    assert "does not say" in draft.text
+
+
+def test_answerer_reports_conflicting_sources(kb) -> None:
+    a = _hit(kb, "S200 list price", "products/s200.md", "£289")
+    b = _hit(kb, "S200 list price", "products/price-list.md", "£299")
+    evidence = _evidence([a, b])
+    draft = ExtractiveAnswerer(kb.embedder).answer(
+        "What is the list price of the S200?", [], evidence)
+    assert len(draft.conflicts) == 1
+    assert "£289" in draft.conflicts[0] and "£299" in draft.conflicts[0]
+    assert "[1]" in draft.conflicts[0] and "[2]" in draft.conflicts[0]
+    assert _cited(draft.text) == {1, 2}
+    # the same figure twice is no conflict
+    same = ExtractiveAnswerer(kb.embedder).answer(
+        "What is the list price of the S200?", [], _evidence([a, a]))
+    assert same.conflicts == []
+
+
+# -- router -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("question", "route"), [
+    ("What IP rating does the S100 enclosure have?", "single"),
+    ("What is the daily meal allowance in the Netherlands?", "single"),
+    ("Compare the S100 and S200 battery life", "agent"),
+    ("What was the S200 price in 2024 and 2025?", "agent"),
+    ("What does section 4.2 of the Data Retention Policy say?", "agent"),
+    ("Who won the 1998 FIFA World Cup final in France?", "out_of_scope"),
+    ("qwzx blorptang frobnicate?", "out_of_scope"),
+    ("Hello!", "agent"),
+])
+def test_router(kb, question, route) -> None:
+    decision = RuleRouter(kb).route(question)
+    assert decision.route == route, decision.reason
+    assert decision.reason
+
+
+def test_describe_scope_names_the_documents(kb) -> None:
+    scope = describe_scope(kb)
+    assert "Data Retention Policy" in scope and "S200 Sensor Datasheet" in scope
+
+
+# -- names, links and the relative keep ------------------------------------------------
+
+def test_title_index_finds_the_longest_capitalised_title() -> None:
+    index = TitleIndex([("a", "Tulsa, Oklahoma"), ("b", "Tinted Windows (album)"),
+                        ("c", "Tinted Windows (band)"), ("d", "New York"),
+                        ("e", "New York City"), ("f", "The")])
+    text = "The band Tinted Windows played in Tulsa, Oklahoma, then in New York City."
+    assert index.named(text) == ["b", "c", "a", "e"]  # "The" is no title, NYC beats NY
+    assert index.named("they moved to new york") == []  # lower case is not a name
+    assert index.named("A year in New York.") == ["d"]
+
+
+def test_name_spans_keep_multi_word_names() -> None:
+    spans = name_spans("Trips above £2,500 must be approved by the Chief Financial Officer "
+                       "(CFO). The S200 raises E102 near the University of Tulsa.")
+    assert "Chief Financial Officer" in spans and "CFO" in spans
+    assert "University of Tulsa" in spans and "S200" in spans
+    assert "Trips" not in spans  # a capitalised word that only starts a sentence
+
+
+def test_a_query_names_the_title_of_the_page_it_looks_for() -> None:
+    from ragloop.agent.text import query_names_title
+
+    assert query_names_title("Arthurdale Deckers Creek", "Arthurdale, West Virginia")
+    assert query_names_title("songs by Belinda", "Belinda (singer)")  # the title is in it
+    assert query_names_title("CFO", "CFO (film)")
+    assert not query_names_title("Chief Financial Officer", "Leadership")
+    assert not query_names_title("The song", "The")
+
+
+def test_select_keeps_close_seconds_but_not_noise() -> None:
+    assert select([0.62, 0.50, 0.30]) == [0, 1]  # 0.50 is within the margin of the best
+    assert select([0.52, 0.41, 0.39]) == [0, 1]  # 0.39 is under the relative floor
+    assert select([0.80, 0.60, 0.58]) == [0, 1, 2]
+    assert select([0.90, 0.55]) == [0]  # 0.55 is under the threshold and 0.35 behind
+    assert select([0.45, 0.44]) == []  # nothing reaches the floor
+
+
+def test_bridge_entities_are_whole_names(kb) -> None:
+    hit = Hit(chunk_id=1, doc_id="p.md", section="4", section_title="Approvals",
+              text="Trips above £2,500 must be approved by the Chief Financial Officer.")
+    question = "Who, by name, approves a trip costing £3,000?"
+    assert bridge_entities(question, [hit])[0] == "Chief Financial Officer"
+    grade = Grade(kept=[hit], discarded=[], enough=False, missing="no kept chunk mentions: name")
+    assert "Chief Financial Officer" in LocalRewriter().candidates(question, grade)
+
+
+def test_follow_ups_name_one_passage_documents_and_question_references(kb) -> None:
+    follow = LocalFollowUps(kb)
+    album = _hit(kb, "Harrow Vale debut album", "wiki/harrow-vale.md", "Quiet Orchards")
+    linked = [doc for doc, _ in follow(album)]
+    assert "wiki/quiet-orchards.md" in linked
+    assert "wiki/harrow-vale.md" not in linked  # never its own document
+    travel = _hit(kb, "meal allowance Netherlands", "policies/travel.md", "€55")
+    assert follow(travel) == []  # multi-section documents are not linked by title
+    named = follow.named("What does section 4.2 of the Data Retention Policy say?")
+    assert ("policies/data-retention.md", "4.2") in named
+
+
+class _OnlyDocs:
+    """A grader that keeps the hits of some documents (and says it has enough)."""
+
+    def __init__(self, docs: set[str], enough: bool = True) -> None:
+        self.docs = docs
+        self.enough = enough
+
+    def grade(self, question: str, hits: list[Hit]) -> Grade:
+        kept = [replace(h, verdict="relevant", grade_score=0.9 - 0.01 * i)
+                for i, h in enumerate(hits) if h.doc_id in self.docs]
+        rest = [replace(h, verdict="irrelevant", grade_score=0.1) for h in hits
+                if h.doc_id not in self.docs]
+        return Grade(kept, rest, self.enough and bool(kept),
+                     missing="" if kept else "nothing relevant found",
+                     next_query=None)
+
+
+def _run(kb, question: str, grader, max_steps: int = 6):
+    driver = PipelineDriver(Toolbox(kb, k=4), LocalPlanner(), grader, LocalRewriter(),
+                            ExtractiveAnswerer(kb.embedder), LocalFollowUps(kb))
+    ctx = RunContext(question, max_steps)
+    outcome = driver.run(ctx)
+    return ctx, outcome
+
+
+def test_driver_reads_the_passage_a_kept_chunk_names(kb) -> None:
+    question = "Where did the group behind the album Harrow Vale give its first concert?"
+    ctx, _ = _run(kb, question, _OnlyDocs({"wiki/harrow-vale.md"}))
+    fetches = [e.data for e in ctx.events if e.kind == EventKind.TOOL_CALL
+               and e.data.get("tool") == FETCH]
+    assert any(f["doc_id"] == "wiki/quiet-orchards.md" for f in fetches)
+    docs = list(dict.fromkeys(e.doc_id for e in ctx.ledger.items))
+    # the second hop follows the chunk that named it, ahead of nothing else
+    assert docs[:2] == ["wiki/harrow-vale.md", "wiki/quiet-orchards.md"]
+    assert [e.n for e in ctx.ledger.items] == list(range(1, len(ctx.ledger.items) + 1))
+
+
+def test_driver_interleaves_sub_questions_in_the_final_evidence(kb) -> None:
+    question = "What is the battery life of the S100 and the S200?"
+    ctx, _ = _run(kb, question, _OnlyDocs({"products/s100.md", "products/s200.md"}))
+    subs = [e.sub_question for e in ctx.ledger.items]
+    assert set(subs[:2]) == {0, 1}  # the best of each part first, not all of part 0
+
+
+def test_driver_falls_back_to_the_first_search_when_nothing_is_kept(kb) -> None:
+    question = "What is the meal allowance in the Netherlands?"
+    ctx, outcome = _run(kb, question, _OnlyDocs(set(), enough=False))
+    top = [h.doc_id for h in kb.search(question, k=4)][:FALLBACK_HITS]
+    assert [e.doc_id for e in ctx.ledger.items] == top
+    assert outcome.checked.text  # it still answers (or says what is missing)
+
+
+def test_answerer_embeds_only_the_best_lexical_candidates(kb, monkeypatch) -> None:
+    sizes: list[int] = []
+
+    class Counting:
+        def __init__(self, inner) -> None:
+            self.inner = inner
+
+        def embed(self, texts):
+            sizes.append(len(texts))
+            return self.inner.embed(texts)
+
+    monkeypatch.setattr(answerer_local, "EMBED_CANDIDATES", 2)
+    evidence = _evidence(kb.search("battery life", k=6))
+    draft = ExtractiveAnswerer(Counting(kb.embedder)).answer(
+        "What is the battery life of the S200?", [], evidence)
+    assert sizes and max(sizes) <= 3  # the question and two sentences
+    assert _cited(draft.text) <= {e.n for e in evidence} and _cited(draft.text)
