@@ -74,17 +74,6 @@ def _writes(vecs: np.ndarray, texts: list[str]):
             writes, size = [], 0
 
 
-class _FixedEmbedder:
-    name = MODEL
-    dim = DIM
-
-    def __init__(self, queries: list[str], qvecs: np.ndarray) -> None:
-        self.table = {q: qvecs[i] for i, q in enumerate(queries)}
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        return np.stack([self.table[t] for t in texts])
-
-
 def build_store(work: Path, vecs: np.ndarray, texts: list[str]):
     """(server, store, timings) for the corpus."""
     from ragloop.store.postgres import PostgresStore
@@ -132,7 +121,9 @@ def run_postgres(work: Path, vecs, texts, queries, qvecs, res: dict, probes) -> 
     server, store, timings = build_store(work, vecs, texts)
     log(f"postgres build {timings['build_s']:.1f} s (HNSW {timings['hnsw_s']:.1f} s,"
         f" embedding cache {timings['cache_s']:.1f} s)")
-    emb = _FixedEmbedder(queries, qvecs)
+    from retrieval import FixedEmbedder  # late: retrieval imports this module in its main
+
+    emb = FixedEmbedder(queries, qvecs)
     terms = [query_terms(q) for q in queries]
     res["postgres"] = dict(timings, ef_search=store.ef_search)
 
