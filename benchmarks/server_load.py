@@ -38,7 +38,10 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))]
 
 
-async def one_run(client: httpx.AsyncClient, question: str, route: str) -> dict:
+async def one_run(client: httpx.AsyncClient, question: str, route: str,
+                  follow: httpx.AsyncClient | None = None) -> dict:
+    """POST one run on `client`, follow its events on `follow` (another server) or `client`."""
+    follow = follow or client
     t0 = time.perf_counter()
     r = await client.post("/runs", json={"question": question, "route": route})
     r.raise_for_status()
@@ -47,7 +50,7 @@ async def one_run(client: httpx.AsyncClient, question: str, route: str) -> dict:
     seqs: list[int] = []
     first_event = None
     end = None
-    async with client.stream("GET", f"/runs/{run_id}/events") as response:
+    async with follow.stream("GET", f"/runs/{run_id}/events") as response:
         response.raise_for_status()
         event, data = "message", []
         async for line in response.aiter_lines():
@@ -72,7 +75,7 @@ async def one_run(client: httpx.AsyncClient, question: str, route: str) -> dict:
             elif name == "data":
                 data.append(value)
     total = time.perf_counter() - t0
-    run = (await client.get(f"/runs/{run_id}")).json()
+    run = (await follow.get(f"/runs/{run_id}")).json()
     # the run's own clock: from the worker starting it to its first event reaching us
     started = run["created_at"] - wall_t0
     return {"run_id": run_id, "seqs": seqs, "end": end, "status": run["status"],
