@@ -13,7 +13,6 @@ also reports the overlap of its top 10 with exact BM25 (tantivy) on the same que
 from __future__ import annotations
 
 import argparse
-import hashlib
 import shutil
 import sys
 import time
@@ -26,9 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import OUT, Timer
 
 from ragloop.search import hybrid_search
-from ragloop.store.base import DocumentWrite
 from ragloop.store.query_text import query_terms
-from ragloop.types import Chunk, ParsedDocument, SectionText
 
 DIM = 384
 CHUNKS_PER_DOC = 4
@@ -53,27 +50,6 @@ def start_server(folder: Path):
     return server, server.get_uri("bench")
 
 
-def _writes(vecs: np.ndarray, texts: list[str]):
-    """Batches of DocumentWrite exactly as run_ragloop builds them."""
-    n = len(texts)
-    writes: list[DocumentWrite] = []
-    size = 0
-    for d0 in range(0, n, CHUNKS_PER_DOC):
-        d1 = min(n, d0 + CHUNKS_PER_DOC)
-        doc_id = f"doc{d0 // CHUNKS_PER_DOC}"
-        doc = ParsedDocument(doc_id=doc_id, title=doc_id, source="synthetic",
-                             sections=[SectionText("0", (), "\n".join(texts[d0:d1]))])
-        chunks = [Chunk(doc_id=doc_id, section="0", section_title="", ord=i - d0,
-                        text=texts[i]) for i in range(d0, d1)]
-        hashes = [hashlib.sha256(texts[i].encode()).hexdigest() for i in range(d0, d1)]
-        writes.append(DocumentWrite(doc=doc, content_hash=doc_id, chunks=chunks,
-                                    vectors=vecs[d0:d1], embed_hashes=hashes))
-        size += d1 - d0
-        if size >= BATCH_CHUNKS or d1 == n:
-            yield writes
-            writes, size = [], 0
-
-
 def build_store(work: Path, vecs: np.ndarray, texts: list[str]):
     """(server, store, timings) for the corpus."""
     from ragloop.store.postgres import PostgresStore
@@ -87,7 +63,9 @@ def build_store(work: Path, vecs: np.ndarray, texts: list[str]):
 
     def batches():
         nonlocal cache_s
-        for writes in _writes(vecs, texts):
+        from retrieval import synthetic_writes  # late: retrieval imports this module in main
+
+        for writes in synthetic_writes(vecs, texts, BATCH_CHUNKS):
             t = time.perf_counter()
             # what CachedEmbedder does for every new vector during ingest
             store.put_embeddings(MODEL, {h: v for w in writes

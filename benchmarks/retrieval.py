@@ -25,6 +25,7 @@ import shutil
 import sqlite3
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -156,35 +157,41 @@ def exact_topk(vecs: np.ndarray, qvecs: np.ndarray, k: int) -> np.ndarray:
     return np.take_along_axis(idx, order, axis=1)
 
 
+def synthetic_writes(vecs: np.ndarray, texts: list[str], batch_chunks: int
+                     ) -> Iterator[list[DocumentWrite]]:
+    """The corpus as documents of CHUNKS_PER_DOC chunks (one section each), in write batches
+    of about `batch_chunks` chunks, with the vectors precomputed."""
+    n = len(texts)
+    writes: list[DocumentWrite] = []
+    size = 0
+    for d0 in range(0, n, CHUNKS_PER_DOC):
+        d1 = min(n, d0 + CHUNKS_PER_DOC)
+        doc_id = f"doc{d0 // CHUNKS_PER_DOC}"
+        doc = ParsedDocument(doc_id=doc_id, title=doc_id, source="synthetic",
+                             sections=[SectionText("0", (), "\n".join(texts[d0:d1]))])
+        chunks = [Chunk(doc_id=doc_id, section="0", section_title="", ord=i - d0,
+                        text=texts[i]) for i in range(d0, d1)]
+        hashes = [hashlib.sha256(texts[i].encode()).hexdigest() for i in range(d0, d1)]
+        writes.append(DocumentWrite(doc=doc, content_hash=doc_id, chunks=chunks,
+                                    vectors=vecs[d0:d1], embed_hashes=hashes))
+        size += d1 - d0
+        if size >= batch_chunks or d1 == n:
+            yield writes
+            writes, size = [], 0
+
+
 def run_ragloop(work: Path, vecs, texts, queries, qvecs, res: dict, probes: Probes) -> None:
     folder = work / "ragloop"
     shutil.rmtree(folder, ignore_errors=True)
-    n = len(texts)
     with Timer() as t:
         store = SqliteStore(folder)
         store.set_meta("embedder", MODEL)
         store.set_meta("dim", str(DIM))
-        writes: list[DocumentWrite] = []
-        size = 0
-        for d0 in range(0, n, CHUNKS_PER_DOC):
-            d1 = min(n, d0 + CHUNKS_PER_DOC)
-            doc_id = f"doc{d0 // CHUNKS_PER_DOC}"
-            body = "\n".join(texts[d0:d1])
-            doc = ParsedDocument(doc_id=doc_id, title=doc_id, source="synthetic",
-                                 sections=[SectionText("0", (), body)])
-            chunks = [Chunk(doc_id=doc_id, section="0", section_title="", ord=i - d0,
-                            text=texts[i]) for i in range(d0, d1)]
-            hashes = [hashlib.sha256(texts[i].encode()).hexdigest() for i in range(d0, d1)]
-            writes.append(DocumentWrite(doc=doc, content_hash=doc_id, chunks=chunks,
-                                        vectors=vecs[d0:d1], embed_hashes=hashes))
-            size += d1 - d0
-            if size >= WRITE_BATCH_CHUNKS or d1 == n:
-                # what CachedEmbedder does for every new vector during ingest
-                store.put_embeddings(MODEL, {h: v for w in writes
-                                             for h, v in zip(w.embed_hashes, w.vectors,
-                                                             strict=True)})
-                store.write_documents(writes)
-                writes, size = [], 0
+        for writes in synthetic_writes(vecs, texts, WRITE_BATCH_CHUNKS):
+            # what CachedEmbedder does for every new vector during ingest
+            store.put_embeddings(MODEL, {h: v for w in writes
+                                         for h, v in zip(w.embed_hashes, w.vectors, strict=True)})
+            store.write_documents(writes)
         store.flush()
     build = t.seconds
     log(f"ragloop build {build:.1f} s")
