@@ -227,17 +227,23 @@ class SqliteStore:
     def _state_path(self) -> Path:
         return self.folder / "index" / "state.json"
 
-    def _saved_generation(self) -> int | None:
-        """The generation the saved indexes match, or None when they can't be trusted."""
+    def _state_generation(self) -> int | None:
+        """The generation state.json claims for the saved indexes (None: none, or unreadable)."""
         try:
             state = json.loads(self._state_path.read_text())
             if state.get("format") != INDEX_FORMAT:
                 return None
-            if not (self.folder / "index" / VECTOR_FILE).exists() and self.chunk_count():
-                return None
             return int(state["generation"])
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
+
+    def _saved_generation(self) -> int | None:
+        """The generation the saved indexes match, or None when they can't be trusted."""
+        generation = self._state_generation()
+        if generation is not None and not (self.folder / "index" / VECTOR_FILE).exists() \
+                and self.chunk_count():
+            return None
+        return generation
 
     def _write_state(self, generation: int | None) -> None:
         self._state_path.parent.mkdir(parents=True, exist_ok=True)
@@ -246,7 +252,8 @@ class SqliteStore:
         tmp.replace(self._state_path)
 
     def _mark_indexes_dirty(self) -> None:
-        if self._saved_generation() is not None:
+        # only what the file claims: a full check would count the chunks on every write batch
+        if self._state_generation() is not None:
             self._write_state(None)
 
     def _dim(self) -> int:
