@@ -7,8 +7,8 @@
 Ingests the BEIR corpus into --kb if needed, then for every query and search mode collects the
 first k distinct documents of one search (deep enough in chunks to hold k documents) and
 prints recall@k (any gold document among them), all-gold@k (every gold document among them)
-and MRR@k, with the mean search latency. This is the single-shot retrieval figure; the
-`ragloop eval` single path answers from the top SINGLE_SHOT_K chunks of the same search.
+and MRR@k, with the mean search latency. This is the single-shot retrieval figure: the
+`ragloop eval` single path reads the same first k documents.
 `table` prints, per question type and path, recall@k, all-gold@k (capped and uncapped),
 abstention, latency mean/p95, steps and the grader's precision/recall from results.jsonl.
 """

@@ -9,6 +9,7 @@ import math
 import pytest
 
 from ragloop.agent.base import Draft, Grade, Route
+from ragloop.agent.engine import SINGLE_DEPTH_PER_DOC, top_documents
 from ragloop.agent.run import RunResult
 from ragloop.errors import UserError
 from ragloop.eval.datasets import (
@@ -30,7 +31,7 @@ from ragloop.eval.report import markdown, write_reports
 from ragloop.eval.runner import EvalOptions, grade_summary, parse_paths, run_eval
 from ragloop.llm.base import ChatResponse, ToolCall
 from ragloop.llm.scripted import ScriptedChat
-from ragloop.types import EventKind, RunStatus, StepEvent, Usage
+from ragloop.types import EventKind, Hit, RunStatus, StepEvent, Usage
 
 A, B, C, D = "a.md", "b.md", "c.md", "d.md"
 
@@ -426,10 +427,12 @@ def test_eval_with_a_scripted_model_over_a_real_kb(scripted, small_kb, tmp_path)
     assert [by[q, "single"]["tokens"] for q in "abcd"] == [55, 55, 55, 55]
     assert [by[q, "router"]["route"] for q in "abcd"] == ["agent", "single", "single", "single"]
     assert by["a", "router"]["docs"] == by["a", "agent"]["docs"]
-    # single-shot evidence is the top hits of one search, in rank order
+    # single-shot evidence is the first single_k documents of one search, in rank order
+    single_k = small_kb.settings.single_k
     for q in data.questions:
-        hits = small_kb.search(q.q, small_kb.settings.search_k)[:5]
-        assert by[q.id, "single"]["docs"] == list(dict.fromkeys(h.doc_id for h in hits))
+        hits = small_kb.search(q.q, single_k * SINGLE_DEPTH_PER_DOC)
+        docs = list(dict.fromkeys(h.doc_id for h in hits))[:single_k]
+        assert by[q.id, "single"]["docs"] == docs
     assert [by[q, "single"]["docs"][0] for q in "abd"] == [
         "policies/travel.md", "products/sensor.md", "policies/travel.md"]
     # the runs are in the knowledge base's run store too
@@ -646,7 +649,23 @@ def test_cli_eval_ingests_a_beir_corpus_and_resumes(tmp_path, monkeypatch) -> No
     assert "| recall@3 (any gold doc in first 3 distinct docs) | 100.0% |" in again.stdout
     assert "retrieval is not the problem" in again.stdout
     assert len(lines(out)) == 3  # nothing re-run
+    # single-shot reads as many documents as -k counts, not its default single_k
+    at_one = CliRunner().invoke(app, ["eval", str(folder), "--kb", str(kb), "--paths", "single",
+                                      "-k", "1", "--out", str(tmp_path / "k1"), "--json"])
+    assert at_one.exit_code == 0, at_one.output
+    assert [len(r["docs"]) for r in lines(tmp_path / "k1")] == [1, 1, 1]
     from ragloop.kb import KnowledgeBase
 
     with KnowledgeBase.open(kb) as base:
         assert sorted(d.doc_id for d in base.documents()) == ["d1", "d2", "d3"]
+
+
+def _hit(chunk_id: int, doc_id: str) -> Hit:
+    return Hit(chunk_id=chunk_id, doc_id=doc_id, section="1", section_title="", text="")
+
+
+def test_top_documents_keeps_every_chunk_of_the_first_k_documents() -> None:
+    hits = [_hit(1, "a"), _hit(2, "b"), _hit(3, "a"), _hit(4, "c"), _hit(5, "b"), _hit(6, "d")]
+    assert [h.chunk_id for h in top_documents(hits, 2)] == [1, 2, 3, 5]
+    assert [h.chunk_id for h in top_documents(hits, 1)] == [1, 3]
+    assert top_documents(hits, 9) == hits

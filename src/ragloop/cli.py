@@ -330,18 +330,15 @@ def eval_(dataset: Annotated[Path, typer.Argument(
                               workers=workers or (1 if offline else 4), progress=progress,
                               fresh=fresh)
         try:
-            records = run_eval(data, lambda: Engine(base, settings), options)
+            # single-shot reads the top k of its search: the same k its recall is counted at
+            at_k = settings.with_(single_k=k)
+            records = run_eval(data, lambda: Engine(base, at_k), options)
         except KeyboardInterrupt:
             err.print(f"\n[yellow]interrupted:[/] finished results are in"
                       f" {options.out / 'results.jsonl'}; run the same command again to resume.")
             raise typer.Exit(130) from None
     report = build_report(records, k, chosen)
     notes = []
-    from ragloop.agent.engine import SINGLE_SHOT_K
-
-    if "single" in chosen and k > SINGLE_SHOT_K:
-        notes.append(f"single-shot answers from the top {SINGLE_SHOT_K} chunks of one search:"
-                     f" its documents are those, so it can hold fewer than {k}.")
     if chosen == ["single"]:
         line = diagnose(report)
         if line:

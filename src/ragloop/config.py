@@ -34,6 +34,8 @@ class Settings:
     base_url: str | None = None
     max_steps: int = 6
     search_k: int = 8
+    # documents single-shot RAG answers from (the eval sets it to its k)
+    single_k: int = 5
     tool_result_chars: int = 6000
     request_timeout_s: float = 60.0
     max_retries: int = 3

@@ -14,12 +14,25 @@ from ragloop.kb import KnowledgeBase
 from ragloop.llm.base import ChatModel
 from ragloop.runs.store import RunStore
 from ragloop.tools import SEARCH, Toolbox
-from ragloop.types import EventKind, RunStatus, StepEvent
+from ragloop.types import EventKind, Hit, RunStatus, StepEvent
 
 ROUTES = ("auto", "single", "agent")
 DRIVERS = ("tools", "pipeline")
-# Single-shot RAG answers from this many top hits of one search.
-SINGLE_SHOT_K = 5
+# Single-shot searches this many chunks per document it may read (documents span chunks).
+SINGLE_DEPTH_PER_DOC = 3
+
+
+def top_documents(hits: list[Hit], k: int) -> list[Hit]:
+    """The hits, in rank order, of the first k distinct documents they come from."""
+    docs: set[str] = set()
+    out: list[Hit] = []
+    for h in hits:
+        if h.doc_id not in docs:
+            if len(docs) >= k:
+                continue
+            docs.add(h.doc_id)
+        out.append(h)
+    return out
 
 
 @dataclass
@@ -125,9 +138,11 @@ class Engine:
 
     # -- running ------------------------------------------------------------------------
 
-    def _single_shot(self, ctx: RunContext, toolbox: Toolbox, answerer: Answerer) -> DriverOutcome:
+    def _single_shot(self, ctx: RunContext, toolbox: Toolbox, answerer: Answerer,
+                     k: int) -> DriverOutcome:
+        """One search, answered from its top k documents."""
         ctx.step += 1
-        hits = toolbox.search(ctx.question)[:SINGLE_SHOT_K]
+        hits = top_documents(toolbox.search(ctx.question), k)
         for h in hits:
             ctx.ledger.add_hit(h, ctx.step)
         ctx.emit(EventKind.TOOL_CALL, tool=SEARCH, query=ctx.question, chunks=len(hits),
@@ -186,7 +201,9 @@ class Engine:
                 used_driver = "single"
                 answerer = self._answerer(comps.chat)
                 parts = [answerer]
-                outcome = self._single_shot(ctx, toolbox, answerer)
+                single = Toolbox(self.kb, settings.single_k * SINGLE_DEPTH_PER_DOC,
+                                 settings.tool_result_chars)
+                outcome = self._single_shot(ctx, single, answerer, settings.single_k)
             else:
                 run_driver, parts = self._driver(comps, toolbox)
                 outcome = run_driver.run(ctx)

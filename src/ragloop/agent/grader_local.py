@@ -52,6 +52,12 @@ FLOOR = 0.505
 # so an absolute cut alone threw away what the question needed.
 RELATIVE_FLOOR = 0.40
 MARGIN = 0.15
+# A hit that one retriever ranks first, or both rank in their top AGREEMENT_RANK, is kept
+# when it scores at least AGREEMENT_FLOOR: on HotpotQA such hits that the score cut
+# discarded were gold 56% of the time (140 of 4,800 first-search hits), more often than the
+# kept ones (49%); the floor keeps it from admitting the best of nothing.
+AGREEMENT_RANK = 2
+AGREEMENT_FLOOR = 0.35
 CALIBRATION = ("W_VEC=0.6 threshold=0.575: SciFact P0.74/R0.61, HotpotQA P0.85/R0.53,"
                " rag_hard P0.35/R0.74, pooled P0.64/R0.59/F1 0.61")
 
@@ -119,6 +125,14 @@ def code_penalty(question_codes: list[str], hit_text: str) -> float:
     if any(code_family(c) in families for c in found):
         return WRONG_CODE_PENALTY
     return NO_CODE_PENALTY
+
+
+def retrievers_agree(hit: Hit) -> bool:
+    """One retriever ranks the hit first, or both rank it near the top."""
+    bm, vec = hit.bm25_rank, hit.vector_rank
+    if bm == 1 or vec == 1:
+        return True
+    return bm is not None and vec is not None and max(bm, vec) <= AGREEMENT_RANK
 
 
 def combine(cos: float, cov: float, penalty: float, w_vec: float = W_VEC) -> float:
@@ -193,6 +207,9 @@ class LocalGrader:
         scores, cos = self.scores(question, hits)
         keep = select(scores, self.threshold, self.floor, self.max_keep, self.relative_floor,
                       self.margin)
+        agreed = [i for i, h in enumerate(hits) if i not in keep
+                  and scores[i] >= AGREEMENT_FLOOR and retrievers_agree(h)]
+        keep = sorted([*keep, *agreed], key=lambda i: -scores[i])[:self.max_keep]
         keep_set = set(keep)
         kept = [replace(hits[i], verdict="relevant", grade_score=round(scores[i], 4))
                 for i in keep]

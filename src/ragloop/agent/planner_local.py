@@ -133,6 +133,13 @@ def _list_parts(q: str) -> list[str] | None:
 
 _CLAUSE_START = (r"(?:also\s+)?(?:list|name|give|describe|explain|tell|summari[sz]e|show|what|"
                  r"who|whom|whose|which|how|when|where|why|is|are|does|do|did|can|could|should)")
+# "…, which/who/where …" after a comma is a relative clause, not a new question, so only
+# these start a clause after a comma. A bare "what other X" completes the clause before it
+# ("… the Norsemen and what other ethnic group?"): a part like that means no split.
+_FRAGMENT = re.compile(r"^(?:what|which)\s+(?:other\s+)?(?:[\w\-]+\s+){0,2}[\w\-]+[?.!]?$",
+                       re.IGNORECASE)
+_VERB = re.compile(r"\b(?:is|are|was|were|do|does|did|has|have|had|can|could|will|would)\b",
+                   re.IGNORECASE)
 _PRONOUN = re.compile(r"\b(it|its|they|their|them|this|these|that\s+one)\b", re.IGNORECASE)
 
 
@@ -142,10 +149,10 @@ def _clause_parts(q: str) -> list[str]:
     for piece in pieces:
         out.extend(re.split(rf"\s*(?:;\s*|,?\s+and\s+(?=(?:(?:above|below|over|under|in|on|at|for|by|from|"
                             rf"to|with|after|before)\s+)?{_CLAUSE_START}\b)|,\s*(?="
-                            rf"(?:also\s+)?(?:list|what|who|how|when|where|which)\b))",
+                            rf"(?:also\s+)?(?:list|what|how)\b))",
                             piece, flags=re.IGNORECASE))
     out = [p.strip() for p in out if p and len(content_words(p)) >= 1]
-    if len(out) < 2:
+    if len(out) < 2 or any(_FRAGMENT.match(p) and not _VERB.search(p) for p in out):
         return [q.strip()]
     first = out[0]
     ents = [e for e in entities(first) if not e.isdigit()]

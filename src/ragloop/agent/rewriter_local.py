@@ -95,9 +95,12 @@ class LocalRewriter:
         if grade.kept:
             bridges = bridge_entities(question, grade.kept)
             # the question's plain terms that are not the bridge's own clue: for
-            # "battery life of the sensor that raises E102" keep "battery life"
+            # "battery life of the sensor that raises E102" keep "battery life"; of those,
+            # the ones the best kept chunk (the first hop) does not cover, which ask about
+            # the second hop ("… in the oldest established what?")
             plain = [w for w in content_words(question) if w not in q_ents]
-            target = gap or plain
+            first_hop = {stem(w) for w in content_words(context_text(grade.kept[0]))}
+            target = gap or [w for w in plain if stem(w) not in first_hop] or plain
             for b in bridges:
                 out.append(" ".join([b, *target]))
                 out.append(b)  # the bridge alone: the page about it (second hop)

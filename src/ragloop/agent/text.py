@@ -12,6 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ragloop.store.query_text import STOP_WORDS
 from ragloop.types import Hit
@@ -45,10 +46,19 @@ _MONTH_RE = "|".join(m.capitalize() for m in MONTHS) + "|" + "|".join(
     m.capitalize()[:3] for m in MONTHS)
 
 
+# A dash other than "-" joining two words (Norse–Gaels): read as a hyphen.
+_WORD_DASH = re.compile(r"(?<=[^\W\d_])[\u2010-\u2015\u2212](?=[^\W\d_])")
+
+
+def fold_dashes(text: str) -> str:
+    """"Norse–Gaels" → "Norse-Gaels": titles and texts spell compounds with either dash."""
+    return _WORD_DASH.sub("-", text) if text else text
+
+
 def words(text: str) -> list[str]:
     """The word tokens of `text` (codes like S200 or SR-332 stay whole), original case."""
     out = []
-    for w in _WORD.findall(text or ""):
+    for w in _WORD.findall(fold_dashes(text or "")):
         w = w.strip("-'’")
         if w.lower().endswith(("'s", "’s")):
             w = w[:-2]
@@ -66,6 +76,7 @@ def is_number(word: str) -> bool:
     return bool(re.fullmatch(r"\d[\d,.]*", word))
 
 
+@lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """A light English stemmer: plurals, -ing, -ed, -ly, -ation, a final -e. Codes and
     numbers are returned lower-cased and otherwise untouched (they must match exactly)."""
@@ -125,7 +136,8 @@ def entities(text: str) -> list[str]:
     """Entity-like tokens that must match exactly: codes (S200, E104, Q3, FY2025), numbers,
     years, and capitalised words that do not start a sentence (Austin, HaldenMesh)."""
     out: list[str] = []
-    toks = list(_WORD.finditer(text or ""))
+    text = fold_dashes(text or "")
+    toks = list(_WORD.finditer(text))
     for i, m in enumerate(toks):
         w = m.group(0).strip("-'’")
         if w.lower().endswith(("'s", "’s")):
@@ -323,7 +335,7 @@ MAX_TITLE_TOKENS = 8
 
 def name_tokens(text: str) -> list[str]:
     """Lower-cased word tokens for title matching ("Riverton, New York" → riverton new york)."""
-    return [t.lower().rstrip(".") for t in _NAME_TOKEN.findall(text or "")]
+    return [t.lower().rstrip(".") for t in _NAME_TOKEN.findall(fold_dashes(text or ""))]
 
 
 class TitleIndex:
@@ -349,7 +361,7 @@ class TitleIndex:
     def named(self, text: str) -> list[str]:
         """doc_ids whose title `text` names as a capitalised phrase, in order of first
         mention; the longest title wins at each position ("New York City" over "New York")."""
-        matches = list(_NAME_TOKEN.finditer(text or ""))
+        matches = list(_NAME_TOKEN.finditer(fold_dashes(text or "")))
         toks = [m.group(0).lower().rstrip(".") for m in matches]
         out: list[str] = []
         i = 0
@@ -380,7 +392,8 @@ def name_spans(text: str) -> list[str]:
     in order of first appearance. A single capitalised word that starts a sentence is not a
     name unless it is a code; stop words at a run's ends are trimmed."""
     out: list[str] = []
-    toks = list(_SPAN_TOKEN.finditer(text or ""))
+    text = fold_dashes(text or "")
+    toks = list(_SPAN_TOKEN.finditer(text))
     i = 0
     while i < len(toks):
         w = toks[i].group(0).rstrip(".'’")

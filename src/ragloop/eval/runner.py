@@ -25,7 +25,7 @@ PATHS = {"single": "single", "agent": "agent", "router": "auto"}
 RESULTS_FILE = "results.jsonl"
 CONFIG_FILE = "config.json"
 # Settings that change what a run does: results made under other values are not resumable.
-RUN_KEYS = ("dataset", "model", "driver", "max_steps")
+RUN_KEYS = ("dataset", "model", "driver", "max_steps", "k")
 
 EngineFactory = Callable[[], Any]  # () -> ragloop.agent.engine.Engine
 
@@ -215,7 +215,7 @@ def run_eval(dataset: Dataset, engine_factory: EngineFactory, options: EvalOptio
     first = engine()
     config = {"dataset": str(data.source), "kind": data.kind, "model": _model_name(first),
               "driver": options.driver, "max_steps": options.max_steps or
-              first.settings.max_steps}
+              first.settings.max_steps, "k": options.k}  # single-shot reads k documents
     _check_config(options.out, config, options.fresh)
     results = ResultsFile(options.out / RESULTS_FILE)
     results.repair()
