@@ -108,12 +108,16 @@ class PipelineDriver:
         part.last_grade = grade
         if grade.kept:
             part.gap = grade.missing
+        # the evidence ranks by what a hit says about the question: a hit kept for matching a
+        # re-query well (the bridge, the gap's terms) must not outrank the question's own
+        asked = {h.chunk_id: h.grade_score or 0.0 for h in [*grade.kept, *grade.discarded]}
         if query.strip().lower() != part.question.strip().lower():
             grade = self._with_query_grade(grade, query, hits)
+        grade = self._with_pointed(part, grade, asked)
         known = {h.chunk_id for h in part.kept}
         for h in grade.kept:
             n = ctx.ledger.add_hit(h, ctx.step, part.index)
-            self._rank(n, h.grade_score or 0.0)
+            self._rank(n, asked.get(h.chunk_id, h.grade_score or 0.0))
             if h.chunk_id not in known:
                 part.kept.append(h)
                 known.add(h.chunk_id)
@@ -145,6 +149,26 @@ class PipelineDriver:
         ordered = sorted(kept.values(), key=lambda h: -(h.grade_score or 0.0))
         discarded = [h for h in grade.discarded if h.chunk_id not in kept]
         return Grade(ordered, discarded, grade.enough, grade.missing, grade.next_query)
+
+    def _with_pointed(self, part: Part, grade: Grade, asked: dict[int, float]) -> Grade:
+        """A discarded hit that a kept chunk points to (a section it refers to, the
+        one-passage document it names) is the next hop already in hand: kept, ranked just
+        below the chunk that points to it, with no fetch step spent on it."""
+        if not grade.discarded:
+            return grade
+        pointers: dict[tuple[str, str], float] = {}
+        for h in sorted([*grade.kept, *part.kept], key=lambda h: -(h.grade_score or 0.0)):
+            source = asked.get(h.chunk_id, h.grade_score or 0.0)
+            for target in self.follow_ups(h, part.question):
+                pointers.setdefault(target, source - POINTER_DISCOUNT)
+        promoted = [h for h in grade.discarded if (h.doc_id, h.section) in pointers]
+        if not promoted:
+            return grade
+        for h in promoted:
+            asked[h.chunk_id] = pointers[(h.doc_id, h.section)]
+        kept = [*grade.kept, *(replace(h, verdict="relevant") for h in promoted)]
+        discarded = [h for h in grade.discarded if h not in promoted]
+        return Grade(kept, discarded, grade.enough, grade.missing, grade.next_query)
 
     def _rank(self, n: int, score: float) -> None:
         self._priority[n] = max(score, self._priority.get(n, float("-inf")))
