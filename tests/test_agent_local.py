@@ -344,7 +344,12 @@ def test_driver_reads_the_passage_a_kept_chunk_names(kb) -> None:
     ctx, _ = _run(kb, question, _OnlyDocs({"wiki/harrow-vale.md"}))
     fetches = [e.data for e in ctx.events if e.kind == EventKind.TOOL_CALL
                and e.data.get("tool") == FETCH]
-    assert any(f["doc_id"] == "wiki/quiet-orchards.md" for f in fetches)
+    # the search already brought the named passage, which the grader discarded: it is kept
+    # as the chunk's pointer, with no fetch step spent on it
+    assert not any(f["doc_id"] == "wiki/quiet-orchards.md" for f in fetches)
+    verdicts = [v for e in ctx.events if e.kind == EventKind.GRADE
+                for v in e.data["verdicts"] if v["doc_id"] == "wiki/quiet-orchards.md"]
+    assert verdicts and verdicts[0]["verdict"] == "relevant"
     docs = list(dict.fromkeys(e.doc_id for e in ctx.ledger.items))
     # the second hop follows the chunk that named it, ahead of nothing else
     assert docs[:2] == ["wiki/harrow-vale.md", "wiki/quiet-orchards.md"]
