@@ -669,3 +669,14 @@ def test_top_documents_keeps_every_chunk_of_the_first_k_documents() -> None:
     assert [h.chunk_id for h in top_documents(hits, 2)] == [1, 2, 3, 5]
     assert [h.chunk_id for h in top_documents(hits, 1)] == [1, 3]
     assert top_documents(hits, 9) == hits
+
+
+def test_path_order_rotates_per_question(tmp_path) -> None:
+    """A path run second on a question finds its query embeddings cached: no path always
+    goes first."""
+    data, out = seed(tmp_path, 3), tmp_path / "out"
+    run_eval(data, FakeEngine, EvalOptions(out=out, paths=["single", "agent", "router"]))
+    order = [(r["qid"], r["path"]) for r in lines(out)]
+    assert order == [("q0", "single"), ("q0", "agent"), ("q0", "router"),
+                     ("q1", "agent"), ("q1", "router"), ("q1", "single"),
+                     ("q2", "router"), ("q2", "single"), ("q2", "agent")]
