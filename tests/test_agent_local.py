@@ -12,7 +12,7 @@ from ragloop.agent.answerer_local import ExtractiveAnswerer
 from ragloop.agent.base import Evidence, Grade
 from ragloop.agent.grader_local import LocalGrader, select
 from ragloop.agent.local import LocalFollowUps
-from ragloop.agent.pipeline_driver import FALLBACK_HITS, PipelineDriver
+from ragloop.agent.pipeline_driver import PipelineDriver
 from ragloop.agent.planner_local import LocalPlanner
 from ragloop.agent.rewriter_local import (
     LocalRewriter,
@@ -26,7 +26,7 @@ from ragloop.agent.run import RunContext
 from ragloop.agent.text import TitleIndex, name_spans
 from ragloop.kb import KnowledgeBase
 from ragloop.tools import FETCH, Toolbox
-from ragloop.types import EventKind, Hit
+from ragloop.types import EventKind, Hit, RunStatus
 
 DOCS = {
     "products/s200.md": """# S200 Sensor Datasheet
@@ -363,12 +363,13 @@ def test_driver_interleaves_sub_questions_in_the_final_evidence(kb) -> None:
     assert set(subs[:2]) == {0, 1}  # the best of each part first, not all of part 0
 
 
-def test_driver_falls_back_to_the_first_search_when_nothing_is_kept(kb) -> None:
+def test_driver_keeps_no_evidence_when_the_grader_keeps_nothing(kb) -> None:
+    """Only relevant chunks stay: with nothing kept the answer says what is not covered."""
     question = "What is the meal allowance in the Netherlands?"
     ctx, outcome = _run(kb, question, _OnlyDocs(set(), enough=False))
-    top = [h.doc_id for h in kb.search(question, k=4)][:FALLBACK_HITS]
-    assert [e.doc_id for e in ctx.ledger.items] == top
-    assert outcome.checked.text  # it still answers (or says what is missing)
+    assert ctx.ledger.items == []
+    assert outcome.status == RunStatus.UNANSWERABLE
+    assert "does not say" in outcome.checked.text
 
 
 def test_answerer_embeds_only_the_best_lexical_candidates(kb, monkeypatch) -> None:

@@ -9,9 +9,10 @@ while steps remain, for unanswered parts a pointer read (a cut-off chunk's secti
 a kept chunk refers to, a one-passage document it names) or else a rewrite from the gap; for
 answered parts their remaining pointers and one bridge search (a name in the kept chunks the
 question lacks). A re-query's hits are graded against the re-query too, so a second hop is
-not discarded for sharing little with the question. A part whose searches kept nothing reads
-its first search's top FALLBACK_HITS. The evidence is finally renumbered best-supported
-first, sub-questions interleaved, so the first k documents hold the best of every part.
+not discarded for sharing little with the question. A part whose searches kept nothing gets
+no evidence (only relevant chunks stay): the answer says the knowledge base does not cover it.
+The evidence is finally renumbered best-supported first, sub-questions interleaved, so the
+first k documents hold the best of every part.
 """
 
 from __future__ import annotations
@@ -39,11 +40,6 @@ POINTER_DISCOUNT = 1e-3
 NAMED_HIT_SCORE = 0.5
 # Pointers of a section that was itself reached through a pointer are followed last.
 CHAIN_DISCOUNT = 1.0
-# A sub-question whose searches kept nothing at all answers from this many top hits of its
-# first search (what single-shot would have read), ranked below any graded evidence: the
-# answerer still says what the knowledge base does not cover when no sentence supports it.
-FALLBACK_HITS = 3
-FALLBACK_PRIORITY = -1.0
 
 
 @dataclass
@@ -59,7 +55,6 @@ class Part:
     exhausted: bool = False
     unreadable: set[tuple[str, str]] = field(default_factory=set)  # pointers that led nowhere
     named_done: bool = False
-    first_hits: list[Hit] = field(default_factory=list)  # the first search's results
     gap: str = ""  # the last gap described by a grade that kept something
     bridged: bool = False  # the spare-step bridge search was made
 
@@ -102,8 +97,6 @@ class PipelineDriver:
             ctx.emit(EventKind.TOOL_CALL, tool=SEARCH, query=query, error=str(exc))
             part.exhausted = True
             return
-        if not part.first_hits:
-            part.first_hits = list(hits)
         grade = self.grader.grade(part.question, hits)
         part.last_grade = grade
         if grade.kept:
@@ -229,15 +222,6 @@ class PipelineDriver:
                 return True
         return False
 
-    def _fallback(self, ctx: RunContext, parts: list[Part]) -> None:
-        """Parts with no evidence at all read the top of their first search."""
-        held = {e.sub_question for e in ctx.ledger.items}
-        for part in parts:
-            if part.index in held:
-                continue
-            for h in part.first_hits[:FALLBACK_HITS]:
-                self._rank(ctx.ledger.add_hit(h, ctx.step, part.index), FALLBACK_PRIORITY)
-
     def _bridge(self, ctx: RunContext, part: Part) -> None:
         """One search built from the names in the part's kept chunks that the question
         lacks (the rewriter's bridge step, with no gap to fill)."""
@@ -329,7 +313,6 @@ class PipelineDriver:
         for part in parts:
             if ctx.tool_steps_left and part.enough and not part.bridged:
                 self._bridge(ctx, part)
-        self._fallback(ctx, parts)
         self._final_evidence(ctx)
         ctx.step += 1  # the answer step
         draft: Draft = self.answerer.answer(ctx.question, [p.question for p in parts],
