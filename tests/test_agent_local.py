@@ -216,6 +216,19 @@ def test_answerer_unanswerable_when_nothing_supports(kb) -> None:
     assert "does not say" in draft.text
 
 
+def test_answerer_says_no_source_mentions_a_code_the_question_names(kb) -> None:
+    """Sentences about the S200 do not answer a question about an S400 that no source names;
+    a unit figure like "7-hour" is not such a code."""
+    evidence = _evidence(kb.search("S200 battery life", k=3))
+    answerer = ExtractiveAnswerer(kb.embedder)
+    draft = answerer.answer("What is the battery life of the S400?", [], evidence)
+    assert draft.unanswerable and _cited(draft.text) == set()
+    assert "no source mentions S400" in draft.text
+    known = answerer.answer("What is the battery life of the S200 on a 7-hour duty cycle?", [],
+                            evidence)
+    assert not known.unanswerable and _cited(known.text)
+
+
 def test_answerer_reports_conflicting_sources(kb) -> None:
     a = _hit(kb, "S200 list price", "products/s200.md", "£289")
     b = _hit(kb, "S200 list price", "products/price-list.md", "£299")

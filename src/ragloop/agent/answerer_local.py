@@ -6,6 +6,8 @@ No generative model: sentences are scored by the sub-question's content terms th
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ragloop.agent.base import Draft, Evidence
@@ -27,6 +29,8 @@ SENTENCES_PER_PART = 2
 # sentence sharing no term with the question cannot reach MIN_SUPPORT on meaning alone, and
 # embedding every sentence of every evidence item was most of an offline run's time.
 EMBED_CANDIDATES = 24
+# "7-hour", "30-day": a number with its unit, not a code the sources must name.
+_MEASURE = re.compile(r"^\d+-[a-z]+$", re.IGNORECASE)
 
 
 class ExtractiveAnswerer:
@@ -75,7 +79,17 @@ class ExtractiveAnswerer:
         lines: list[str] = []
         missing: list[str] = []
         chosen_all: list[tuple[int, str]] = []
+        held = term_set(" ".join(f"{ev.doc_id} {ev.section_title} {ev.text}"
+                                 for ev in evidence))
         for part in parts:
+            absent = [c for c in codes(part)
+                      if not _MEASURE.match(c) and stem(c) not in held]
+            if absent:
+                # a code the question asks about that no evidence mentions (FY2022, Edge
+                # G3): the nearest sentences would answer another question. Names and
+                # figures are not checked: users write "£3,000" for a rule "above £2,500".
+                missing.append(f"{part.rstrip('?. ')} (no source mentions {', '.join(absent)})")
+                continue
             scored = sorted(zip(self._score(part, cands), cands, strict=True),
                             key=lambda x: x[0], reverse=True) if cands else []
             chosen: list[tuple[int, str]] = []
