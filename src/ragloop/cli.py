@@ -27,6 +27,11 @@ EmbedderOpt = Annotated[str | None, typer.Option(
     "--embedder",
     help="local:all-MiniLM-L6-v2 (default) or openai:<model> [env RAGLOOP_EMBEDDER].")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+ModelOpt = Annotated[str | None, typer.Option(
+    help="offline | anthropic:<model> | openai:<model> | ollama:<model>")]
+GraderModelOpt = Annotated[str | None, typer.Option(help="A cheaper model to grade.")]
+BaseUrlOpt = Annotated[str | None, typer.Option(
+    help="OpenAI-compatible server, e.g. http://localhost:11434/v1")]
 
 
 def settings_for(kb: str | Path | None, **changes: object) -> Settings:
@@ -172,14 +177,12 @@ def print_run(result: dict) -> None:
 
 @app.command()
 def ask(question: str,
-        model: Annotated[str | None, typer.Option(
-            help="offline | anthropic:<model> | openai:<model> | ollama:<model>")] = None,
-        grader_model: Annotated[str | None, typer.Option(help="A cheaper model to grade.")] = None,
+        model: ModelOpt = None,
+        grader_model: GraderModelOpt = None,
         driver: Annotated[str | None, typer.Option(help="tools | pipeline")] = None,
         max_steps: Annotated[int | None, typer.Option(help="Step ceiling (default 6).")] = None,
         route: Annotated[str, typer.Option(help="auto | single | agent")] = "auto",
-        base_url: Annotated[str | None, typer.Option(
-            help="OpenAI-compatible server, e.g. http://localhost:11434/v1")] = None,
+        base_url: BaseUrlOpt = None,
         kb: KbOpt = None, as_json: JsonOpt = False,
         debug: Annotated[bool, typer.Option(help="Show plan, verdicts, rewrites.")] = False,
         ) -> None:
@@ -275,14 +278,11 @@ def eval_(dataset: Annotated[Path, typer.Argument(
               help="Comma-separated: single (one search), agent (the loop), router (auto).")]
           = "single,agent,router",
           k: Annotated[int, typer.Option("-k", help="Documents counted for recall@k / MRR.")] = 10,
-          model: Annotated[str | None, typer.Option(
-              help="offline | anthropic:<model> | openai:<model> | ollama:<model>")] = None,
-          grader_model: Annotated[str | None, typer.Option(help="A cheaper model to grade.")]
-          = None,
+          model: ModelOpt = None,
+          grader_model: GraderModelOpt = None,
           driver: Annotated[str | None, typer.Option(help="tools | pipeline")] = None,
           max_steps: Annotated[int | None, typer.Option(help="Step ceiling (default 6).")] = None,
-          base_url: Annotated[str | None, typer.Option(
-              help="OpenAI-compatible server, e.g. http://localhost:11434/v1")] = None,
+          base_url: BaseUrlOpt = None,
           limit: Annotated[int | None, typer.Option(help="Only the first N questions.")] = None,
           out_dir: Annotated[Path | None, typer.Option(
               "--out", help="Results folder [default ./eval-results/<dataset>].")] = None,
@@ -362,12 +362,9 @@ def eval_(dataset: Annotated[Path, typer.Argument(
 @app.command()
 def serve(host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
           port: Annotated[int, typer.Option(help="Port.")] = 8000,
-          model: Annotated[str | None, typer.Option(
-              help="offline | anthropic:<model> | openai:<model> | ollama:<model>")] = None,
-          grader_model: Annotated[str | None, typer.Option(help="A cheaper model to grade.")]
-          = None,
-          base_url: Annotated[str | None, typer.Option(
-              help="OpenAI-compatible server, e.g. http://localhost:11434/v1")] = None,
+          model: ModelOpt = None,
+          grader_model: GraderModelOpt = None,
+          base_url: BaseUrlOpt = None,
           kb: KbOpt = None,
           workers: Annotated[int, typer.Option(
               help="Runs executed at once by this server.")] = 2,
@@ -392,12 +389,9 @@ def serve(host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0
 
 @app.command()
 def worker(kb: KbOpt = None,
-           model: Annotated[str | None, typer.Option(
-               help="offline | anthropic:<model> | openai:<model> | ollama:<model>")] = None,
-           grader_model: Annotated[str | None, typer.Option(help="A cheaper model to grade.")]
-           = None,
-           base_url: Annotated[str | None, typer.Option(
-               help="OpenAI-compatible server, e.g. http://localhost:11434/v1")] = None,
+           model: ModelOpt = None,
+           grader_model: GraderModelOpt = None,
+           base_url: BaseUrlOpt = None,
            lease: Annotated[float, typer.Option(
                help="Seconds a claimed run stays ours without a heartbeat; a run whose worker"
                     " died is queued again after this.")] = 30.0,
