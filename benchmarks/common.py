@@ -9,6 +9,7 @@ import os
 import platform
 import re
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +58,38 @@ def dir_size(path: Path) -> int:
     if path.is_file():
         return path.stat().st_size
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def tantivy_index(folder: Path, docs: Iterable[tuple[int, str]]):
+    """A tantivy index (en_stem, term frequencies) of (chunk_id, text) pairs in `folder`: the
+    exact-BM25 peer of the retrieval benchmarks."""
+    import tantivy
+
+    sb = tantivy.SchemaBuilder()
+    sb.add_unsigned_field("chunk_id", stored=False, indexed=True, fast=True)
+    sb.add_text_field("text", stored=False, tokenizer_name="en_stem", index_option="freq")
+    index = tantivy.Index(sb.build(), path=str(folder))
+    w = index.writer(heap_size=256_000_000, num_threads=2)
+    for chunk_id, text in docs:
+        doc = tantivy.Document()
+        doc.add_unsigned("chunk_id", chunk_id)
+        doc.add_text("text", text)
+        w.add_document(doc)
+    w.commit()
+    w.wait_merging_threads()
+    index.reload()
+    return index
+
+
+def tantivy_top(index, k: int) -> Callable[[list[str]], list[int]]:
+    """(query terms) -> the chunk_ids of the top k BM25 hits."""
+    searcher = index.searcher()
+
+    def top(terms: list[str]) -> list[int]:
+        hits = searcher.search(index.parse_query(" ".join(terms), ["text"]), k, count=False).hits
+        return searcher.fast_field_values("chunk_id", [a for _, a in hits]) if hits else []
+
+    return top
 
 
 def mb(nbytes: int) -> str:

@@ -170,27 +170,14 @@ def run_postgres(work: Path, vecs, texts, queries, qvecs, res: dict, probes,
 def _tantivy_top(texts: list[str], terms: list[list[str]]) -> list[list[int]]:
     import tempfile
 
-    import tantivy
+    from common import tantivy_index, tantivy_top
 
     folder = Path(tempfile.mkdtemp(prefix="pgbench-tantivy-"))
-    sb = tantivy.SchemaBuilder()
-    sb.add_unsigned_field("chunk_id", stored=False, indexed=True, fast=True)
-    sb.add_text_field("text", stored=False, tokenizer_name="en_stem", index_option="freq")
-    index = tantivy.Index(sb.build(), path=str(folder))
-    w = index.writer(heap_size=256_000_000, num_threads=2)
-    for i, text in enumerate(texts):
-        doc = tantivy.Document()
-        doc.add_unsigned("chunk_id", i + 1)
-        doc.add_text("text", f"doc{i // CHUNKS_PER_DOC} \n{text}")
-        w.add_document(doc)
-    w.commit()
-    w.wait_merging_threads()
-    index.reload()
-    searcher = index.searcher()
-    out = []
-    for ts in terms:
-        hits = searcher.search(index.parse_query(" ".join(ts), ["text"]), K, count=False).hits
-        out.append(searcher.fast_field_values("chunk_id", [a for _, a in hits]) if hits else [])
+    # 1-based ids, each text after its document title, as the benchmark store holds them
+    index = tantivy_index(folder, ((i + 1, f"doc{i // CHUNKS_PER_DOC} \n{text}")
+                                   for i, text in enumerate(texts)))
+    top = tantivy_top(index, K)
+    out = [top(ts) for ts in terms]
     shutil.rmtree(folder, ignore_errors=True)
     return out
 

@@ -31,7 +31,18 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import OUT, Timer, base_set, dir_size, machine_note, mb, percentiles, table
+from common import (
+    OUT,
+    Timer,
+    base_set,
+    dir_size,
+    machine_note,
+    mb,
+    percentiles,
+    table,
+    tantivy_index,
+    tantivy_top,
+)
 
 from ragloop.search import hybrid_search
 from ragloop.store.base import DocumentWrite
@@ -213,34 +224,14 @@ def run_ragloop(work: Path, vecs, texts, queries, qvecs, res: dict, probes: Prob
 
 
 def run_tantivy(work: Path, texts, terms, res: dict, probes: Probes) -> None:
-    import tantivy
-
     folder = work / "tantivy"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     with Timer() as t:
-        sb = tantivy.SchemaBuilder()
-        sb.add_unsigned_field("chunk_id", stored=False, indexed=True, fast=True)
-        sb.add_text_field("text", stored=False, tokenizer_name="en_stem", index_option="freq")
-        index = tantivy.Index(sb.build(), path=str(folder))
-        w = index.writer(heap_size=256_000_000, num_threads=2)
-        for i, text in enumerate(texts):
-            doc = tantivy.Document()
-            doc.add_unsigned("chunk_id", i)
-            doc.add_text("text", text)
-            w.add_document(doc)
-        w.commit()
-        w.wait_merging_threads()
-        index.reload()
+        index = tantivy_index(folder, enumerate(texts))
     log(f"tantivy build {t.seconds:.1f} s")
-    searcher = index.searcher()
-
-    def q(ts):
-        hits = searcher.search(index.parse_query(" ".join(ts), ["text"]), K, count=False).hits
-        return searcher.fast_field_values("chunk_id", [a for _, a in hits]) if hits else []
-
     res["tantivy"] = {"build_s": t.seconds, "disk": dir_size(folder)}
-    probes.add("tantivy", "bm25", q, terms)
+    probes.add("tantivy", "bm25", tantivy_top(index, K), terms)
 
 
 def run_fts5(work: Path, texts, terms, res: dict, max_queries: int, probes: Probes) -> None:
