@@ -152,7 +152,7 @@ class PipelineDriver:
         pointers: dict[tuple[str, str], float] = {}
         for h in sorted([*grade.kept, *part.kept], key=lambda h: -(h.grade_score or 0.0)):
             source = asked.get(h.chunk_id, h.grade_score or 0.0)
-            for target in self.follow_ups(h, part.question):
+            for target in self._targets(h, part.question):
                 pointers.setdefault(target, source - POINTER_DISCOUNT)
         promoted = [h for h in grade.discarded if (h.doc_id, h.section) in pointers]
         if not promoted:
@@ -162,6 +162,13 @@ class PipelineDriver:
         kept = [*grade.kept, *(replace(h, verdict="relevant") for h in promoted)]
         discarded = [h for h in grade.discarded if h not in promoted]
         return Grade(kept, discarded, grade.enough, grade.missing, grade.next_query)
+
+    def _targets(self, hit: Hit, question: str) -> list[tuple[str, str]]:
+        """What a kept hit points to; asked after every search and every read, computed once."""
+        key = (hit.chunk_id, question)
+        if key not in self._pointer_cache:
+            self._pointer_cache[key] = self.follow_ups(hit, question)
+        return self._pointer_cache[key]
 
     def _rank(self, n: int, score: float) -> None:
         self._priority[n] = max(score, self._priority.get(n, float("-inf")))
@@ -210,7 +217,7 @@ class PipelineDriver:
         if part.fetches >= MAX_FETCHES_PER_PART:
             return False
         for hit in sorted(part.kept, key=lambda h: -(h.grade_score or 0.0)):
-            for doc_id, section in self.follow_ups(hit, part.question):
+            for doc_id, section in self._targets(hit, part.question):
                 if ctx.ledger.has_section(doc_id, section) or (doc_id, section) in part.unreadable:
                     continue
                 if doc_id != hit.doc_id and self._known_doc(ctx, doc_id):
@@ -289,6 +296,7 @@ class PipelineDriver:
                                  status=RunStatus.ANSWERED)
         parts = [Part(i, q) for i, q in enumerate(plan.sub_questions or [ctx.question])]
         self._priority: dict[int, float] = {}
+        self._pointer_cache: dict[tuple[int, str], list[tuple[str, str]]] = {}
         # every part gets its first search before any part gets a second
         for part in parts:
             if ctx.tool_steps_left:
