@@ -402,3 +402,61 @@ def test_answerer_embeds_only_the_best_lexical_candidates(kb, monkeypatch) -> No
         "What is the battery life of the S200?", [], evidence)
     assert sizes and max(sizes) <= 3  # the question and two sentences
     assert _cited(draft.text) <= {e.n for e in evidence} and _cited(draft.text)
+
+
+# -- sibling documents ----------------------------------------------------------------------
+
+QUARTERS = {f"reports/q{n}.md": f"""# Quarterly Sales Report: Q{n} FY2024
+
+## Europe
+
+Revenue from continental Europe in Q{n} FY2024 was £{value}m.
+
+## North America
+
+Revenue from North America in Q{n} FY2024 was £{value - 1.0:.1f}m.
+""" for n, value in ((1, 4.0), (2, 4.2), (3, 4.5), (4, 5.0))}
+QUARTERS["filings/annual-report.md"] = """# Annual Report FY2024
+
+## 7 Restatement
+
+As restated, Q4 FY2024 Edge G2 revenue was £2.5m instead of £2.9m, and Q4 FY2024 revenue
+from continental Europe was £4.6m instead of £5.0m.
+"""
+
+
+def test_code_penalty_checks_every_family_the_question_names() -> None:
+    from ragloop.agent.grader_local import NO_CODE_PENALTY, WRONG_CODE_PENALTY, code_penalty
+
+    q = ["Q4", "FY2024"]
+    assert code_penalty(q, "Revenue in Q4 FY2024 was £5.0m.") == 1.0
+    # the year matches, the quarter does not: another quarter's report
+    assert code_penalty(q, "Revenue in Q1 FY2024 was £4.0m.") == WRONG_CODE_PENALTY
+    assert code_penalty(q, "Revenue grew in every region.") == NO_CODE_PENALTY
+    assert code_penalty(["S200"], "The S100, S200 and S300 share a cap.") == 1.0
+    # codes that start with a digit share no family: "10-minute" is not another "4G"
+    assert code_penalty(["4G", "S200"], "The S200 reports every 10-minute interval.") == 1.0
+
+
+def test_driver_reads_the_next_page_when_sibling_documents_crowd_it(tmp_path) -> None:
+    """Every quarter's Europe section fills the page; the grader keeps Q4's only, and the
+    restatement that contradicts it is on page 2. The answer cites both and says they
+    disagree, comparing the Europe figures (not the Edge G2 one in the same sentence)."""
+    root = tmp_path / "docs"
+    for rel, text in QUARTERS.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    with KnowledgeBase.open(tmp_path / "kb") as base:
+        base.ingest([root])
+        grader = LocalGrader(base.embedder)
+        ctx, outcome = _run(base, "What was continental Europe's revenue in Q4 FY2024?",
+                            grader)
+        searches = [e.data for e in ctx.events if e.kind == EventKind.TOOL_CALL]
+        assert searches[0].get("page") is None and searches[1]["page"] == 2
+        assert searches[1]["query"] == searches[0]["query"]
+        docs = list(dict.fromkeys(e.doc_id for e in ctx.ledger.items))
+        assert docs[:2] == ["reports/q4.md", "filings/annual-report.md"]
+        assert not {"reports/q1.md", "reports/q2.md", "reports/q3.md"} & set(docs[:2])
+        assert len(outcome.conflicts) == 1
+        assert "£5.0m" in outcome.conflicts[0] and "£4.6m" in outcome.conflicts[0]
+        assert "£2.5m" not in outcome.conflicts[0]

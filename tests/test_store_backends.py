@@ -4,6 +4,9 @@ protocol itself, with real MiniLM vectors."""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import numpy as np
 import pytest
 from conftest import SMALL_DOCS, write_docs
@@ -11,7 +14,7 @@ from conftest import SMALL_DOCS, write_docs
 from ragloop.config import Settings
 from ragloop.errors import EmbedderMismatchError, EmptyQueryError, NotFoundError
 from ragloop.kb import KnowledgeBase
-from ragloop.search import candidate_depth, hybrid_search, rrf
+from ragloop.search import candidate_depth, fused_top, hybrid_search, rrf
 from ragloop.store.query_text import query_terms
 
 NASTY = [
@@ -128,7 +131,8 @@ def test_any_user_text_is_a_valid_query(kb: KnowledgeBase, mode: str) -> None:
 def test_hybrid_equals_the_python_fusion_of_the_components(kb: KnowledgeBase,
                                                            query: str) -> None:
     """The store's own fused search (Postgres: one SQL statement) gives exactly what the
-    Python RRF (k=60) of its BM25 and vector lists gives, ranks and scores included."""
+    Python RRF (k=60) of its BM25 and vector lists gives, each list's first hit kept, ranks
+    and scores included."""
     k = 5
     depth = candidate_depth(k)
     store = kb.store
@@ -136,8 +140,10 @@ def test_hybrid_equals_the_python_fusion_of_the_components(kb: KnowledgeBase,
     bm25 = store.search_bm25(terms, depth)
     vector = store.search_vector(kb.embedder.embed([query])[0], depth)
     fused = rrf([[c for c, _ in bm25], [c for c, _ in vector]])
-    expected = sorted(fused, key=lambda c: fused[c], reverse=True)[:k]
+    firsts = [ranked[0][0] for ranked in (bm25, vector) if ranked]
+    expected = fused_top(fused, firsts, k)
     hits = hybrid_search(store, kb.embedder, query, k, "hybrid")
+    assert set(firsts) <= {h.chunk_id for h in hits}
     assert [h.chunk_id for h in hits] == expected
     bm_pos = {c: (r, s) for r, (c, s) in enumerate(bm25, start=1)}
     vec_pos = {c: (r, s) for r, (c, s) in enumerate(vector, start=1)}
@@ -148,6 +154,47 @@ def test_hybrid_equals_the_python_fusion_of_the_components(kb: KnowledgeBase,
         if h.vector_rank is not None:
             assert h.vector_score == pytest.approx(vec_pos[h.chunk_id][1], abs=1e-6)
         assert h.text and h.doc_title and h.section
+
+
+EXAMPLE_KB = Path(__file__).resolve().parents[1] / "examples" / "kb"
+
+
+def test_a_hit_only_one_retriever_finds_first_stays_in_the_top_k(location, embedder,
+                                                                 tmp_path) -> None:
+    """A paraphrase with no shared words ("money back" for a refund rule) is vector #1 and
+    not in BM25's list; plain RRF ranks it below chunks both sides rank mediocre, so it used
+    to fall out of the top k. Both backends keep it."""
+    docs = tmp_path / "example"
+    for rel in ["policies/returns-rma-policy.md", "policies/procurement-policy.md",
+                "filings/fy2024-annual-report.md", "products/s100-datasheet.md",
+                "reports/fy2024-q1-sales.md", "reports/fy2024-q3-sales.md",
+                "reports/fy2025-q2-sales.md", "reports/fy2024-q2-sales.html",
+                "reports/fy2025-q1-sales.html", "products/s200-datasheet.md"]:
+        (docs / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(EXAMPLE_KB / rel, docs / rel)
+    query = "Can I get my money back for sensors I bought but never used?"
+    with KnowledgeBase.open(location, Settings(), embedder=embedder) as base:
+        base.ingest([docs])
+        k = 5
+        vector = base.store.search_vector(embedder.embed([query])[0], candidate_depth(k))
+        bm25 = base.store.search_bm25(query_terms(query), candidate_depth(k))
+        best = vector[0][0]
+        plain = rrf([[c for c, _ in bm25], [c for c, _ in vector]])
+        assert best not in sorted(plain, key=lambda c: plain[c], reverse=True)[:k]
+        hits = base.search(query, k)
+        assert len(hits) == k and best in {h.chunk_id for h in hits}
+        found = next(h for h in hits if h.chunk_id == best)
+        assert (found.doc_id, found.section) == ("policies/returns-rma-policy.md", "2.1")
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_fused_top_keeps_each_first_and_orders_by_fused_score() -> None:
+    fused = {1: 0.9, 2: 0.8, 3: 0.7, 4: 0.1, 5: 0.05}
+    assert fused_top(fused, [1, 2], 3) == [1, 2, 3]
+    assert fused_top(fused, [5, 1], 3) == [1, 2, 5]
+    assert fused_top(fused, [5, 4], 3) == [1, 4, 5]
+    assert fused_top(fused, [5, 4], 1) == [4]
+    assert fused_top(fused, [], 2) == [1, 2]
 
 
 def test_vector_scores_are_cosine_similarities(kb: KnowledgeBase) -> None:

@@ -29,6 +29,16 @@ def rrf(rankings: list[list[int]], k: int = RRF_K) -> dict[int, float]:
     return scores
 
 
+def fused_top(fused: dict[int, float], firsts: list[int], k: int) -> list[int]:
+    """The k best fused ids, with each retriever's first hit among them: RRF ranks a chunk
+    that only one side finds (a paraphrase with no shared words: vector #1, no BM25 rank)
+    below chunks both sides rank mediocre, so a one-sided best hit fell out of the top k."""
+    order = sorted(fused, key=lambda cid: fused[cid], reverse=True)
+    must = [cid for cid in order if cid in set(firsts)][:k]
+    rest = [cid for cid in order if cid not in set(must)][: k - len(must)]
+    return sorted([*must, *rest], key=lambda cid: fused[cid], reverse=True)
+
+
 def hybrid_search(store: Store, embedder: Embedder | None, query: str, k: int = 8,
                   mode: Mode = "hybrid") -> list[Hit]:
     """Search `store` for `query`; any text is valid, an empty one raises EmptyQueryError."""
@@ -53,7 +63,9 @@ def hybrid_search(store: Store, embedder: Embedder | None, query: str, k: int = 
         fused = {cid: score for cid, score in vector}
     else:
         fused = rrf([[cid for cid, _ in bm25], [cid for cid, _ in vector]])
-    top = sorted(fused, key=lambda cid: fused[cid], reverse=True)[:k]
+    firsts = [ranked[0][0] for ranked in (bm25, vector) if ranked]
+    top = (fused_top(fused, firsts, k) if mode == "hybrid"
+           else sorted(fused, key=lambda cid: fused[cid], reverse=True)[:k])
     rows = store.chunks(top)
     bm25_pos = {cid: (rank, score) for rank, (cid, score) in enumerate(bm25, start=1)}
     vec_pos = {cid: (rank, score) for rank, (cid, score) in enumerate(vector, start=1)}

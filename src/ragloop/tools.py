@@ -127,9 +127,10 @@ class Toolbox:
         self.budget = budget
         self.specs = tool_specs(k)
 
-    def search(self, query: str) -> list[Hit]:
+    def search(self, query: str, page: int = 1) -> list[Hit]:
+        """The k hits of one page of results (page 2: ranks k+1 to 2k)."""
         try:
-            return self.kb.search(query, self.k)
+            return self.kb.search(query, self.k * page)[self.k * (page - 1):]
         except UserError as exc:  # e.g. an empty query: the model can fix it
             raise ToolError(str(exc)) from exc
 

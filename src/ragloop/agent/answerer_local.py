@@ -12,6 +12,7 @@ import numpy as np
 
 from ragloop.agent.base import Draft, Evidence
 from ragloop.agent.text import (
+    Quantity,
     codes,
     content_terms,
     entities,
@@ -114,10 +115,12 @@ class ExtractiveAnswerer:
 
     def _conflicts(self, chosen: list[tuple[int, str]]) -> list[str]:
         """Two chosen sentences from different evidence about the same subject, with different
-        figures of the same kind (money, percent, date, duration)."""
+        figures of the same kind (money, percent, date, duration). Of a sentence's several
+        figures of a kind, the one whose nearby words best match the other sentence is
+        compared ("Edge G2 revenue was £2.5m …, and Europe was £4.6m" against a sentence
+        about Europe compares £4.6m)."""
         out: list[str] = []
         for i, (n1, s1) in enumerate(chosen):
-            q1 = {q.kind: q for q in quantities(s1)}
             t1 = {stem(t) for t in content_terms(s1)}
             for n2, s2 in chosen[i + 1:]:
                 if n1 == n2:
@@ -125,9 +128,26 @@ class ExtractiveAnswerer:
                 t2 = {stem(t) for t in content_terms(s2)}
                 if len(t1 & t2) < max(2, min(len(t1), len(t2)) // 2):
                     continue
-                for q in quantities(s2):
-                    other = q1.get(q.kind)
-                    if other is not None and other.value != q.value:
-                        out.append(f"{other.text} [{n1}] versus {q.text} [{n2}]")
+                f1, f2 = _figure_for(s1, t2), _figure_for(s2, t1)
+                for kind, a in f1.items():
+                    b = f2.get(kind)
+                    if b is not None and a.value != b.value:
+                        out.append(f"{a.text} [{n1}] versus {b.text} [{n2}]")
                         break
         return out
+
+
+# The words before a figure (and a few after) say what it measures.
+_BEFORE, _AFTER = 60, 20
+
+
+def _figure_for(sentence: str, subject: set[str]) -> dict[str, Quantity]:
+    """Per kind, the sentence's figure whose nearby words share most with `subject`."""
+    best: dict[str, tuple[int, Quantity]] = {}
+    for q in quantities(sentence):
+        at = max(sentence.find(q.text), 0)
+        near = sentence[max(0, at - _BEFORE): at + len(q.text) + _AFTER]
+        overlap = len(subject & {stem(t) for t in content_terms(near)})
+        if q.kind not in best or overlap > best[q.kind][0]:
+            best[q.kind] = (overlap, q)
+    return {kind: q for kind, (_, q) in best.items()}

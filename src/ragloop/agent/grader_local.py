@@ -115,15 +115,28 @@ def coverage(terms: QuestionTerms, hit_terms: set[str]) -> float:
     return sum(w for s, w in terms.weights.items() if s in hit_terms) / total
 
 
+def question_codes(question: str) -> list[str]:
+    return [e.upper() for e in entities(question) if is_code(e)]
+
+
 def code_penalty(question_codes: list[str], hit_text: str) -> float:
+    """WRONG_CODE_PENALTY when, for some family of the question's codes, the chunk names
+    another code of that family and none of the question's ("Q1 FY2024" for a question about
+    Q4 FY2024: the year matches, the quarter does not); NO_CODE_PENALTY when it names none of
+    the question's codes at all."""
     if not question_codes:
         return 1.0
     found = set(codes(hit_text))
+    wanted: dict[str, set[str]] = {}
+    for c in question_codes:
+        wanted.setdefault(code_family(c), set()).add(c)
+    found_families = {code_family(c) for c in found}
+    # codes that start with a digit (4G, 10-minute) share the empty family: no evidence
+    if any(fam and fam in found_families and not (want & found)
+           for fam, want in wanted.items()):
+        return WRONG_CODE_PENALTY
     if found & set(question_codes):
         return 1.0
-    families = {code_family(c) for c in question_codes}
-    if any(code_family(c) in families for c in found):
-        return WRONG_CODE_PENALTY
     return NO_CODE_PENALTY
 
 
@@ -191,7 +204,7 @@ class LocalGrader:
     def scores(self, question: str, hits: list[Hit]) -> tuple[list[float], list[float]]:
         """(combined scores, cosines) of `hits` for `question`."""
         terms = QuestionTerms.of(question)
-        qcodes = [e.upper() for e in terms.entities if is_code(e)]
+        qcodes = question_codes(question)
         cos = self.cosines(question, hits)
         w_vec = self.w_vec if (self.embedder is not None or any(cos)) else 0.0
         out = []
@@ -207,8 +220,12 @@ class LocalGrader:
         scores, cos = self.scores(question, hits)
         keep = select(scores, self.threshold, self.floor, self.max_keep, self.relative_floor,
                       self.margin)
+        # retrievers agreeing on a sibling document (another quarter's report, another
+        # sensor's datasheet) is no evidence: the question names a code the hit contradicts
+        qcodes = question_codes(question)
         agreed = [i for i, h in enumerate(hits) if i not in keep
-                  and scores[i] >= AGREEMENT_FLOOR and retrievers_agree(h)]
+                  and scores[i] >= AGREEMENT_FLOOR and retrievers_agree(h)
+                  and code_penalty(qcodes, context_text(h)) != WRONG_CODE_PENALTY]
         keep = sorted([*keep, *agreed], key=lambda i: -scores[i])[:self.max_keep]
         keep_set = set(keep)
         kept = [replace(hits[i], verdict="relevant", grade_score=round(scores[i], 4))

@@ -38,6 +38,8 @@ NAMED_PRIORITY = 1.0
 POINTER_DISCOUNT = 1e-3
 # The grade given to a re-query's hit from the document the query names by title.
 NAMED_HIT_SCORE = 0.5
+# Discarded same-titled sections of other documents that make a search page "crowded".
+CROWDED_SIBLINGS = 2
 # Pointers of a section that was itself reached through a pointer are followed last.
 CHAIN_DISCOUNT = 1.0
 
@@ -57,6 +59,8 @@ class Part:
     named_done: bool = False
     gap: str = ""  # the last gap described by a grade that kept something
     bridged: bool = False  # the spare-step bridge search was made
+    first_grade: Grade | None = None
+    deepened: bool = False  # the second page of the question's own search was read
 
     @property
     def enough(self) -> bool:
@@ -88,17 +92,19 @@ class PipelineDriver:
         self.answerer = answerer
         self.follow_ups = follow_ups or FollowUps()
 
-    def _search(self, ctx: RunContext, part: Part, query: str) -> None:
+    def _search(self, ctx: RunContext, part: Part, query: str, page: int = 1) -> None:
         ctx.step += 1
         part.tried.append(query)
         try:
-            hits = self.toolbox.search(query)
+            hits = self.toolbox.search(query, page)
         except ToolError as exc:
             ctx.emit(EventKind.TOOL_CALL, tool=SEARCH, query=query, error=str(exc))
             part.exhausted = True
             return
         grade = self.grader.grade(part.question, hits)
         part.last_grade = grade
+        if part.first_grade is None:
+            part.first_grade = grade
         if grade.kept:
             part.gap = grade.missing
         # the evidence ranks by what a hit says about the question: a hit kept for matching a
@@ -115,7 +121,8 @@ class PipelineDriver:
                 part.kept.append(h)
                 known.add(h.chunk_id)
         ctx.emit(EventKind.TOOL_CALL, tool=SEARCH, query=query, chunks=len(hits),
-                 kept=len(grade.kept), sub_question=part.index)
+                 kept=len(grade.kept), sub_question=part.index,
+                 **({"page": page} if page > 1 else {}))
         ctx.emit(EventKind.GRADE, query=query, sub_question=part.index, chunks=len(hits),
                  kept=len(grade.kept), enough=grade.enough, missing=grade.missing,
                  next_query=grade.next_query,
@@ -242,6 +249,27 @@ class PipelineDriver:
         self._search(ctx, part, query)
         part.last_grade = answered  # checking the bridge does not undo an answer
 
+    @staticmethod
+    def crowded(grade: Grade | None) -> bool:
+        """Sibling documents filled the page: at least CROWDED_SIBLINGS discarded hits sit
+        under the title of a kept hit's section in other documents (the Europe section of
+        every other quarter's report), so what else the knowledge base says about it (a
+        restatement, a newer guide) may be on the next page."""
+        if grade is None or not grade.kept:
+            return False
+        titles = {(h.section_title or "").strip().lower(): h.doc_id for h in grade.kept}
+        siblings = [h for h in grade.discarded
+                    if (t := (h.section_title or "").strip().lower()) and t in titles
+                    and titles[t] != h.doc_id]
+        return len(siblings) >= CROWDED_SIBLINGS
+
+    def _deepen(self, ctx: RunContext, part: Part) -> None:
+        """Read the second page of the part's own search (see `crowded`)."""
+        part.deepened = True
+        answered = part.last_grade
+        self._search(ctx, part, part.question, page=2)
+        part.last_grade = answered  # what the next page adds does not undo an answer
+
     def _final_evidence(self, ctx: RunContext) -> None:
         """Renumber the evidence best-supported first: per sub-question by grade (a section
         read through a pointer right after the chunk that pointed to it), sub-questions
@@ -316,6 +344,11 @@ class PipelineDriver:
         for part in parts:
             while ctx.tool_steps_left and part.enough and self._fetch_one(ctx, part):
                 pass
+        # an answered part whose page was crowded by sibling documents reads the next page
+        for part in parts:
+            if (ctx.tool_steps_left and part.enough and not part.deepened
+                    and self.crowded(part.first_grade)):
+                self._deepen(ctx, part)
         # spare steps check the bridge of answered parts: the grader judges a chunk against
         # the question, and a two-hop question's first hop often looks like enough
         for part in parts:

@@ -25,7 +25,7 @@ def log_line(event: StepEvent) -> str | None:
     if "query" in d:
         query = str(d["query"]).replace('"', "'")
         parts.append(f'query="{query}"')
-    for key in ("doc_id", "section", "chunks", "kept", "chars", "documents", "error"):
+    for key in ("page", "doc_id", "section", "chunks", "kept", "chars", "documents", "error"):
         if key in d:
             value = d[key]
             parts.append(f'{key}="{value}"' if key == "error" else f"{key}={value}")

@@ -175,7 +175,9 @@ vr AS (
            AS fused,
          br.r AS bm25_rank, br.score AS bm25_score, vr.r AS vector_rank, vr.score AS vector_score
   FROM br FULL JOIN vr ON br.id = vr.id
-  ORDER BY fused DESC, br.r NULLS LAST, vr.r NULLS LAST LIMIT %(k)s
+  -- each side's first hit is kept (see ragloop.search.fused_top), then the best fused
+  ORDER BY (br.r = 1 OR vr.r = 1) IS TRUE DESC, fused DESC, br.r NULLS LAST, vr.r NULLS LAST
+  LIMIT %(k)s
 )
 SELECT f.id, c.doc_id, c.section, s.title, c.text, d.title, f.fused,
        f.bm25_rank, f.bm25_score, f.vector_rank, f.vector_score
