@@ -138,3 +138,32 @@ def test_runs_are_stored_and_metrics_count_them(small_kb) -> None:
     assert 0.0 < m.discarded_pct < 100.0
     listed = engine.runs.list()
     assert [r["run_id"] for r in listed] == [second.run_id, first.run_id]
+
+
+def test_the_model_can_ask_for_the_next_page(small_kb) -> None:
+    """page 2 holds the hits that follow page 1 of the same query; a bad page goes back to
+    the model as a tool error."""
+    query = "approval booking battery leadership"
+    chat = ScriptedChat([
+        ChatResponse(text="", tool_calls=[
+            ToolCall("a", "search_knowledge_base", {"query": query}),
+            ToolCall("b", "search_knowledge_base", {"query": query, "page": 2}),
+            ToolCall("c", "search_knowledge_base", {"query": query, "page": "zero"}),
+            ToolCall("d", "search_knowledge_base", {"query": query, "page": 99})]),
+        ChatResponse(text="The knowledge base does not say."),
+    ])
+    every = KeepDocs(*{h.doc_id for h in small_kb.search(query, 20)})
+    engine = Engine(small_kb, small_kb.settings.with_(max_steps=4, search_k=2), chat=chat,
+                    grader=every)
+    events = []
+    engine.ask("anything?", route="agent", driver="tools", on_event=events.append)
+    calls = [e.data for e in events if e.kind == EventKind.TOOL_CALL]
+    ranked = [h.chunk_id for h in small_kb.search(query, 4)]
+    grades = [e.data for e in events if e.kind == EventKind.GRADE]
+    assert grades[0]["kept_ids"] == ranked[:2] and grades[1]["kept_ids"] == ranked[2:4]
+    assert "page" not in calls[0] and calls[1]["page"] == 2
+    assert log_line(events[[e.kind for e in events].index(EventKind.TOOL_CALL, 2)]) \
+        .startswith(f'step=1 tool=search_knowledge_base query="{query}" page=2 chunks=2')
+    tool_msgs = [m.content for m in chat.calls[1].messages if m.role == "tool"]
+    assert "page must be an integer from 1 to 5" in tool_msgs[2]
+    assert "page must be an integer from 1 to 5" in tool_msgs[3]

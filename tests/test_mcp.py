@@ -44,11 +44,13 @@ async def _session(kb_folder):
         listed = await client.call_tool(LIST, {})
         answer = await client.call_tool("ask", {"question": "Is the T9 sensor waterproof?"})
         empty = await client.call_tool("ask", {"question": " "})
-        return tools, found, section, bad_section, listed, answer, empty
+        deeper = await client.call_tool(SEARCH, {"query": "T9 sensor", "page": 2})
+        bad_page = await client.call_tool(SEARCH, {"query": "T9 sensor", "page": 99})
+        return tools, found, section, bad_section, listed, answer, empty, deeper, bad_page
 
 
 def test_mcp_tools_over_stdio(kb_folder):
-    tools, found, section, bad_section, listed, answer, empty = asyncio.run(
+    tools, found, section, bad_section, listed, answer, empty, deeper, bad_page = asyncio.run(
         asyncio.wait_for(_session(kb_folder), 300))
     by_name = {t.name: t for t in tools}
     assert set(by_name) == {SEARCH, FETCH, LIST, "ask"}
@@ -71,6 +73,8 @@ def test_mcp_tools_over_stdio(kb_folder):
     assert "IP67" in said and "Sources:" in said and "products/sensor.md" in said
     assert "status=answered" in said
     assert empty.is_error
+    assert not deeper.is_error and "<retrieved_data" in _text(deeper)
+    assert bad_page.is_error
 
 
 def test_ragloop_mcp_command_refuses_a_missing_kb(tmp_path):

@@ -19,7 +19,16 @@ from pydantic import Field
 
 from ragloop.config import Settings
 from ragloop.errors import UserError
-from ragloop.tools import FETCH, LIST, SEARCH, Toolbox, format_hits, tool_specs, wrap
+from ragloop.tools import (
+    FETCH,
+    LIST,
+    MAX_PAGE,
+    SEARCH,
+    Toolbox,
+    format_hits,
+    tool_specs,
+    wrap,
+)
 
 log = logging.getLogger("ragloop.mcp")
 
@@ -81,14 +90,14 @@ class KnowledgeBaseTools:
                 self._engine = Engine(self.kb, self.settings)
             return self._engine
 
-    def search(self, query: str) -> str:
+    def search(self, query: str, page: int = 1) -> str:
         from mcp.server.mcpserver.exceptions import ToolError
 
         query = (query or "").strip()
         if not query:
             raise ToolError("missing or empty argument 'query'")
         try:
-            hits = self.toolbox.search(query)
+            hits = self.toolbox.search(query, page)
         except Exception as exc:
             raise ToolError(str(exc)) from exc
         grade = self.grader().grade(query, hits)
@@ -139,8 +148,11 @@ def build_server(kb: Any, settings: Settings):
     server = MCPServer("ragloop", instructions=INSTRUCTIONS, log_level="WARNING")
 
     def search_knowledge_base(
-            query: Annotated[str, Field(description=_parameter(SEARCH, "query"))]) -> str:
-        return tools.search(query)
+            query: Annotated[str, Field(description=_parameter(SEARCH, "query"))],
+            page: Annotated[int, Field(ge=1, le=MAX_PAGE,
+                                       description=_parameter(SEARCH, "page"))] = 1,
+    ) -> str:
+        return tools.search(query, page)
 
     def fetch_document_section(
             doc_id: Annotated[str, Field(description=_parameter(FETCH, "doc_id"))],

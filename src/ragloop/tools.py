@@ -16,6 +16,8 @@ from ragloop.llm.base import ToolSpec
 from ragloop.types import DocumentInfo, Hit, SectionInfo
 
 SEARCH = "search_knowledge_base"
+# Deeper pages of one query cost a search each; past this, rephrase instead.
+MAX_PAGE = 5
 FETCH = "fetch_document_section"
 LIST = "list_documents"
 
@@ -30,13 +32,19 @@ def tool_specs(k: int = 8) -> list[ToolSpec]:
                 " the chunk text; only chunks a grader judged relevant are shown, and when they"
                 " do not answer the question a suggested next query is included. Use it for any"
                 " factual question about the documents, one topic per query; rephrase with the"
-                " documents' own vocabulary when a search misses. Do not use it to read a whole"
-                " section (use fetch_document_section) or to see what documents exist."),
+                " documents' own vocabulary when a search misses. Ask for page 2 of the same"
+                " query when its results are the same section of similar documents (other"
+                " quarters, other models) and you need what else the knowledge base says, such"
+                " as a correction. Do not use it to read a whole section (use"
+                " fetch_document_section) or to see what documents exist."),
             parameters={
                 "type": "object",
-                "properties": {"query": {
-                    "type": "string",
-                    "description": "Words to search for; plain text, no operators."}},
+                "properties": {
+                    "query": {"type": "string",
+                              "description": "Words to search for; plain text, no operators."},
+                    "page": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE,
+                             "description": f"Result page, 1 (default) to {MAX_PAGE}: page 2"
+                                            " holds the results that follow page 1."}},
                 "required": ["query"],
                 "additionalProperties": False,
             },
@@ -111,6 +119,20 @@ class ToolOutcome:
     data: dict[str, Any]
 
 
+def page_arg(arguments: dict[str, Any]) -> int:
+    """The optional `page` of a search call: an integer from 1 to MAX_PAGE."""
+    value = arguments.get("page", 1)
+    if value is None:
+        return 1
+    try:
+        page = int(value)
+    except (TypeError, ValueError):
+        raise ToolError(f"page must be an integer from 1 to {MAX_PAGE}, not {value!r}") from None
+    if not 1 <= page <= MAX_PAGE or (isinstance(value, float) and value != page):
+        raise ToolError(f"page must be an integer from 1 to {MAX_PAGE}, not {value!r}")
+    return page
+
+
 def _string_arg(arguments: dict[str, Any], name: str) -> str:
     value = arguments.get(name)
     if not isinstance(value, str | int | float) or not str(value).strip():
@@ -129,6 +151,8 @@ class Toolbox:
 
     def search(self, query: str, page: int = 1) -> list[Hit]:
         """The k hits of one page of results (page 2: ranks k+1 to 2k)."""
+        if not 1 <= page <= MAX_PAGE:
+            raise ToolError(f"page must be an integer from 1 to {MAX_PAGE}, not {page!r}")
         try:
             return self.kb.search(query, self.k * page)[self.k * (page - 1):]
         except UserError as exc:  # e.g. an empty query: the model can fix it
@@ -150,10 +174,12 @@ class Toolbox:
         try:
             if name == SEARCH:
                 query = _string_arg(arguments, "query")
-                hits = self.search(query)
+                page = page_arg(arguments)
+                hits = self.search(query, page)
                 text = format_hits([(number(h), h) for h in hits])
                 return ToolOutcome(wrap(SEARCH, text, self.budget),
-                                   {"query": query, "chunks": len(hits)})
+                                   {"query": query, "chunks": len(hits),
+                                    **({"page": page} if page > 1 else {})})
             if name == FETCH:
                 doc_id = _string_arg(arguments, "doc_id")
                 section = _string_arg(arguments, "section")
