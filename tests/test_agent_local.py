@@ -133,6 +133,11 @@ def _cited(text: str) -> set[int]:
     ("What is the returns window and list the steps to request an RMA",
      ["What is the returns window?", "List the steps to request an RMA"]),
     ("What is the list price of the S200?", ["What is the list price of the S200?"]),
+    # a pronoun never stands for a period
+    ("What share of sensors came back as of mid-2025, and how long do we take to inspect one"
+     " once it arrives?",
+     ["What share of sensors came back as of mid-2025?",
+      "How long do we take to inspect one once it arrives?"]),
     ("What are the research and development costs?",
      ["What are the research and development costs?"]),
 ])
@@ -423,6 +428,14 @@ QUARTERS["filings/annual-report.md"] = """# Annual Report FY2024
 As restated, Q4 FY2024 Edge G2 revenue was £2.5m instead of £2.9m, and Q4 FY2024 revenue
 from continental Europe was £4.6m instead of £5.0m.
 """
+
+
+def test_a_year_phrase_is_a_period_not_a_code() -> None:
+    from ragloop.agent.text import entities, is_code, is_period
+
+    assert not is_code("mid-2025") and is_period("mid-2025") and is_period("FY2024")
+    assert is_code("S200") and not is_period("S200") and is_code("Q4") and is_period("Q4")
+    assert entities("What was the return rate as of mid-2025 for the S200?") == ["S200"]
 
 
 def test_code_penalty_checks_every_family_the_question_names() -> None:

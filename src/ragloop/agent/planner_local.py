@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from ragloop.agent.base import Plan
-from ragloop.agent.text import content_words, entities
+from ragloop.agent.text import content_words, entities, is_period
 
 MAX_PARTS = 3
 
@@ -155,7 +155,9 @@ def _clause_parts(q: str) -> list[str]:
     if len(out) < 2 or any(_FRAGMENT.match(p) and not _VERB.search(p) for p in out):
         return [q.strip()]
     first = out[0]
-    ents = [e for e in entities(first) if not e.isdigit()]
+    # a pronoun stands for a thing, never for a period ("how long do we take to inspect one
+    # once it arrives" after "… as of mid-2025": "it" is not mid-2025)
+    ents = [e for e in entities(first) if not e.isdigit() and not is_period(e)]
     topic = ents[0] if ents else " ".join(content_words(first)[:3])
     resolved = [first]
     for part in out[1:]:

@@ -67,9 +67,21 @@ def words(text: str) -> list[str]:
     return out
 
 
+# "mid-2025", "end-2024": a year with a word of when, written as one token; not a code.
+_YEAR_PHRASE = re.compile(r"^(?:mid|early|late|end|start|pre|post)-(?:19|20)\d\d$",
+                          re.IGNORECASE)
+# Periods: a quarter, a half or a financial year (and the year phrases above).
+_PERIOD = re.compile(r"^(?:Q[1-4]|H[12]|FY\d{2}(?:\d{2})?)$", re.IGNORECASE)
+
+
 def is_code(word: str) -> bool:
     """A product/error/period code: letters and digits together (S200, E104, Q3, FY2025)."""
-    return bool(_CODE.match(word))
+    return bool(_CODE.match(word)) and not _YEAR_PHRASE.match(word)
+
+
+def is_period(word: str) -> bool:
+    """A time, not a thing: Q3, H1, FY2025, 2024, mid-2025."""
+    return bool(_PERIOD.match(word) or _YEAR.match(word) or _YEAR_PHRASE.match(word))
 
 
 def is_number(word: str) -> bool:
