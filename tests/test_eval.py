@@ -680,3 +680,25 @@ def test_path_order_rotates_per_question(tmp_path) -> None:
     assert order == [("q0", "single"), ("q0", "agent"), ("q0", "router"),
                      ("q1", "agent"), ("q1", "router"), ("q1", "single"),
                      ("q2", "router"), ("q2", "single"), ("q2", "agent")]
+
+
+def test_warm_up_loads_the_model_even_when_its_text_is_cached(small_kb_template,
+                                                              tmp_path) -> None:
+    """The clock must not pay the model load: a cached warm-up text would not load it."""
+    import shutil
+    from types import SimpleNamespace
+
+    from ragloop.eval.runner import _warm_up
+    from ragloop.kb import KnowledgeBase
+
+    folder = tmp_path / "kb"
+    shutil.copytree(small_kb_template, folder)
+    with KnowledgeBase.open(folder) as kb:
+        kb.embedder.embed(["warm-up"])  # now cached in the knowledge base
+    with KnowledgeBase.open(folder) as kb:
+        inner = kb.embedder.inner
+        assert inner._model is None
+        kb.embedder.embed(["warm-up"])
+        assert inner._model is None  # a cache hit loads nothing
+        _warm_up(SimpleNamespace(kb=kb))
+        assert inner._model is not None
