@@ -43,7 +43,7 @@ from ragloop.ingest.chunking import chunk_document
 from ragloop.ingest.pipeline import embed_text
 from ragloop.ingest.readers import read_file
 from ragloop.kb import KnowledgeBase
-from ragloop.search import RRF_K, candidate_depth
+from ragloop.search import RRF_K, candidate_depth, fused_top
 from ragloop.store.query_text import query_terms
 
 K = 10
@@ -89,7 +89,10 @@ def score(rankings: list[list[str]], golds: list[list[str]]) -> dict[str, float]
 
 
 def fuse(bm25: list[int], vec: list[int], depth: int, rrf_k: float, w_bm25: float,
-         chunk_doc: dict[int, str], doc_level: bool = False) -> list[str]:
+         chunk_doc: dict[int, str], doc_level: bool = False,
+         keep_firsts: bool = True) -> list[str]:
+    """The top-K documents of one fusion; `keep_firsts` (ragloop's default): each side's first
+    chunk stays among the top K chunks, as `ragloop.search.fused_top` does."""
     scores: dict[object, float] = {}
     for weight, ranking in ((w_bm25, bm25[:depth]), (2.0 - w_bm25, vec[:depth])):
         if doc_level:  # fuse over documents: a doc's rank is its best chunk's rank
@@ -99,6 +102,9 @@ def fuse(bm25: list[int], vec: list[int], depth: int, rrf_k: float, w_bm25: floa
     top = sorted(scores, key=lambda c: scores[c], reverse=True)
     if doc_level:
         return [str(d) for d in top[:K]]
+    if keep_firsts:
+        firsts = [r[0] for r in (bm25[:depth], vec[:depth]) if r]
+        top = fused_top(scores, firsts, K)  # type: ignore[arg-type]
     return doc_ranking([chunk_doc[c] for c in top[:K]])  # type: ignore[index]
 
 
@@ -170,7 +176,8 @@ def run(name: str, limit: int | None, out: Path, subset_docs: int | None = None,
                       [c for c, _ in store.search_vector(v, SWEEP_DEPTH)]))
     sweep_rows = []
     default_depth = candidate_depth(K)
-    configs = [(default_depth, RRF_K, 1.0, False, "current (ragloop default)")]
+    configs = [(default_depth, RRF_K, 1.0, False, "current (ragloop default)"),
+               (default_depth, RRF_K, 1.0, False, "plain RRF: a side's first hit may drop out")]
     configs += [(d, RRF_K, 1.0, False, "") for d in (10, 20, 100, 200)]
     configs += [(default_depth, k, 1.0, False, "") for k in (5, 10, 20, 30)]
     configs += [(default_depth, RRF_K, w, False, "") for w in (0.6, 0.8, 1.2, 1.4)]
@@ -179,7 +186,8 @@ def run(name: str, limit: int | None, out: Path, subset_docs: int | None = None,
                 (default_depth, 10, 1.0, True, "doc-level fusion")]
     best = None
     for depth, rrf_k, w, doc_level, note in configs:
-        rankings = [fuse(b, v, depth, rrf_k, w, chunk_doc, doc_level) for b, v in comps]
+        rankings = [fuse(b, v, depth, rrf_k, w, chunk_doc, doc_level,
+                         keep_firsts=not note.startswith("plain")) for b, v in comps]
         s = score(rankings, golds)
         sweep_rows.append([depth, rrf_k, f"{w:.1f} / {2 - w:.1f}", "doc" if doc_level else "chunk",
                            f"{s['recall']:.3f}", f"{s['all']:.3f}", f"{s['mrr']:.3f}", note])
