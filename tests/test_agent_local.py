@@ -133,6 +133,10 @@ def _cited(text: str) -> set[int]:
     ("What is the returns window and list the steps to request an RMA",
      ["What is the returns window?", "List the steps to request an RMA"]),
     ("What is the list price of the S200?", ["What is the list price of the S200?"]),
+    # a framing lead is no question of its own
+    ("According to section 5.2 of the annual report, how much would a stronger pound cost us?",
+     ["According to section 5.2 of the annual report, how much would a stronger pound cost"
+      " us?"]),
     # a pronoun never stands for a period
     ("What share of sensors came back as of mid-2025, and how long do we take to inspect one"
      " once it arrives?",
@@ -234,6 +238,22 @@ def test_answerer_says_no_source_mentions_a_code_the_question_names(kb) -> None:
     assert not known.unanswerable and _cited(known.text)
 
 
+def test_answerer_quotes_the_section_the_question_names(kb) -> None:
+    """A question about what a named section says is answered from it, even in other words."""
+    rule = _hit(kb, "financial records kept seven years", "policies/data-retention.md",
+                "seven years")
+    other = _hit(kb, "S200 battery life", "products/s200.md", "5 years")
+    evidence = _evidence([other, rule])
+    answerer = ExtractiveAnswerer(kb.embedder)
+    draft = answerer.answer("What does section 4.2 of the Data Retention Policy say about"
+                            " old bookkeeping paperwork?", [], evidence)
+    assert not draft.unanswerable and _cited(draft.text) == {2}
+    assert "seven years" in draft.text
+    unnamed = answerer.answer("What does the Data Retention Policy say about old bookkeeping"
+                              " paperwork?", [], evidence)
+    assert unnamed.unanswerable  # no named section, and nothing supports it
+
+
 def test_answerer_reports_conflicting_sources(kb) -> None:
     a = _hit(kb, "S200 list price", "products/s200.md", "£289")
     b = _hit(kb, "S200 list price", "products/price-list.md", "£299")
@@ -328,8 +348,9 @@ def test_follow_ups_name_one_passage_documents_and_question_references(kb) -> No
     assert "wiki/harrow-vale.md" not in linked  # never its own document
     travel = _hit(kb, "meal allowance Netherlands", "policies/travel.md", "€55")
     assert follow(travel) == []  # multi-section documents are not linked by title
-    named = follow.named("What does section 4.2 of the Data Retention Policy say?")
-    assert ("policies/data-retention.md", "4.2") in named
+    question = "What does section 4.2 of the Data Retention Policy say?"
+    assert follow.referenced(question) == [("policies/data-retention.md", "4.2")]
+    assert follow.named(question) == []  # a multi-section document is no passage
 
 
 class _OnlyDocs:
@@ -473,3 +494,23 @@ def test_driver_reads_the_next_page_when_sibling_documents_crowd_it(tmp_path) ->
         assert len(outcome.conflicts) == 1
         assert "£5.0m" in outcome.conflicts[0] and "£4.6m" in outcome.conflicts[0]
         assert "£2.5m" not in outcome.conflicts[0]
+
+
+class _OnlySection(_OnlyDocs):
+    def __init__(self, doc: str, section: str) -> None:
+        super().__init__({doc})
+        self.section = section
+
+    def grade(self, question: str, hits: list[Hit]) -> Grade:
+        return super().grade(question, [h for h in hits if h.section == self.section])
+
+
+def test_driver_reads_a_referenced_section_of_a_document_it_already_holds(kb) -> None:
+    """Another section of the named document in the evidence is not the one asked about."""
+    question = "What does section 4.2 of the Data Retention Policy say?"
+    ctx, _ = _run(kb, question, _OnlySection("policies/data-retention.md", "2.1"))
+    fetches = [(e.data["doc_id"], e.data["section"]) for e in ctx.events
+               if e.kind == EventKind.TOOL_CALL and e.data.get("tool") == FETCH]
+    assert ("policies/data-retention.md", "4.2") in fetches
+    assert ("policies/data-retention.md", "4.2") in {(e.doc_id, e.section)
+                                                    for e in ctx.ledger.items}

@@ -17,6 +17,7 @@ from ragloop.agent.text import (
     content_terms,
     entities,
     quantities,
+    section_links,
     split_sentences,
     stem,
     term_set,
@@ -42,6 +43,7 @@ class ExtractiveAnswerer:
     def _candidates(self, evidence: list[Evidence]) -> list[tuple[int, str]]:
         out: list[tuple[int, str]] = []
         self._context = {ev.n: f"{ev.doc_id} {ev.section_title}".lower() for ev in evidence}
+        self._section = {ev.n: ev.section for ev in evidence}
         for ev in evidence:
             for sentence in split_sentences(ev.text):
                 if len(sentence) > 12:
@@ -99,6 +101,16 @@ class ExtractiveAnswerer:
                     break
                 if all(sentence != s for _, s in chosen):
                     chosen.append((n, sentence))
+            if not chosen:
+                # the question asks what a section it names says: quote that section's best
+                # sentences even when they share no words with the question ("a stronger
+                # pound" for "a strengthening of sterling")
+                named = {ref.section for ref in section_links(part)}
+                for _, (n, sentence) in scored:
+                    if len(chosen) >= self.per_part:
+                        break
+                    if self._section.get(n) in named and all(sentence != s for _, s in chosen):
+                        chosen.append((n, sentence))
             if not chosen:
                 missing.append(part)
                 continue

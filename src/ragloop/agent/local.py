@@ -98,15 +98,17 @@ class LocalFollowUps(FollowUps):
         out += self._titled(hit.text, skip=hit.doc_id, question=question)
         return list(dict.fromkeys(out))
 
-    def named(self, text: str) -> list[tuple[str, str]]:
+    def referenced(self, text: str) -> list[tuple[str, str]]:
         out: list[tuple[str, str]] = []
         for ref in section_links(text):
             if ref.doc_title:
                 doc = doc_for_title(ref.doc_title, self.cat.documents)
                 if doc is not None:
                     out.append((doc, ref.section))
-        out += self._titled(text)
         return list(dict.fromkeys(out))
+
+    def named(self, text: str) -> list[tuple[str, str]]:
+        return self._titled(text)
 
 
 def follow_ups_for(kb: KnowledgeBase) -> LocalFollowUps:

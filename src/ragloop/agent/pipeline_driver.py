@@ -75,8 +75,12 @@ class FollowUps:
         """(doc_id, section) pairs; `question` may order them by what it asks."""
         return []
 
+    def referenced(self, text: str) -> list[tuple[str, str]]:
+        """Sections a question refers to outright ("section 2.3 of the Remote Work Policy")."""
+        return []
+
     def named(self, text: str) -> list[tuple[str, str]]:
-        """Sections a question names outright (a section reference, a document title)."""
+        """The passage of each one-passage document a question names by title."""
         return []
 
 
@@ -211,10 +215,15 @@ class PipelineDriver:
         """Read the sections the sub-question names that no evidence holds yet."""
         part.named_done = True
         read = 0
-        for doc_id, section in self.follow_ups.named(part.question):
+        # a referenced section is read unless that very section is held (another section of
+        # its document is not it); a named passage unless its document is held
+        wanted = [(d, s, False) for d, s in self.follow_ups.referenced(part.question)]
+        wanted += [(d, s, True) for d, s in self.follow_ups.named(part.question)]
+        for doc_id, section, whole_doc in wanted:
             if read >= MAX_NAMED_PER_PART or not ctx.tool_steps_left:
                 return
-            if ctx.ledger.has_section(doc_id, section) or self._known_doc(ctx, doc_id):
+            if ctx.ledger.has_section(doc_id, section) or (whole_doc
+                                                           and self._known_doc(ctx, doc_id)):
                 continue
             self._read(ctx, part, doc_id, section, NAMED_PRIORITY)
             read += 1

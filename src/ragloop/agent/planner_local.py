@@ -138,6 +138,9 @@ _CLAUSE_START = (r"(?:also\s+)?(?:list|name|give|describe|explain|tell|summari[s
 # ("… the Norsemen and what other ethnic group?"): a part like that means no split.
 _FRAGMENT = re.compile(r"^(?:what|which)\s+(?:other\s+)?(?:[\w\-]+\s+){0,2}[\w\-]+[?.!]?$",
                        re.IGNORECASE)
+# "According to section 5.2 of the annual report, how …": a lead that frames the question.
+_LEAD = re.compile(r"^(?:according\s+to|under|per|as\s+per|in\s+line\s+with|based\s+on)\b",
+                   re.IGNORECASE)
 _VERB = re.compile(r"\b(?:is|are|was|were|do|does|did|has|have|had|can|could|will|would)\b",
                    re.IGNORECASE)
 _PRONOUN = re.compile(r"\b(it|its|they|their|them|this|these|that\s+one)\b", re.IGNORECASE)
@@ -152,7 +155,8 @@ def _clause_parts(q: str) -> list[str]:
                             rf"(?:also\s+)?(?:list|what|how)\b))",
                             piece, flags=re.IGNORECASE))
     out = [p.strip() for p in out if p and len(content_words(p)) >= 1]
-    if len(out) < 2 or any(_FRAGMENT.match(p) and not _VERB.search(p) for p in out):
+    if len(out) < 2 or any(_FRAGMENT.match(p) and not _VERB.search(p) for p in out) or (
+            _LEAD.match(out[0]) and not _VERB.search(out[0])):
         return [q.strip()]
     first = out[0]
     # a pronoun stands for a thing, never for a period ("how long do we take to inspect one
