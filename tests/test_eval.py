@@ -235,6 +235,52 @@ def test_seed_jsonl(tmp_path) -> None:
     assert misses == [(q4.id, "missing.pdf")] and q4.unresolved == ["missing.pdf"]
 
 
+def test_gold_sections_are_paired_with_gold_documents(tmp_path) -> None:
+    path = tmp_path / "set.jsonl"
+    lines = [
+        {"q": "a", "gold_doc": "travel.md", "gold_section": ["4.2", "5.2"]},
+        {"q": "b", "gold_doc": ["travel.md", "leadership"], "gold_section": ["4.2", "1"]},
+        {"q": "c", "gold_doc": ["travel.md", "leadership"], "gold_section": "4.2"},
+        {"q": "d", "gold_doc": "travel.md", "gold_pairs": [["travel.md", "2"],
+                                                           ["kb/org/leadership.md", "1"]]},
+    ]
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
+    data = load_dataset(path)
+    resolve_gold(data, ["policies/travel.md", "org/leadership.md"])
+    a, b, c, d = data.questions
+    assert a.gold_sections == [["policies/travel.md", "4.2"], ["policies/travel.md", "5.2"]]
+    assert a.gold_section == "4.2, 5.2"
+    assert b.gold_sections == [["policies/travel.md", "4.2"], ["org/leadership.md", "1"]]
+    assert c.gold_sections == []  # one section for two documents: which one is unknown
+    assert d.gold_sections == [["policies/travel.md", "2"], ["org/leadership.md", "1"]]
+
+
+def test_section_metrics_by_hand() -> None:
+    """section_recall@k / all_sections@k read the evidence of the first k documents; a
+    section inside a gold one counts for it."""
+    def with_sections(path, gold_sections, docs, sections, answerable=True):
+        r = rec(path, "section_ref", {d for d, _ in gold_sections} or [A], docs,
+                answerable=answerable)
+        return {**r, "gold_sections": gold_sections, "sections": sections}
+
+    one = with_sections("agent", [[A, "4.2"], [C, "7"]], [A, B, C],
+                        [f"{A}§4.1", f"{B}§1", f"{A}§4.2", f"{C}§7.1"])
+    two = with_sections("agent", [[A, "4.2"]], [B, A], [f"{B}§4.2", f"{A}§4.20"])
+    three = with_sections("agent", [[B, "1"]], [B], [f"{B}§1"])
+    none = rec("agent", "simple", [A], [A])  # no gold sections: not counted
+    s3 = summarize([one, two, three, none], k=3)
+    # one: 4.2 held, 7 held through 7.1 -> any and all; two: B§4.2 is another document's
+    # section and 4.20 is not inside 4.2 -> neither; three: both
+    assert s3["sections_n"] == 3
+    assert s3["section_recall@3"] == pytest.approx(2 / 3)
+    assert s3["all_sections@3"] == pytest.approx(2 / 3)
+    s2 = summarize([one, two, three, none], k=2)
+    # capped at 2 documents: C is third in `one`, so only 4.2 of its two gold sections
+    assert s2["section_recall@2"] == pytest.approx(2 / 3)
+    assert s2["all_sections@2"] == pytest.approx(1 / 3)
+    assert summarize([none], k=3)["all_sections@3"] is None
+
+
 def test_seed_jsonl_errors(tmp_path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"q": "ok"}\n{not json\n', encoding="utf-8")

@@ -5,6 +5,10 @@ Seed jsonl, one question a line::
     {"q": "...", "gold_doc": "policies/travel.md" | ["a.md", "b.md"], "type": "multi_hop",
      "answer": "...", "gold_section": "4.2", "id": "q7"}
 
+``gold_pairs`` (``[["policies/travel.md", "4.2"], ...]``) names the gold sections exactly; without
+it, ``gold_section`` (one id or a list) is paired with a single gold document, or with as many
+gold documents in the same order.
+
 BEIR folder: ``corpus.jsonl`` (``{_id, title, text}``), ``queries.jsonl`` (``{_id, text, ...}``)
 and ``qrels/*.tsv`` (query-id, corpus-id, score; a header line is allowed). Extra query fields
 (``answer``, ``type``, ``answerable``, ``gold_doc_ids``) are kept.
@@ -39,6 +43,7 @@ class EvalQuestion:
     gold_docs: list[str] = field(default_factory=list)  # KB doc_ids once resolved
     answer: str | None = None  # reference answer
     gold_section: str | None = None
+    gold_sections: list[list[str]] = field(default_factory=list)  # [doc, section] pairs
     answerable: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
     unresolved: list[str] = field(default_factory=list)  # gold names no KB doc_id matched
@@ -85,6 +90,28 @@ def _as_list(value: Any) -> list[str]:
     return [str(value)]
 
 
+def _gold_pairs(obj: dict[str, Any], gold: list[str]) -> list[list[str]]:
+    """[doc, section] pairs: `gold_pairs` as given, else `gold_section` paired with the gold
+    documents when that pairing is unambiguous (one document, or one section per document)."""
+    pairs = obj.get("gold_pairs")
+    if isinstance(pairs, list):
+        return [[str(p[0]), str(p[1])] for p in pairs
+                if isinstance(p, list | tuple) and len(p) == 2]
+    sections = _as_list(obj.get("gold_section"))
+    if not sections or not gold:
+        return []
+    if len(gold) == 1:
+        return [[gold[0], s] for s in sections]
+    if len(gold) == len(sections):
+        return [[d, s] for d, s in zip(gold, sections, strict=True)]
+    return []
+
+
+def _section_label(value: Any) -> str | None:
+    sections = _as_list(value)
+    return ", ".join(sections) if sections else None
+
+
 def _answerable(obj: dict[str, Any], qtype: str) -> bool:
     if "answerable" in obj and obj["answerable"] is not None:
         raw = obj["answerable"]
@@ -113,11 +140,12 @@ def load_seed(path: Path) -> Dataset:
         qid = str(obj.get("id") or obj.get("_id")
                   or hashlib.sha1(str(text).encode()).hexdigest()[:10])
         known = {"q", "question", "text", "type", "gold_doc", "gold_docs", "gold_doc_ids",
-                 "answer", "gold_section", "id", "_id", "answerable"}
+                 "answer", "gold_section", "gold_pairs", "id", "_id", "answerable"}
         questions.append(EvalQuestion(
             id=qid, q=str(text), type=qtype, gold_docs=gold,
             answer=str(obj["answer"]) if obj.get("answer") not in (None, "") else None,
-            gold_section=str(obj["gold_section"]) if obj.get("gold_section") else None,
+            gold_section=_section_label(obj.get("gold_section")),
+            gold_sections=_gold_pairs(obj, gold),
             answerable=_answerable(obj, qtype),
             extra={k: v for k, v in obj.items() if k not in known}))
     _unique_ids(questions)
@@ -238,6 +266,7 @@ def resolve_gold(dataset: Dataset, doc_ids: list[str]) -> list[tuple[str, str]]:
             elif doc not in resolved:
                 resolved.append(doc)
         q.gold_docs = resolved + q.unresolved
+        q.gold_sections = [[resolve_doc_name(d, doc_ids) or d, sec] for d, sec in q.gold_sections]
     return misses
 
 

@@ -6,6 +6,10 @@ OUT/results.jsonl alone. Conventions:
 - Documents: `docs` is the run's evidence list reduced to distinct doc_ids, in order. The
   capped metrics (recall@k, all_gold@k, MRR) read only its first k entries: the agent gets no
   credit for looking at more documents than single-shot may return. `recall_uncapped` reads all.
+- Sections: `sections` lists the evidence as "doc_id§section". Where the dataset names gold
+  sections (`gold_sections`, [doc, section] pairs), section_recall@k / all_sections@k ask
+  whether any / every gold section is among the evidence of the first k documents; a piece
+  of evidence inside a gold section ("7.1" for gold "7") counts for it.
 - Retrieval metrics count questions that have gold documents; answer accuracy those with a
   reference answer that are answerable; abstention the unanswerable ones.
 - p95 is the nearest-rank percentile: the ceil(0.95·n)-th smallest value.
@@ -62,6 +66,20 @@ def recall_all(docs: Sequence[str], gold: Sequence[str], k: int | None) -> bool:
 def reciprocal_rank(docs: Sequence[str], gold: Sequence[str], k: int) -> float:
     rank = first_gold_rank(docs[:k], gold)
     return 1.0 / rank if rank else 0.0
+
+
+def sections_found(record: dict[str, Any], k: int | None) -> list[bool]:
+    """For each gold [doc, section] pair of the record, whether the evidence of its first k
+    documents holds that section (or a section inside it)."""
+    docs = record.get("docs") or []
+    top = set(docs[:k] if k is not None else docs)
+    held: dict[str, set[str]] = {}
+    for item in record.get("sections") or []:
+        doc, _, section = str(item).rpartition("§")
+        if doc in top:
+            held.setdefault(doc, set()).add(section)
+    return [any(s == want or s.startswith(want + ".") for s in held.get(doc, ()))
+            for doc, want in record.get("gold_sections") or []]
 
 
 # -- answers ---------------------------------------------------------------------------------
@@ -165,6 +183,8 @@ def summarize(records: Sequence[dict[str, Any]], k: int) -> dict[str, Any]:
     with_gold = [r for r in records if r.get("gold") and r.get("answerable", True)]
     docs = [r.get("docs") or [] for r in with_gold]
     golds = [r["gold"] for r in with_gold]
+    with_sections = [sections_found(r, k) for r in records
+                     if r.get("gold_sections") and r.get("answerable", True)]
     with_ref = [r for r in records if r.get("reference") and r.get("answerable", True)]
     unanswerable = [r for r in records if not r.get("answerable", True)]
     answerable = [r for r in records if r.get("answerable", True)]
@@ -183,6 +203,9 @@ def summarize(records: Sequence[dict[str, Any]], k: int) -> dict[str, Any]:
                                   for d, g in zip(docs, golds, strict=True)]),
         "all_gold_uncapped": share([recall_all(d, g, None)
                                     for d, g in zip(docs, golds, strict=True)]),
+        f"section_recall@{k}": share([any(found) for found in with_sections]),
+        f"all_sections@{k}": share([all(found) for found in with_sections]),
+        "sections_n": len(with_sections),
         "docs_mean": mean([float(len(d)) for d in docs]),
         "retrieval_n": len(with_gold),
         "answer_em": share([exact_match(r["reference"], r.get("answer") or "")

@@ -17,6 +17,9 @@ ROWS: list[tuple[str, str, str]] = [
     ("all_gold@{k}", "all_gold@{k}", "share"),
     ("mrr", "MRR@{k}", "num3"),
     ("recall_uncapped", "recall, uncapped evidence", "share"),
+    ("section_recall@{k}", "section_recall@{k} (any gold section in those docs' evidence)",
+     "share"),
+    ("all_sections@{k}", "all_sections@{k}", "share"),
     ("docs_mean", "distinct docs in evidence (mean)", "num1"),
     ("answer_em", "answer exact match (reference in answer)", "share"),
     ("answer_f1", "answer token F1", "num3"),
@@ -71,14 +74,19 @@ def markdown(report: dict[str, Any]) -> str:
         rows.append([label.format(k=k), *(fmt(v, kind) for v in values)])
     text = _table(["metric", *paths], rows)
     if report["by_type"]:
-        header = ["type", "n", *(f"{p} recall@{k}" for p in paths),
-                  *(f"{p} EM" for p in paths)]
+        columns = [f"recall@{k}", f"all_gold@{k}"]
+        if any(figures.get("sections_n") for per_path in report["by_type"].values()
+               for figures in per_path.values()):
+            columns.append(f"all_sections@{k}")
+        columns.append("answer_em")
+        header = ["type", "n", *(f"{p} {c.replace('answer_em', 'EM')}" for c in columns
+                                 for p in paths)]
         type_rows = []
         for t, per_path in report["by_type"].items():
             n = max((figures.get("n", 0) for figures in per_path.values()), default=0)
             type_rows.append([t or "(none)", str(n),
-                              *(fmt(per_path[p].get(f"recall@{k}"), "share") for p in paths),
-                              *(fmt(per_path[p].get("answer_em"), "share") for p in paths)])
+                              *(fmt(per_path[p].get(c), "share") for c in columns
+                                for p in paths)])
         text += "\n\n" + _table(header, type_rows)
     return text
 

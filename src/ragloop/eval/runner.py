@@ -83,7 +83,8 @@ def make_record(question: EvalQuestion, path: str, result: Any,
     return {
         "qid": question.id, "path": path, "q": question.q, "type": question.type,
         "answerable": question.answerable, "gold": list(question.gold_docs),
-        "gold_section": question.gold_section, "reference": question.answer,
+        "gold_section": question.gold_section,
+        "gold_sections": question.gold_sections, "reference": question.answer,
         "run_id": result.run_id, "route": result.route, "route_reason": result.route_reason,
         "driver": result.driver, "model": result.model, "status": str(result.status),
         "answer": result.answer, "docs": docs,
@@ -102,7 +103,8 @@ def crash_record(question: EvalQuestion, path: str, exc: BaseException) -> dict[
     return {
         "qid": question.id, "path": path, "q": question.q, "type": question.type,
         "answerable": question.answerable, "gold": list(question.gold_docs),
-        "gold_section": question.gold_section, "reference": question.answer, "run_id": None,
+        "gold_section": question.gold_section,
+        "gold_sections": question.gold_sections, "reference": question.answer, "run_id": None,
         "route": None, "status": "failed", "answer": "", "docs": [], "sections": [],
         "citations": [], "steps": 0, "max_steps": 0, "latency_s": 0.0, "input_tokens": 0,
         "output_tokens": 0, "tokens": 0, "cost_usd": 0.0, "grades": [],
@@ -295,5 +297,6 @@ def run_eval(dataset: Dataset, engine_factory: EngineFactory, options: EvalOptio
                 # the dataset is the truth for gold, type and reference (it may have been fixed)
                 records.append({**rec, "q": q.q, "type": q.type, "answerable": q.answerable,
                                 "gold": list(q.gold_docs), "gold_section": q.gold_section,
+                                "gold_sections": q.gold_sections,
                                 "reference": q.answer})
     return records
