@@ -252,6 +252,12 @@ def test_answerer_quotes_the_section_the_question_names(kb) -> None:
     unnamed = answerer.answer("What does the Data Retention Policy say about old bookkeeping"
                               " paperwork?", [], evidence)
     assert unnamed.unanswerable  # no named section, and nothing supports it
+    # the named section wins over a sentence elsewhere that merely mentions it
+    mention = _hit(kb, "financial record definition", "policies/data-retention.md",
+                   "as defined in section 4.2")
+    both = answerer.answer("What does section 4.2 of the Data Retention Policy say about"
+                           " financial records?", [], _evidence([mention, rule]))
+    assert _cited(both.text) == {2} and "seven years" in both.text
 
 
 def test_answerer_reports_conflicting_sources(kb) -> None:

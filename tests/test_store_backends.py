@@ -221,6 +221,14 @@ def test_section_fetch_and_documents(kb: KnowledgeBase) -> None:
     assert all(h.doc_title and h.section_title is not None for h in hits.values())
     with pytest.raises(NotFoundError, match="its sections: "):
         kb.section("policies/travel.md", "9.9")
+    # a heading with no text of its own is read as its subsections, each under its title
+    whole = kb.section("policies/travel.md", "4")
+    assert whole.title == "4 Approvals" and whole.section == "4"
+    assert whole.title_path == ("Travel and Expense Policy", "4 Approvals")
+    assert whole.text.index("4.1 Booking.\n") < whole.text.index("4.2 Approval thresholds.\n")
+    assert "14 days ahead" in whole.text and "Chief Financial Officer" in whole.text
+    with pytest.raises(NotFoundError, match="its sections: "):
+        kb.section("policies/travel.md", "4.2.9")
     with pytest.raises(NotFoundError, match="ragloop docs"):
         kb.section("nope.md", "1")
 

@@ -87,6 +87,9 @@ class KnowledgeBase:
         if not sections:
             raise NotFoundError(f"No document {doc_id!r} in the knowledge base;"
                                 " `ragloop docs` lists the doc_ids.")
+        parent = _parent_section(str(section), sections)
+        if parent is not None:
+            return parent
         ids = ", ".join(s.section for s in sections[:40])
         raise NotFoundError(f"Document {doc_id!r} has no section {section!r}; its sections: {ids}")
 
@@ -108,3 +111,21 @@ class KnowledgeBase:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _parent_section(section: str, sections: list[SectionInfo]) -> SectionInfo | None:
+    """A heading with no text of its own ("7", whose text is all in 7.1-7.4) read as its
+    subsections, each under its title, so "section 7" can be fetched as a whole."""
+    children = [s for s in sections if s.section.startswith(section + ".")]
+    if not section or not children:
+        return None
+    first = children[0]
+    # the parent's title path is the child's without the levels below the parent
+    below = len(first.section.split(".")) - len(section.split("."))
+    path = first.title_path[:max(1, len(first.title_path) - below)]
+    title = path[-1] if len(path) > 1 else section
+    # each title ends a line of its own with a full stop, so no sentence runs into it
+    text = "\n\n".join(f"{c.title.rstrip('.')}.\n{c.text.strip()}" if c.title
+                       else c.text.strip() for c in children)
+    return SectionInfo(doc_id=first.doc_id, section=section, title=title,
+                       title_path=tuple(path), text=text, ord=first.ord)

@@ -53,7 +53,8 @@ def tool_specs(k: int = 8) -> list[ToolSpec]:
             name=FETCH,
             description=(
                 "Returns the full text of one section of one document, numbered as evidence"
-                " [n], with its title path. Use it when a search chunk is cut off, or when a"
+                " [n], with its title path; a heading with no text of its own (7, over 7.1-7.4)"
+                " returns its subsections. Use it when a search chunk is cut off, or when a"
                 " text refers to another section (\"see section 4.2\") and you need that"
                 " section. Do not use it to search: you need an exact doc_id and section id,"
                 " taken from a search result or from list_documents."),

@@ -15,6 +15,7 @@ from ragloop.agent.text import (
     Quantity,
     codes,
     content_terms,
+    content_words,
     entities,
     quantities,
     section_links,
@@ -44,6 +45,7 @@ class ExtractiveAnswerer:
         out: list[tuple[int, str]] = []
         self._context = {ev.n: f"{ev.doc_id} {ev.section_title}".lower() for ev in evidence}
         self._section = {ev.n: ev.section for ev in evidence}
+        self._doc = {ev.n: ev.doc_id.lower() for ev in evidence}
         for ev in evidence:
             for sentence in split_sentences(ev.text):
                 if len(sentence) > 12:
@@ -95,22 +97,17 @@ class ExtractiveAnswerer:
                 continue
             scored = sorted(zip(self._score(part, cands), cands, strict=True),
                             key=lambda x: x[0], reverse=True) if cands else []
+            # the question asks what a section it names says ("under section 4.3 of the
+            # Information Security Policy, …"): that section's best sentences answer it, even
+            # when they share no words with the question ("a stronger pound" for "a
+            # strengthening of sterling")
+            named = self._named_evidence(part)
             chosen: list[tuple[int, str]] = []
             for score, (n, sentence) in scored:
-                if score < MIN_SUPPORT or len(chosen) >= self.per_part:
+                if len(chosen) >= self.per_part or (not named and score < MIN_SUPPORT):
                     break
-                if all(sentence != s for _, s in chosen):
+                if (not named or n in named) and all(sentence != s for _, s in chosen):
                     chosen.append((n, sentence))
-            if not chosen:
-                # the question asks what a section it names says: quote that section's best
-                # sentences even when they share no words with the question ("a stronger
-                # pound" for "a strengthening of sterling")
-                named = {ref.section for ref in section_links(part)}
-                for _, (n, sentence) in scored:
-                    if len(chosen) >= self.per_part:
-                        break
-                    if self._section.get(n) in named and all(sentence != s for _, s in chosen):
-                        chosen.append((n, sentence))
             if not chosen:
                 missing.append(part)
                 continue
@@ -124,6 +121,20 @@ class ExtractiveAnswerer:
             lines.append(f"Note: the sources disagree — {c}")
         return Draft(text="\n".join(lines), missing=missing,
                      unanswerable=len(missing) == len(parts), conflicts=conflicts)
+
+    def _named_evidence(self, question: str) -> set[int]:
+        """Evidence numbers of the sections the question refers to by number (of the document
+        it names, when it names one: its title words in the doc_id)."""
+        out: set[int] = set()
+        for ref in section_links(question):
+            want = {stem(w) for w in content_words(ref.doc_title or "")}
+            for n, section in self._section.items():
+                if section != ref.section:
+                    continue
+                have = {stem(w) for w in re.split(r"[^a-z0-9]+", self._doc[n])}
+                if not want or len(want & have) >= max(1, len(want) // 2):
+                    out.add(n)
+        return out
 
     def _conflicts(self, chosen: list[tuple[int, str]]) -> list[str]:
         """Two chosen sentences from different evidence about the same subject, with different
