@@ -34,8 +34,10 @@ def fused_top(fused: dict[int, float], firsts: list[int], k: int) -> list[int]:
     that only one side finds (a paraphrase with no shared words: vector #1, no BM25 rank)
     below chunks both sides rank mediocre, so a one-sided best hit fell out of the top k."""
     order = sorted(fused, key=lambda cid: fused[cid], reverse=True)
-    must = [cid for cid in order if cid in set(firsts)][:k]
-    rest = [cid for cid in order if cid not in set(must)][: k - len(must)]
+    wanted = set(firsts)
+    must = [cid for cid in order if cid in wanted][:k]
+    kept = set(must)
+    rest = [cid for cid in order if cid not in kept][: k - len(must)]
     return sorted([*must, *rest], key=lambda cid: fused[cid], reverse=True)
 
 
