@@ -120,6 +120,10 @@ class ToolOutcome:
     data: dict[str, Any]
 
 
+def _bad_page(value: Any) -> ToolError:
+    return ToolError(f"page must be an integer from 1 to {MAX_PAGE}, not {value!r}")
+
+
 def page_arg(arguments: dict[str, Any]) -> int:
     """The optional `page` of a search call: an integer from 1 to MAX_PAGE."""
     value = arguments.get("page", 1)
@@ -128,10 +132,15 @@ def page_arg(arguments: dict[str, Any]) -> int:
     try:
         page = int(value)
     except (TypeError, ValueError):
-        raise ToolError(f"page must be an integer from 1 to {MAX_PAGE}, not {value!r}") from None
+        raise _bad_page(value) from None
     if not 1 <= page <= MAX_PAGE or (isinstance(value, float) and value != page):
-        raise ToolError(f"page must be an integer from 1 to {MAX_PAGE}, not {value!r}")
+        raise _bad_page(value)
     return page
+
+
+def page_field(page: int) -> dict[str, int]:
+    """The `page` of a search's TOOL_CALL event: only past the first page."""
+    return {"page": page} if page > 1 else {}
 
 
 def _string_arg(arguments: dict[str, Any], name: str) -> str:
@@ -153,7 +162,7 @@ class Toolbox:
     def search(self, query: str, page: int = 1) -> list[Hit]:
         """The k hits of one page of results (page 2: ranks k+1 to 2k)."""
         if not 1 <= page <= MAX_PAGE:
-            raise ToolError(f"page must be an integer from 1 to {MAX_PAGE}, not {page!r}")
+            raise _bad_page(page)
         try:
             return self.kb.search(query, self.k * page)[self.k * (page - 1):]
         except UserError as exc:  # e.g. an empty query: the model can fix it
@@ -179,8 +188,7 @@ class Toolbox:
                 hits = self.search(query, page)
                 text = format_hits([(number(h), h) for h in hits])
                 return ToolOutcome(wrap(SEARCH, text, self.budget),
-                                   {"query": query, "chunks": len(hits),
-                                    **({"page": page} if page > 1 else {})})
+                                   {"query": query, "chunks": len(hits), **page_field(page)})
             if name == FETCH:
                 doc_id = _string_arg(arguments, "doc_id")
                 section = _string_arg(arguments, "section")

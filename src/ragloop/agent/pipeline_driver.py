@@ -24,7 +24,7 @@ from ragloop.agent.evidence import Ledger, check_citations
 from ragloop.agent.run import DriverOutcome, RunContext
 from ragloop.agent.text import query_names_title
 from ragloop.errors import ToolError
-from ragloop.tools import FETCH, SEARCH, Toolbox
+from ragloop.tools import FETCH, SEARCH, Toolbox, page_field
 from ragloop.types import EventKind, Hit, RunStatus
 
 # Follow-up reads per sub-question (fetching referenced, named or cut-off sections).
@@ -125,8 +125,7 @@ class PipelineDriver:
                 part.kept.append(h)
                 known.add(h.chunk_id)
         ctx.emit(EventKind.TOOL_CALL, tool=SEARCH, query=query, chunks=len(hits),
-                 kept=len(grade.kept), sub_question=part.index,
-                 **({"page": page} if page > 1 else {}))
+                 kept=len(grade.kept), sub_question=part.index, **page_field(page))
         ctx.emit(EventKind.GRADE, query=query, sub_question=part.index, chunks=len(hits),
                  kept=len(grade.kept), enough=grade.enough, missing=grade.missing,
                  next_query=grade.next_query,

@@ -7,7 +7,7 @@ from ragloop.agent.evidence import check_citations
 from ragloop.agent.run import BUDGET_NOTICE, DriverOutcome, RunContext
 from ragloop.errors import ProviderError
 from ragloop.llm.base import ChatModel, Message, ToolCall
-from ragloop.tools import FETCH, SEARCH, Toolbox, format_hits, page_arg, wrap
+from ragloop.tools import FETCH, SEARCH, Toolbox, format_hits, page_arg, page_field, wrap
 from ragloop.types import EventKind, RunStatus
 
 SYSTEM = """You answer questions from a knowledge base that you reach only through tools.
@@ -51,7 +51,7 @@ class ToolsDriver:
         grade = self.grader.grade(f"{ctx.question}\n(this search: {query})", hits)
         numbered = [(ctx.ledger.add_hit(h, ctx.step), h) for h in grade.kept]
         ctx.emit(EventKind.TOOL_CALL, tool=SEARCH, query=query, chunks=len(hits),
-                 kept=len(grade.kept), **({"page": page} if page > 1 else {}))
+                 kept=len(grade.kept), **page_field(page))
         ctx.emit(EventKind.GRADE, query=query, chunks=len(hits), kept=len(grade.kept),
                  kept_ids=[h.chunk_id for h in grade.kept], enough=grade.enough,
                  missing=grade.missing, next_query=grade.next_query)
