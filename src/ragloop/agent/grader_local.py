@@ -203,29 +203,35 @@ class LocalGrader:
 
     def scores(self, question: str, hits: list[Hit]) -> tuple[list[float], list[float]]:
         """(combined scores, cosines) of `hits` for `question`."""
+        scores, cos, _ = self._scored(question, hits)
+        return scores, cos
+
+    def _scored(self, question: str, hits: list[Hit]
+                ) -> tuple[list[float], list[float], list[float]]:
+        """(combined scores, cosines, code penalties) of `hits` for `question`."""
         terms = QuestionTerms.of(question)
         qcodes = question_codes(question)
         cos = self.cosines(question, hits)
         w_vec = self.w_vec if (self.embedder is not None or any(cos)) else 0.0
-        out = []
+        out, penalties = [], []
         for hit, c in zip(hits, cos, strict=True):
             ctx = context_text(hit)
-            out.append(combine(c, coverage(terms, term_set(ctx)), code_penalty(qcodes, ctx),
-                               w_vec))
-        return out, cos
+            penalty = code_penalty(qcodes, ctx)
+            penalties.append(penalty)
+            out.append(combine(c, coverage(terms, term_set(ctx)), penalty, w_vec))
+        return out, cos, penalties
 
     # -- the verdict ----------------------------------------------------------------------
 
     def grade(self, question: str, hits: list[Hit]) -> Grade:
-        scores, cos = self.scores(question, hits)
+        scores, cos, penalties = self._scored(question, hits)
         keep = select(scores, self.threshold, self.floor, self.max_keep, self.relative_floor,
                       self.margin)
         # retrievers agreeing on a sibling document (another quarter's report, another
         # sensor's datasheet) is no evidence: the question names a code the hit contradicts
-        qcodes = question_codes(question)
         agreed = [i for i, h in enumerate(hits) if i not in keep
                   and scores[i] >= AGREEMENT_FLOOR and retrievers_agree(h)
-                  and code_penalty(qcodes, context_text(h)) != WRONG_CODE_PENALTY]
+                  and penalties[i] != WRONG_CODE_PENALTY]
         keep = sorted([*keep, *agreed], key=lambda i: -scores[i])[:self.max_keep]
         keep_set = set(keep)
         kept = [replace(hits[i], verdict="relevant", grade_score=round(scores[i], 4))
