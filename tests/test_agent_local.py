@@ -143,8 +143,14 @@ def _cited(text: str) -> set[int]:
      ["What share of sensors came back as of mid-2025?",
       "How long do we take to inspect one once it arrives?"]),
     ("What are the research and development costs?",
-     ["What are the research and development costs?"]),
-])
+     ["What are the research and development costs?"    # a condition belongs to the clause after it
+    ("If I drive to a customer site myself, how much will Halden pay me back for the fuel?",
+     ["If I drive to a customer site myself, how much will Halden pay me back for the"
+      " fuel?"]),
+    # a condition belongs to the clause after it
+    ("If I drive to a customer site myself, how much will Halden pay me back for the fuel?",
+     ["If I drive to a customer site myself, how much will Halden pay me back for the"
+      " fuel?"])
 def test_planner_decomposes(question, parts) -> None:
     plan = LocalPlanner().plan(question)
     assert plan.need_search

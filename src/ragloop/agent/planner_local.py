@@ -141,6 +141,10 @@ _FRAGMENT = re.compile(r"^(?:what|which)\s+(?:other\s+)?(?:[\w\-]+\s+){0,2}[\w\-
 # "According to section 5.2 of the annual report, how …": a lead that frames the question.
 _LEAD = re.compile(r"^(?:according\s+to|under|per|as\s+per|in\s+line\s+with|based\s+on)\b",
                    re.IGNORECASE)
+# "If I drive to a site myself, how much …": a condition frames the question after it.
+_CONDITION = re.compile(r"^(?:if|unless|once|assuming|suppose|supposing|in\s+case|"
+                        r"when\s+(?!(?:is|are|was|were|do|does|did|will|would|can|could|has|"
+                        r"have|had|should)\b))\b", re.IGNORECASE)
 _VERB = re.compile(r"\b(?:is|are|was|were|do|does|did|has|have|had|can|could|will|would)\b",
                    re.IGNORECASE)
 _PRONOUN = re.compile(r"\b(it|its|they|their|them|this|these|that\s+one)\b", re.IGNORECASE)
@@ -155,6 +159,8 @@ def _clause_parts(q: str) -> list[str]:
                             rf"(?:also\s+)?(?:list|what|how)\b))",
                             piece, flags=re.IGNORECASE))
     out = [p.strip() for p in out if p and len(content_words(p)) >= 1]
+    if len(out) >= 2 and _CONDITION.match(out[0]) and not out[0].endswith("?"):
+        out = [f"{out[0]}, {out[1]}", *out[2:]]  # the condition belongs to the next clause
     if len(out) < 2 or any(_FRAGMENT.match(p) and not _VERB.search(p) for p in out) or (
             _LEAD.match(out[0]) and not _VERB.search(out[0])):
         return [q.strip()]
