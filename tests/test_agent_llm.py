@@ -382,3 +382,14 @@ def test_unreadable_decisions_never_crash_a_pipeline_run(small_kb) -> None:
     grades = [e for e in events if e.kind == EventKind.GRADE]
     assert grades and grades[0].data["missing"] == GRADER_UNREADABLE
     assert result.usage.calls == len(chat.calls)
+
+
+def test_answerer_prompt_marks_unconfirmed_evidence() -> None:
+    """A nearest passage the grader did not keep is shown to the model as unconfirmed."""
+    kept = Evidence(1, "a.md", "2", "Returns", "Returns are accepted within 30 days.", 1)
+    nearest = Evidence(2, "b.md", "p1", "Warranty", "An extended warranty adds 2 years.", 1,
+                       confirmed=False)
+    text = prompts.format_evidence([kept, nearest], 500)
+    first, second = text.split("\n\n")
+    assert "unconfirmed" not in first
+    assert second.startswith("[2] b.md §p1 (Warranty) [unconfirmed:")

@@ -13,6 +13,7 @@ import numpy as np
 from ragloop.agent.base import Draft, Evidence
 from ragloop.agent.text import (
     Quantity,
+    absent_codes,
     codes,
     content_terms,
     content_words,
@@ -32,8 +33,6 @@ SENTENCES_PER_PART = 2
 # sentence sharing no term with the question cannot reach MIN_SUPPORT on meaning alone, and
 # embedding every sentence of every evidence item was most of an offline run's time.
 EMBED_CANDIDATES = 24
-# "7-hour", "30-day": a number with its unit, not a code the sources must name.
-_MEASURE = re.compile(r"^\d+-[a-z]+$", re.IGNORECASE)
 
 
 class ExtractiveAnswerer:
@@ -81,18 +80,20 @@ class ExtractiveAnswerer:
     def answer(self, question: str, sub_questions: list[str], evidence: list[Evidence]) -> Draft:
         parts = sub_questions or [question]
         cands = self._candidates(evidence)
+        unconfirmed = {ev.n: ev.sub_question for ev in evidence if not ev.confirmed}
+        nearest = [c for c in cands if c[0] in unconfirmed]
+        cands = [c for c in cands if c[0] not in unconfirmed]
         lines: list[str] = []
         missing: list[str] = []
+        closest: dict[str, str] = {}
         chosen_all: list[tuple[int, str]] = []
         held = term_set(" ".join(f"{ev.doc_id} {ev.section_title} {ev.text}"
                                  for ev in evidence))
-        for part in parts:
-            absent = [c for c in codes(part)
-                      if not _MEASURE.match(c) and stem(c) not in held]
+        for index, part in enumerate(parts):
+            absent = absent_codes(part, held)
             if absent:
                 # a code the question asks about that no evidence mentions (FY2022, Edge
-                # G3): the nearest sentences would answer another question. Names and
-                # figures are not checked: users write "£3,000" for a rule "above £2,500".
+                # G3): the nearest sentences would answer another question
                 missing.append(f"{part.rstrip('?. ')} (no source mentions {', '.join(absent)})")
                 continue
             scored = sorted(zip(self._score(part, cands), cands, strict=True),
@@ -110,17 +111,33 @@ class ExtractiveAnswerer:
                     chosen.append((n, sentence))
             if not chosen:
                 missing.append(part)
+                own = [c for c in nearest if unconfirmed[c[0]] == index]
+                if own:
+                    closest[part] = self._closest(part, own)
                 continue
             chosen_all.extend(chosen)
             body = " ".join(f"{s.rstrip()} [{n}]" for n, s in chosen)
             lines.append(f"{part.rstrip('?')}: {body}" if len(parts) > 1 else body)
         for part in missing:
-            lines.append(f"The knowledge base does not say: {part}")
+            if part in closest:
+                lines.append(f"The knowledge base does not say clearly: {part}"
+                             f" The closest passages: {closest[part]}")
+            else:
+                lines.append(f"The knowledge base does not say: {part}")
         conflicts = self._conflicts(chosen_all)
         for c in conflicts:
             lines.append(f"Note: the sources disagree — {c}")
         return Draft(text="\n".join(lines), missing=missing,
                      unanswerable=len(missing) == len(parts), conflicts=conflicts)
+
+    def _closest(self, part: str, nearest: list[tuple[int, str]]) -> str:
+        """The best sentence of each nearest passage, cited: what the knowledge base has
+        closest to a part it does not clearly answer."""
+        best: dict[int, tuple[float, str]] = {}
+        for score, (n, sentence) in zip(self._score(part, nearest), nearest, strict=True):
+            if n not in best or score > best[n][0]:
+                best[n] = (score, sentence)
+        return " ".join(f"{best[n][1].rstrip()} [{n}]" for n in sorted(best))
 
     def _named_evidence(self, question: str) -> set[int]:
         """Evidence numbers of the sections the question refers to by number (of the document

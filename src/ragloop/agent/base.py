@@ -41,6 +41,9 @@ class Evidence:
     text: str
     step: int
     sub_question: int = 0  # index into Plan.sub_questions
+    # False for a nearest passage the grader did not judge relevant (see the pipeline
+    # driver's `_add_nearest`): shown as the closest the knowledge base has, never as support
+    confirmed: bool = True
 
 
 @dataclass

@@ -232,7 +232,8 @@ class Engine:
             conflicts=outcome.conflicts, steps=ctx.step, max_steps=settings.max_steps,
             usage=ctx.usage, latency_s=ctx.elapsed(),
             evidence=[{"n": e.n, "doc_id": e.doc_id, "section": e.section,
-                       "section_title": e.section_title, "step": e.step}
+                       "section_title": e.section_title, "step": e.step,
+                       "confirmed": e.confirmed}
                       for e in ctx.ledger.items],
             error=error)
         self.runs.finish(run_id, result.to_dict())

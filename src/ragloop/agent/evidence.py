@@ -19,21 +19,23 @@ class Ledger:
         self.items: list[Evidence] = []
         self._by_key: dict[tuple[str, str, str], int] = {}
 
-    def add_hit(self, hit: Hit, step: int, sub_question: int = 0) -> int:
+    def add_hit(self, hit: Hit, step: int, sub_question: int = 0,
+                confirmed: bool = True) -> int:
         return self._add(("chunk", hit.doc_id, str(hit.chunk_id)), hit.doc_id, hit.section,
-                         hit.section_title, hit.text, step, sub_question)
+                         hit.section_title, hit.text, step, sub_question, confirmed)
 
     def add_section(self, s: SectionInfo, step: int, sub_question: int = 0) -> int:
         return self._add(("section", s.doc_id, s.section), s.doc_id, s.section, s.title,
                          s.text, step, sub_question)
 
     def _add(self, key: tuple[str, str, str], doc_id: str, section: str, title: str,
-             text: str, step: int, sub_question: int) -> int:
+             text: str, step: int, sub_question: int, confirmed: bool = True) -> int:
         if key in self._by_key:
             return self._by_key[key]
         n = len(self.items) + 1
         self.items.append(Evidence(n=n, doc_id=doc_id, section=section, section_title=title,
-                                   text=text, step=step, sub_question=sub_question))
+                                   text=text, step=step, sub_question=sub_question,
+                                   confirmed=confirmed))
         self._by_key[key] = n
         return n
 

@@ -10,7 +10,9 @@ a kept chunk refers to, a one-passage document it names) or else a rewrite from 
 answered parts their remaining pointers and one bridge search (a name in the kept chunks the
 question lacks). A re-query's hits are graded against the re-query too, so a second hop is
 not discarded for sharing little with the question. A part whose searches kept nothing gets
-no evidence (only relevant chunks stay): the answer says the knowledge base does not cover it.
+no supporting evidence (only relevant chunks stay): the answer says the knowledge base does not
+clearly cover it and shows the nearest passages of the part's own search, unconfirmed, unless
+the part names a code no passage mentions.
 The evidence is finally renumbered best-supported first, sub-questions interleaved, so the
 first k documents hold the best of every part.
 """
@@ -22,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from ragloop.agent.base import Answerer, Draft, Grade, Grader, Planner, Rewriter
 from ragloop.agent.evidence import Ledger, check_citations
 from ragloop.agent.run import DriverOutcome, RunContext
-from ragloop.agent.text import query_names_title
+from ragloop.agent.text import absent_codes, query_names_title, term_set
 from ragloop.errors import ToolError
 from ragloop.tools import FETCH, SEARCH, Toolbox, page_field
 from ragloop.types import EventKind, Hit, RunStatus
@@ -42,6 +44,10 @@ NAMED_HIT_SCORE = 0.5
 CROWDED_SIBLINGS = 2
 # Pointers of a section that was itself reached through a pointer are followed last.
 CHAIN_DISCOUNT = 1.0
+# A part that kept nothing shows this many nearest passages (one per document) from its own
+# search, marked unconfirmed, ranked after all other evidence.
+NEAREST_DOCS = 3
+NEAREST_PRIORITY = -1.0
 
 
 @dataclass
@@ -278,25 +284,52 @@ class PipelineDriver:
         self._search(ctx, part, part.question, page=2)
         part.last_grade = answered  # what the next page adds does not undo an answer
 
+    def _add_nearest(self, ctx: RunContext, part: Part) -> None:
+        """A part that kept nothing gets the top passage of each of the first NEAREST_DOCS
+        documents of its own search as unconfirmed evidence: the local grader misses
+        paraphrases the search ranked near the top ("extra years of cover" for an extended
+        warranty), and the closest passages serve the user better than a bare "not found".
+        Not when the part asks about a code none of them mentions (the S400): the knowledge
+        base does not have it, and the nearest passages are about something else."""
+        grade = part.first_grade
+        if part.kept or grade is None or grade.kept or not grade.discarded:
+            return
+        hits = grade.discarded  # nothing was kept: the whole result, in the search's order
+        said = " ".join(f"{h.doc_title} {h.section_title} {h.text}" for h in hits)
+        if absent_codes(part.question, term_set(said)):
+            return
+        docs: set[str] = set()
+        for h in hits:
+            if h.doc_id in docs:
+                continue
+            docs.add(h.doc_id)
+            n = ctx.ledger.add_hit(h, ctx.step, part.index, confirmed=False)
+            self._rank(n, NEAREST_PRIORITY - len(docs) * POINTER_DISCOUNT)
+            if len(docs) >= NEAREST_DOCS:
+                break
+
     def _final_evidence(self, ctx: RunContext) -> None:
         """Renumber the evidence best-supported first: per sub-question by grade (a section
         read through a pointer right after the chunk that pointed to it), sub-questions
-        interleaved, so the first k documents hold the best of every part."""
-        queues: dict[int, list] = {}
-        for e in ctx.ledger.items:
-            queues.setdefault(e.sub_question, []).append(e)
-        for q in queues.values():
-            q.sort(key=lambda e: (-self._priority.get(e.n, 0.0), e.n))
+        interleaved, so the first k documents hold the best of every part; unconfirmed
+        nearest passages come after all of them."""
         ordered = []
-        while any(queues.values()):
-            for key in sorted(queues):
-                if queues[key]:
-                    ordered.append(queues[key].pop(0))
+        for confirmed in (True, False):
+            queues: dict[int, list] = {}
+            for e in ctx.ledger.items:
+                if e.confirmed == confirmed:
+                    queues.setdefault(e.sub_question, []).append(e)
+            for q in queues.values():
+                q.sort(key=lambda e: (-self._priority.get(e.n, 0.0), e.n))
+            while any(queues.values()):
+                for key in sorted(queues):
+                    if queues[key]:
+                        ordered.append(queues[key].pop(0))
         ledger = Ledger()
         for i, e in enumerate(ordered):
             ledger.add_hit(Hit(chunk_id=i, doc_id=e.doc_id, section=e.section,
                                section_title=e.section_title, text=e.text), e.step,
-                           e.sub_question)
+                           e.sub_question, e.confirmed)
         ctx.ledger = ledger
 
     def _follow_up(self, ctx: RunContext, part: Part) -> bool:
@@ -362,6 +395,8 @@ class PipelineDriver:
         for part in parts:
             if ctx.tool_steps_left and part.enough and not part.bridged:
                 self._bridge(ctx, part)
+        for part in parts:
+            self._add_nearest(ctx, part)
         self._final_evidence(ctx)
         ctx.step += 1  # the answer step
         draft: Draft = self.answerer.answer(ctx.question, [p.question for p in parts],
@@ -369,7 +404,8 @@ class PipelineDriver:
         checked = check_citations(draft.text, ctx.ledger)
         ctx.emit(EventKind.ANSWER, text=checked.text, citations=checked.citations,
                  invalid_citations=checked.invalid, missing=draft.missing,
-                 conflicts=draft.conflicts)
+                 conflicts=draft.conflicts,
+                 unconfirmed=[e.n for e in ctx.ledger.items if not e.confirmed])
         unanswered = [p for p in parts if not p.enough]
         if draft.unanswerable or not checked.citations:
             status = RunStatus.UNANSWERABLE

@@ -128,7 +128,9 @@ def format_evidence(evidence: Sequence[Evidence], max_chars: int) -> str:
     blocks = []
     for e in evidence:
         title = f" ({e.section_title})" if e.section_title else ""
-        blocks.append(f"[{e.n}] {e.doc_id} §{e.section}{title}\n{clip(e.text, max_chars)}")
+        note = "" if e.confirmed else " [unconfirmed: the nearest passage, judged not relevant]"
+        blocks.append(f"[{e.n}] {e.doc_id} §{e.section}{title}{note}\n"
+                      f"{clip(e.text, max_chars)}")
     return "\n\n".join(blocks)
 
 

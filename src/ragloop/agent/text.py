@@ -173,6 +173,17 @@ def codes(text: str) -> list[str]:
     return list(dict.fromkeys(w.upper() for w in words(text) if is_code(w)))
 
 
+# "7-hour", "30-day": a number with its unit, not a code the sources must name.
+_MEASURE = re.compile(r"^\d+-[a-z]+$", re.IGNORECASE)
+
+
+def absent_codes(question: str, held: set[str]) -> list[str]:
+    """The codes `question` asks about (FY2022, Edge G3) whose stems are not in `held` (a
+    `term_set` of what the sources say). Names and figures are not checked: users write
+    "£3,000" for a rule "above £2,500"."""
+    return [c for c in codes(question) if not _MEASURE.match(c) and stem(c) not in held]
+
+
 def code_family(code: str) -> str:
     """The letter prefix of a code: S200 -> "S", FY2025 -> "FY", E104 -> "E"."""
     m = re.match(r"[A-Za-z\-]*", code)
