@@ -439,6 +439,19 @@ def test_beir_corpus_with_a_broken_line(tmp_path):
     assert second.sections[0].text == "Numeric id\u2028with a separator."
 
 
+def test_beir_folder_queries_are_not_documents(tmp_path):
+    row = json.dumps({"_id": "q1", "text": "Which band released Tinted Windows?"})
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(row + "\n", encoding="utf-8")
+    # alone, a {_id, text} file is a corpus; beside a corpus.jsonl it is the questions
+    assert [d.doc_id for d in read_file(queries, "queries.jsonl")] == ["q1"]
+    (tmp_path / "corpus.jsonl").write_text(
+        json.dumps({"_id": "d1", "title": "Tinted Windows", "text": "An album."}) + "\n",
+        encoding="utf-8")
+    with pytest.raises(ReaderError, match="questions of a BEIR dataset"):
+        read_file(queries, "queries.jsonl")
+
+
 def test_beir_detection_and_all_broken(tmp_path):
     other = tmp_path / "docs.jsonl"
     other.write_text('not json\n{"_id": "a", "title": "A", "text": "alpha"}\n', encoding="utf-8")

@@ -34,6 +34,12 @@ def is_beir_jsonl(path: Path, probe_lines: int = 5) -> bool:
     return False
 
 
+def is_beir_queries(path: Path) -> bool:
+    """A BEIR dataset's queries.jsonl (beside its corpus.jsonl): {_id, text} lines like a
+    corpus, but they are the questions, which must not become documents of the KB they test."""
+    return path.name == "queries.jsonl" and (path.parent / "corpus.jsonl").is_file()
+
+
 class BeirReader:
     """Malformed lines are skipped (count in `last_skipped`, and a warning in the log)."""
 
