@@ -447,6 +447,23 @@ def test_driver_shows_the_nearest_passages_unconfirmed_when_the_grader_keeps_not
     assert answer.data["unconfirmed"] == [e.n for e in ctx.ledger.items]
 
 
+def test_driver_shows_the_nearest_passages_when_what_it_kept_does_not_answer(kb) -> None:
+    """Something kept but the part never answered (the grader kept a neighbour of the
+    answer): the nearest passages of other documents of its own search follow it,
+    unconfirmed; an answered part gets none."""
+    question = "What is the meal allowance in the Netherlands?"
+    first = list(dict.fromkeys(h.doc_id for h in kb.search(question, k=4)))
+    held = first[1]
+    ctx, _ = _run(kb, question, _OnlyDocs({held}, enough=False))
+    kept = [e for e in ctx.ledger.items if e.confirmed]
+    unconfirmed = [e for e in ctx.ledger.items if not e.confirmed]
+    assert {e.doc_id for e in kept} == {held}
+    assert [e.doc_id for e in unconfirmed] == [d for d in first if d != held][:3]
+    assert ctx.ledger.items[: len(kept)] == kept  # every kept passage first
+    answered, _ = _run(kb, question, _OnlyDocs({held}, enough=True))
+    assert all(e.confirmed for e in answered.ledger.items)
+
+
 def test_driver_shows_no_nearest_passages_for_a_code_no_source_mentions(kb) -> None:
     """The S400 is in no document: the nearest passages are about other sensors."""
     ctx, outcome = _run(kb, "What is the battery life of the S400?",

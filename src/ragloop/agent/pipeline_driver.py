@@ -9,10 +9,10 @@ while steps remain, for unanswered parts a pointer read (a cut-off chunk's secti
 a kept chunk refers to, a one-passage document it names) or else a rewrite from the gap; for
 answered parts their remaining pointers and one bridge search (a name in the kept chunks the
 question lacks). A re-query's hits are graded against the re-query too, so a second hop is
-not discarded for sharing little with the question. A part whose searches kept nothing gets
-no supporting evidence (only relevant chunks stay): the answer says the knowledge base does not
-clearly cover it and shows the nearest passages of the part's own search, unconfirmed, unless
-the part names a code no passage mentions.
+not discarded for sharing little with the question. Only relevant chunks are confirmed
+evidence; a part the run could not answer also shows the nearest passages of its own first
+search (one per document it does not hold yet), unconfirmed and ranked after every confirmed
+one, unless the part names a code no passage mentions.
 The evidence is finally renumbered best-supported first, sub-questions interleaved, so the
 first k documents hold the best of every part.
 """
@@ -44,8 +44,8 @@ NAMED_HIT_SCORE = 0.5
 CROWDED_SIBLINGS = 2
 # Pointers of a section that was itself reached through a pointer are followed last.
 CHAIN_DISCOUNT = 1.0
-# A part that kept nothing shows this many nearest passages (one per document) from its own
-# search, marked unconfirmed, ranked after all other evidence.
+# A part the run could not answer shows this many nearest passages (one per document) from its
+# own first search, marked unconfirmed, ranked after all other evidence.
 NEAREST_DOCS = 3
 NEAREST_PRIORITY = -1.0
 
@@ -66,6 +66,7 @@ class Part:
     gap: str = ""  # the last gap described by a grade that kept something
     bridged: bool = False  # the spare-step bridge search was made
     first_grade: Grade | None = None
+    first_hits: list[Hit] = field(default_factory=list)  # the first search's page, in order
     deepened: bool = False  # the second page of the question's own search was read
 
     @property
@@ -114,7 +115,7 @@ class PipelineDriver:
         grade = self.grader.grade(part.question, hits)
         part.last_grade = grade
         if part.first_grade is None:
-            part.first_grade = grade
+            part.first_grade, part.first_hits = grade, hits
         if grade.kept:
             part.gap = grade.missing
         # the evidence ranks by what a hit says about the question: a hit kept for matching a
@@ -285,22 +286,22 @@ class PipelineDriver:
         part.last_grade = answered  # what the next page adds does not undo an answer
 
     def _add_nearest(self, ctx: RunContext, part: Part) -> None:
-        """A part that kept nothing gets the top passage of each of the first NEAREST_DOCS
-        documents of its own search as unconfirmed evidence: the local grader misses
-        paraphrases the search ranked near the top ("extra years of cover" for an extended
-        warranty), and the closest passages serve the user better than a bare "not found".
+        """A part the run could not answer gets the top passage of each of the first
+        NEAREST_DOCS documents of its own search that the evidence does not hold yet, as
+        unconfirmed evidence: the local grader misses paraphrases the search ranked near the
+        top ("extra years of cover" for an extended warranty, "pay me back for the fuel" for
+        mileage), and the closest passages serve the user better than a bare "not found".
         Not when the part asks about a code none of them mentions (the S400): the knowledge
         base does not have it, and the nearest passages are about something else."""
-        grade = part.first_grade
-        if part.kept or grade is None or grade.kept or not grade.discarded:
+        if part.enough or not part.first_hits:
             return
-        hits = grade.discarded  # nothing was kept: the whole result, in the search's order
+        hits = part.first_hits
         said = " ".join(f"{h.doc_title} {h.section_title} {h.text}" for h in hits)
         if absent_codes(part.question, term_set(said)):
             return
         docs: set[str] = set()
         for h in hits:
-            if h.doc_id in docs:
+            if self._known_doc(ctx, h.doc_id):
                 continue
             docs.add(h.doc_id)
             n = ctx.ledger.add_hit(h, ctx.step, part.index, confirmed=False)
