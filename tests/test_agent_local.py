@@ -150,6 +150,16 @@ def _cited(text: str) -> set[int]:
       " fuel?"]),
     ("When a gateway is offline, what does E104 mean and how do I fix it?",
      ["When a gateway is offline, what does E104 mean?", "How do I fix E104?"]),
+    # a spelled-out quarter is written as reports write it; a half year is its two quarters
+    ("How many gateways did we ship in the third quarter of 2024?",
+     ["How many gateways did we ship in Q3 2024?"]),
+    ("Was the last quarter of FY2024 our best?", ["Was Q4 FY2024 our best?"]),
+    ("How much revenue did we bring in during the second half of 2024?",
+     ["How much revenue did we bring in during Q3 2024?",
+      "How much revenue did we bring in during Q4 2024?"]),
+    ("What was churn in H1 2025?", ["What was churn in Q1 2025?", "What was churn in Q2 2025?"]),
+    # "last quarter" with no year is the latest quarter, not Q4
+    ("What was revenue last quarter?", ["What was revenue last quarter?"]),
 ])
 def test_planner_decomposes(question, parts) -> None:
     plan = LocalPlanner().plan(question)

@@ -1,6 +1,8 @@
 """A rule-based planner: small talk needs no search; multi-part questions become 1..3 parts.
 
-Rules, in order: greeting / thanks / "who are you" → a reply, no search; two dates or
+Rules, in order: greeting / thanks / "who are you" → a reply, no search; a spelled-out
+quarter ("the third quarter of 2024") is written as documents write it (Q3 2024); a half year
+("the second half of 2024", "H2 2024") → one part per quarter; two dates or
 quarters → one part per date; "compare A and B P" / "A vs B" / "difference between A and B"
 / "how does A's P compare with B" / "P of A and B" → one part per entity with the shared
 predicate; "X and list/what/who …", "X? Y?" → one part per clause. At most 3 parts.
@@ -45,6 +47,35 @@ def _clean(text: str) -> str:
     text = re.sub(r"\s+([?.!,])", r"\1", text)
     text = re.sub(r"\b(the|a|an)\s+\1\b", r"\1", text, flags=re.IGNORECASE)
     return text[:1].upper() + text[1:] if text else text
+
+
+_YEAR_RE = r"((?:FY\s?)?(?:19|20)\d\d)"
+_QUARTER_NUMBER = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3,
+                   "fourth": 4, "4th": 4, "last": 4, "final": 4}
+_QUARTER_PHRASE = re.compile(rf"\b(?:the\s+)?({'|'.join(_QUARTER_NUMBER)})\s+quarter\s+"
+                             rf"(?:of\s+|in\s+)?{_YEAR_RE}\b", re.IGNORECASE)
+_HALF_PHRASE = re.compile(rf"\b(?:the\s+)?(?:(first|1st|second|2nd|last|final)\s+half\s+"
+                          rf"(?:of\s+|in\s+)?|H([12])\s+(?:of\s+)?){_YEAR_RE}\b",
+                          re.IGNORECASE)
+
+
+def quarter_codes(q: str) -> str:
+    """"the third quarter of 2024" → "Q3 2024": reports name quarters by code, and a
+    spelled-out quarter shares no word with them (the year alone matches every quarter)."""
+    return _QUARTER_PHRASE.sub(
+        lambda m: f"Q{_QUARTER_NUMBER[m.group(1).lower()]} {m.group(2)}", q)
+
+
+def _half_parts(q: str) -> list[str] | None:
+    """"the second half of 2024" / "H2 2024" → one part per quarter (Q3 2024, Q4 2024): no
+    document reports a half year under either name when it reports quarters."""
+    m = _HALF_PHRASE.search(q)
+    if not m:
+        return None
+    word, digit, year = m.groups()
+    second = digit == "2" or (word or "").lower() in ("second", "2nd", "last", "final")
+    quarters = (3, 4) if second else (1, 2)
+    return [_clean(f"{q[: m.start()]}Q{n} {year}{q[m.end():]}") for n in quarters]
 
 
 def _date_parts(q: str) -> list[str] | None:
@@ -216,12 +247,12 @@ class LocalPlanner:
                 reply += f" {self.scope}"
             return Plan(False, [], reply=reply, reason="question about the assistant itself")
         q = _clean(_GREETING_PREFIX.sub("", q)) or q
-        parts, reason = self._split(q)
+        parts, reason = self._split(quarter_codes(q))
         parts = [p for p in dict.fromkeys(parts) if p]
         if len(parts) > self.max_parts:
             parts = [*parts[: self.max_parts - 1], " ".join(parts[self.max_parts - 1:])]
         if len(parts) < 2:
-            return Plan(True, [q], reason="one part")
+            return Plan(True, parts or [q], reason="one part")
         return Plan(True, parts, reason=reason)
 
     def _split(self, q: str) -> tuple[list[str], str]:
@@ -236,7 +267,8 @@ class LocalPlanner:
 
     @staticmethod
     def _split_one(q: str) -> tuple[list[str], str]:
-        for fn, why in ((_date_parts, "two or more dates/periods"),
+        for fn, why in ((_half_parts, "a half year: one part per quarter"),
+                        (_date_parts, "two or more dates/periods"),
                         (_compare_parts, "a comparison"),
                         (_list_parts, "several named entities")):
             parts = fn(q)
