@@ -37,9 +37,12 @@ A, B, C, D = "a.md", "b.md", "c.md", "d.md"
 
 
 def rec(path, qtype, gold, docs, *, answer="", reference=None, status="answered", steps=2,
-        latency=1.0, tokens=0, cost=0.0, grades=(), answerable=True, route=None, qid=None):
+        latency=1.0, tokens=0, cost=0.0, grades=(), answerable=True, route=None, qid=None,
+        confirmed=None):
     return {"qid": qid or f"{path}-{qtype}-{len(docs)}", "path": path, "type": qtype,
-            "gold": list(gold), "docs": list(docs), "answer": answer, "reference": reference,
+            "gold": list(gold), "docs": list(docs),
+            "confirmed_docs": list(docs if confirmed is None else confirmed),
+            "answer": answer, "reference": reference,
             "status": status, "steps": steps, "latency_s": latency, "tokens": tokens,
             "cost_usd": cost, "grades": list(grades), "answerable": answerable,
             "route": route or ("single" if path == "single" else "agent")}
@@ -59,7 +62,7 @@ def records():
             grades=[{"chunks": 4, "kept": 2, "seen_docs": [A, B, A, C], "kept_docs": [A, B]}]),
         rec("agent", "multi_hop", [A, C], [B, D, A, C], answer="Priya Raman is CFO [1]",
             reference="Priya Raman", status="truncated", steps=6, latency=10.0, tokens=3000,
-            cost=0.3,
+            cost=0.3, confirmed=[B, D, A],  # C: a nearest passage, unconfirmed
             grades=[{"chunks": 5, "kept": 1, "seen_docs": [C, C, B, A, D], "kept_docs": [C]},
                     {"chunks": 3, "kept": 3, "seen_docs": None, "kept_docs": None}]),
         rec("agent", "unanswerable", [], [B], answer="Tom Becker [1]", answerable=False,
@@ -82,6 +85,7 @@ def test_single_path_figures(records) -> None:
     assert s["all_gold@2"] == 0.5  # the multi-hop one misses A in its top 2
     assert s["mrr"] == pytest.approx((0.5 + 1.0) / 2)
     assert s["recall_uncapped"] == 1.0 and s["all_gold_uncapped"] == 1.0
+    assert s["all_gold@2_confirmed"] == s["all_gold@2"]  # nothing unconfirmed
     assert s["docs_mean"] == 3.0
     assert s["answer_em"] == 0.5 and s["answer_n"] == 2
     assert s["answer_f1"] == pytest.approx((0.5 + 0.0) / 2)  # "it is ip67" vs "ip67": P 1/3
@@ -107,6 +111,10 @@ def test_agent_path_is_capped_at_k_and_grader_figures(records) -> None:
     assert summarize(agent, k=3)["mrr"] == pytest.approx((1.0 + 1 / 3) / 2)
     assert summarize(agent, k=3)["recall@3"] == 1.0
     assert summarize(agent, k=3)["all_gold@3"] == 0.5
+    # C only among the unconfirmed evidence: the multi-hop question counts without it
+    assert summarize(agent, k=4)["all_gold@4"] == 1.0
+    assert summarize(agent, k=4)["all_gold@4_confirmed"] == 0.5
+    assert s["all_gold@2_confirmed"] == 0.5
     assert s["answer_em"] == 1.0
     assert s["answer_f1"] == pytest.approx((1.0 + 2 / 3) / 2)
     assert s["abstention"] == 0.0  # answered the unanswerable one
@@ -465,6 +473,8 @@ def test_eval_with_a_scripted_model_over_a_real_kb(scripted, small_kb, tmp_path)
     assert by["b", "agent"]["docs"] == ["org/leadership.md", "products/sensor.md"]
     assert by["c", "agent"]["docs"] == ["org/leadership.md"]
     assert by["d", "agent"]["docs"] == ["policies/travel.md"]
+    # the tools driver shows only what the grader kept: all of it is confirmed
+    assert all(r["confirmed_docs"] == r["docs"] for r in by.values())
     assert [by[q, "agent"]["status"] for q in "abcd"] == ["answered", "answered", "answered",
                                                         "truncated"]
     assert [by[q, "agent"]["steps"] for q in "abcd"] == [3, 3, 2, 4]

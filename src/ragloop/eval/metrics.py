@@ -6,6 +6,9 @@ OUT/results.jsonl alone. Conventions:
 - Documents: `docs` is the run's evidence list reduced to distinct doc_ids, in order. The
   capped metrics (recall@k, all_gold@k, MRR) read only its first k entries: the agent gets no
   credit for looking at more documents than single-shot may return. `recall_uncapped` reads all.
+  `confirmed_docs` leaves out the evidence marked unconfirmed (the offline agent's nearest
+  passages for a part it could not answer): `all_gold@k_confirmed` counts only what the grader
+  kept or the run read on purpose.
 - Sections: `sections` lists the evidence as "doc_id§section". Where the dataset names gold
   sections (`gold_sections`, [doc, section] pairs), section_recall@k / all_sections@k ask
   whether any / every gold section is among the evidence of the first k documents; a piece
@@ -199,6 +202,9 @@ def summarize(records: Sequence[dict[str, Any]], k: int) -> dict[str, Any]:
         f"recall@{k}": share([recall_any(d, g, k) for d, g in zip(docs, golds, strict=True)]),
         f"all_gold@{k}": share([recall_all(d, g, k) for d, g in zip(docs, golds, strict=True)]),
         "mrr": mean([reciprocal_rank(d, g, k) for d, g in zip(docs, golds, strict=True)]),
+        f"all_gold@{k}_confirmed": share([recall_all(r.get("confirmed_docs", d), g, k)
+                                          for r, d, g in zip(with_gold, docs, golds,
+                                                             strict=True)]),
         "recall_uncapped": share([recall_any(d, g, None)
                                   for d, g in zip(docs, golds, strict=True)]),
         "all_gold_uncapped": share([recall_all(d, g, None)

@@ -15,6 +15,7 @@ from typing import Any
 ROWS: list[tuple[str, str, str]] = [
     ("recall@{k}", "recall@{k} (any gold doc in first {k} distinct docs)", "share"),
     ("all_gold@{k}", "all_gold@{k}", "share"),
+    ("all_gold@{k}_confirmed", "all_gold@{k}, confirmed evidence only", "share"),
     ("mrr", "MRR@{k}", "num3"),
     ("recall_uncapped", "recall, uncapped evidence", "share"),
     ("section_recall@{k}", "section_recall@{k} (any gold section in those docs' evidence)",

@@ -88,6 +88,8 @@ def make_record(question: EvalQuestion, path: str, result: Any,
         "run_id": result.run_id, "route": result.route, "route_reason": result.route_reason,
         "driver": result.driver, "model": result.model, "status": str(result.status),
         "answer": result.answer, "docs": docs,
+        "confirmed_docs": distinct(str(e["doc_id"]) for e in result.evidence
+                                   if e.get("confirmed", True)),
         "sections": distinct(f"{e['doc_id']}§{e['section']}" for e in result.evidence),
         "citations": [{"n": c["n"], "doc_id": c["doc_id"], "section": c["section"]}
                       for c in result.citations],
@@ -105,7 +107,8 @@ def crash_record(question: EvalQuestion, path: str, exc: BaseException) -> dict[
         "answerable": question.answerable, "gold": list(question.gold_docs),
         "gold_section": question.gold_section,
         "gold_sections": question.gold_sections, "reference": question.answer, "run_id": None,
-        "route": None, "status": "failed", "answer": "", "docs": [], "sections": [],
+        "route": None, "status": "failed", "answer": "", "docs": [], "confirmed_docs": [],
+        "sections": [],
         "citations": [], "steps": 0, "max_steps": 0, "latency_s": 0.0, "input_tokens": 0,
         "output_tokens": 0, "tokens": 0, "cost_usd": 0.0, "grades": [],
         "error": f"{type(exc).__name__}: {exc}",
