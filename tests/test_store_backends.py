@@ -188,6 +188,24 @@ def test_a_hit_only_one_retriever_finds_first_stays_in_the_top_k(location, embed
         assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
 
+def test_equal_bm25_scores_rank_by_chunk_id(location, embedder, tmp_path) -> None:
+    """Sibling documents with the same templated section tie on BM25; ingested one by one
+    (each its own tantivy segment), they must still come back in chunk-id order, so two
+    ingests of the same files give the same ranking."""
+    with KnowledgeBase.open(location, Settings(), embedder=embedder) as base:
+        for n in range(1, 7):
+            doc = tmp_path / f"q{n}" / f"report-{n}.md"
+            doc.parent.mkdir()
+            doc.write_text(f"# Report {n}\n\n## Sensors\nSensor shipments were flat.\n",
+                           encoding="utf-8")
+            base.ingest([doc.parent])
+        hits = base.store.search_bm25(query_terms("sensor shipments"), 4)
+        assert len(hits) == 4 and len({score for _, score in hits}) == 1
+        everything = base.store.search_bm25(query_terms("sensor shipments"), 10)
+        assert [cid for cid, _ in everything] == sorted(cid for cid, _ in everything)
+        assert [cid for cid, _ in hits] == [cid for cid, _ in everything][:4]
+
+
 def test_fused_top_keeps_each_first_and_orders_by_fused_score() -> None:
     fused = {1: 0.9, 2: 0.8, 3: 0.7, 4: 0.1, 5: 0.05}
     assert fused_top(fused, [1, 2], 3) == [1, 2, 3]

@@ -21,6 +21,9 @@ EXACT_SEARCH_BELOW = 20_000
 # recall@10 vs exact >= 0.95 up to 1M chunks here (benchmarks/retrieval.py).
 HNSW_M, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH = 16, 128, 96
 INITIAL_CAPACITY = 1024
+# BM25 hits fetched past k so that a tie at the k-th score is broken by chunk id, not by
+# which segment an indexing thread put a chunk in.
+TIE_MARGIN = 16
 
 
 class FullTextIndex:
@@ -73,11 +76,16 @@ class FullTextIndex:
             return []
         query = self.index.parse_query(" ".join(terms), ["text"])
         searcher = self.index.searcher()
-        hits = searcher.search(query, k, count=False).hits
+        # equal scores (the same templated section of every quarter's report) come back in
+        # segment order, which differs between two ingests of the same files: fetch a margin
+        # and break ties by chunk id, as the Postgres store does
+        hits = searcher.search(query, k + TIE_MARGIN, count=False).hits
         if not hits:
             return []
         ids = searcher.fast_field_values("chunk_id", [addr for _, addr in hits])
-        return [(int(cid), float(score)) for (score, _), cid in zip(hits, ids, strict=True)]
+        ranked = sorted(((int(cid), float(score)) for (score, _), cid
+                         in zip(hits, ids, strict=True)), key=lambda x: (-x[1], x[0]))
+        return ranked[:k]
 
     def size(self) -> int:
         return self.index.searcher().num_docs
