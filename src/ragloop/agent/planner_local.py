@@ -54,7 +54,8 @@ _QUARTER_NUMBER = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd
                    "fourth": 4, "4th": 4, "last": 4, "final": 4}
 _QUARTER_PHRASE = re.compile(rf"\b(?:the\s+)?({'|'.join(_QUARTER_NUMBER)})\s+quarter\s+"
                              rf"(?:of\s+|in\s+)?{_YEAR_RE}\b", re.IGNORECASE)
-_HALF_PHRASE = re.compile(rf"\b(?:the\s+)?(?:(first|1st|second|2nd|last|final)\s+half\s+"
+_HALF_NUMBER = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "last": 2, "final": 2}
+_HALF_PHRASE = re.compile(rf"\b(?:the\s+)?(?:({'|'.join(_HALF_NUMBER)})\s+half\s+"
                           rf"(?:of\s+|in\s+)?|H([12])\s+(?:of\s+)?){_YEAR_RE}\b",
                           re.IGNORECASE)
 
@@ -73,9 +74,8 @@ def _half_parts(q: str) -> list[str] | None:
     if not m:
         return None
     word, digit, year = m.groups()
-    second = digit == "2" or (word or "").lower() in ("second", "2nd", "last", "final")
-    quarters = (3, 4) if second else (1, 2)
-    return [_clean(f"{q[: m.start()]}Q{n} {year}{q[m.end():]}") for n in quarters]
+    half = int(digit) if digit else _HALF_NUMBER[word.lower()]
+    return [_clean(f"{q[: m.start()]}Q{n} {year}{q[m.end():]}") for n in (2 * half - 1, 2 * half)]
 
 
 def _date_parts(q: str) -> list[str] | None:
