@@ -202,9 +202,8 @@ def summarize(records: Sequence[dict[str, Any]], k: int) -> dict[str, Any]:
         f"recall@{k}": share([recall_any(d, g, k) for d, g in zip(docs, golds, strict=True)]),
         f"all_gold@{k}": share([recall_all(d, g, k) for d, g in zip(docs, golds, strict=True)]),
         "mrr": mean([reciprocal_rank(d, g, k) for d, g in zip(docs, golds, strict=True)]),
-        f"all_gold@{k}_confirmed": share([recall_all(r.get("confirmed_docs", d), g, k)
-                                          for r, d, g in zip(with_gold, docs, golds,
-                                                             strict=True)]),
+        f"all_gold@{k}_confirmed": share([recall_all(r.get("confirmed_docs", d), r["gold"], k)
+                                          for r, d in zip(with_gold, docs, strict=True)]),
         "recall_uncapped": share([recall_any(d, g, None)
                                   for d, g in zip(docs, golds, strict=True)]),
         "all_gold_uncapped": share([recall_all(d, g, None)

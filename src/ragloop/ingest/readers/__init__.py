@@ -39,12 +39,14 @@ def read_file(path: Path | str, doc_id: str) -> list[ParsedDocument]:
         raise ReaderError(f"cannot read file: {exc.strerror or exc}") from exc
     if size == 0:
         raise ReaderError("empty file")
-    if isinstance(reader, BeirReader) and is_beir_queries(path):
-        raise ReaderError("the questions of a BEIR dataset (it sits beside corpus.jsonl), not"
-                          " documents; `ragloop eval` on the folder reads them")
-    if isinstance(reader, BeirReader) and not is_beir_jsonl(path):
-        read_text(path)  # an empty or binary file says so first
-        raise ReaderError("a .jsonl file that is not a BEIR corpus ({_id, title, text} lines)")
+    if isinstance(reader, BeirReader):
+        if is_beir_queries(path):
+            raise ReaderError("the questions of a BEIR dataset (it sits beside corpus.jsonl),"
+                              " not documents; `ragloop eval` on the folder reads them")
+        if not is_beir_jsonl(path):
+            read_text(path)  # an empty or binary file says so first
+            raise ReaderError("a .jsonl file that is not a BEIR corpus ({_id, title, text}"
+                              " lines)")
     return reader.read(path, doc_id)
 
 
