@@ -5,13 +5,20 @@ from __future__ import annotations
 import time
 
 import pytest
-from fakes.anthropic_server import Delay, FakeAnthropicServer, message, tool_use
+from fakes.anthropic_server import (
+    Delay,
+    FakeAnthropicServer,
+    message,
+    redacted_thinking,
+    thinking,
+    tool_use,
+)
 
 from ragloop.config import Settings
 from ragloop.errors import ConfigError, ProviderError
 from ragloop.llm import make_chat_model
 from ragloop.llm.anthropic import AnthropicChat
-from ragloop.llm.base import Message, ToolCall, ToolSpec
+from ragloop.llm.base import Finish, ForceTool, Message, ToolCall, ToolSpec
 
 TOOLS = [
     ToolSpec(
@@ -37,10 +44,11 @@ def server():
 def chat_for(server, **kw) -> AnthropicChat:
     kw.setdefault("timeout", 5.0)
     kw.setdefault("max_retries", 2)
-    return AnthropicChat("claude-sonnet-4-5", api_key="sk-test", base_url=server.url, **kw)
+    model = kw.pop("model", "claude-sonnet-5-5")
+    return AnthropicChat(model, api_key="sk-test", base_url=server.url, **kw)
 
 
-def test_request_has_cache_control_on_system_and_last_tool(server):
+def test_request_caches_system_and_history_and_sends_effort(server):
     resp = chat_for(server).chat([Message("user", "hi")], system="You are terse.", tools=TOOLS)
     assert resp.text == "ok"
     (req,) = server.requests
@@ -51,8 +59,10 @@ def test_request_has_cache_control_on_system_and_last_tool(server):
         {"type": "text", "text": "You are terse.", "cache_control": EPHEMERAL}
     ]
     assert [t["name"] for t in body["tools"]] == ["search", "fetch_section"]
-    assert "cache_control" not in body["tools"][0]
-    assert body["tools"][-1]["cache_control"] == EPHEMERAL
+    # automatic caching moves a breakpoint forward as the history grows; no tool breakpoint
+    assert body["cache_control"] == EPHEMERAL
+    assert all("cache_control" not in t for t in body["tools"])
+    assert body["output_config"] == {"effort": "medium"}
     assert body["tools"][0]["input_schema"]["required"] == ["query"]
     assert body["tool_choice"] == {"type": "auto"}
     assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
@@ -146,7 +156,8 @@ def test_usage_and_cost(server):
     server.enqueue(
         message("ok", input_tokens=1000, output_tokens=500, cache_read=2000, cache_write=100)
     )
-    resp = chat_for(server).chat([Message("user", "hi")], system="s", tools=TOOLS)
+    resp = chat_for(server, model="claude-sonnet-4-5").chat([Message("user", "hi")], system="s",
+                                                          tools=TOOLS)
     u = resp.usage
     assert (
         u.input_tokens,
@@ -200,7 +211,7 @@ def test_timeout_raises_provider_error_quickly(server):
 def test_connection_refused_is_provider_error():
     with FakeAnthropicServer() as s:
         url = s.url
-    chat = AnthropicChat("claude-sonnet-4-5", api_key="k", base_url=url, timeout=1, max_retries=0)
+    chat = AnthropicChat("claude-sonnet-5-5", api_key="k", base_url=url, timeout=1, max_retries=0)
     with pytest.raises(ProviderError, match="cannot connect"):
         chat.chat([Message("user", "hi")])
 
@@ -208,7 +219,7 @@ def test_connection_refused_is_provider_error():
 def test_missing_key_is_config_error(monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with pytest.raises(ConfigError, match="ANTHROPIC_API_KEY"):
-        make_chat_model("anthropic:claude-sonnet-4-5", Settings())
+        make_chat_model("anthropic:claude-sonnet-5-5", Settings())
 
 
 def test_make_chat_model_anthropic_uses_settings(monkeypatch, server):
@@ -223,3 +234,88 @@ def test_make_chat_model_anthropic_uses_settings(monkeypatch, server):
     model.chat([Message("user", "hi")])
     assert server.last["model"] == "claude-haiku-4-5"
     assert server.requests[-1].headers["authorization"] == "Bearer sk-env"
+
+
+# -- what current models send (thinking, refusals, truncation) ----------------------------------
+
+SIGNATURE = "EqQBCkgIARABGAIiQL4X9q0Qp2nJ1o3Zb3pW6nVbC4VwT4k1x7xP2mR0yQ=="
+
+
+def test_thinking_blocks_go_back_first_and_byte_for_byte(server, small_kb):
+    """A recorded exchange in the documented wire format: step 1 returns a thinking block with
+    a signature, a redacted one and a tool_use; step 2's assistant turn must carry them first,
+    unchanged, or the API rejects the request (thinking-tool-workflows page)."""
+    from ragloop.agent.engine import Engine
+
+    think = thinking("The user asks about approvals; search the policy.", SIGNATURE)
+    redacted = redacted_thinking("EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3")
+    step1 = message(None, tool_uses=[tool_use("search_knowledge_base",
+                                               {"query": "travel approval threshold"},
+                                               id="toolu_1")],
+                    blocks_before=[think, redacted], model="claude-sonnet-5-5")
+    server.enqueue(step1, message("The CFO approves expenses above £2,500 [1].",
+                                  model="claude-sonnet-5-5"))
+    engine = Engine(small_kb, small_kb.settings.with_(max_steps=4), chat=chat_for(server),
+                    grader=_keep_all())
+    result = engine.ask("Who approves travel expenses above £2,500?", route="agent",
+                        driver="tools")
+    assert result.status == "answered"
+    step2 = server.requests[1].body
+    assistant = step2["messages"][1]
+    assert assistant["role"] == "assistant"
+    assert assistant["content"] == step1["content"]  # thinking, redacted, tool_use: verbatim
+    assert assistant["content"][0] == think
+    # a thinking model rejects forced tool use: step 1 offered the tools on "auto"
+    assert server.requests[0].body["tool_choice"] == {"type": "auto"}
+
+
+def _keep_all():
+    from ragloop.agent.base import Grade
+
+    class KeepAll:
+        def grade(self, question, hits):
+            return Grade(kept=list(hits), discarded=[], enough=True)
+
+    return KeepAll()
+
+
+def test_refusal_maps_to_refused_with_the_category(server):
+    server.enqueue(message(None, stop_reason="refusal",
+                           stop_details={"type": "refusal", "category": "cyber",
+                                         "explanation": "exploit development"}))
+    resp = chat_for(server).chat([Message("user", "hi")])
+    assert resp.finish is Finish.REFUSED
+    assert "cyber" in resp.refusal and "exploit development" in resp.refusal
+
+
+@pytest.mark.parametrize("stop", ["max_tokens", "model_context_window_exceeded"])
+def test_cut_off_replies_are_truncated(server, stop):
+    server.enqueue(message(None, stop_reason=stop,
+                           tool_uses=[tool_use("search", {"query": "half"})]))
+    resp = chat_for(server).chat([Message("user", "hi")], tools=TOOLS)
+    assert resp.finish is Finish.TRUNCATED
+
+
+def test_decision_call_asks_low_effort_and_the_json_schema(server):
+    schema = {"type": "object", "properties": {"query": {"type": ["string", "null"]}},
+              "required": ["query"], "additionalProperties": False}
+    chat_for(server).chat([Message("user", "hi")], purpose="decision", json_schema=schema)
+    assert server.last["output_config"] == {
+        "effort": "low", "format": {"type": "json_schema", "schema": schema}}
+
+
+def test_older_models_get_no_output_config(server):
+    chat_for(server, model="claude-haiku-4-5").chat([Message("user", "hi")], purpose="decision")
+    assert "output_config" not in server.last
+
+
+def test_forced_tool_and_is_error(server):
+    history = [Message("user", "q"),
+               Message("assistant", "", tool_calls=[ToolCall("t1", "search", {"query": "q"})]),
+               Message("tool", "Tool error: page must be 1-5", tool_call_id="t1",
+                       is_error=True)]
+    chat_for(server, model="claude-sonnet-4-6").chat(history, tools=TOOLS,
+                                                     tool_choice=ForceTool("search"))
+    body = server.last
+    assert body["tool_choice"] == {"type": "tool", "name": "search"}
+    assert body["messages"][2]["content"][0]["is_error"] is True

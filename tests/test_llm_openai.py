@@ -11,7 +11,7 @@ from fakes.openai_server import Delay, FakeOpenAIServer, completion, tool_call
 from ragloop.config import Settings
 from ragloop.errors import ConfigError, ProviderError
 from ragloop.llm import OLLAMA_BASE_URL, make_chat_model
-from ragloop.llm.base import Message, ToolCall, ToolSpec
+from ragloop.llm.base import Finish, ForceTool, Message, ToolCall, ToolSpec
 from ragloop.llm.openai import OpenAIChat, build_request, parse_arguments
 
 TOOLS = [
@@ -83,7 +83,7 @@ def test_tool_calls_parsed_and_round_tripped(server):
             ],
         )
     )
-    chat = chat_for(server)
+    chat = chat_for(server, dialect="openai")
     first = chat.chat([Message("user", "q")], tools=TOOLS)
     assert first.stop_reason == "tool_calls" and first.text == ""
     assert first.tool_calls == [
@@ -146,8 +146,7 @@ def test_tool_choice_none_drops_tool_calls_even_if_returned(server):
 def test_usage_with_cached_tokens_and_cost(server):
     server.enqueue(completion("ok", prompt_tokens=3000, completion_tokens=200, cached_tokens=1000))
     # base_url pointing at api.openai.com counts as official → priced; route it to the fake
-    chat = chat_for(server)
-    chat.official = True
+    chat = chat_for(server, dialect="openai")
     resp = chat.chat([Message("user", "hi")])
     u = resp.usage
     assert (u.input_tokens, u.output_tokens, u.cache_read_tokens, u.calls) == (2000, 200, 1000, 1)
@@ -167,9 +166,9 @@ def test_local_server_costs_nothing_and_usage_may_be_missing(server):
 
 
 def test_reasoning_models_on_openai_get_no_temperature():
-    kw = build_request("gpt-5-mini", [Message("user", "q")], official=True)
+    kw = build_request("gpt-5-mini", [Message("user", "q")], dialect="openai")
     assert "temperature" not in kw and kw["max_completion_tokens"] == 1024
-    assert build_request("gpt-4o", [Message("user", "q")], official=True)["temperature"] == 0.0
+    assert build_request("gpt-4o", [Message("user", "q")], dialect="openai")["temperature"] == 0.0
 
 
 @pytest.mark.parametrize("status", [429, 500, 503])
@@ -188,7 +187,7 @@ def test_persistent_500_raises_provider_error(server):
 
 def test_404_on_local_server_hints_at_the_model(server):
     server.fail(404)
-    with pytest.raises(ProviderError, match="is model 'llama3' available"):
+    with pytest.raises(ProviderError, match="model 'llama3' not found: retired, or not pulled"):
         chat_for(server, model="llama3").chat([Message("user", "hi")])
 
 
@@ -235,8 +234,116 @@ def test_make_chat_model_ollama_and_offline_and_bad_specs():
     m = make_chat_model("ollama:qwen2.5:7b", Settings())
     assert isinstance(m, OpenAIChat)
     assert m.name == "ollama:qwen2.5:7b" and m.model == "qwen2.5:7b"
-    assert m.base_url == OLLAMA_BASE_URL and not m.official
+    assert m.base_url == OLLAMA_BASE_URL and m.dialect == "ollama"
+    assert not m.traits.honours_tool_choice
     assert make_chat_model("offline", Settings()) is None
     for bad in ("gpt-4o", "anthropic:", "mistral:large", ":x"):
         with pytest.raises(ConfigError, match="offline"):
             make_chat_model(bad, Settings())
+
+
+# -- what current servers send, and what they need ----------------------------------------------
+
+def test_length_with_reasoning_and_no_content_is_truncated(server):
+    """A reasoning model that spent max_completion_tokens thinking: finish_reason "length",
+    content null (completions.py: max_completion_tokens includes reasoning tokens)."""
+    server.enqueue(completion(None, finish_reason="length", completion_tokens=2048,
+                              reasoning_tokens=2048))
+    resp = chat_for(server, model="gpt-5.4-mini", dialect="openai").chat([Message("user", "q")])
+    assert resp.finish is Finish.TRUNCATED and resp.text == ""
+
+
+def test_refusal_and_content_filter_are_refused(server):
+    server.enqueue(completion(None, refusal="I can't help with that."),
+                   completion("partial", finish_reason="content_filter"))
+    chat = chat_for(server)
+    first = chat.chat([Message("user", "q")])
+    assert first.finish is Finish.REFUSED and first.refusal == "I can't help with that."
+    assert chat.chat([Message("user", "q")]).finish is Finish.REFUSED
+
+
+def test_tool_arguments_sent_as_an_object_do_not_crash(server):
+    server.enqueue(completion(None, tool_calls=[tool_call("search", {"query": "as object"})]))
+    (call,) = chat_for(server).chat([Message("user", "q")], tools=TOOLS).tool_calls
+    assert call.arguments == {"query": "as object"} and call.raw_arguments is None
+    assert parse_arguments(["not", "an object"]) == ({}, '["not", "an object"]')
+
+
+@pytest.mark.parametrize(("model", "tools", "purpose", "effort"), [
+    ("gpt-5.4-mini", True, "loop", "none"),  # function tools need "none" on gpt-5.1+
+    ("gpt-6-sol", True, "loop", "none"),
+    ("gpt-5.4-mini", False, "decision", "none"),
+    ("gpt-5.4-mini", False, "answer", "low"),
+    ("gpt-5-mini", False, "decision", "minimal"),  # gpt-5 goes no lower than minimal
+    ("o4-mini", True, "loop", "low"),
+    ("gpt-4o-mini", True, "loop", None),
+])
+def test_reasoning_effort_and_temperature_by_family(model, tools, purpose, effort):
+    kw = build_request(model, [Message("user", "q")], tools=TOOLS if tools else None,
+                       purpose=purpose, dialect="openai")
+    assert kw.get("reasoning_effort") == effort
+    assert ("temperature" in kw) == (effort is None)
+
+
+def test_responses_only_models_are_refused_for_tools_with_a_fix(server):
+    chat = chat_for(server, model="gpt-6-astra", dialect="openai")
+    with pytest.raises(ConfigError, match="Responses API"):
+        chat.chat([Message("user", "q")], tools=TOOLS)
+    assert server.requests == []
+
+
+def test_compatible_server_gets_string_content_parallel_calls_and_json_schema(server):
+    schema = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"],
+              "additionalProperties": False}
+    chat = chat_for(server, model="qwen")
+    chat.chat([Message("user", "q"),
+               Message("assistant", "", tool_calls=[ToolCall("c1", "search", {"query": "x"})]),
+               Message("tool", "r", tool_call_id="c1")], tools=TOOLS,
+              tool_choice=ForceTool("search"))
+    body = server.last
+    assert body["messages"][1]["content"] == ""  # llama-cpp-python rejects null here
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "search"}}
+    assert body["parallel_tool_calls"] is True and body["max_tokens"] == 1024
+    chat.chat([Message("user", "q")], purpose="decision", json_schema=schema)
+    assert server.last["response_format"] == {
+        "type": "json_schema", "json_schema": {"name": "decision", "schema": schema,
+                                               "strict": True}}
+
+
+def test_a_server_that_rejects_json_schema_is_asked_again_without_it(server):
+    server.fail(422)
+    chat = chat_for(server, model="smollm2")
+    chat.chat([Message("user", "q")], purpose="decision", json_schema={"type": "object"})
+    assert "response_format" in server.requests[0].body
+    assert "response_format" not in server.requests[1].body
+    chat.chat([Message("user", "q")], purpose="decision", json_schema={"type": "object"})
+    assert "response_format" not in server.last and len(server.requests) == 3
+
+
+def test_llamacpp_dialect(server):
+    chat = OpenAIChat("smollm2", base_url=server.url + "/v1", dialect="llamacpp", timeout=5)
+    chat.chat([Message("user", "q")], purpose="decision", json_schema={"type": "object"})
+    assert server.last["response_format"] == {"type": "json_object", "schema": {"type": "object"}}
+    chat.chat([Message("user", "q"),
+               Message("assistant", "", tool_calls=[ToolCall("c1", "search", {},
+                                                             raw_arguments="{broken")]),
+               Message("tool", "Tool error", tool_call_id="c1")], tools=TOOLS)
+    body = server.last
+    assert body["parallel_tool_calls"] is True  # llama-server defaults it to false
+    assert body["messages"][1]["tool_calls"][0]["function"]["arguments"] == "{}"
+
+
+def test_ollama_gets_no_effort_in_the_loop_and_none_for_decisions(server):
+    chat = OpenAIChat("qwen3", base_url=server.url + "/v1", dialect="ollama", timeout=5)
+    chat.chat([Message("user", "q")], tools=TOOLS)
+    assert "reasoning_effort" not in server.last
+    chat.chat([Message("user", "q")], purpose="decision")
+    assert server.last["reasoning_effort"] == "none"
+
+
+def test_a_fix_is_named_for_server_errors_a_retry_cannot_fix(server):
+    server.fail(400, body={"error": {"message": '"auto" tool choice requires'
+                                                " --enable-auto-tool-choice and"
+                                                " --tool-call-parser to be set"}})
+    with pytest.raises(ProviderError, match="start vLLM with --enable-auto-tool-choice"):
+        chat_for(server).chat([Message("user", "q")], tools=TOOLS)

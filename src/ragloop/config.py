@@ -6,8 +6,9 @@ import os
 from dataclasses import dataclass, fields, replace
 
 LOCAL_EMBEDDER = "local:all-MiniLM-L6-v2"
-DEFAULT_ANTHROPIC_MODEL = "anthropic:claude-sonnet-4-5"
-DEFAULT_OPENAI_MODEL = "openai:gpt-4o-mini"
+# Current, not deprecated, in the installed SDKs' model lists (tests/test_llm_defaults.py).
+DEFAULT_ANTHROPIC_MODEL = "anthropic:claude-sonnet-5-5"
+DEFAULT_OPENAI_MODEL = "openai:gpt-5.4-mini"
 
 
 def _default_model() -> str:
@@ -37,8 +38,12 @@ class Settings:
     # documents single-shot RAG answers from (the eval sets it to its k)
     single_k: int = 5
     tool_result_chars: int = 6000
-    request_timeout_s: float = 60.0
+    # A thinking model on a long prompt can take minutes; the SDKs' own default is 10.
+    request_timeout_s: float = 300.0
     max_retries: int = 3
+    # Output budgets; thinking tokens count against them on current models.
+    loop_max_tokens: int = 8192  # a tools-loop step and an LLM answer
+    decision_max_tokens: int = 2048  # planner, grader, rewriter
 
     @classmethod
     def from_env(cls) -> Settings:

@@ -2,7 +2,8 @@
 
 - ToolError: goes back to the model as a tool result; the run continues.
 - UserError: names a fix for the person at the keyboard (bad query, wrong embedder, missing doc).
-- RunFailed: ends a run with status `failed`, keeping what was gathered.
+- RunFailed: ends a run with status `failed`, keeping what was gathered; ModelRefused ends it
+  with status `refused` and the provider's reason.
 """
 
 
@@ -44,3 +45,7 @@ class RunFailed(RagloopError):
 
 class ProviderError(RunFailed):
     pass
+
+
+class ModelRefused(RunFailed):
+    """The model declined to continue (a refusal stop or a content filter)."""

@@ -129,6 +129,7 @@ class RunStatus(StrEnum):
     ANSWERED = "answered"
     TRUNCATED = "truncated"
     UNANSWERABLE = "unanswerable"
+    REFUSED = "refused"  # the model declined (a provider refusal or content filter)
     FAILED = "failed"
 
 

@@ -6,11 +6,23 @@ from typing import Any
 
 from fakes._http import Delay, Fail, FakeJSONServer
 
-__all__ = ["Delay", "Fail", "FakeAnthropicServer", "message", "tool_use"]
+__all__ = ["Delay", "Fail", "FakeAnthropicServer", "message", "redacted_thinking", "thinking",
+           "tool_use"]
 
 
 def tool_use(name: str, input: Any, id: str = "toolu_01") -> dict[str, Any]:
     return {"type": "tool_use", "id": id, "name": name, "input": input}
+
+
+def thinking(text: str, signature: str) -> dict[str, Any]:
+    """A thinking block as the API returns it (types/thinking_block.py): with display
+    "omitted" (the default on Claude 5 models) `thinking` is empty and only the signature
+    carries it."""
+    return {"type": "thinking", "thinking": text, "signature": signature}
+
+
+def redacted_thinking(data: str) -> dict[str, Any]:
+    return {"type": "redacted_thinking", "data": data}
 
 
 def message(
@@ -23,13 +35,16 @@ def message(
     cache_read: int = 0,
     cache_write: int = 0,
     stop_reason: str | None = None,
+    blocks_before: list[dict[str, Any]] | None = None,
+    stop_details: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A Messages API response body."""
-    content: list[dict[str, Any]] = []
+    """A Messages API response body; `blocks_before` (thinking blocks) come first, as the API
+    sends them."""
+    content: list[dict[str, Any]] = list(blocks_before or [])
     if text:
         content.append({"type": "text", "text": text})
     content.extend(tool_uses or [])
-    return {
+    body: dict[str, Any] = {
         "id": "msg_fake",
         "type": "message",
         "role": "assistant",
@@ -44,6 +59,9 @@ def message(
             "cache_creation_input_tokens": cache_write,
         },
     }
+    if stop_details is not None:
+        body["stop_details"] = stop_details
+    return body
 
 
 def _error(status: int) -> dict[str, Any]:

@@ -9,8 +9,9 @@ from fakes._http import Delay, Fail, FakeJSONServer
 __all__ = ["Delay", "Fail", "FakeOpenAIServer", "completion", "tool_call"]
 
 
-def tool_call(name: str, arguments: str, id: str = "call_01") -> dict[str, Any]:
-    """`arguments` is the raw string the model sent (it may be broken JSON)."""
+def tool_call(name: str, arguments: Any, id: str = "call_01") -> dict[str, Any]:
+    """`arguments` is the raw string the model sent (it may be broken JSON); some servers send
+    an object instead."""
     return {"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
@@ -23,9 +24,13 @@ def completion(
     completion_tokens: int = 5,
     cached_tokens: int | None = None,
     finish_reason: str | None = None,
+    refusal: str | None = None,
+    reasoning_tokens: int | None = None,
 ) -> dict[str, Any]:
-    """A chat.completions response body."""
-    msg: dict[str, Any] = {"role": "assistant", "content": text}
+    """A chat.completions response body. `refusal` fills `message.refusal` (content null);
+    `reasoning_tokens` fills `completion_tokens_details` (a reasoning model that spent its
+    whole budget thinking answers finish_reason "length" with no content)."""
+    msg: dict[str, Any] = {"role": "assistant", "content": text, "refusal": refusal}
     if tool_calls:
         msg["tool_calls"] = tool_calls
     usage: dict[str, Any] = {
@@ -35,6 +40,8 @@ def completion(
     }
     if cached_tokens is not None:
         usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+    if reasoning_tokens is not None:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
     return {
         "id": "chatcmpl-fake",
         "object": "chat.completion",

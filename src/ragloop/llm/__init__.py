@@ -3,8 +3,10 @@
 anthropic:<model>   Anthropic Messages API (ANTHROPIC_API_KEY)
 openai:<model>      OpenAI chat.completions, or any OpenAI-compatible server when
                     settings.base_url / OPENAI_BASE_URL is set
-ollama:<model>      sugar for openai against http://localhost:11434/v1
+ollama:<model>      Ollama's OpenAI-compatible API at http://localhost:11434/v1
                     (settings.base_url overrides the address)
+llamacpp:<model>    llama.cpp's llama-server or llama-cpp-python's server (settings.base_url /
+                    OPENAI_BASE_URL, default http://127.0.0.1:8080/v1)
 offline             no generative model: make_chat_model returns None
 """
 
@@ -14,19 +16,28 @@ import os
 from typing import TYPE_CHECKING
 
 from ragloop.errors import ConfigError
-from ragloop.llm.base import ChatModel, ChatResponse, Message, ToolCall, ToolChoice, ToolSpec
+from ragloop.llm.base import (
+    ChatModel,
+    ChatResponse,
+    Message,
+    ModelTraits,
+    ToolCall,
+    ToolChoice,
+    ToolSpec,
+)
 
 if TYPE_CHECKING:
     from ragloop.config import Settings
 
 OLLAMA_BASE_URL = "http://localhost:11434/v1"
+LLAMACPP_BASE_URL = "http://127.0.0.1:8080/v1"
 OFFLINE = ("offline", "none", "")
 
 SPEC_FORMS = (
-    "'anthropic:<model>' (e.g. anthropic:claude-sonnet-4-5), "
-    "'openai:<model>' (e.g. openai:gpt-4o-mini; any OpenAI-compatible server via "
+    "'anthropic:<model>' (e.g. anthropic:claude-sonnet-5-5), "
+    "'openai:<model>' (e.g. openai:gpt-5.4-mini; any OpenAI-compatible server via "
     "RAGLOOP_BASE_URL or OPENAI_BASE_URL), 'ollama:<model>' (e.g. ollama:qwen2.5:7b), "
-    "or 'offline'"
+    "'llamacpp:<model>' (a llama.cpp server), or 'offline'"
 )
 
 __all__ = [
@@ -34,6 +45,7 @@ __all__ = [
     "ChatModel",
     "ChatResponse",
     "Message",
+    "ModelTraits",
     "ToolCall",
     "ToolChoice",
     "ToolSpec",
@@ -73,5 +85,13 @@ def make_chat_model(spec: str | None, settings: Settings) -> ChatModel | None:
             timeout=timeout,
             max_retries=retries,
             provider="ollama",
+            dialect="ollama",
         )
+    if provider == "llamacpp":
+        from ragloop.llm.openai import OpenAIChat
+
+        base_url = (settings.base_url or os.environ.get("OPENAI_BASE_URL")
+                    or LLAMACPP_BASE_URL)
+        return OpenAIChat(model, api_key="not-needed", base_url=base_url, timeout=timeout,
+                          max_retries=retries, provider="llamacpp", dialect="llamacpp")
     raise ConfigError(f"unknown model provider {provider!r} in {spec!r}: use {SPEC_FORMS}")

@@ -1,32 +1,76 @@
 """ChatModel on the Anthropic Messages API, through the official `anthropic` SDK (2.x).
 
-- The system prompt goes as a list of one text block, and the last tool carries a
-  `cache_control: ephemeral` breakpoint, so the (system, tools) prefix is cached across the
-  steps of one run.
-- tool_choice "none" keeps the tools in the request (same cache prefix, and history with
-  tool_use blocks stays valid) and sends `{"type": "none"}`; "required" is `{"type": "any"}`.
-- `temperature` is accepted for the protocol and NOT sent: SDK 2.x speaks API version
-  2026-10-21, which has no sampling parameters (the SDK removed them; the API answers 400).
+What the current API requires, and where it is written:
+- An assistant turn goes back exactly as it came (every content block in its order: thinking,
+  redacted_thinking with their signatures, text, tool_use). Current models think by default and
+  the API rejects a tool-use turn rebuilt without its thinking block (thinking-tool-workflows
+  page; `types/thinking_block.py`: "pass them back exactly as received"). `parse_response` keeps
+  `raw_blocks`; `to_anthropic_messages` sends them verbatim.
+- Sampling parameters are not sent: SDK 2.x speaks API version 2026-10-21, whose
+  `messages.create` has no `temperature` (MIGRATION.md v1; the API answers 400).
+- Effort and JSON: `output_config={"effort": ..., "format": {"type": "json_schema", ...}}`
+  (`types/output_config_param.py`): low effort for decisions, medium for the loop; thinking tokens
+  count against `max_tokens` (`messages.create` docstring), so budgets leave room for them.
+- Stop reasons (`types/stop_reason.py`, handling-stop-reasons page): `max_tokens` and
+  `model_context_window_exceeded` are truncation, `refusal` carries `stop_details`.
+- Forced tool use (`tool_choice` any / tool) answers 400 on models that think by default
+  (thinking-tool-workflows page), so those declare `forced_tool_choice=False`.
+- Caching: the system prompt carries a breakpoint and the top-level `cache_control` lets the API
+  move one forward as the conversation grows (prompt-caching page, "automatic caching").
 - The SDK retries 408/409/429/5xx and connection errors itself (`max_retries`, backoff,
   `retry-after`); what it finally raises becomes ProviderError, or ConfigError for a 401.
+  `ANTHROPIC_BASE_URL` (a gateway) is read by the SDK when no base_url is given.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
 
 import anthropic
 
 from ragloop.errors import ConfigError
-from ragloop.llm.base import ChatResponse, Message, ToolCall, ToolChoice, ToolSpec
+from ragloop.llm.base import (
+    ChatResponse,
+    Finish,
+    ForceTool,
+    Message,
+    ModelTraits,
+    Purpose,
+    ToolCall,
+    ToolChoice,
+    ToolSpec,
+)
 from ragloop.llm.pricing import cost_usd
 from ragloop.llm.sdk_errors import translate
 from ragloop.types import Usage
 
 EPHEMERAL = {"type": "ephemeral"}
 API_KEY_ENV = "ANTHROPIC_API_KEY"
+EFFORT: dict[str, str] = {"decision": "low", "loop": "medium", "answer": "medium"}
+TRUNCATING_STOPS = ("max_tokens", "model_context_window_exceeded")
+
+# Families that think unless told otherwise (Claude 5 and later); they reject forced tool use.
+_THINKS_BY_DEFAULT = re.compile(r"^claude-(fable|mythos)|^claude-[a-z]+-[5-9]")
+# Families older than `output_config` (effort came with Opus 4.5 / Sonnet 4.6; structured
+# outputs with Sonnet 4.5 / Opus 4.1 / Haiku 4.5).
+_NO_EFFORT = ("claude-3", "claude-haiku-4", "claude-sonnet-4-5", "claude-sonnet-4-0",
+              "claude-sonnet-4-2", "claude-opus-4-0", "claude-opus-4-1", "claude-opus-4-2")
+_NO_JSON_SCHEMA = ("claude-3", "claude-sonnet-4-0", "claude-sonnet-4-2", "claude-opus-4-0",
+                   "claude-opus-4-2")
+
+
+def traits_for(model: str) -> ModelTraits:
+    name = model.lower()
+    return ModelTraits(forced_tool_choice=not _THINKS_BY_DEFAULT.match(name),
+                       honours_tool_choice=True,
+                       json_schema_output=not name.startswith(_NO_JSON_SCHEMA))
+
+
+def takes_effort(model: str) -> bool:
+    return not model.lower().startswith(_NO_EFFORT)
 
 
 class AnthropicChat:
@@ -35,7 +79,7 @@ class AnthropicChat:
         model: str,
         api_key: str | None = None,
         base_url: str | None = None,
-        timeout: float = 60.0,
+        timeout: float = 300.0,
         max_retries: int = 3,
     ) -> None:
         key = api_key or os.environ.get(API_KEY_ENV)
@@ -46,6 +90,7 @@ class AnthropicChat:
             )
         self.model = model
         self.name = f"anthropic:{model}"
+        self.traits = traits_for(model)
         self.timeout = timeout
         self.max_retries = max_retries
         self._client = anthropic.Anthropic(
@@ -61,6 +106,8 @@ class AnthropicChat:
         tool_choice: ToolChoice = "auto",
         max_tokens: int = 1024,
         temperature: float = 0.0,  # not sent, see the module docstring
+        purpose: Purpose = "loop",
+        json_schema: dict[str, Any] | None = None,
     ) -> ChatResponse:
         kwargs = build_request(
             self.model,
@@ -69,14 +116,24 @@ class AnthropicChat:
             tools=tools,
             tool_choice=tool_choice,
             max_tokens=max_tokens,
+            purpose=purpose,
+            json_schema=json_schema if self.traits.json_schema_output else None,
         )
         try:
             resp = self._client.messages.create(**kwargs)
         except anthropic.AnthropicError as e:
+            hint = (f" (model {self.model!r} not found: retired? See the models overview for"
+                    " current ids, e.g. claude-sonnet-5-5, or run `ragloop check-model`)")
             raise translate(anthropic, e, provider="anthropic", key_env=API_KEY_ENV,
                             timeout=self.timeout, retries=self.max_retries,
-                            base_url=self._client.base_url) from e
+                            base_url=self._client.base_url, hint_404=hint) from e
         return parse_response(resp, self.model, tool_choice=tool_choice)
+
+
+def _tool_choice(choice: ToolChoice) -> dict[str, Any]:
+    if isinstance(choice, ForceTool):
+        return {"type": "tool", "name": choice.name}
+    return {"type": {"auto": "auto", "none": "none", "required": "any"}[choice]}
 
 
 def build_request(
@@ -87,26 +144,44 @@ def build_request(
     tools: list[ToolSpec] | None = None,
     tool_choice: ToolChoice = "auto",
     max_tokens: int = 1024,
+    purpose: Purpose = "loop",
+    json_schema: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The keyword arguments of `messages.create` (plain JSON-able dicts)."""
     kwargs: dict[str, Any] = {
         "model": model,
         "max_tokens": max_tokens,
         "messages": to_anthropic_messages(messages),
+        "cache_control": EPHEMERAL,
     }
     if system:
         kwargs["system"] = [{"type": "text", "text": system, "cache_control": EPHEMERAL}]
+    output_config: dict[str, Any] = {}
+    if takes_effort(model):
+        output_config["effort"] = EFFORT[purpose]
+    if json_schema is not None:
+        output_config["format"] = {"type": "json_schema", "schema": json_schema}
+    if output_config:
+        kwargs["output_config"] = output_config
     if tools:
-        specs: list[dict[str, Any]] = [
+        kwargs["tools"] = [
             {"name": t.name, "description": t.description, "input_schema": t.parameters}
             for t in tools
         ]
-        specs[-1]["cache_control"] = EPHEMERAL
-        kwargs["tools"] = specs
-        kwargs["tool_choice"] = {
-            "type": {"auto": "auto", "none": "none", "required": "any"}[tool_choice]
-        }
+        kwargs["tool_choice"] = _tool_choice(tool_choice)
     return kwargs
+
+
+def _assistant_blocks(m: Message) -> list[dict[str, Any]]:
+    if m.raw_blocks is not None:
+        return [dict(b) for b in m.raw_blocks]  # verbatim: thinking blocks and signatures
+    blocks: list[dict[str, Any]] = []
+    if m.content:
+        blocks.append({"type": "text", "text": m.content})
+    for tc in m.tool_calls:
+        blocks.append({"type": "tool_use", "id": tc.id, "name": tc.name,
+                       "input": tc.arguments if isinstance(tc.arguments, dict) else {}})
+    return blocks
 
 
 def to_anthropic_messages(messages: list[Message]) -> list[dict[str, Any]]:
@@ -121,26 +196,14 @@ def to_anthropic_messages(messages: list[Message]) -> list[dict[str, Any]]:
         blocks: list[dict[str, Any]] = []
         if m.role == "tool":
             role = "user"
-            blocks.append(
-                {
-                    "type": "tool_result",
-                    "tool_use_id": m.tool_call_id or "",
-                    "content": m.content or "(empty result)",
-                }
-            )
+            result: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id or "",
+                                      "content": m.content or "(empty result)"}
+            if m.is_error:
+                result["is_error"] = True
+            blocks.append(result)
         elif m.role == "assistant":
             role = "assistant"
-            if m.content:
-                blocks.append({"type": "text", "text": m.content})
-            for tc in m.tool_calls:
-                blocks.append(
-                    {
-                        "type": "tool_use",
-                        "id": tc.id,
-                        "name": tc.name,
-                        "input": tc.arguments if isinstance(tc.arguments, dict) else {},
-                    }
-                )
+            blocks = _assistant_blocks(m)
         else:
             role = "user"
             if m.content:
@@ -160,10 +223,22 @@ def to_anthropic_messages(messages: list[Message]) -> list[dict[str, Any]]:
     return turns
 
 
+def _refusal_text(resp: Any) -> str:
+    details = getattr(resp, "stop_details", None)
+    if details is None:
+        return "the model declined to answer"
+    category = getattr(details, "category", None)
+    explanation = getattr(details, "explanation", None)
+    parts = [p for p in (f"category {category}" if category else "", explanation or "") if p]
+    return "; ".join(parts) or "the model declined to answer"
+
+
 def parse_response(resp: Any, model: str, *, tool_choice: ToolChoice = "auto") -> ChatResponse:
     texts: list[str] = []
     calls: list[ToolCall] = []
+    raw_blocks: list[dict[str, Any]] = []
     for block in resp.content or []:
+        raw_blocks.append(block.to_dict(mode="json", warnings=False))
         kind = getattr(block, "type", None)
         if kind == "text":
             texts.append(block.text)
@@ -178,6 +253,9 @@ def parse_response(resp: Any, model: str, *, tool_choice: ToolChoice = "auto") -
                 )
     if tool_choice == "none":
         calls = []  # the contract: with "none" the model cannot call tools
+    stop = str(resp.stop_reason or "")
+    finish = (Finish.TRUNCATED if stop in TRUNCATING_STOPS
+              else Finish.REFUSED if stop == "refusal" else Finish.DONE)
     u = resp.usage
     usage = Usage(
         input_tokens=getattr(u, "input_tokens", 0) or 0,
@@ -187,11 +265,14 @@ def parse_response(resp: Any, model: str, *, tool_choice: ToolChoice = "auto") -
         calls=1,
     )
     resp_model = getattr(resp, "model", None) or model
-    usage.cost_usd = cost_usd(resp_model, usage)
+    usage.cost_usd = cost_usd("anthropic", resp_model, usage)
     return ChatResponse(
         text="".join(texts),
         tool_calls=calls,
         usage=usage,
-        stop_reason=str(resp.stop_reason or ""),
+        stop_reason=stop,
         model=resp_model,
+        finish=finish,
+        refusal=_refusal_text(resp) if finish is Finish.REFUSED else "",
+        raw_blocks=raw_blocks,
     )

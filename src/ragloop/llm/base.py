@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Literal, Protocol
 
 from ragloop.types import Usage
@@ -31,6 +32,19 @@ class Message:
     tool_calls: list[ToolCall] = field(default_factory=list)
     tool_call_id: str | None = None  # for role == "tool"
     name: str | None = None  # tool name, for role == "tool"
+    #: an assistant turn exactly as the provider returned it (Anthropic content blocks, thinking
+    #: and signatures included); when set, it is sent back verbatim instead of being rebuilt
+    raw_blocks: list[dict[str, Any]] | None = None
+    #: a tool result that reports an error (Anthropic `is_error`)
+    is_error: bool = False
+
+
+class Finish(StrEnum):
+    """How a reply ended, mapped from each provider's stop reason."""
+
+    DONE = "done"  # end_turn / stop / tool_use / tool_calls
+    TRUNCATED = "truncated"  # max_tokens, model_context_window_exceeded, length
+    REFUSED = "refused"  # refusal, content_filter, message.refusal
 
 
 @dataclass
@@ -38,15 +52,45 @@ class ChatResponse:
     text: str
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
-    stop_reason: str = ""
+    stop_reason: str = ""  # the provider's own word
     model: str = ""
+    finish: Finish = Finish.DONE
+    #: what the provider said about a refusal (category, explanation), for the user
+    refusal: str = ""
+    #: the reply's content blocks as received (Anthropic); see Message.raw_blocks
+    raw_blocks: list[dict[str, Any]] | None = None
 
 
-ToolChoice = Literal["auto", "none", "required"]
+@dataclass(frozen=True)
+class ForceTool:
+    """tool_choice that makes the model call this one tool."""
+
+    name: str
+
+
+ToolChoice = Literal["auto", "none", "required"] | ForceTool
+
+#: What a call is for: sets its default token budget and reasoning effort. Decisions (planner,
+#: grader, rewriter) are short JSON at low effort; the loop and the answer get room to think.
+Purpose = Literal["loop", "decision", "answer"]
+
+
+@dataclass(frozen=True)
+class ModelTraits:
+    """What a model or server accepts, declared by its adapter from the model name and the
+    server kind (never probed at run time)."""
+
+    #: accepts tool_choice "required" / a named tool (Anthropic thinking models answer 400)
+    forced_tool_choice: bool = True
+    #: obeys tool_choice "none"; False (Ollama ignores it): the last step sends no tools at all
+    honours_tool_choice: bool = True
+    #: constrains output to a JSON schema (response_format / output_config.format)
+    json_schema_output: bool = True
 
 
 class ChatModel(Protocol):
     name: str  # "provider:model"
+    traits: ModelTraits
 
     def chat(
         self,
@@ -57,6 +101,11 @@ class ChatModel(Protocol):
         tool_choice: ToolChoice = "auto",
         max_tokens: int = 1024,
         temperature: float = 0.0,
+        purpose: Purpose = "loop",
+        json_schema: dict[str, Any] | None = None,
     ) -> ChatResponse:
-        """One model call. Retries provider errors with backoff; raises ProviderError at the end."""
+        """One model call. Retries provider errors with backoff; raises ProviderError at the end.
+        `json_schema` asks for one JSON object of that schema, constrained by the provider where
+        it can (`traits.json_schema_output`). `temperature` is sent only where the model takes
+        one (current Anthropic and OpenAI reasoning models reject sampling parameters)."""
         ...

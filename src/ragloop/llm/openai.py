@@ -1,32 +1,90 @@
 """ChatModel on OpenAI chat.completions, through the official `openai` SDK (3.x).
 
-Works against any OpenAI-compatible server (Ollama, vLLM, llama.cpp server, LM Studio) by
-`base_url`; then the API key may be anything ("not-needed" by default), no cost is counted, and
-the request uses the widely supported `max_tokens` (api.openai.com gets `max_completion_tokens`,
-which its reasoning models require; they also reject `temperature`, which is then left out).
+One adapter, four dialects of the same wire format, declared by how the model was named:
+- `openai`   api.openai.com. `max_completion_tokens` (reasoning models require it). Reasoning
+  families (o-series, gpt-5*, gpt-6*) reject `temperature` and take `reasoning_effort`; with
+  function tools, gpt-5.1 and later need `reasoning_effort: "none"` on Chat Completions, and
+  gpt-6 Astra / 6.1 Sol call tools only on the Responses API (deployment checklist), which this
+  adapter refuses with a clear error. `parallel_tool_calls` is sent with tools.
+- `compatible`  any other OpenAI-compatible server (vLLM, LM Studio, …) by base_url: `max_tokens`,
+  `temperature`, no cost. vLLM needs `--enable-auto-tool-choice --tool-call-parser` for "auto".
+- `ollama`   ignores `tool_choice` (openai-compatibility.mdx lists it unsupported), so the last
+  step is sent with no tools, and a first search cannot be forced; `reasoning_effort: "none"`
+  for decisions (listed as supported).
+- `llamacpp` llama.cpp's `llama-server` and `llama-cpp-python`'s server: `parallel_tool_calls`
+  (off by default in llama-server, docs/function-calling.md), JSON constrained by
+  `response_format: {"type": "json_object", "schema": …}` (the form both servers accept;
+  llama-cpp-python 0.3.36 rejects `json_schema`), and an assistant turn's `content` is "" beside
+  `tool_calls` (llama-cpp-python's request schema rejects null).
 
-Tool-call arguments that are not a JSON object never raise: `arguments={}` and the text is kept
-in `raw_arguments`. The SDK retries 408/409/429/5xx and connection errors itself; what it finally
-raises becomes ProviderError, or ConfigError for a 401.
+Stop reasons: `finish_reason` "length" is truncation; "content_filter" or `message.refusal` is a
+refusal. Tool-call arguments that are not a JSON object never raise: `arguments={}` and the text
+is kept in `raw_arguments` (an object some servers send is taken as it is). The SDK retries
+408/409/429/5xx and connection errors itself; what it finally raises becomes ProviderError, or
+ConfigError for a 401. `OPENAI_BASE_URL` keeps working (read by `make_chat_model`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
-from typing import Any
+import re
+from typing import Any, Literal
 
 import openai
 
 from ragloop.errors import ConfigError, ProviderError
-from ragloop.llm.base import ChatResponse, Message, ToolCall, ToolChoice, ToolSpec
+from ragloop.llm.base import (
+    ChatResponse,
+    Finish,
+    ForceTool,
+    Message,
+    ModelTraits,
+    Purpose,
+    ToolCall,
+    ToolChoice,
+    ToolSpec,
+)
 from ragloop.llm.pricing import cost_usd
 from ragloop.llm.sdk_errors import translate
 from ragloop.types import Usage
 
+log = logging.getLogger("ragloop.llm")
+
 API_KEY_ENV = "OPENAI_API_KEY"
 OPENAI_HOST = "api.openai.com"
-_NO_TEMPERATURE_PREFIXES = ("o1", "o3", "o4", "gpt-5")
+Dialect = Literal["openai", "compatible", "ollama", "llamacpp"]
+
+_REASONING = re.compile(r"^(o\d|gpt-5|gpt-6)")
+# Reasoning models that accept reasoning_effort "none" (gpt-5.1 and later); gpt-5 and the
+# o-series go no lower than "minimal" / "low".
+_EFFORT_NONE = re.compile(r"^(gpt-5\.\d|gpt-6)")
+_RESPONSES_ONLY_TOOLS = ("gpt-6-astra", "gpt-6.1-sol", "gpt-6.2-astra")
+_FAIL_FAST = {  # server errors that a retry cannot fix, and what fixes them
+    "--jinja": "start llama-server with --jinja (tools need the model's chat template)",
+    "enable-auto-tool-choice": "start vLLM with --enable-auto-tool-choice --tool-call-parser <p>",
+    "does not support tools": "this model has no tool support: pick one that does, or use"
+                              " --driver pipeline",
+}
+
+
+def traits_for(dialect: Dialect) -> ModelTraits:
+    if dialect == "ollama":
+        return ModelTraits(forced_tool_choice=False, honours_tool_choice=False)
+    return ModelTraits()
+
+
+def reasoning_effort(model: str, purpose: Purpose, with_tools: bool) -> str | None:
+    """The `reasoning_effort` for an api.openai.com call, None for a non-reasoning model."""
+    name = model.lower()
+    if not _REASONING.match(name):
+        return None
+    if _EFFORT_NONE.match(name):
+        return "none" if with_tools or purpose == "decision" else "low"
+    if name.startswith("gpt-5"):
+        return "minimal" if purpose == "decision" else "low"
+    return "low"
 
 
 class OpenAIChat:
@@ -35,11 +93,15 @@ class OpenAIChat:
         model: str,
         api_key: str | None = None,
         base_url: str | None = None,
-        timeout: float = 60.0,
+        timeout: float = 300.0,
         max_retries: int = 3,
         *,
         provider: str = "openai",
+        dialect: Dialect | None = None,
+        http_client: Any = None,
     ) -> None:
+        """`http_client`: an httpx2.Client for the SDK (a proxy, or a test that records the
+        wire); the SDK's own by default."""
         official = not base_url or OPENAI_HOST in base_url
         key = api_key or os.environ.get(API_KEY_ENV) or (None if official else "not-needed")
         if not key:
@@ -51,7 +113,9 @@ class OpenAIChat:
         self.provider = provider
         self.name = f"{provider}:{model}"
         self.base_url = base_url
-        self.official = official
+        self.dialect: Dialect = dialect or ("openai" if official else "compatible")
+        self.traits = traits_for(self.dialect)
+        self._schema_rejected = False
         self.timeout = timeout
         self.max_retries = max_retries
         self._client = openai.OpenAI(
@@ -59,6 +123,7 @@ class OpenAIChat:
             base_url=base_url or f"https://{OPENAI_HOST}/v1",
             timeout=timeout,
             max_retries=max_retries,
+            http_client=http_client,
         )
 
     def chat(
@@ -70,7 +135,15 @@ class OpenAIChat:
         tool_choice: ToolChoice = "auto",
         max_tokens: int = 1024,
         temperature: float = 0.0,
+        purpose: Purpose = "loop",
+        json_schema: dict[str, Any] | None = None,
     ) -> ChatResponse:
+        if tools and self.dialect == "openai" and self.model.lower().startswith(
+                _RESPONSES_ONLY_TOOLS):
+            raise ConfigError(
+                f"{self.name} calls tools only through the Responses API, which ragloop does not"
+                " use: pick another model for --driver tools (e.g. openai:gpt-5.4-mini), or use"
+                " --driver pipeline")
         kwargs = build_request(
             self.model,
             messages,
@@ -79,17 +152,64 @@ class OpenAIChat:
             tool_choice=tool_choice,
             max_tokens=max_tokens,
             temperature=temperature,
-            official=self.official,
+            dialect=self.dialect,
+            purpose=purpose,
+            json_schema=json_schema,
         )
+        if self._schema_rejected:
+            kwargs.pop("response_format", None)
         try:
             resp = self._client.chat.completions.create(**kwargs)
+        except openai.APIStatusError as e:
+            if ("response_format" not in kwargs or self.dialect == "openai"
+                    or not _rejects_response_format(e)):
+                raise self._error(e) from e
+            # A server that does not take this response_format (llama-cpp-python wants
+            # json_object): say so once, then rely on the defensive parse.
+            self._schema_rejected = True
+            log.warning("%s rejected response_format (%s); JSON decisions are parsed without"
+                        " constrained output (llamacpp:<model> sends the form llama.cpp"
+                        " servers take)", self.name, str(self._error(e))[:200])
+            kwargs.pop("response_format")
+            try:
+                resp = self._client.chat.completions.create(**kwargs)
+            except openai.OpenAIError as again:
+                raise self._error(again) from again
         except openai.OpenAIError as e:
-            hint = ("" if self.official else
-                    f" (is model {self.model!r} available at {self._client.base_url}?)")
-            raise translate(openai, e, provider=self.provider, key_env=API_KEY_ENV,
-                            timeout=self.timeout, retries=self.max_retries,
-                            base_url=self._client.base_url, hint_404=hint) from e
-        return parse_response(resp, self.model, tool_choice=tool_choice, priced=self.official)
+            raise self._error(e) from e
+        return parse_response(resp, self.model, tool_choice=tool_choice,
+                              priced=self.dialect == "openai")
+
+    def _error(self, exc: openai.OpenAIError) -> Exception:
+        hint = (f" (model {self.model!r} not found: retired, or not pulled / served at"
+                f" {self._client.base_url}? Run `ragloop check-model`)")
+        err = translate(openai, exc, provider=self.provider, key_env=API_KEY_ENV,
+                        timeout=self.timeout, retries=self.max_retries,
+                        base_url=self._client.base_url, hint_404=hint)
+        message = str(err)
+        for needle, fix in _FAIL_FAST.items():
+            if needle in message:
+                return ProviderError(f"{message}: {fix}")
+        return err
+
+
+def _rejects_response_format(exc: openai.APIStatusError) -> bool:
+    """A 400 / 422, or a 500 that names response_format (llama-cpp-python answers its own
+    request validation with 500)."""
+    return exc.status_code in (400, 422) or "response_format" in str(exc.body or exc.message)
+
+
+def _tool_choice(choice: ToolChoice) -> Any:
+    if isinstance(choice, ForceTool):
+        return {"type": "function", "function": {"name": choice.name}}
+    return choice
+
+
+def _response_format(schema: dict[str, Any], dialect: Dialect) -> dict[str, Any]:
+    if dialect == "llamacpp":
+        return {"type": "json_object", "schema": schema}
+    return {"type": "json_schema",
+            "json_schema": {"name": "decision", "schema": schema, "strict": True}}
 
 
 def build_request(
@@ -101,17 +221,28 @@ def build_request(
     tool_choice: ToolChoice = "auto",
     max_tokens: int = 1024,
     temperature: float = 0.0,
-    official: bool = True,
+    dialect: Dialect = "openai",
+    purpose: Purpose = "loop",
+    json_schema: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The keyword arguments of `chat.completions.create` (plain JSON-able dicts)."""
-    kwargs: dict[str, Any] = {"model": model, "messages": to_openai_messages(messages, system)}
-    reasoning = official and model.lower().startswith(_NO_TEMPERATURE_PREFIXES)
-    if official:
+    """The keyword arguments of `chat.completions.create` (plain JSON-able dicts); fields the SDK
+    has no argument for go in `extra_body`."""
+    kwargs: dict[str, Any] = {"model": model,
+                              "messages": to_openai_messages(messages, system, dialect)}
+    extra: dict[str, Any] = {}
+    effort = reasoning_effort(model, purpose, bool(tools)) if dialect == "openai" else None
+    if dialect == "ollama" and purpose == "decision":
+        effort = "none"
+    if dialect == "openai":
         kwargs["max_completion_tokens"] = max_tokens
     else:
         kwargs["max_tokens"] = max_tokens
-    if not reasoning:
+    if effort is not None:
+        kwargs["reasoning_effort"] = effort
+    if dialect != "openai" or not _REASONING.match(model.lower()):
         kwargs["temperature"] = temperature
+    if json_schema is not None:
+        kwargs["response_format"] = _response_format(json_schema, dialect)
     if tools:
         kwargs["tools"] = [
             {
@@ -124,11 +255,26 @@ def build_request(
             }
             for t in tools
         ]
-        kwargs["tool_choice"] = tool_choice
+        kwargs["tool_choice"] = _tool_choice(tool_choice)
+        if tool_choice != "none":
+            if dialect == "llamacpp":
+                extra["parallel_tool_calls"] = True
+            else:
+                kwargs["parallel_tool_calls"] = True
+    if extra:
+        kwargs["extra_body"] = extra
     return kwargs
 
 
-def to_openai_messages(messages: list[Message], system: str = "") -> list[dict[str, Any]]:
+def _arguments_text(tc: ToolCall, dialect: Dialect) -> str:
+    if tc.raw_arguments is None:
+        return json.dumps(tc.arguments)
+    # Ollama and llama.cpp reject a history whose arguments are not JSON (C6): send "{}".
+    return tc.raw_arguments if dialect in ("openai", "compatible") else "{}"
+
+
+def to_openai_messages(messages: list[Message], system: str = "",
+                       dialect: Dialect = "openai") -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if system:
         out.append({"role": "system", "content": system})
@@ -142,16 +288,11 @@ def to_openai_messages(messages: list[Message], system: str = "") -> list[dict[s
                     {
                         "id": tc.id,
                         "type": "function",
-                        "function": {
-                            "name": tc.name,
-                            "arguments": tc.raw_arguments
-                            if tc.raw_arguments is not None
-                            else json.dumps(tc.arguments),
-                        },
+                        "function": {"name": tc.name, "arguments": _arguments_text(tc, dialect)},
                     }
                     for tc in m.tool_calls
                 ]
-            elif msg["content"] is None:
+            if msg["content"] is None and (dialect != "openai" or not m.tool_calls):
                 msg["content"] = ""
             out.append(msg)
         else:
@@ -159,9 +300,17 @@ def to_openai_messages(messages: list[Message], system: str = "") -> list[dict[s
     return out
 
 
-def parse_arguments(raw: str | None) -> tuple[dict[str, Any], str | None]:
-    """Tool-call arguments → (dict, raw text if it was not a JSON object). Never raises."""
-    if raw is None or not raw.strip():
+def parse_arguments(raw: object) -> tuple[dict[str, Any], str | None]:
+    """Tool-call arguments → (dict, raw text if it was not a JSON object). Never raises.
+    A server that sends the arguments as an object (not the documented string) is taken at
+    its word."""
+    if isinstance(raw, dict):
+        return raw, None
+    if raw is None:
+        return {}, None
+    if not isinstance(raw, str):
+        return {}, json.dumps(raw, default=str)
+    if not raw.strip():
         return {}, None
     try:
         value = json.loads(raw)
@@ -170,6 +319,18 @@ def parse_arguments(raw: str | None) -> tuple[dict[str, Any], str | None]:
     if isinstance(value, dict):
         return value, None
     return {}, raw
+
+
+def _finish(choice: Any, msg: Any) -> tuple[Finish, str]:
+    refusal = getattr(msg, "refusal", None)
+    if refusal:
+        return Finish.REFUSED, str(refusal)
+    reason = str(choice.finish_reason or "")
+    if reason == "content_filter":
+        return Finish.REFUSED, "the provider's content filter stopped the reply"
+    if reason == "length":
+        return Finish.TRUNCATED, ""
+    return Finish.DONE, ""
 
 
 def parse_response(
@@ -207,11 +368,14 @@ def parse_response(
         usage.cache_write_tokens = written
     resp_model = getattr(resp, "model", None) or model
     if priced:
-        usage.cost_usd = cost_usd(resp_model, usage)
+        usage.cost_usd = cost_usd("openai", resp_model, usage)
+    finish, refusal = _finish(choice, msg)
     return ChatResponse(
         text=msg.content or "",
         tool_calls=calls,
         usage=usage,
         stop_reason=str(choice.finish_reason or ""),
         model=resp_model,
+        finish=finish,
+        refusal=refusal,
     )

@@ -3,7 +3,8 @@
 Each script item is a ChatResponse, a str (shorthand for a text-only reply), or a callable
 `(messages, tools, tool_choice) -> ChatResponse | str` for replies that depend on the request.
 Every call is recorded in `.calls`. Like a real API, a reply's tool calls are dropped when the
-caller passed tool_choice="none", and every reply counts one call in its usage.
+caller passed tool_choice="none" (unless `traits` say the model ignores tool_choice, as Ollama
+does), and every reply counts one call in its usage.
 """
 
 from __future__ import annotations
@@ -11,8 +12,16 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
-from ragloop.llm.base import ChatResponse, Message, ToolChoice, ToolSpec
+from ragloop.llm.base import (
+    ChatResponse,
+    Message,
+    ModelTraits,
+    Purpose,
+    ToolChoice,
+    ToolSpec,
+)
 
 Reply = Callable[[list[Message], list[ToolSpec] | None, ToolChoice], "ChatResponse | str"]
 ScriptItem = ChatResponse | str | Reply
@@ -26,6 +35,8 @@ class ScriptedCall:
     tool_choice: ToolChoice
     max_tokens: int = 1024
     temperature: float = 0.0
+    purpose: Purpose = "loop"
+    json_schema: dict[str, Any] | None = None
     response: ChatResponse | None = field(default=None, repr=False)
 
 
@@ -36,12 +47,14 @@ class ScriptedChat:
         *,
         repeat_last: bool = False,
         name: str = "scripted:test",
+        traits: ModelTraits | None = None,
     ) -> None:
         """`repeat_last=True` replays the last item once the script runs out; otherwise running
         out raises AssertionError naming how many calls were scripted."""
         self.script = list(script)
         self.repeat_last = repeat_last
         self.name = name
+        self.traits = traits or ModelTraits()
         self.calls: list[ScriptedCall] = []
 
     @property
@@ -57,6 +70,8 @@ class ScriptedChat:
         tool_choice: ToolChoice = "auto",
         max_tokens: int = 1024,
         temperature: float = 0.0,
+        purpose: Purpose = "loop",
+        json_schema: dict[str, Any] | None = None,
     ) -> ChatResponse:
         call = ScriptedCall(
             messages=copy.deepcopy(list(messages)),
@@ -65,6 +80,8 @@ class ScriptedChat:
             tool_choice=tool_choice,
             max_tokens=max_tokens,
             temperature=temperature,
+            purpose=purpose,
+            json_schema=json_schema,
         )
         index = len(self.calls)
         self.calls.append(call)
@@ -88,7 +105,7 @@ class ScriptedChat:
         out = replace(
             reply, tool_calls=list(reply.tool_calls), usage=usage, model=reply.model or self.name
         )
-        if tool_choice == "none" and out.tool_calls:
+        if tool_choice == "none" and out.tool_calls and self.traits.honours_tool_choice:
             out.tool_calls = []
             if out.stop_reason in ("", "tool_use", "tool_calls"):
                 out.stop_reason = "end_turn"
