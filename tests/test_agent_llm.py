@@ -11,7 +11,6 @@ from ragloop.agent import prompts
 from ragloop.agent.base import Evidence, Grade
 from ragloop.agent.jsonparse import BadModelJSON, ask_json, parse_json_object
 from ragloop.agent.llm_decisions import (
-    GRADER_UNREADABLE,
     PLANNER_UNREADABLE,
     GradeReply,
     LLMAnswerer,
@@ -246,7 +245,8 @@ def test_grader_unreadable_reply_keeps_every_hit() -> None:
     assert [h.chunk_id for h in grade.kept] == [11, 12, 13]
     assert grade.discarded == []
     assert grade.enough is False
-    assert grade.missing == GRADER_UNREADABLE
+    # no gap: the grader's failure is never handed on as something to search for
+    assert grade.ungraded is True and grade.missing == ""
     assert {h.verdict for h in grade.kept} == {"ungraded"}
     assert len(chat.calls) == 2 and grader.usage.calls == 2
 
@@ -380,7 +380,8 @@ def test_unreadable_decisions_never_crash_a_pipeline_run(small_kb) -> None:
     plan = next(e for e in events if e.kind == EventKind.PLAN)
     assert plan.data["reason"] == PLANNER_UNREADABLE
     grades = [e for e in events if e.kind == EventKind.GRADE]
-    assert grades and grades[0].data["missing"] == GRADER_UNREADABLE
+    assert grades and grades[0].data["ungraded"] is True and grades[0].data["missing"] == ""
+    assert not any("unreadable" in str(e.data.get("missing", "")) for e in events)
     assert result.usage.calls == len(chat.calls)
 
 

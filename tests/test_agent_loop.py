@@ -6,7 +6,7 @@ from ragloop.agent.base import Grade
 from ragloop.agent.engine import Engine
 from ragloop.agent.run import BUDGET_NOTICE, log_line
 from ragloop.errors import ProviderError
-from ragloop.llm.base import ChatResponse, ToolCall
+from ragloop.llm.base import ChatResponse, Finish, ForceTool, ModelTraits, ToolCall
 from ragloop.llm.scripted import ScriptedChat
 from ragloop.types import EventKind, Hit, RunStatus, Usage
 
@@ -51,7 +51,9 @@ def test_a_model_that_never_stops_hits_the_ceiling_and_still_answers(small_kb) -
                                             driver="tools", on_event=events.append)
     assert result.status == RunStatus.TRUNCATED
     assert result.steps == 4
-    assert [c.tool_choice for c in chat.calls] == ["auto", "auto", "auto", "none"]
+    # step 1 must search (the tool is named), the last step offers no tools
+    assert [c.tool_choice for c in chat.calls] == [ForceTool("search_knowledge_base"), "auto",
+                                                   "auto", "none"]
     # the tool results of step 3 (MAX_STEPS-1) carry the budget notice, earlier ones do not
     step3_tool_msgs = [m for m in chat.calls[3].messages if m.role == "tool"]
     assert BUDGET_NOTICE in step3_tool_msgs[-1].content
@@ -167,3 +169,63 @@ def test_the_model_can_ask_for_the_next_page(small_kb) -> None:
     tool_msgs = [m.content for m in chat.calls[1].messages if m.role == "tool"]
     assert "page must be an integer from 1 to 5" in tool_msgs[2]
     assert "page must be an integer from 1 to 5" in tool_msgs[3]
+
+
+# -- how replies end: truncation, refusal, empty answers, a model that will not search ---------
+
+def test_a_cut_off_tool_call_is_never_run_and_asked_again_with_twice_the_budget(small_kb) -> None:
+    cut = ChatResponse(text="", tool_calls=[ToolCall("x", "search_knowledge_base",
+                                                     {"query": "approval thresh"})],
+                       finish=Finish.TRUNCATED, stop_reason="max_tokens")
+    chat = ScriptedChat([cut, cut, ChatResponse(text="The knowledge base does not say.")])
+    events = []
+    engine = Engine(small_kb, small_kb.settings.with_(max_steps=3, loop_max_tokens=100),
+                    chat=chat, grader=KeepDocs("policies/travel.md"))
+    engine.ask("Who approves travel?", route="agent", driver="tools", on_event=events.append)
+    assert [c.max_tokens for c in chat.calls[:2]] == [100, 200]
+    searches = [e.data for e in events if e.kind == EventKind.TOOL_CALL]
+    # the cut-off call did not run: the only search is the one the driver makes itself
+    assert [s["query"] for s in searches] == ["Who approves travel?"]
+
+
+def test_a_refusal_ends_the_run_refused_with_the_reason(small_kb) -> None:
+    chat = ScriptedChat([search_call("approval threshold"),
+                         ChatResponse(text="", finish=Finish.REFUSED, stop_reason="refusal",
+                                      refusal="category cyber")])
+    engine = engine_for(small_kb, chat)
+    result = engine.ask("Who approves?", route="agent", driver="tools")
+    assert result.status == RunStatus.REFUSED
+    assert "declined" in result.answer and "category cyber" in result.answer
+    assert engine.runs.get(result.run_id)["status"] == "refused"
+
+
+def test_an_empty_answer_gets_one_answer_now(small_kb) -> None:
+    chat = ScriptedChat([search_call("approval threshold"), ChatResponse(text=""),
+                         ChatResponse(text="The CFO approves [1].")])
+    result = engine_for(small_kb, chat).ask("Who approves?", route="agent", driver="tools")
+    assert result.status == RunStatus.ANSWERED and result.answer == "The CFO approves [1]."
+    assert chat.calls[2].tool_choice == "none"
+    assert "Answer the question now" in chat.calls[2].messages[-1].content
+
+
+def test_a_model_that_cannot_be_forced_still_searches_first(small_kb) -> None:
+    """Ollama ignores tool_choice: step 1 cannot be forced, the model answers from memory; the
+    driver searches with the question, and the last step sends no tools at all."""
+    ollama = ModelTraits(forced_tool_choice=False, honours_tool_choice=False)
+
+    def reply(messages, tools, tool_choice):
+        if tools is None:
+            return ChatResponse(text="Above £2,500 the CFO approves [1].")
+        return search_call("approval") if len(messages) > 1 else ChatResponse(text="Surely 42.")
+
+    chat = ScriptedChat([reply], repeat_last=True, traits=ollama)
+    events = []
+    result = engine_for(small_kb, chat).ask("Who approves travel expenses above £2,500?",
+                                            route="agent", driver="tools",
+                                            on_event=events.append)
+    assert chat.calls[0].tool_choice == "auto"
+    first = next(e for e in events if e.kind == EventKind.TOOL_CALL)
+    assert first.step == 1 and first.data["query"] == "Who approves travel expenses above £2,500?"
+    assert "42" not in result.answer
+    assert chat.calls[-1].tools is None  # the forced answer offers no tools
+    assert result.status == RunStatus.TRUNCATED and result.citations

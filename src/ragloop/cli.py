@@ -133,8 +133,8 @@ def print_event(event, debug: bool) -> None:
     from ragloop.types import EventKind
 
     line = log_line(event)
-    if line:
-        err.print(escape(line))
+    if line:  # one physical line per tool call whatever the width, so `grep step=` works
+        err.print(line, markup=False, highlight=False, emoji=False, soft_wrap=True)
         return
     if not debug:
         return

@@ -36,7 +36,8 @@ ASK = "ask"
 ASK_DESCRIPTION = (
     "Answers a question from the knowledge base with ragloop's own agent loop (search, grade,"
     " rewrite, read sections, up to a step ceiling) and returns the answer, its citations as"
-    " [n] → doc_id §section, and the run's status (answered, truncated, unanswerable, failed)."
+    " [n] → doc_id §section, and the run's status (answered, truncated, unanswerable, refused,"
+    " failed)."
     " Use it when you want a finished, cited answer in one call. Do not use it when you want to"
     " read the evidence yourself: use search_knowledge_base and fetch_document_section.")
 INSTRUCTIONS = (

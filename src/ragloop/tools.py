@@ -18,6 +18,7 @@ from ragloop.types import DocumentInfo, Hit, SectionInfo
 SEARCH = "search_knowledge_base"
 # Deeper pages of one query cost a search each; past this, rephrase instead.
 MAX_PAGE = 5
+MAX_QUERY_CHARS = 300
 FETCH = "fetch_document_section"
 LIST = "list_documents"
 
@@ -40,7 +41,9 @@ def tool_specs(k: int = 8) -> list[ToolSpec]:
             parameters={
                 "type": "object",
                 "properties": {
-                    "query": {"type": "string",
+                    # maxLength also bounds a grammar-constrained small model, which can
+                    # otherwise loop inside the string until its token budget runs out
+                    "query": {"type": "string", "maxLength": MAX_QUERY_CHARS,
                               "description": "Words to search for; plain text, no operators."},
                     "page": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE,
                              "description": f"Result page, 1 (default) to {MAX_PAGE}: page 2"
@@ -61,9 +64,10 @@ def tool_specs(k: int = 8) -> list[ToolSpec]:
             parameters={
                 "type": "object",
                 "properties": {
-                    "doc_id": {"type": "string",
+                    "doc_id": {"type": "string", "maxLength": 300,
                                "description": "Exact doc_id, e.g. policies/travel.md"},
-                    "section": {"type": "string", "description": "Section id, e.g. 4.2 or p3"},
+                    "section": {"type": "string", "maxLength": 40,
+                                "description": "Section id, e.g. 4.2 or p3"},
                 },
                 "required": ["doc_id", "section"],
                 "additionalProperties": False,

@@ -28,6 +28,9 @@ class Grade:
     enough: bool  # the kept hits answer the question
     missing: str = ""  # what is still unsupported, in words (the gap)
     next_query: str | None = None  # a search built from the gap, when not enough
+    # the grader could not judge (a model reply that stayed unreadable): every hit is kept and
+    # there is no gap to search for
+    ungraded: bool = False
 
 
 @dataclass

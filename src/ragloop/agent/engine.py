@@ -9,7 +9,7 @@ from ragloop.agent.base import Answerer, Grader, Route
 from ragloop.agent.evidence import check_citations
 from ragloop.agent.run import DriverOutcome, RunContext, RunResult
 from ragloop.config import Settings
-from ragloop.errors import ConfigError, RunFailed
+from ragloop.errors import ConfigError, ModelRefused, RunFailed
 from ragloop.kb import KnowledgeBase
 from ragloop.llm.base import ChatModel
 from ragloop.runs.store import RunStore
@@ -96,7 +96,7 @@ class Engine:
         if chat is not None:
             from ragloop.agent.llm_decisions import LLMAnswerer
 
-            return LLMAnswerer(chat)
+            return LLMAnswerer(chat, max_tokens=self.settings.loop_max_tokens)
         from ragloop.agent.local import ExtractiveAnswerer
 
         return ExtractiveAnswerer(self.kb.embedder)
@@ -107,7 +107,7 @@ class Engine:
         if comps.grader_chat is not None:
             from ragloop.agent.llm_decisions import LLMGrader
 
-            return LLMGrader(comps.grader_chat)
+            return LLMGrader(comps.grader_chat, max_tokens=self.settings.decision_max_tokens)
         from ragloop.agent.local import LocalGrader
 
         return LocalGrader(self.kb.embedder)
@@ -118,13 +118,16 @@ class Engine:
             from ragloop.agent.tools_driver import ToolsDriver
 
             assert comps.chat is not None
-            return ToolsDriver(comps.chat, toolbox, grader), [grader]
+            return ToolsDriver(comps.chat, toolbox, grader,
+                               max_tokens=self.settings.loop_max_tokens), [grader]
         from ragloop.agent.pipeline_driver import PipelineDriver
 
         if comps.chat is not None:
             from ragloop.agent.llm_decisions import LLMPlanner, LLMRewriter
 
-            planner, rewriter = LLMPlanner(comps.chat), LLMRewriter(comps.chat)
+            budget = self.settings.decision_max_tokens
+            planner = LLMPlanner(comps.chat, max_tokens=budget)
+            rewriter = LLMRewriter(comps.chat, max_tokens=budget)
         else:
             from ragloop.agent.local import LocalPlanner, LocalRewriter
 
@@ -211,10 +214,12 @@ class Engine:
             error = str(exc)
             ctx.emit(EventKind.ERROR, error=error)
             gathered = "; ".join(f"[{e.n}] {e.doc_id} §{e.section}" for e in ctx.ledger.items)
-            text = f"The run failed: {error}." + (f" Evidence gathered so far: {gathered}."
-                                                  if gathered else "")
+            refused = isinstance(exc, ModelRefused)
+            text = (f"The model declined to answer: {error}." if refused
+                    else f"The run failed: {error}.")
+            text += f" Evidence gathered so far: {gathered}." if gathered else ""
             outcome = DriverOutcome(checked=check_citations("", ctx.ledger),
-                                    status=RunStatus.FAILED)
+                                    status=RunStatus.REFUSED if refused else RunStatus.FAILED)
             outcome.checked.text = text
         except BaseException as exc:
             self.runs.finish(run_id, {"status": RunStatus.FAILED, "error": repr(exc),

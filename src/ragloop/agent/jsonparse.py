@@ -1,13 +1,18 @@
 """Defensive JSON from a chat model: extract, parse, validate, one retry, then a safe fallback.
 
-`parse_json_object` takes the text between the first `{` and the last `}` (inside a code fence
-when there is one), `json.loads` it (control characters inside strings allowed: models write raw
-newlines) and validates it against a pydantic model. Any failure is a `BadModelJSON` with a
-short reason that the retry message quotes back to the model.
+`ask_json` asks for the reply's JSON schema (`strict_schema`), which the provider enforces where
+it can (Anthropic `output_config.format`, OpenAI / Ollama / llama.cpp `response_format`); the
+parse below stays as the fallback for servers that cannot. `parse_json_object` drops a
+`<think>…</think>` preamble, takes the first `{ … }` that decodes (inside a code fence when there
+is one; else first `{` to last `}`), `json.loads` it (control characters inside strings allowed:
+models write raw newlines) and validates it against a pydantic model. Any failure is a
+`BadModelJSON` with a short reason that the retry message quotes back to the model.
 
-`ask_json` is one decision call: temperature 0; on a parse or validation failure one follow-up
-turn quoting the error and the expected schema; after that the fallback. It never raises for a
-bad reply; a ProviderError from the chat model propagates (the run fails, keeping its evidence).
+`ask_json` is one decision call at temperature 0 where the model takes one. A reply cut off at
+its token budget is asked again once with twice the budget (the schema nag would not help); a
+parse or validation failure gets one follow-up turn quoting the error and the schema; after that
+the fallback. It never raises for a bad reply; a ProviderError from the chat model propagates
+(the run fails, keeping its evidence).
 """
 
 from __future__ import annotations
@@ -21,13 +26,15 @@ import pydantic
 
 from ragloop.agent.prompts import retry_user
 from ragloop.errors import RagloopError
-from ragloop.llm.base import ChatModel, Message
+from ragloop.llm.base import ChatModel, Finish, Message, Purpose
 from ragloop.types import Usage
 
 M = TypeVar("M", bound=pydantic.BaseModel)
 T = TypeVar("T")
 
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*[ \t]*\n?(.*?)```", re.DOTALL)
+# Reasoning a local server leaves in the content (llama.cpp --reasoning-format none, qwen3).
+_THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
 MAX_REASON_CHARS = 300
 
 
@@ -41,15 +48,26 @@ class BadModelJSON(RagloopError, ValueError):
 
 
 def extract_json_text(text: str) -> str:
-    """The candidate JSON object in a reply: first `{` to last `}`, preferring a fenced block
-    that contains one. Raises BadModelJSON when there is no `{ ... }` at all."""
-    for block in _FENCE.findall(text or ""):
+    """The candidate JSON object in a reply: the first `{` at which a whole JSON object decodes
+    (so prose with braces after it does not matter), else first `{` to last `}`, preferring a
+    fenced block that contains one. Raises BadModelJSON when there is no `{ ... }` at all."""
+    text = _THINK.sub("", text or "")
+    for block in _FENCE.findall(text):
         if "{" in block and "}" in block:
             text = block
             break
-    start, end = (text or "").find("{"), (text or "").rfind("}")
+    decoder = json.JSONDecoder(strict=False)
+    start = text.find("{")
+    while start >= 0:
+        try:
+            _, end = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            start = text.find("{", start + 1)
+            continue
+        return text[start:end]
+    start, end = text.find("{"), text.rfind("}")
     if start < 0 or end <= start:
-        raise BadModelJSON("no JSON object found in the reply", text or "")
+        raise BadModelJSON("no JSON object found in the reply", text)
     return text[start:end + 1]
 
 
@@ -87,6 +105,25 @@ def _strip_titles(node: Any) -> Any:
     return node
 
 
+def strict_schema(model: type[pydantic.BaseModel]) -> dict[str, Any]:
+    """The reply model's JSON schema in the form strict constrained output accepts (OpenAI
+    structured outputs): every property required, no extra properties, no titles or defaults;
+    optional fields are already nullable in the models."""
+    def walk(node: Any) -> Any:
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        out = {k: walk(v) for k, v in node.items()
+               if k not in ("title", "default", "minLength")}
+        if out.get("type") == "object" and "properties" in out:
+            out["required"] = list(out["properties"])
+            out["additionalProperties"] = False
+        return out
+
+    return walk(model.model_json_schema())
+
+
 def schema_text(model: type[pydantic.BaseModel]) -> str:
     """The model's JSON schema, compact (no titles), for the retry message."""
     return json.dumps(_strip_titles(model.model_json_schema()), separators=(",", ":"))
@@ -101,18 +138,29 @@ def ask_json(
     retries: int = 1,
     fallback: T | Callable[[str], T],
     usage: Usage | None = None,
-    max_tokens: int = 1024,
+    max_tokens: int = 2048,
+    purpose: Purpose = "decision",
 ) -> tuple[M | T, bool]:
     """Ask `chat` for one JSON object matching `schema_model`: `(value, True)` when a reply
     parsed, else `(fallback, False)` after `retries` follow-up turns that quote the error and
     the schema. `fallback` may be a callable: it gets the text of the last reply. The usage of
     every call is added to `usage`. Never raises for a bad reply; ProviderError propagates."""
     messages = [Message(role="user", content=user)]
+    schema = strict_schema(schema_model)
     last_text = ""
+    budget = max_tokens
+    grown = False
     for attempt in range(retries + 1):
-        reply = chat.chat(messages, system=system, max_tokens=max_tokens, temperature=0.0)
+        reply = chat.chat(messages, system=system, max_tokens=budget, temperature=0.0,
+                          purpose=purpose, json_schema=schema)
         if usage is not None:
             usage.add(reply.usage)
+        if reply.finish is Finish.TRUNCATED and not grown:
+            grown, budget = True, budget * 2
+            reply = chat.chat(messages, system=system, max_tokens=budget, temperature=0.0,
+                              purpose=purpose, json_schema=schema)
+            if usage is not None:
+                usage.add(reply.usage)
         last_text = reply.text or ""
         try:
             return parse_json_object(last_text, schema_model), True

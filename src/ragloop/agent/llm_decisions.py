@@ -4,8 +4,9 @@
   search. More than 3 sub-questions are cut to the first 3 (not a retry: the reply is usable).
 - LLMGrader   `{relevant: [ids], enough, missing, next_query}` over the hits shown as
   `id=1..n` (their position, not chunk_id: short ids are copied reliably by cheap models).
-  Unknown ids are ignored. An unreadable reply keeps every hit (verdict "ungraded"),
-  enough=False, missing="grader reply unreadable": a bad grader never loses evidence.
+  Unknown ids are ignored. An unreadable reply keeps every hit (verdict "ungraded",
+  `Grade.ungraded`), enough=False and no gap: a bad grader never loses evidence, and its
+  failure is never handed to the agent or the rewriter as something to search for.
 - LLMRewriter `{query}` from the question, the grader's gap (`grade.missing`, and its
   `next_query` as a hint) and the queries already run; never the history or the retrieved text
   (rewrites drift otherwise). A query equal to a tried one (case/space-insensitive) → None.
@@ -13,7 +14,10 @@
   an unreadable reply becomes a Draft of its raw text (the `answer` string salvaged when the
   reply was broken JSON). With no evidence at all it answers without a call.
 
-Each keeps the cumulative usage of its calls in `.usage`; every call runs at temperature 0.
+Each keeps the cumulative usage of its calls in `.usage`. Calls ask for their reply's JSON schema
+(constrained output where the provider has it) at temperature 0 where the model takes one;
+decisions run at low reasoning effort with `decision_max_tokens`, the answerer with
+`loop_max_tokens` (thinking tokens count against both).
 """
 
 from __future__ import annotations
@@ -32,7 +36,6 @@ from ragloop.llm.base import ChatModel
 from ragloop.types import Hit, Usage
 
 MAX_SUB_QUESTIONS = 3
-GRADER_UNREADABLE = "grader reply unreadable"
 PLANNER_UNREADABLE = "planner reply unreadable"
 NO_EVIDENCE_ANSWER = "The knowledge base does not say anything that answers this question."
 
@@ -133,8 +136,12 @@ class AnswerReply(BaseModel):
 
 # -- the decisions ------------------------------------------------------------------------------
 
+DECISION_TOKENS = 2048
+ANSWER_TOKENS = 8192
+
+
 class LLMPlanner:
-    def __init__(self, chat: ChatModel, *, max_tokens: int = 512) -> None:
+    def __init__(self, chat: ChatModel, *, max_tokens: int = DECISION_TOKENS) -> None:
         self.chat = chat
         self.max_tokens = max_tokens
         self.usage = Usage()
@@ -156,7 +163,7 @@ class LLMPlanner:
 
 class LLMGrader:
     def __init__(self, chat: ChatModel, max_chunk_chars: int = 800, *,
-                 max_tokens: int = 512) -> None:
+                 max_tokens: int = DECISION_TOKENS) -> None:
         self.chat = chat
         self.max_chunk_chars = max_chunk_chars
         self.max_tokens = max_tokens
@@ -171,7 +178,7 @@ class LLMGrader:
                              usage=self.usage, max_tokens=self.max_tokens)
         if not ok or not isinstance(reply, GradeReply):
             return Grade(kept=[replace(h, verdict="ungraded", grade_score=None) for h in hits],
-                         discarded=[], enough=False, missing=GRADER_UNREADABLE)
+                         discarded=[], enough=False, ungraded=True)
         order = [i for i in dict.fromkeys(reply.relevant) if 1 <= i <= len(hits)]
         chosen = set(order)
         kept = [replace(hits[i - 1], verdict="relevant", grade_score=1.0) for i in order]
@@ -190,14 +197,17 @@ def _norm(query: str) -> str:
 
 
 class LLMRewriter:
-    def __init__(self, chat: ChatModel, *, max_tokens: int = 128) -> None:
+    def __init__(self, chat: ChatModel, *, max_tokens: int = DECISION_TOKENS) -> None:
         self.chat = chat
         self.max_tokens = max_tokens
         self.usage = Usage()
 
     def rewrite(self, question: str, grade: Grade, tried: list[str]) -> str | None:
         """Only the question, the gap and the tried queries reach the model: no history, no
-        retrieved text. None when the model has nothing new (null, empty, or a tried query)."""
+        retrieved text. None when the model has nothing new (null, empty, or a tried query),
+        and without a call when the grader could not judge (there is no gap to search for)."""
+        if grade.ungraded:
+            return None
         user = prompts.rewriter_user(question, grade.missing, tried, grade.next_query)
         reply, ok = ask_json(self.chat, prompts.REWRITER_SYSTEM, user, RewriteReply,
                              fallback=None, usage=self.usage, max_tokens=self.max_tokens)
@@ -226,7 +236,7 @@ def salvage_answer(text: str) -> str:
 
 class LLMAnswerer:
     def __init__(self, chat: ChatModel, *, max_evidence_chars: int = 2000,
-                 max_tokens: int = 1500) -> None:
+                 max_tokens: int = ANSWER_TOKENS) -> None:
         self.chat = chat
         self.max_evidence_chars = max_evidence_chars
         self.max_tokens = max_tokens
@@ -242,7 +252,8 @@ class LLMAnswerer:
             return Draft(text=salvage_answer(text))
 
         reply, ok = ask_json(self.chat, prompts.ANSWERER_SYSTEM, user, AnswerReply,
-                             fallback=from_raw, usage=self.usage, max_tokens=self.max_tokens)
+                             fallback=from_raw, usage=self.usage, max_tokens=self.max_tokens,
+                             purpose="answer")
         if not ok or not isinstance(reply, AnswerReply):
             return reply if isinstance(reply, Draft) else Draft(text="")
         return Draft(text=reply.answer.strip(), missing=_clean(reply.missing),

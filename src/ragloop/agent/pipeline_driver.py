@@ -135,7 +135,7 @@ class PipelineDriver:
                  kept=len(grade.kept), sub_question=part.index, **page_field(page))
         ctx.emit(EventKind.GRADE, query=query, sub_question=part.index, chunks=len(hits),
                  kept=len(grade.kept), enough=grade.enough, missing=grade.missing,
-                 next_query=grade.next_query,
+                 next_query=grade.next_query, **({"ungraded": True} if grade.ungraded else {}),
                  verdicts=[{"chunk_id": h.chunk_id, "doc_id": h.doc_id, "section": h.section,
                             "verdict": h.verdict, "score": h.grade_score}
                            for h in [*grade.kept, *grade.discarded]])
