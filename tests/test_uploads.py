@@ -134,3 +134,23 @@ def test_a_rejected_file_of_a_partly_successful_upload_leaves_no_file(small_kb) 
         r = post(c, ("empty2.md", b""))
         assert r.status_code == 422 and r.json()["error"] and r.json()["failed"]
         assert uploads(small_kb) == ["fine.md", "keep.md"]
+
+
+def test_uploads_to_a_postgres_knowledge_base_keep_the_same_rule(pg_small_url) -> None:
+    from test_server import LiveServer
+
+    from ragloop.config import Settings
+    from ragloop.server.app import create_app
+
+    app = create_app(Settings().with_(kb=pg_small_url, model="offline"), local_workers=0)
+    with LiveServer(app) as server, server.client() as c:
+        original = sensor_text(c)
+        r = post(c, ("corpus.jsonl", jsonl({"_id": SENSOR, "text": LIE})))
+        assert r.status_code == 409 and r.json()["conflicts"][0]["doc_id"] == SENSOR, r.text
+        assert sensor_text(c) == original
+        note = b"# Pager\n\n## On call\nPages are answered in 15 minutes.\n"
+        assert post(c, ("oncall.md", note)).json()["added"] == 1
+        r = post(c, ("oncall.md", note.replace(b"15", b"10")))
+        assert r.status_code == 200 and r.json()["updated"] == 1, r.text
+        r = post(c, ("corpus.jsonl", jsonl({"_id": SENSOR, "text": LIE})), overwrite="true")
+        assert r.status_code == 200 and r.json()["updated"] == 1, r.text
