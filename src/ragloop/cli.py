@@ -11,14 +11,17 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from ragloop.config import Settings
 from ragloop.errors import RagloopError, UserError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="ragloop: agentic RAG over a local knowledge base.")
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False)
+# Data (titles, questions, chunk text, file names) is printed escaped or as Text, and no
+# `:name:` in it turns into an emoji: a `[/]` in a title must not break `ragloop docs`.
+out = Console(highlight=False, soft_wrap=True, emoji=False)
+err = Console(stderr=True, highlight=False, emoji=False)
 
 KbOpt = Annotated[str | None, typer.Option(
     "--kb", help="Knowledge base: a folder (SQLite) or a postgresql://… URL"
@@ -60,7 +63,7 @@ def ingest(paths: Annotated[list[Path], typer.Argument(help="Files or folders (r
     else:
         for path, reason in report.failed:
             err.print(f"[yellow]skipped[/] {escape(path)}: {escape(reason)}")
-        out.print(report.summary())
+        out.print(escape(report.summary()))
     if report.failed and not (report.added or report.updated or report.unchanged):
         raise typer.Exit(1)
 
@@ -71,7 +74,7 @@ def rm(doc_id: str, kb: KbOpt = None) -> None:
     with open_kb(kb) as base:
         if not base.remove(doc_id):
             raise UserError(f"No document {doc_id!r}; `ragloop docs` lists the doc_ids.")
-    out.print(f"removed {doc_id}")
+    out.print(f"removed {escape(doc_id)}")
 
 
 @app.command()
@@ -109,7 +112,8 @@ def docs(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
         return
     table = Table("doc_id", "title", "source", "sections", "chunks", box=None)
     for d in documents:
-        table.add_row(d.doc_id, d.title, d.source, str(d.sections), str(d.chunks))
+        table.add_row(Text(d.doc_id), Text(d.title), Text(d.source), str(d.sections),
+                      str(d.chunks))
     out.print(table)
     out.print(f"{len(documents)} documents, {sum(d.chunks for d in documents)} chunks")
 
@@ -165,14 +169,15 @@ def print_run(result: dict) -> None:
     for c in result["citations"]:
         out.print(f"[{c['n']}] → {escape(c['doc_id'])} §{escape(c['section'])}")
     if result.get("invalid_citations"):
-        out.print(f"[yellow]removed invalid citations: {result['invalid_citations']}[/]")
+        out.print(f"[yellow]removed invalid citations:"
+                  f" {escape(str(result['invalid_citations']))}[/]")
     usage = result["usage"]
-    out.print(f"\n[dim]status={result['status']} route={result['route']} "
+    out.print(f"\n[dim]status={result['status']} route={escape(str(result['route']))} "
               f"({escape(result.get('route_reason') or '')}) steps={result['steps']}"
               f"/{result['max_steps']} latency={result['latency_s']:.2f}s "
               f"tokens in={usage['input_tokens']} out={usage['output_tokens']} "
               f"cached={usage['cache_read_tokens']} cost=${usage['cost_usd']:.4f} "
-              f"run={result['run_id']}[/]")
+              f"run={escape(result['run_id'])}[/]")
 
 
 @app.command()
@@ -227,8 +232,9 @@ def runs(run_id: Annotated[str | None, typer.Argument(help="Show one run in full
                 return
             table = Table("run", "status", "route", "steps", "latency", "question", box=None)
             for r in rows:
-                table.add_row(r["run_id"], r["status"], r["route"] or "", str(r["steps"]),
-                              f"{(r['latency_s'] or 0):.2f}s", r["question"][:70])
+                table.add_row(Text(r["run_id"]), Text(r["status"]), Text(r["route"] or ""),
+                              str(r["steps"]), f"{(r['latency_s'] or 0):.2f}s",
+                              Text(r["question"][:70]))
             out.print(table)
             return
         run = store.get(run_id)
@@ -240,9 +246,10 @@ def runs(run_id: Annotated[str | None, typer.Argument(help="Show one run in full
     if as_json:
         emit_json({**run, "events": events})
         return
-    out.print(f"[bold]{escape(run['question'])}[/]  [dim]{run['run_id']} {run['status']}[/]")
+    out.print(f"[bold]{escape(run['question'])}[/]  [dim]{escape(run['run_id'])}"
+              f" {escape(run['status'])}[/]")
     for e in events:
-        out.print(f"  step={e['step']} {e['kind']} "
+        out.print(f"  step={e['step']} {escape(e['kind'])} "
                   f"{escape(json.dumps(e['data'], ensure_ascii=False)[:300])}")
     out.print(f"\n{escape(run['answer'] or '')}")
 
@@ -264,7 +271,7 @@ def stats(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
     out.print(f"chunks discarded by grader {m.discarded_pct:.1f}%")
     out.print(f"mean latency               {m.mean_latency_s:.2f} s")
     out.print(f"mean cost per question     ${m.mean_cost_usd:.4f}")
-    out.print(f"by status                  {m.by_status}")
+    out.print(f"by status                  {escape(str(m.by_status))}")
     if m.warn_truncated:
         err.print(f"[yellow]warning:[/] {m.truncated_pct:.0f}% of runs hit MAX_STEPS (above 10%):"
                   " raise --max-steps or look at what the searches miss (`ragloop runs`).")
@@ -313,7 +320,7 @@ def eval_(dataset: Annotated[Path, typer.Argument(
         if data.corpus is not None:
             added = ingest_corpus(base, data.corpus, progress=progress)
             if added and not as_json:
-                err.print(f"ingested {added} corpus documents into {settings.kb}")
+                err.print(f"ingested {added} corpus documents into {escape(str(settings.kb))}")
         doc_ids = [d.doc_id for d in base.documents()]
         if not doc_ids:
             raise UserError(f"The knowledge base {settings.kb} is empty: ingest the documents"
@@ -321,7 +328,7 @@ def eval_(dataset: Annotated[Path, typer.Argument(
         misses = resolve_gold(data, doc_ids)
         for qid, name in misses[:10]:
             err.print(f"[yellow]warning:[/] question {escape(qid)}: gold document"
-                      f" {escape(name)!r} is not in the knowledge base")
+                      f" {escape(repr(name))} is not in the knowledge base")
         if len(misses) > 10:
             err.print(f"[yellow]warning:[/] {len(misses)} gold names did not resolve in all")
         offline = settings.model.strip().lower() in ("offline", "none", "")
@@ -335,7 +342,8 @@ def eval_(dataset: Annotated[Path, typer.Argument(
             records = run_eval(data, lambda: Engine(base, at_k), options)
         except KeyboardInterrupt:
             err.print(f"\n[yellow]interrupted:[/] finished results are in"
-                      f" {options.out / 'results.jsonl'}; run the same command again to resume.")
+                      f" {escape(str(options.out / 'results.jsonl'))}; run the same command"
+                      " again to resume.")
             raise typer.Exit(130) from None
     report = build_report(records, k, chosen)
     notes = []
@@ -355,8 +363,8 @@ def eval_(dataset: Annotated[Path, typer.Argument(
     out.print(escape(markdown(report)))
     for note in notes:
         out.print(f"\n[bold]{escape(note)}[/]")
-    out.print(f"\n[dim]{len(records)} results in {options.out / 'results.jsonl'};"
-              f" report: {files['html']}[/]")
+    out.print(f"\n[dim]{len(records)} results in {escape(str(options.out / 'results.jsonl'))};"
+              f" report: {escape(str(files['html']))}[/]")
 
 
 @app.command()
@@ -445,7 +453,7 @@ def migrate_(src: Annotated[str, typer.Argument(help="Source: a folder or postgr
     if as_json:
         emit_json(report.to_dict())
     else:
-        out.print(report.summary())
+        out.print(escape(report.summary()))
 
 
 @app.command()

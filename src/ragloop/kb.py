@@ -8,7 +8,7 @@ from pathlib import Path
 from ragloop.config import LOCAL_EMBEDDER, Settings
 from ragloop.embed.base import Embedder
 from ragloop.errors import EmbedderMismatchError, NotFoundError
-from ragloop.ingest.pipeline import IngestReport, ingest_paths
+from ragloop.ingest.pipeline import Admit, IngestReport, ingest_paths
 from ragloop.search import Mode, hybrid_search
 from ragloop.store.base import Store
 from ragloop.store.factory import open_store
@@ -68,10 +68,12 @@ class KnowledgeBase:
         return emb
 
     def ingest(self, paths: Iterable[str | Path] | str | Path,
-               progress: bool = False) -> IngestReport:
+               progress: bool = False, admit: Admit | None = None) -> IngestReport:
+        """`admit`: see ingest_paths (which existing documents this ingest may replace)."""
         if isinstance(paths, str | Path):
             paths = [paths]
-        return ingest_paths(self.store, self._embedder_for_write, paths, self.settings, progress)
+        return ingest_paths(self.store, self._embedder_for_write, paths, self.settings, progress,
+                            admit)
 
     def search(self, query: str, k: int | None = None, mode: Mode = "hybrid") -> list[Hit]:
         if self.store.chunk_count() == 0:

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from ragloop.config import Settings
+from ragloop.data_block import data_block
 from ragloop.errors import UserError
 from ragloop.tools import (
     FETCH,
@@ -131,13 +132,14 @@ class KnowledgeBaseTools:
             result = self.engine().ask(question, max_steps=max_steps)
         except UserError as exc:
             raise ToolError(str(exc)) from exc
-        lines = [result.answer, ""]
+        lines = [result.answer.strip()]
         if result.citations:
-            lines.append("Sources:")
+            lines += ["", "Sources:"]
             lines += [f"[{c['n']}] → {c['doc_id']} §{c['section']}" for c in result.citations]
-        lines.append(f"status={result.status} steps={result.steps}/{result.max_steps}"
-                     f" run={result.run_id}")
-        return "\n".join(lines).strip()
+        # the answer and the doc ids come from documents: data for the client's model too
+        return (data_block(ASK, "\n".join(lines))
+                + f"\nstatus={result.status} steps={result.steps}/{result.max_steps}"
+                  f" run={result.run_id}")
 
 
 def build_server(kb: Any, settings: Settings):

@@ -9,7 +9,7 @@ from ragloop.agent.base import Answerer, Grader, Route
 from ragloop.agent.evidence import check_citations
 from ragloop.agent.run import DriverOutcome, RunContext, RunResult
 from ragloop.config import Settings
-from ragloop.errors import ConfigError, ModelRefused, RunFailed
+from ragloop.errors import ConfigError, ModelRefused, RunFailed, ToolError
 from ragloop.kb import KnowledgeBase
 from ragloop.llm.base import ChatModel
 from ragloop.runs.store import RunStore
@@ -145,11 +145,16 @@ class Engine:
                      k: int) -> DriverOutcome:
         """One search, answered from its top k documents."""
         ctx.step += 1
-        hits = top_documents(toolbox.search(ctx.question), k)
+        try:
+            hits = top_documents(toolbox.search(ctx.question), k)
+        except ToolError as exc:  # no words to search for ("?!", an emoji): nothing found
+            ctx.emit(EventKind.TOOL_CALL, tool=SEARCH, query=ctx.question, error=str(exc))
+            hits = []
         for h in hits:
             ctx.ledger.add_hit(h, ctx.step)
-        ctx.emit(EventKind.TOOL_CALL, tool=SEARCH, query=ctx.question, chunks=len(hits),
-                 kept=len(hits))
+        if hits:
+            ctx.emit(EventKind.TOOL_CALL, tool=SEARCH, query=ctx.question, chunks=len(hits),
+                     kept=len(hits))
         ctx.step += 1
         draft = answerer.answer(ctx.question, [ctx.question], ctx.ledger.items)
         checked = check_citations(draft.text, ctx.ledger)

@@ -258,8 +258,8 @@ def run_eval(dataset: Dataset, engine_factory: EngineFactory, options: EvalOptio
         return record
 
     bar = Progress(TextColumn("[bold]eval[/]"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("{task.fields[what]}"), TimeElapsedColumn(),
-                   TimeRemainingColumn(), console=Console(stderr=True),
+                   TextColumn("{task.fields[what]}", markup=False), TimeElapsedColumn(),
+                   TimeRemainingColumn(), console=Console(stderr=True, emoji=False),
                    disable=not options.progress, transient=True)
     try:
         with bar:

@@ -23,6 +23,8 @@ from ragloop.types import Chunk, ParsedDocument
 # Chunks embedded and written together: large enough to fill embedding batches, small
 # enough that an interrupted ingest loses little.
 WRITE_BATCH_CHUNKS = 512
+# admit(doc, content_hash) -> None to go on, or the reason the document is skipped
+Admit = Callable[[ParsedDocument, str], str | None]
 
 
 @dataclass
@@ -34,6 +36,8 @@ class IngestReport:
     embedded: int = 0  # texts sent to the embedder (cache misses)
     unsupported: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+    # (doc_id, reason): documents the caller's `admit` refused (an upload may not replace them)
+    conflicts: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, object]:
@@ -41,6 +45,7 @@ class IngestReport:
                 "chunks": self.chunks, "embedded": self.embedded,
                 "unsupported": self.unsupported,
                 "failed": [{"path": p, "reason": r} for p, r in self.failed],
+                "conflicts": [{"doc_id": d, "reason": r} for d, r in self.conflicts],
                 "seconds": round(self.seconds, 3)}
 
     def summary(self) -> str:
@@ -50,6 +55,8 @@ class IngestReport:
             text += f"; {len(self.failed)} file(s) failed"
         if self.unsupported:
             text += f"; {len(self.unsupported)} unsupported file(s) skipped"
+        if self.conflicts:
+            text += f"; {len(self.conflicts)} existing document(s) not replaced"
         return text
 
 
@@ -96,8 +103,12 @@ class _Batch:
 
 
 def ingest_paths(store: Store, embedder: Callable[[], Embedder], paths: Iterable[str | Path],
-                 settings: Settings, progress: bool = False) -> IngestReport:
-    """Ingest files; `embedder` is called only when some chunk actually needs a vector."""
+                 settings: Settings, progress: bool = False,
+                 admit: Admit | None = None) -> IngestReport:
+    """Ingest files; `embedder` is called only when some chunk actually needs a vector.
+
+    `admit(doc, content_hash)`, when given, sees every parsed document first; a reason it
+    returns skips the document into `report.conflicts` (the server's uploads use it)."""
     started = time.perf_counter()
     report = IngestReport()
     known = store.content_hashes()
@@ -127,7 +138,7 @@ def ingest_paths(store: Store, embedder: Callable[[], Embedder], paths: Iterable
         batch = _Batch()
 
     bar = Progress(TextColumn("[bold]ingest[/]"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("{task.fields[name]}"), TimeElapsedColumn(),
+                   TextColumn("{task.fields[name]}", markup=False), TimeElapsedColumn(),
                    disable=not progress, transient=True)
     with bar:
         task = bar.add_task("files", total=len(files), name="")
@@ -150,6 +161,10 @@ def ingest_paths(store: Store, embedder: Callable[[], Embedder], paths: Iterable
                     continue
                 seen.add(doc.doc_id)
                 content_hash = document_hash(doc, settings)
+                refused = admit(doc, content_hash) if admit else None
+                if refused:
+                    report.conflicts.append((doc.doc_id, refused))
+                    continue
                 if known.get(doc.doc_id) == content_hash:
                     report.unchanged += 1
                     continue

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import ipaddress
 import json
 import logging
 import os
+import re
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -36,6 +36,8 @@ import ragloop
 from ragloop.config import Settings
 from ragloop.errors import ConfigError, NotFoundError, UserError
 from ragloop.runs.store import TRUNCATED_WARN_PCT
+from ragloop.server.guard import LoopbackGuard, is_loopback
+from ragloop.server.uploads import ingest_uploads
 from ragloop.types import StepEvent
 
 log = logging.getLogger("ragloop.server")
@@ -54,19 +56,13 @@ MAX_FILENAME_CHARS = 200
 PUBLIC_PATHS = {"/", "/dashboard", "/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect",
                 "/redoc", "/favicon.ico"}
 SSE_PING_S = 15
+# Event seqs are small step counters; anything past a 32-bit integer is not one we sent (and
+# would overflow SQLite's and Postgres's integer parameters).
+MAX_EVENT_SEQ = 2**31 - 1
 
 ERROR_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
                405: "method_not_allowed", 409: "conflict", 413: "too_large",
                415: "unsupported_media_type", 422: "invalid_request", 500: "internal_error"}
-
-
-def is_loopback(host: str) -> bool:
-    if host in ("localhost", "localhost.localdomain"):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def check_bind(host: str, api_key: str | None) -> None:
@@ -244,10 +240,12 @@ def _percentile(values: list[float], pct: float) -> float:
 def create_app(settings: Settings | None = None, *, kb: Any = None,
                api_key: str | None = None, workers: int = 2,
                upload_limit: int | None = None, grader: Any = None,
-               local_workers: int | None = None) -> FastAPI:
+               local_workers: int | None = None, bind_host: str | None = None) -> FastAPI:
     """The app over the knowledge base at `settings.kb` (or an open `kb`, which stays open).
 
     `api_key`: required on every data path when set (pass os.environ[RAGLOOP_API_KEY]).
+    Without one, LoopbackGuard answers only to loopback Host names (and `bind_host`) and
+    refuses cross-origin writes.
     `grader`: overrides the grader the settings name (as Engine's `grader=`).
     `local_workers`: Postgres only: how many queue loops this server runs (default `workers`;
     0 = only enqueue, `ragloop worker` processes run the queue).
@@ -273,6 +271,8 @@ def create_app(settings: Settings | None = None, *, kb: Any = None,
         lifespan=lifespan, max_body_size=MAX_JSON_BYTES)
     if api_key:
         app.add_middleware(ApiKeyGuard, api_key=api_key)
+    else:
+        app.add_middleware(LoopbackGuard, bind_host=bind_host)
     _add_error_handlers(app)
     _add_routes(app, limit)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
@@ -361,6 +361,16 @@ def _check_components(state: ServerState, body: AskRequest) -> None:
                              state.engine.grader_chat)
 
 
+def _event_seq(raw: str) -> int:
+    """A Last-Event-ID as the seq to resume after: an integer from -1 to MAX_EVENT_SEQ."""
+    text = raw.strip()
+    # int() also takes "1_0", "+1" and non-ASCII digits: a seq we sent is plain digits
+    if not re.fullmatch(r"-?[0-9]{1,10}", text) or not -1 <= int(text) <= MAX_EVENT_SEQ:
+        raise HTTPException(400, f"Last-Event-ID must be an event seq we sent (an integer"
+                                 f" from -1 to {MAX_EVENT_SEQ}), not {raw[:40]!r}")
+    return int(text)
+
+
 def _event_payload(run_id: str, event: StepEvent) -> str:
     return json.dumps({"run_id": run_id, **event.to_dict()}, ensure_ascii=False, default=str)
 
@@ -416,7 +426,8 @@ def _add_routes(app: FastAPI, upload_limit: int) -> None:
             last_event_id: Annotated[str | None, Header(
                 description="The last seq received; the stream resumes after it.")] = None,
             after: Annotated[int | None, Query(
-                ge=-1, description="Same as Last-Event-ID, for clients that cannot set it.")]
+                ge=-1, le=MAX_EVENT_SEQ,
+                description="Same as Last-Event-ID, for clients that cannot set it.")]
             = None) -> EventSourceResponse:
         """The run's StepEvents as Server-Sent Events: `event: step`, `id: <seq>`, data = the
         event as JSON; missed events are replayed from the store, then the stream follows the
@@ -426,11 +437,7 @@ def _add_routes(app: FastAPI, upload_limit: int) -> None:
             raise NotFoundError(f"No run {run_id!r}; GET /runs lists recent runs.")
         start = -1 if after is None else after
         if last_event_id is not None and last_event_id.strip():
-            try:
-                start = int(last_event_id.strip())
-            except ValueError:
-                raise HTTPException(400, f"Last-Event-ID must be an event seq (an integer),"
-                                         f" not {last_event_id[:40]!r}") from None
+            start = _event_seq(last_event_id)
 
         async def stream() -> AsyncIterator[ServerSentEvent]:
             async for item in state.jobs.follow(run_id, start):
@@ -482,10 +489,16 @@ def _add_routes(app: FastAPI, upload_limit: int) -> None:
     async def upload_documents(
             request: Request,
             files: Annotated[list[UploadFile], File(description="Files to ingest.")],
+            overwrite: Annotated[bool, Query(
+                description="Also replace documents that were not created by an upload"
+                            " (e.g. by `ragloop ingest`).")] = False,
     ) -> JSONResponse:
-        """Upload files and ingest them (doc_id = the file name; same name = update).
-        Rejected as a whole, with nothing written, when any file has a bad name (400), an
-        unsupported suffix (415) or the upload is over the size limit (413)."""
+        """Upload files and ingest them (doc_id = the file name, or each line's `_id` in a
+        BEIR .jsonl). An upload adds documents and updates documents that uploads created; an
+        existing document from anywhere else is left unchanged and listed in `conflicts`
+        unless `overwrite=true` (409 when nothing else was ingested). Rejected as a whole,
+        with nothing written, when any file has a bad name (400), an unsupported suffix (415)
+        or the upload is over the size limit (413)."""
         state = _state(request)
         suffixes = _suffixes()
         accepted: list[tuple[str, bytes]] = []
@@ -503,10 +516,12 @@ def _add_routes(app: FastAPI, upload_limit: int) -> None:
             accepted.append((name, data))
         if len({n for n, _ in accepted}) != len(accepted):
             raise HTTPException(400, "The same file name was uploaded twice.")
-        report = await anyio.to_thread.run_sync(_ingest_uploads, state, accepted)
-        ok = report.added or report.updated or report.unchanged
-        return JSONResponse({"documents": [n for n, _ in accepted], **report.to_dict()},
-                            status_code=200 if ok else 422)
+        result = await anyio.to_thread.run_sync(ingest_uploads, state.kb, state.ingest_lock,
+                                                accepted, overwrite)
+        body = {"documents": [n for n, _ in accepted], **result.report.to_dict()}
+        if result.message:
+            body = {**error_body(result.status, result.message), **body}
+        return JSONResponse(body, status_code=result.status)
 
     @app.get("/search", tags=["documents"])
     def search(request: Request,
@@ -537,41 +552,12 @@ def _add_routes(app: FastAPI, upload_limit: int) -> None:
                 "active_runs": state.jobs.active()}
 
 
-def _ingest_uploads(state: ServerState, accepted: list[tuple[str, bytes]]):
-    store_folder = getattr(state.kb.store, "folder", None)
-    if store_folder is None:  # Postgres: the uploaded files need no home after ingest
-        import tempfile
-
-        with state.ingest_lock, tempfile.TemporaryDirectory(prefix="ragloop-upload-") as tmp:
-            paths = []
-            for name, data in accepted:
-                (Path(tmp) / name).write_bytes(data)
-                paths.append(Path(tmp) / name)
-            return state.kb.ingest(paths)
-    folder = Path(store_folder) / "uploads"
-    with state.ingest_lock:
-        folder.mkdir(parents=True, exist_ok=True)
-        written: list[tuple[Path, bytes | None]] = []
-        for name, data in accepted:
-            path = folder / name
-            previous = path.read_bytes() if path.exists() else None
-            path.write_bytes(data)
-            written.append((path, previous))
-        report = state.kb.ingest([p for p, _ in written])
-        if not (report.added or report.updated or report.unchanged):
-            for path, previous in written:  # nothing could be read: put the folder back
-                if previous is None:
-                    path.unlink(missing_ok=True)
-                else:
-                    path.write_bytes(previous)
-    return report
-
-
 def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000,
           api_key: str | None = None, workers: int = 2,
           local_workers: int | None = None) -> None:
     import uvicorn
 
     check_bind(host, api_key)
-    app = create_app(settings, api_key=api_key, workers=workers, local_workers=local_workers)
+    app = create_app(settings, api_key=api_key, workers=workers, local_workers=local_workers,
+                     bind_host=host)
     uvicorn.run(app, host=host, port=port, log_level="info")
