@@ -442,6 +442,32 @@ def worker(kb: KbOpt = None,
     err.print(f"worker stopped after {done} run(s)")
 
 
+@app.command(name="check-model")
+def check_model_cmd(model: Annotated[str | None, typer.Argument(
+                        help="provider:model (default: RAGLOOP_MODEL, or the default for the"
+                             " API key that is set)")] = None,
+                    base_url: BaseUrlOpt = None) -> None:
+    """Check in seconds that a model works for the agent: one tool call, then a forced answer."""
+    from ragloop.llm import make_chat_model
+    from ragloop.llm.check import check_model
+
+    settings = settings_for(None, model=model, base_url=base_url)
+    chat = make_chat_model(settings.model, settings)
+    if chat is None:
+        raise UserError("check-model needs a model: pass one (e.g. anthropic:claude-sonnet-5-5,"
+                        " openai:gpt-5.4-mini, ollama:qwen3, llamacpp:<alias>) or set"
+                        " RAGLOOP_MODEL; 'offline' needs no check")
+    steps = check_model(chat, max_tokens=settings.loop_max_tokens)
+    for step in steps:
+        mark = "[green]ok[/]" if step.ok else "[red]FAILED[/]"
+        out.print(f"{mark} {step.name} ({step.seconds:.1f}s): ", end="")
+        out.print(Text(step.detail))
+    if all(s.ok for s in steps) and len(steps) == 2:
+        out.print(f"{escape(chat.name)} works with ragloop's tools loop.")
+        return
+    raise typer.Exit(1)
+
+
 @app.command(name="migrate")
 def migrate_(src: Annotated[str, typer.Argument(help="Source: a folder or postgresql:// URL.")],
              dst: Annotated[str, typer.Argument(help="Destination: a folder or URL.")],

@@ -192,11 +192,15 @@ class ToolsDriver:
                                         name=call.name, is_error=is_error))
         cut_off = final is not None and final.finish is Finish.TRUNCATED
         checked = check_citations(final.text if final is not None else "", ctx.ledger)
-        ctx.emit(EventKind.ANSWER, text=checked.text, citations=checked.citations,
-                 invalid_citations=checked.invalid, forced=forced,
-                 **({"cut_off": True} if cut_off else {}))
         lowered = checked.text.lower()
         said_missing = any(m in lowered for m in NOT_SAID_MARKERS)
+        # claims with evidence at hand but no citation: flagged on the run, not hidden
+        uncited = bool(ctx.ledger.items and checked.text.strip() and not checked.citations
+                       and not said_missing)
+        ctx.emit(EventKind.ANSWER, text=checked.text, citations=checked.citations,
+                 invalid_citations=checked.invalid, forced=forced,
+                 **({"cut_off": True} if cut_off else {}),
+                 **({"uncited": True} if uncited else {}))
         if forced or cut_off:
             status = RunStatus.TRUNCATED
         elif not checked.citations and (said_missing or not ctx.ledger.items):
