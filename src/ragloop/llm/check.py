@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from ragloop.errors import ConfigError, ProviderError
 from ragloop.llm.base import ChatModel, Finish, ForceTool, Message, ToolChoice
+from ragloop.llm.sdk_errors import fix_for
 from ragloop.tools import SEARCH, tool_specs
 
 QUESTION = "Is the S200 sensor waterproof? Search the knowledge base first."
@@ -16,40 +17,12 @@ RESULT = ('<retrieved_data source="search_knowledge_base">\n[1] products/s200.md
           "The S200 is rated IP67.\n</retrieved_data>")
 ANSWER_NOW = "Answer now from the evidence above in one sentence, citing [1]."
 
-# (words in a provider's error, the fix to name); the first that matches wins
-FIXES: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("not found", "404", "does not exist", "retired"),
-     "the model id is unknown to this server: retired, misspelt or not pulled (Anthropic and"
-     " OpenAI list current ids in their models pages; `ollama pull <model>`; llama.cpp serves"
-     " the name given by --alias / --model_alias)"),
-    (("--jinja",), "start llama-server with --jinja"),
-    (("enable-auto-tool-choice", "tool-call-parser"),
-     "start vLLM with --enable-auto-tool-choice --tool-call-parser <parser for the model>"),
-    (("does not support tools", "tools are not supported", "tool use is not supported"),
-     "this model has no tool support: pick one that has it, or use --driver pipeline"),
-    (("context length", "context window", "maximum context", "exceeds the context",
-      "n_ctx", "too many tokens"),
-     "the context is too small: raise it on the server (llama-server -c, Ollama"
-     " OLLAMA_CONTEXT_LENGTH or num_ctx, vLLM --max-model-len); a run needs about 16k tokens"),
-    (("connect",), "nothing answers at that address: is the server running, and is the base"
-                   " URL right (it usually ends in /v1)?"),
-)
-
-
 @dataclass
 class CheckStep:
     name: str
     ok: bool
     detail: str
     seconds: float
-
-
-def fix_for(message: str) -> str:
-    lowered = message.lower()
-    for needles, fix in FIXES:
-        if any(n.lower() in lowered for n in needles):
-            return fix
-    return ""
 
 
 def _failed(name: str, exc: Exception, started: float) -> CheckStep:

@@ -47,7 +47,7 @@ from ragloop.llm.base import (
     ToolSpec,
 )
 from ragloop.llm.pricing import cost_usd
-from ragloop.llm.sdk_errors import translate
+from ragloop.llm.sdk_errors import fix_for, translate
 from ragloop.types import Usage
 
 log = logging.getLogger("ragloop.llm")
@@ -61,12 +61,6 @@ _REASONING = re.compile(r"^(o\d|gpt-5|gpt-6)")
 # o-series go no lower than "minimal" / "low".
 _EFFORT_NONE = re.compile(r"^(gpt-5\.\d|gpt-6)")
 _RESPONSES_ONLY_TOOLS = ("gpt-6-astra", "gpt-6.1-sol", "gpt-6.2-astra")
-_FAIL_FAST = {  # server errors that a retry cannot fix, and what fixes them
-    "--jinja": "start llama-server with --jinja (tools need the model's chat template)",
-    "enable-auto-tool-choice": "start vLLM with --enable-auto-tool-choice --tool-call-parser <p>",
-    "does not support tools": "this model has no tool support: pick one that does, or use"
-                              " --driver pipeline",
-}
 
 
 def traits_for(dialect: Dialect) -> ModelTraits:
@@ -186,11 +180,8 @@ class OpenAIChat:
         err = translate(openai, exc, provider=self.provider, key_env=API_KEY_ENV,
                         timeout=self.timeout, retries=self.max_retries,
                         base_url=self._client.base_url, hint_404=hint)
-        message = str(err)
-        for needle, fix in _FAIL_FAST.items():
-            if needle in message:
-                return ProviderError(f"{message}: {fix}")
-        return err
+        fix = fix_for(str(err)) if not isinstance(exc, openai.NotFoundError) else ""
+        return ProviderError(f"{err}: {fix}") if fix else err
 
 
 def _rejects_response_format(exc: openai.APIStatusError) -> bool:

@@ -45,3 +45,32 @@ def translate(sdk: ModuleType, exc: Exception, *, provider: str, key_env: str,
     if credentials is not None and isinstance(exc, credentials):
         return ConfigError(f"{provider} credentials: {exc}; set {key_env}")
     return ProviderError(f"{provider}: {type(exc).__name__}: {exc}"[:300])
+
+
+# (words in a provider's error, the fix to name); the first that matches wins
+FIXES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("not found", "404", "does not exist", "retired"),
+     "the model id is unknown to this server: retired, misspelt or not pulled (Anthropic and"
+     " OpenAI list current ids in their models pages; `ollama pull <model>`; llama.cpp serves"
+     " the name given by --alias / --model_alias)"),
+    (("--jinja",), "start llama-server with --jinja"),
+    (("enable-auto-tool-choice", "tool-call-parser"),
+     "start vLLM with --enable-auto-tool-choice --tool-call-parser <parser for the model>"),
+    (("does not support tools", "tools are not supported", "tool use is not supported"),
+     "this model has no tool support: pick one that has it, or use --driver pipeline"),
+    (("context length", "context window", "maximum context", "exceeds the context",
+      "n_ctx", "too many tokens"),
+     "the context is too small: raise it on the server (llama-server -c, Ollama"
+     " OLLAMA_CONTEXT_LENGTH or num_ctx, vLLM --max-model-len); a run needs about 16k tokens"),
+    (("connect",), "nothing answers at that address: is the server running, and is the base"
+                   " URL right (it usually ends in /v1)?"),
+)
+
+
+def fix_for(message: str) -> str:
+    """The fix for a provider error a retry cannot mend, named in words; "" when unknown."""
+    lowered = message.lower()
+    for needles, fix in FIXES:
+        if any(n.lower() in lowered for n in needles):
+            return fix
+    return ""
