@@ -28,7 +28,6 @@ from ragloop.storage.protocols import RunStore
 
 log = logging.getLogger("ragloop.apps.server")
 
-QUEUED = "queued"
 # A follower re-reads the store at least this often even when nothing woke it (a run written by
 # another process, a lost wake-up).
 POLL_S = 0.5
@@ -41,7 +40,7 @@ class Pending:
     created_at: float = field(default_factory=time.time)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "question": self.question, "status": QUEUED,
+        return {"run_id": self.run_id, "question": self.question, "status": RunStatus.QUEUED,
                 "route": None, "route_reason": None, "driver": None, "model": None,
                 "answer": None, "citations": [], "usage": {}, "steps": 0, "max_steps": 0,
                 "latency_s": None, "error": None, "created_at": self.created_at,
@@ -148,7 +147,7 @@ class JobRunner:
                 for event in events:
                     after_seq = event.seq
                     yield event
-                if run is None or run["status"] not in (RunStatus.RUNNING, QUEUED):
+                if run is None or run["status"] not in (RunStatus.RUNNING, RunStatus.QUEUED):
                     yield run or {"run_id": run_id, "status": "unknown"}
                     return
                 with contextlib.suppress(TimeoutError):

@@ -90,7 +90,7 @@ class Worker:
         except Exception as exc:  # the engine marked the run failed if it had started it
             log.exception("run %s failed", run_id)
             run = self.runs.get(run_id)
-            if run is not None and run["status"] in (RunStatus.RUNNING, "queued"):
+            if run is not None and run["status"] in (RunStatus.RUNNING, RunStatus.QUEUED):
                 self.runs.finish(run_id, {"status": RunStatus.FAILED, "error": repr(exc)})
         finally:
             stop.set()

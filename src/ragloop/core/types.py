@@ -124,6 +124,7 @@ class EventKind(StrEnum):
 
 
 class RunStatus(StrEnum):
+    QUEUED = "queued"  # waiting for a worker (the server's pool, or the Postgres queue)
     RUNNING = "running"
     ANSWERED = "answered"
     TRUNCATED = "truncated"

@@ -41,6 +41,8 @@ from ragloop.core.config import Settings
 from ragloop.core.decisions import Grader
 from ragloop.core.errors import ConfigError, NotFoundError, UserError
 from ragloop.core.events import BaseEvent, Event
+from ragloop.core.types import RunStatus
+from ragloop.eval.metrics import percentile
 from ragloop.kb import KnowledgeBase
 from ragloop.storage.protocols import TRUNCATED_WARN_PCT, RunStore
 
@@ -233,14 +235,6 @@ def _safe_filename(raw: str | None) -> str:
     return name
 
 
-def _percentile(values: list[float], pct: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(pct / 100 * (len(ordered) - 1))))
-    return ordered[index]
-
-
 def create_app(settings: Settings | None = None, *, kb: KnowledgeBase | None = None,
                api_key: str | None = None, workers: int = 2,
                upload_limit: int | None = None, grader: Grader | None = None,
@@ -400,7 +394,7 @@ def _add_routes(app: FastAPI, upload_limit: int) -> None:
         _check_components(state, body)
         run_id = state.jobs.submit(body.question, route=body.route, driver=body.driver,
                                    max_steps=body.max_steps)
-        return {"run_id": run_id, "status": "queued", "events": f"/runs/{run_id}/events",
+        return {"run_id": run_id, "status": RunStatus.QUEUED, "events": f"/runs/{run_id}/events",
                 "run": f"/runs/{run_id}"}
 
     @app.get("/runs", tags=["runs"])
@@ -547,8 +541,8 @@ def _add_routes(app: FastAPI, upload_limit: int) -> None:
                      if r["latency_s"] is not None]
         return {**m.to_dict(), "warn_truncated": m.warn_truncated,
                 "truncated_warn_pct": TRUNCATED_WARN_PCT,
-                "p50_latency_s": _percentile(latencies, 50),
-                "p95_latency_s": _percentile(latencies, 95),
+                "p50_latency_s": percentile(latencies, 50) or 0.0,
+                "p95_latency_s": percentile(latencies, 95) or 0.0,
                 "active_runs": state.jobs.active()}
 
 

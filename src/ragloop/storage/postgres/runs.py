@@ -33,7 +33,6 @@ from ragloop.storage.postgres import schema as pg_schema
 from ragloop.storage.postgres.store import connect, redact, split_url
 from ragloop.storage.protocols import Metrics
 
-QUEUED = "queued"
 # A run started directly (`ragloop ask`, the server's synchronous /ask) holds this lease,
 # extended by each event; if its process dies the run is marked failed when it runs out.
 DIRECT_LEASE_S = 600.0
@@ -280,7 +279,7 @@ class PgRunStore:
             ).fetchall()
             for run_id, status, attempts, max_attempts, base in rows:
                 note = (f"worker lost (lease expired) during attempt {attempts}/{max_attempts};"
-                        + (" queued again" if status == QUEUED else " giving up"))
+                        + (" queued again" if status == RunStatus.QUEUED else " giving up"))
                 conn.execute(
                     "INSERT INTO events(run_id, seq, kind, step, data, ts)"
                     " VALUES (%s, %s, %s, 0, %s::json, %s) ON CONFLICT DO NOTHING",
