@@ -32,10 +32,12 @@ demo: $(RUNTIME)
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/lint-imports
 	$(BIN)/pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/lint-imports
 	$(BIN)/ruff format --check src tests benchmarks
 
 bench: $(STAMP)

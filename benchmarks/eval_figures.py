@@ -33,7 +33,7 @@ def distinct_docs(hits, k: int) -> list[str]:
 
 
 def retrieval(args: argparse.Namespace) -> int:
-    from ragloop.config import Settings
+    from ragloop.core.config import Settings
     from ragloop.eval.datasets import ingest_corpus, load_dataset, resolve_gold
     from ragloop.kb import KnowledgeBase
 

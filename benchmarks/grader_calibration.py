@@ -30,7 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ragloop.agent.grader_local import (
+from ragloop.core.types import Hit
+from ragloop.offline.grader import (
     LocalGrader,
     QuestionTerms,
     code_penalty,
@@ -39,8 +40,7 @@ from ragloop.agent.grader_local import (
     coverage,
     select,
 )
-from ragloop.agent.text import is_code, term_set
-from ragloop.types import Hit
+from ragloop.offline.text import is_code, term_set
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"

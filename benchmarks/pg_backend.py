@@ -26,8 +26,8 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import OUT, Timer, machine_note
 
-from ragloop.search import hybrid_search
-from ragloop.store.query_text import query_terms
+from ragloop.kb.search import hybrid_search
+from ragloop.retrieval.query_text import query_terms
 
 DIM = 384
 CHUNKS_PER_DOC = 4
@@ -71,7 +71,7 @@ def start_server(folder: Path, fresh: bool = True):
 def build_store(work: Path, vecs: np.ndarray, texts: list[str], reuse: bool = False):
     """(server, store, timings) for the corpus. `reuse`: open the database an earlier
     build (with --keep) left in `work` and return the timings it recorded."""
-    from ragloop.store.postgres import MAINTENANCE_WORK_MEM_ENV, PostgresStore
+    from ragloop.storage.postgres.store import MAINTENANCE_WORK_MEM_ENV, PostgresStore
 
     os.environ.setdefault(MAINTENANCE_WORK_MEM_ENV, BUILD_MAINTENANCE_WORK_MEM)
     saved = work / "postgres" / "build.json"

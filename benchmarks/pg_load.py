@@ -49,7 +49,7 @@ def env() -> dict[str, str]:
 
 
 def ragloop(*args: str, log: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "ragloop.cli", *args],
+    return subprocess.Popen([sys.executable, "-m", "ragloop", *args],
                             stdout=log.open("w"), stderr=subprocess.STDOUT, env=env())
 
 
@@ -107,7 +107,7 @@ def main() -> int:
             conn.execute("CREATE DATABASE load")
         url = server.get_uri("load")
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "ragloop.cli", "ingest", str(ROOT / "examples/kb"),
+        subprocess.run([sys.executable, "-m", "ragloop", "ingest", str(ROOT / "examples/kb"),
                         "--kb", url], check=True, env=env(), capture_output=True)
         print(f"ingested examples/kb into Postgres in {time.perf_counter() - t:.1f} s")
         apis = []

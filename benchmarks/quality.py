@@ -37,14 +37,14 @@ from common import (
     table,
 )
 
-from ragloop.config import Settings
+from ragloop.core.config import Settings
 from ragloop.embed import make_embedder
 from ragloop.ingest.chunking import chunk_document
 from ragloop.ingest.pipeline import embed_text
 from ragloop.ingest.readers import read_file
 from ragloop.kb import KnowledgeBase
-from ragloop.search import RRF_K, candidate_depth, fused_top
-from ragloop.store.query_text import query_terms
+from ragloop.retrieval.fusion import RRF_K, candidate_depth, fused_top
+from ragloop.retrieval.query_text import query_terms
 
 K = 10
 SWEEP_DEPTH = 200
@@ -92,7 +92,7 @@ def fuse(bm25: list[int], vec: list[int], depth: int, rrf_k: float, w_bm25: floa
          chunk_doc: dict[int, str], doc_level: bool = False,
          keep_firsts: bool = True) -> list[str]:
     """The top-K documents of one fusion; `keep_firsts` (ragloop's default): each side's first
-    chunk stays among the top K chunks, as `ragloop.search.fused_top` does."""
+    chunk stays among the top K chunks, as `ragloop.kb.search.fused_top` does."""
     scores: dict[object, float] = {}
     for weight, ranking in ((w_bm25, bm25[:depth]), (2.0 - w_bm25, vec[:depth])):
         if doc_level:  # fuse over documents: a doc's rank is its best chunk's rank

@@ -10,7 +10,7 @@ their real embeddings. Embedding time is excluded everywhere (vectors are precom
 
 Measured per engine: build time, query p50/p95 (ms), size on disk, recall@10 of the vector
 part against exact (numpy) search. Engines: ragloop (write_documents in batches + flush;
-queries via ragloop.search.hybrid_search and store.search_bm25 / search_vector), tantivy
+queries via ragloop.kb.search.hybrid_search and store.search_bm25 / search_vector), tantivy
 (raw BM25, OR query), SQLite FTS5 (bm25(), OR query), hnswlib (M=16, ef_construction=128,
 ef = 64, ragloop's ef_search and 128), usearch raw (ef 128), numpy exact kNN (matrix product).
 """
@@ -44,12 +44,12 @@ from common import (
     tantivy_top,
 )
 
-from ragloop.search import hybrid_search
-from ragloop.store.base import DocumentWrite
-from ragloop.store.indexes import HNSW_EF_SEARCH
-from ragloop.store.query_text import query_terms
-from ragloop.store.sqlite import SqliteStore
-from ragloop.types import Chunk, ParsedDocument, SectionText
+from ragloop.core.types import Chunk, ParsedDocument, SectionText
+from ragloop.kb.search import hybrid_search
+from ragloop.retrieval.query_text import query_terms
+from ragloop.storage.protocols import DocumentWrite
+from ragloop.storage.sqlite.indexes import HNSW_EF_SEARCH
+from ragloop.storage.sqlite.store import SqliteStore
 
 DIM = 384
 CHUNKS_PER_DOC = 4

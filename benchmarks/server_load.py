@@ -105,10 +105,10 @@ def main() -> int:
     parser.add_argument("--route", default="auto", choices=("auto", "single", "agent"))
     args = parser.parse_args()
 
-    from ragloop.config import Settings
+    from ragloop.apps.server.app import create_app
+    from ragloop.core.config import Settings
     from ragloop.kb import KnowledgeBase
-    from ragloop.runs.store import RunStore
-    from ragloop.server.app import create_app
+    from ragloop.storage.sqlite.runs import RunStore
 
     tmp = tempfile.TemporaryDirectory(prefix="ragloop-load-")
     folder = args.kb or Path(tmp.name) / "kb"

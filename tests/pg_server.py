@@ -72,7 +72,7 @@ def pg_url(pg_server: PgServer) -> Iterator[str]:
 def pg_small_template(pg_server: PgServer, small_kb_template) -> str:
     """A database holding the small test knowledge base (built once, by migrate from the
     SQLite template, so both backends hold exactly the same chunks and vectors)."""
-    from ragloop.migrate import migrate
+    from ragloop.storage.migrate import migrate
 
     name = pg_server.create_database(name="ragloop_small")
     migrate(str(small_kb_template), pg_server.url(name))

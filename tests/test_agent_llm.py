@@ -8,7 +8,6 @@ import json
 import pytest
 
 from ragloop.agent import prompts
-from ragloop.agent.base import Evidence, Grade
 from ragloop.agent.jsonparse import BadModelJSON, ask_json, parse_json_object
 from ragloop.agent.llm_decisions import (
     PLANNER_UNREADABLE,
@@ -19,10 +18,11 @@ from ragloop.agent.llm_decisions import (
     LLMRewriter,
     PlanReply,
 )
-from ragloop.errors import ProviderError
+from ragloop.core.decisions import Evidence, Grade
+from ragloop.core.errors import ProviderError
+from ragloop.core.types import EventKind, Hit, RunStatus, Usage
 from ragloop.llm.base import ChatResponse
 from ragloop.llm.scripted import ScriptedChat
-from ragloop.types import EventKind, Hit, RunStatus, Usage
 
 
 def reply(obj: object, tokens: int = 10) -> ChatResponse:

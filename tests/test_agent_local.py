@@ -7,26 +7,26 @@ from dataclasses import replace
 
 import pytest
 
-from ragloop.agent import answerer_local
-from ragloop.agent.answerer_local import ExtractiveAnswerer
-from ragloop.agent.base import Evidence, Grade
-from ragloop.agent.grader_local import LocalGrader, select
 from ragloop.agent.local import LocalFollowUps
 from ragloop.agent.pipeline_driver import PipelineDriver
-from ragloop.agent.planner_local import LocalPlanner
-from ragloop.agent.rewriter_local import (
+from ragloop.agent.router import RuleRouter, describe_scope
+from ragloop.agent.run import RunContext
+from ragloop.agent.tools import FETCH, Toolbox
+from ragloop.core.decisions import Evidence, Grade
+from ragloop.core.types import EventKind, Hit, RunStatus, Usage
+from ragloop.kb import KnowledgeBase
+from ragloop.offline import answerer as answerer_local
+from ragloop.offline.answerer import ExtractiveAnswerer
+from ragloop.offline.grader import LocalGrader, select
+from ragloop.offline.planner import LocalPlanner
+from ragloop.offline.rewriter import (
     LocalRewriter,
     bridge_entities,
     fetch_targets,
     looks_cut_off,
     section_refs,
 )
-from ragloop.agent.router import RuleRouter, describe_scope
-from ragloop.agent.run import RunContext
-from ragloop.agent.text import TitleIndex, name_spans
-from ragloop.kb import KnowledgeBase
-from ragloop.tools import FETCH, Toolbox
-from ragloop.types import EventKind, Hit, RunStatus
+from ragloop.offline.text import TitleIndex, name_spans
 
 DOCS = {
     "products/s200.md": """# S200 Sensor Datasheet
@@ -336,7 +336,7 @@ def test_name_spans_keep_multi_word_names() -> None:
 
 
 def test_a_query_names_the_title_of_the_page_it_looks_for() -> None:
-    from ragloop.agent.text import query_names_title
+    from ragloop.offline.text import query_names_title
 
     assert query_names_title("Arthurdale Deckers Creek", "Arthurdale, West Virginia")
     assert query_names_title("songs by Belinda", "Belinda (singer)")  # the title is in it
@@ -377,6 +377,7 @@ def test_follow_ups_name_one_passage_documents_and_question_references(kb) -> No
 
 class _OnlyDocs:
     """A grader that keeps the hits of some documents (and says it has enough)."""
+    usage = Usage()  # no model calls
 
     def __init__(self, docs: set[str], enough: bool = True) -> None:
         self.docs = docs
@@ -394,6 +395,7 @@ class _OnlyDocs:
 
 class _ForQuestionsNaming(_OnlyDocs):
     """Keeps the hits of `docs` only for (sub-)questions that contain `word`."""
+    usage = Usage()  # no model calls
 
     def __init__(self, word: str, docs: set[str]) -> None:
         super().__init__(docs)
@@ -535,7 +537,7 @@ from continental Europe was £4.6m instead of £5.0m.
 
 
 def test_a_year_phrase_is_a_period_not_a_code() -> None:
-    from ragloop.agent.text import entities, is_code, is_period
+    from ragloop.offline.text import entities, is_code, is_period
 
     assert not is_code("mid-2025") and is_period("mid-2025") and is_period("FY2024")
     assert is_code("S200") and not is_period("S200") and is_code("Q4") and is_period("Q4")
@@ -543,7 +545,7 @@ def test_a_year_phrase_is_a_period_not_a_code() -> None:
 
 
 def test_code_penalty_checks_every_family_the_question_names() -> None:
-    from ragloop.agent.grader_local import NO_CODE_PENALTY, WRONG_CODE_PENALTY, code_penalty
+    from ragloop.offline.grader import NO_CODE_PENALTY, WRONG_CODE_PENALTY, code_penalty
 
     q = ["Q4", "FY2024"]
     assert code_penalty(q, "Revenue in Q4 FY2024 was £5.0m.") == 1.0
@@ -580,6 +582,7 @@ def test_driver_reads_the_next_page_when_sibling_documents_crowd_it(tmp_path) ->
 
 
 class _OnlySection(_OnlyDocs):
+    usage = Usage()  # no model calls
     def __init__(self, doc: str, section: str) -> None:
         super().__init__({doc})
         self.section = section

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from ragloop.agent.base import Grade
 from ragloop.agent.engine import Engine
 from ragloop.agent.run import BUDGET_NOTICE, log_line
-from ragloop.errors import ProviderError
+from ragloop.core.decisions import Grade
+from ragloop.core.errors import ProviderError
+from ragloop.core.types import EventKind, Hit, RunStatus, Usage
 from ragloop.llm.base import ChatResponse, Finish, ForceTool, ModelTraits, ToolCall
 from ragloop.llm.scripted import ScriptedChat
-from ragloop.types import EventKind, Hit, RunStatus, Usage
 
 
 class KeepDocs:
     """A grader for loop tests: keeps hits of the named documents."""
+    usage = Usage()  # no model calls
 
     def __init__(self, *doc_ids: str) -> None:
         self.doc_ids = doc_ids

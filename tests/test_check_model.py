@@ -10,8 +10,8 @@ from fakes.anthropic_server import FakeAnthropicServer, message, thinking, tool_
 from fakes.openai_server import FakeOpenAIServer, completion, tool_call
 from model_server import MODEL_ALIAS
 
+from ragloop.apps.check_model import check_model
 from ragloop.llm.anthropic import AnthropicChat
-from ragloop.llm.check import check_model
 from ragloop.llm.openai import OpenAIChat
 
 
@@ -56,7 +56,7 @@ def test_a_truncated_tool_call_is_not_run():
 
 def test_check_model_command_against_the_real_server(llama_server):
     proc = subprocess.run(
-        [sys.executable, "-m", "ragloop.cli", "check-model", f"openai:{MODEL_ALIAS}",
+        [sys.executable, "-m", "ragloop", "check-model", f"openai:{MODEL_ALIAS}",
          "--base-url", llama_server], capture_output=True, text=True, timeout=300,
         env={**os.environ, "RAGLOOP_LOOP_MAX_TOKENS": "96"})
     assert "ok tool call" in proc.stdout, proc.stdout + proc.stderr[-1000:]

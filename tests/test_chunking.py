@@ -6,9 +6,9 @@ import itertools
 
 import pytest
 
+from ragloop.core.types import ParsedDocument, SectionText
 from ragloop.embed.model_files import count_tokens, local_tokenizer
 from ragloop.ingest.chunking import chunk_document, section_offsets
-from ragloop.types import ParsedDocument, SectionText
 
 
 def doc_of(*texts: str) -> ParsedDocument:

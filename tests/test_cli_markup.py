@@ -22,7 +22,7 @@ QUESTION = "[/] planted by any HTTP client :x: [bold]?"
 def ragloop(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "250"}  # no table cell wrapped across lines
     return subprocess.run(
-        [sys.executable, "-m", "ragloop.cli", *args],
+        [sys.executable, "-m", "ragloop", *args],
         capture_output=True,
         text=True,
         timeout=300,
@@ -31,7 +31,7 @@ def ragloop(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_markup_and_emoji_codes_in_data_print_literally(small_kb_template, tmp_path) -> None:
-    from ragloop.runs.store import RunStore
+    from ragloop.storage.sqlite.runs import SqliteRunStore as RunStore
 
     folder = tmp_path / "kb"
     shutil.copytree(small_kb_template, folder)

@@ -12,10 +12,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
-from ragloop.config import LOCAL_EMBEDDER
+from ragloop.core.config import LOCAL_EMBEDDER
+from ragloop.core.errors import ConfigError, ProviderError
 from ragloop.embed import CachedEmbedder, make_embedder, text_hash
 from ragloop.embed.model_files import count_tokens, local_model_dir
-from ragloop.errors import ConfigError, ProviderError
 
 LONG = " ".join(
     f"In trial {i} the treated group showed a {i % 9}.{i % 7} fold change in serum markers."

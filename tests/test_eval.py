@@ -8,10 +8,12 @@ import math
 
 import pytest
 
-from ragloop.agent.base import Draft, Grade, Route
 from ragloop.agent.engine import SINGLE_DEPTH_PER_DOC, top_documents
 from ragloop.agent.run import RunResult
-from ragloop.errors import UserError
+from ragloop.core.decisions import Draft, Grade, Route
+from ragloop.core.errors import UserError
+from ragloop.core.events import event_from
+from ragloop.core.types import Hit, RunStatus, Usage
 from ragloop.eval.datasets import (
     load_dataset,
     resolve_doc_name,
@@ -31,7 +33,6 @@ from ragloop.eval.report import markdown, write_reports
 from ragloop.eval.runner import EvalOptions, grade_summary, parse_paths, run_eval
 from ragloop.llm.base import ChatResponse, ToolCall
 from ragloop.llm.scripted import ScriptedChat
-from ragloop.types import EventKind, Hit, RunStatus, StepEvent, Usage
 
 A, B, C, D = "a.md", "b.md", "c.md", "d.md"
 
@@ -182,12 +183,14 @@ def test_diagnosis_lines() -> None:
 
 
 def test_grade_summary_from_events() -> None:
-    pipeline = StepEvent(EventKind.GRADE, 1, {"chunks": 3, "kept": 1, "verdicts": [
+    pipeline = event_from("grade", 1, {"query": "q", "enough": False, "chunks": 3, "kept": 1,
+                                       "verdicts": [
         {"doc_id": A, "verdict": "relevant"}, {"doc_id": B, "verdict": "irrelevant"},
         {"doc_id": A, "verdict": "irrelevant"}]})
     assert grade_summary(pipeline) == {"chunks": 3, "kept": 1, "seen_docs": [A, B, A],
                                        "kept_docs": [A]}
-    tools = StepEvent(EventKind.GRADE, 1, {"chunks": 4, "kept": 2, "kept_ids": [7, 9]})
+    tools = event_from("grade", 1, {"query": "q", "enough": True, "chunks": 4, "kept": 2,
+                                    "kept_ids": [7, 9]})
     assert grade_summary(tools, lambda ids: {7: C, 9: D}) == {
         "chunks": 4, "kept": 2, "seen_docs": None, "kept_docs": [C, D]}
 
@@ -361,6 +364,7 @@ SINGLE_USAGE = Usage(input_tokens=50, output_tokens=5, cost_usd=0.0005, calls=1)
 
 class KeyedGrader:
     """Keeps every hit of the one document the search's first word names (see KEYS)."""
+    usage = Usage()  # no model calls
 
     def grade(self, question: str, hits):
         query = question.rsplit("(this search: ", 1)[-1].rstrip(")").lower()
@@ -569,7 +573,8 @@ class FakeEngine:
         self.interrupt_at = interrupt_at
         self.chat = None
         self.settings = SimpleNamespace(model="offline", max_steps=6)
-        self.kb = SimpleNamespace(store=SimpleNamespace(chunks=lambda ids: {}))
+        self.kb = SimpleNamespace(store=SimpleNamespace(chunks=lambda ids: {}),
+                                  warm_up=lambda: None)
         self.runs = SimpleNamespace(close=lambda: None)
 
     def ask(self, question, *, route, driver=None, max_steps=None, on_event=None):
@@ -662,7 +667,7 @@ def test_a_crashing_run_is_recorded_as_failed(tmp_path) -> None:
 # -- the command line ------------------------------------------------------------------------
 
 class CitesFirst:
-    usage = None
+    usage = Usage()  # no model calls
 
     def answer(self, question, sub_questions, evidence):
         return Draft(text="See [1].")
@@ -672,7 +677,7 @@ def test_cli_eval_ingests_a_beir_corpus_and_resumes(tmp_path, monkeypatch) -> No
     from typer.testing import CliRunner
 
     import ragloop.agent.engine as engine_mod
-    from ragloop.cli import app
+    from ragloop.apps.cli import app
 
     class CliEngine(engine_mod.Engine):
         def __init__(self, kb, settings=None, **kw):

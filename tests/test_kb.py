@@ -10,8 +10,8 @@ import sys
 import pytest
 from conftest import SMALL_DOCS, write_docs
 
-from ragloop.config import Settings
-from ragloop.errors import EmbedderMismatchError, EmptyQueryError, NotFoundError
+from ragloop.core.config import Settings
+from ragloop.core.errors import EmbedderMismatchError, EmptyQueryError, NotFoundError
 from ragloop.kb import KnowledgeBase
 
 QUERY_SYNTAX = [
@@ -132,7 +132,7 @@ def test_indexes_are_rebuilt_from_the_record(small_kb_template, tmp_path) -> Non
 
 
 def ragloop(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ragloop.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "ragloop", *args], capture_output=True,
                           text=True, timeout=300)
 
 
@@ -162,7 +162,7 @@ def test_cli_search_docs_section_rm(small_kb_template, tmp_path) -> None:
 def test_hnsw_path_forgets_removed_chunks_across_reopen(small_kb_template, tmp_path,
                                                         monkeypatch) -> None:
     """Force the HNSW path (not the exact scan of small KBs): removals and reopen hold."""
-    from ragloop.store import indexes
+    from ragloop.storage.sqlite import indexes
 
     monkeypatch.setattr(indexes, "EXACT_SEARCH_BELOW", 0)
     folder = tmp_path / "kb"

@@ -14,8 +14,9 @@ from fakes.anthropic_server import (
     tool_use,
 )
 
-from ragloop.config import Settings
-from ragloop.errors import ConfigError, ProviderError
+from ragloop.core.config import Settings
+from ragloop.core.errors import ConfigError, ProviderError
+from ragloop.core.types import Usage
 from ragloop.llm import make_chat_model
 from ragloop.llm.anthropic import AnthropicChat
 from ragloop.llm.base import Finish, ForceTool, Message, ToolCall, ToolSpec
@@ -270,9 +271,10 @@ def test_thinking_blocks_go_back_first_and_byte_for_byte(server, small_kb):
 
 
 def _keep_all():
-    from ragloop.agent.base import Grade
+    from ragloop.core.decisions import Grade
 
     class KeepAll:
+        usage = Usage()  # no model calls
         def grade(self, question, hits):
             return Grade(kept=list(hits), discarded=[], enough=True)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from anthropic.types import model_param
 from openai.types.shared import chat_model
 
-from ragloop.config import DEFAULT_ANTHROPIC_MODEL, DEFAULT_OPENAI_MODEL
+from ragloop.core.config import DEFAULT_ANTHROPIC_MODEL, DEFAULT_OPENAI_MODEL
 from ragloop.llm.pricing import has_price
 
 

@@ -8,8 +8,8 @@ import time
 import pytest
 from fakes.openai_server import Delay, FakeOpenAIServer, completion, tool_call
 
-from ragloop.config import Settings
-from ragloop.errors import ConfigError, ProviderError
+from ragloop.core.config import Settings
+from ragloop.core.errors import ConfigError, ProviderError
 from ragloop.llm import OLLAMA_BASE_URL, make_chat_model
 from ragloop.llm.base import Finish, ForceTool, Message, ToolCall, ToolSpec
 from ragloop.llm.openai import OpenAIChat, build_request, parse_arguments

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from ragloop.core.types import Usage
 from ragloop.llm.base import ChatResponse, Message, ToolCall, ToolSpec
 from ragloop.llm.scripted import ScriptedChat
-from ragloop.types import Usage
 
 SEARCH = ToolSpec("search", "Search.", {"type": "object", "properties": {}})
 CALL = ToolCall("c1", "search", {"query": "x"})

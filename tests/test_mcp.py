@@ -1,4 +1,4 @@
-"""The MCP server, for real: the SDK's stdio client launches `python -m ragloop.mcp_server`."""
+"""The MCP server, for real: the SDK's stdio client launches `python -m ragloop.apps.mcp_server`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from ragloop.tools import FETCH, LIST, SEARCH, tool_specs
+from ragloop.agent.tools import FETCH, LIST, SEARCH, tool_specs
 
 
 @pytest.fixture
@@ -34,7 +34,7 @@ def _text(result) -> str:
 async def _session(kb_folder):
     from mcp import Client
 
-    async with Client(_params("ragloop.mcp_server", "--kb", str(kb_folder))) as client:
+    async with Client(_params("ragloop.apps.mcp_server", "--kb", str(kb_folder))) as client:
         tools = (await client.list_tools()).tools
         found = await client.call_tool(SEARCH, {"query": "is the T9 sensor waterproof"})
         section = await client.call_tool(FETCH, {"doc_id": "policies/travel.md",
@@ -80,7 +80,7 @@ def test_mcp_tools_over_stdio(kb_folder):
 def test_ragloop_mcp_command_refuses_a_missing_kb(tmp_path):
     import subprocess
 
-    done = subprocess.run([sys.executable, "-m", "ragloop.cli", "mcp", "--kb",
+    done = subprocess.run([sys.executable, "-m", "ragloop", "mcp", "--kb",
                            str(tmp_path / "nothing")], capture_output=True, text=True,
                           timeout=120, stdin=subprocess.DEVNULL)
     assert done.returncode == 2 and "No knowledge base" in done.stderr

@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from ragloop.config import Settings
-from ragloop.errors import EmbedderMismatchError
+from ragloop.core.config import Settings
+from ragloop.core.errors import EmbedderMismatchError
 from ragloop.kb import KnowledgeBase
-from ragloop.migrate import migrate
+from ragloop.storage.migrate import migrate
 
 QUERIES = ["who approves expenses above 2,500", "is it waterproof", "CR123A battery life",
            "chief financial officer", '"foo" AND (bar OR -baz*) NEAR: 🙂']
@@ -59,17 +59,17 @@ def test_round_trip_sqlite_postgres_sqlite(small_kb_template, pg_url, tmp_path,
 
 
 def test_migrate_cli_and_embedder_mismatch(small_kb_template, pg_url, tmp_path) -> None:
-    res = subprocess.run([sys.executable, "-m", "ragloop.cli", "migrate",
+    res = subprocess.run([sys.executable, "-m", "ragloop", "migrate",
                           str(small_kb_template), pg_url, "--json"],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["documents"] == 3
-    res = subprocess.run([sys.executable, "-m", "ragloop.cli", "docs", "--kb", pg_url, "--json"],
+    res = subprocess.run([sys.executable, "-m", "ragloop", "docs", "--kb", pg_url, "--json"],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     assert len(json.loads(res.stdout)) == 3
     other = tmp_path / "other"
-    from ragloop.store.sqlite import SqliteStore
+    from ragloop.storage.sqlite.store import SqliteStore
 
     s = SqliteStore(other)
     s.set_meta("embedder", "openai:text-embedding-3-small")

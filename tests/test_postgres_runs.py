@@ -9,8 +9,9 @@ import time
 
 import pytest
 
-from ragloop.runs.postgres import PgRunStore
-from ragloop.types import EventKind, RunStatus, StepEvent
+from ragloop.core.events import Event, event_from
+from ragloop.core.types import EventKind, RunStatus
+from ragloop.storage.postgres.runs import PgRunStore
 
 
 @pytest.fixture
@@ -20,8 +21,8 @@ def runs(pg_url):
     store.close()
 
 
-def _event(kind: EventKind, seq: int, **data) -> StepEvent:
-    return StepEvent(kind=kind, step=seq, data=data, seq=seq)
+def _event(kind: EventKind, seq: int, **data) -> Event:
+    return event_from(kind, seq, data, seq=seq)
 
 
 def test_the_run_store_interface(runs: PgRunStore) -> None:
@@ -29,13 +30,13 @@ def test_the_run_store_interface(runs: PgRunStore) -> None:
                         max_steps=6)
     assert runs.get(run_id)["status"] == RunStatus.RUNNING
     runs.add_event(run_id, _event(EventKind.ROUTE, 0, route="agent", reason="long"))
-    runs.add_event(run_id, _event(EventKind.GRADE, 1, chunks=8, kept=2, enough=True,
-                                  text="ünïcode ✓ \\ ' \""))
-    runs.add_event(run_id, _event(EventKind.GRADE, 2, chunks=2, kept=2, enough=True))
+    runs.add_event(run_id, _event(EventKind.GRADE, 1, query="q", chunks=8, kept=2, enough=True,
+                                  missing="ünïcode ✓ \\ ' \""))
+    runs.add_event(run_id, _event(EventKind.GRADE, 2, query="q", chunks=2, kept=2, enough=True))
     events = runs.events(run_id)
     assert [(e.kind, e.seq) for e in events] == [(EventKind.ROUTE, 0), (EventKind.GRADE, 1),
                                                  (EventKind.GRADE, 2)]
-    assert events[1].data["text"] == "ünïcode ✓ \\ ' \""
+    assert events[1].missing == "ünïcode ✓ \\ ' \""
     assert [e.seq for e in runs.events(run_id, after_seq=0)] == [1, 2]
     runs.finish(run_id, {"status": RunStatus.ANSWERED, "route": "agent", "answer": "IP67 [1]",
                          "citations": [{"n": 1, "doc_id": "products/sensor.md"}],

@@ -9,11 +9,11 @@ import psycopg
 import pytest
 from conftest import write_docs
 
-from ragloop.config import Settings
-from ragloop.errors import ConfigError
+from ragloop.core.config import Settings
+from ragloop.core.errors import ConfigError
 from ragloop.kb import KnowledgeBase
-from ragloop.store import pg_schema
-from ragloop.store.postgres import PostgresStore
+from ragloop.storage.postgres import schema as pg_schema
+from ragloop.storage.postgres.store import PostgresStore
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from ragloop.runs.postgres import PgRunStore
-from ragloop.types import EventKind, RunStatus
+from ragloop.core.types import EventKind, RunStatus
+from ragloop.storage.postgres.runs import PgRunStore
 
 FINAL = {RunStatus.ANSWERED, RunStatus.UNANSWERABLE, RunStatus.TRUNCATED, RunStatus.FAILED}
 QUESTIONS = [
@@ -46,7 +46,7 @@ class Workers:
     def start(self, name: str, *extra: str) -> subprocess.Popen:
         log = open(self.folder / f"{name}.log", "w")  # noqa: SIM115 (closed with the process)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "ragloop.cli", "worker", "--kb", self.url, "--lease", "2",
+            [sys.executable, "-m", "ragloop", "worker", "--kb", self.url, "--lease", "2",
              "--poll", "0.5", *extra], stdout=log, stderr=subprocess.STDOUT, env=_env())
         self.procs[name] = proc
         return proc
@@ -172,8 +172,8 @@ def test_two_api_servers_share_the_queue_and_the_event_log(pg_small_url, workers
     streams its events over SSE from the database and lists it."""
     from test_server import LiveServer, read_sse
 
-    from ragloop.config import Settings
-    from ragloop.server.app import create_app
+    from ragloop.apps.server.app import create_app
+    from ragloop.core.config import Settings
 
     settings = Settings().with_(kb=pg_small_url, model="offline")
     workers.start("w1")

@@ -1,7 +1,7 @@
 import pytest
 
-from ragloop.errors import EmptyQueryError, UserError
-from ragloop.store.query_text import query_terms
+from ragloop.core.errors import EmptyQueryError, UserError
+from ragloop.retrieval.query_text import query_terms
 
 
 @pytest.mark.parametrize(

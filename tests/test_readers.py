@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ragloop.errors import ReaderError
+from ragloop.core.errors import ReaderError
 from ragloop.ingest.readers import SUPPORTED_SUFFIXES, read_file, reader_for
 from ragloop.ingest.readers.beir import BeirReader
 from ragloop.ingest.readers.text import decode_bytes

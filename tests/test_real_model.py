@@ -14,7 +14,6 @@ import sys
 import pytest
 from model_server import MODEL_ALIAS, WireLog
 
-from ragloop.agent.base import Evidence, Grade
 from ragloop.agent.engine import Engine
 from ragloop.agent.jsonparse import parse_json_object, strict_schema
 from ragloop.agent.llm_decisions import (
@@ -28,8 +27,9 @@ from ragloop.agent.llm_decisions import (
     RewriteReply,
 )
 from ragloop.agent.local import LocalGrader
+from ragloop.core.decisions import Evidence, Grade
+from ragloop.core.types import EventKind, Hit, RunStatus
 from ragloop.llm.openai import OpenAIChat
-from ragloop.types import EventKind, Hit, RunStatus
 
 ENDED = {RunStatus.ANSWERED, RunStatus.TRUNCATED, RunStatus.UNANSWERABLE}
 # Small budgets and short results keep a 2-core CPU's prompt processing to seconds a call.
@@ -124,7 +124,7 @@ def test_ragloop_ask_against_the_server_never_fails(llama_server, small_kb, tmp_
     folder = small_kb.store.folder
     small_kb.close()
     proc = subprocess.run(
-        [sys.executable, "-m", "ragloop.cli", "ask", "Is the T9 sensor waterproof?",
+        [sys.executable, "-m", "ragloop", "ask", "Is the T9 sensor waterproof?",
          "--kb", str(folder), "--route", "agent", "--driver", "tools", "--max-steps", "3",
          "--model", f"openai:{MODEL_ALIAS}", "--base-url", llama_server,
          "--grader-model", "offline"],
@@ -143,7 +143,7 @@ def test_ragloop_ask_against_the_server_never_fails(llama_server, small_kb, tmp_
 def test_a_run_through_the_server_streams_its_steps(llama_server, small_kb):
     from test_server import LiveServer, read_sse
 
-    from ragloop.server.app import create_app
+    from ragloop.apps.server.app import create_app
 
     settings = small_kb.settings.with_(model=f"openai:{MODEL_ALIAS}", base_url=llama_server,
                                        max_steps=2, kb=str(small_kb.store.folder), **SMALL_RUN)

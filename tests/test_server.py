@@ -15,7 +15,8 @@ import httpx
 import pytest
 import uvicorn
 
-from ragloop.config import Settings
+from ragloop.core.config import Settings
+from ragloop.core.types import Usage
 
 MULTI_HOP = "Who approves travel expenses above £2,500, and who is that person?"
 
@@ -62,7 +63,7 @@ def copy_kb(template: Path, folder: Path):
 
 @contextmanager
 def serving(kb, **options):
-    from ragloop.server.app import create_app
+    from ragloop.apps.server.app import create_app
 
     app = create_app(offline_settings(kb), kb=kb, **options)
     with LiveServer(app) as live:
@@ -109,6 +110,7 @@ def steps_of(events):
 
 class SlowGrader:
     """The real local grader, slowed so that a client can reconnect while the run is going."""
+    usage = Usage()  # no model calls
 
     def __init__(self, kb, delay: float = 0.4) -> None:
         from ragloop.agent.local import LocalGrader
@@ -290,7 +292,7 @@ def test_bad_requests_get_clear_json_errors_and_change_nothing(client):
 
 
 def test_uploads_ingest_and_reject_bad_files(small_kb):
-    from ragloop.server.app import create_app
+    from ragloop.apps.server.app import create_app
 
     folder = Path(small_kb.store.folder)
     app = create_app(offline_settings(small_kb), kb=small_kb, upload_limit=4000)
@@ -328,7 +330,7 @@ def test_uploads_ingest_and_reject_bad_files(small_kb):
 
 
 def test_api_key_is_required_when_set(small_kb):
-    from ragloop.server.app import create_app
+    from ragloop.apps.server.app import create_app
 
     app = create_app(offline_settings(small_kb), kb=small_kb, api_key="s3cret-key")
     with LiveServer(app) as server, server.client() as c:
@@ -350,8 +352,8 @@ def test_api_key_is_required_when_set(small_kb):
 
 
 def test_refuses_to_bind_beyond_loopback_without_a_key(tmp_path):
-    from ragloop.errors import ConfigError
-    from ragloop.server.app import check_bind
+    from ragloop.apps.server.app import check_bind
+    from ragloop.core.errors import ConfigError
 
     for host in ("127.0.0.1", "localhost", "::1", "127.0.0.2"):
         check_bind(host, None)
@@ -360,7 +362,7 @@ def test_refuses_to_bind_beyond_loopback_without_a_key(tmp_path):
             check_bind(host, None)
         check_bind(host, "a-key")
     env = {k: v for k, v in __import__("os").environ.items() if k != "RAGLOOP_API_KEY"}
-    done = subprocess.run([sys.executable, "-m", "ragloop.cli", "serve", "--host", "0.0.0.0",
+    done = subprocess.run([sys.executable, "-m", "ragloop", "serve", "--host", "0.0.0.0",
                            "--kb", str(tmp_path / "kb")], capture_output=True, text=True,
                           env=env, timeout=120)
     assert done.returncode == 2
@@ -368,7 +370,7 @@ def test_refuses_to_bind_beyond_loopback_without_a_key(tmp_path):
 
 
 def test_runs_left_running_are_marked_interrupted_on_start(small_kb):
-    from ragloop.runs.store import RunStore
+    from ragloop.storage.sqlite.runs import SqliteRunStore as RunStore
 
     store = RunStore(small_kb.store.db_path)
     dead = store.start("a question whose server died", driver="pipeline", max_steps=6)

@@ -102,7 +102,7 @@ def test_a_foreign_host_is_refused(live) -> None:
 
 
 def test_with_an_api_key_the_key_guards_and_any_host_is_served(small_kb) -> None:
-    from ragloop.server.app import create_app
+    from ragloop.apps.server.app import create_app
 
     app = create_app(offline_settings(small_kb), kb=small_kb, api_key="k3y")
     with LiveServer(app) as server, server.client() as c:
@@ -112,7 +112,7 @@ def test_with_an_api_key_the_key_guards_and_any_host_is_served(small_kb) -> None
 
 
 def test_the_bind_host_is_accepted_as_a_host(small_kb) -> None:
-    from ragloop.server.guard import LoopbackGuard
+    from ragloop.apps.server.guard import LoopbackGuard
 
     guard = LoopbackGuard(app=None, bind_host="ragbox.internal")
     assert guard.host_allowed("ragbox.internal:8000") and guard.host_allowed("127.0.0.1")

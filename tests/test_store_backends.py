@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 from conftest import SMALL_DOCS, write_docs
 
-from ragloop.config import Settings
-from ragloop.errors import EmbedderMismatchError, EmptyQueryError, NotFoundError
+from ragloop.core.config import Settings
+from ragloop.core.errors import EmbedderMismatchError, EmptyQueryError, NotFoundError
 from ragloop.kb import KnowledgeBase
-from ragloop.search import candidate_depth, fused_top, hybrid_search, rrf
-from ragloop.store.query_text import query_terms
+from ragloop.kb.search import hybrid_search
+from ragloop.retrieval.fusion import candidate_depth, fused_top, rrf
+from ragloop.retrieval.query_text import query_terms
 
 NASTY = [
     '"foo" AND (bar OR -baz*) NEAR: 🙂',
@@ -252,7 +253,7 @@ def test_section_fetch_and_documents(kb: KnowledgeBase) -> None:
 
 
 def test_embedding_cache(location) -> None:
-    from ragloop.store.factory import open_store
+    from ragloop.storage.factory import open_store
 
     store = open_store(location)
     try:
@@ -274,7 +275,7 @@ def test_embedding_cache(location) -> None:
 
 
 def test_meta_round_trip(location) -> None:
-    from ragloop.store.factory import open_store
+    from ragloop.storage.factory import open_store
 
     store = open_store(location)
     try:

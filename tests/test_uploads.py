@@ -139,8 +139,8 @@ def test_a_rejected_file_of_a_partly_successful_upload_leaves_no_file(small_kb) 
 def test_uploads_to_a_postgres_knowledge_base_keep_the_same_rule(pg_small_url) -> None:
     from test_server import LiveServer
 
-    from ragloop.config import Settings
-    from ragloop.server.app import create_app
+    from ragloop.apps.server.app import create_app
+    from ragloop.core.config import Settings
 
     app = create_app(Settings().with_(kb=pg_small_url, model="offline"), local_workers=0)
     with LiveServer(app) as server, server.client() as c:

@@ -26,7 +26,7 @@ if not CHROMIUM.exists():
 
 @pytest.fixture(scope="module")
 def live(small_kb_template, tmp_path_factory):
-    from ragloop.server.app import create_app
+    from ragloop.apps.server.app import create_app
 
     kb = copy_kb(small_kb_template, tmp_path_factory.mktemp("web") / "kb")
     try:
@@ -112,7 +112,7 @@ def test_empty_question_shows_the_api_error(live, page):
 
 
 def test_dashboard_shows_figures_and_flags_truncation(live, page):
-    from ragloop.runs.store import RunStore
+    from ragloop.storage.sqlite.runs import SqliteRunStore as RunStore
 
     server, kb = live
     store = RunStore(kb.store.db_path)

@@ -5,16 +5,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ragloop.agent.base import Answerer, Grader, Route
 from ragloop.agent.evidence import check_citations
+from ragloop.agent.llm_decisions import LLMAnswerer, LLMGrader, LLMPlanner, LLMRewriter
 from ragloop.agent.run import DriverOutcome, RunContext, RunResult
-from ragloop.config import Settings
-from ragloop.errors import ConfigError, ModelRefused, RunFailed, ToolError
+from ragloop.agent.tools import SEARCH, Toolbox
+from ragloop.core.config import Settings
+from ragloop.core.decisions import Answerer, Grader, Planner, Rewriter, Route
+from ragloop.core.errors import ConfigError, ModelRefused, RunFailed, ToolError
+from ragloop.core.events import AnswerEvent, ErrorEvent, Event, RouteEvent, ToolCallEvent
+from ragloop.core.types import Hit, RunStatus
 from ragloop.kb import KnowledgeBase
 from ragloop.llm.base import ChatModel
-from ragloop.runs.store import RunStore
-from ragloop.tools import SEARCH, Toolbox
-from ragloop.types import EventKind, Hit, RunStatus, StepEvent
+from ragloop.storage.protocols import RunStore
 
 ROUTES = ("auto", "single", "agent")
 DRIVERS = ("tools", "pipeline")
@@ -85,7 +87,7 @@ class Engine:
         self.grader = grader
         self.settings = settings or kb.settings
         if runs is None:
-            from ragloop.store.factory import open_run_store
+            from ragloop.storage.factory import open_run_store
 
             runs = open_run_store(kb.store)
         self.runs: RunStore = runs
@@ -94,8 +96,6 @@ class Engine:
 
     def _answerer(self, chat: ChatModel | None) -> Answerer:
         if chat is not None:
-            from ragloop.agent.llm_decisions import LLMAnswerer
-
             return LLMAnswerer(chat, max_tokens=self.settings.loop_max_tokens)
         from ragloop.agent.local import ExtractiveAnswerer
 
@@ -105,8 +105,6 @@ class Engine:
         if self.grader is not None:
             return self.grader
         if comps.grader_chat is not None:
-            from ragloop.agent.llm_decisions import LLMGrader
-
             return LLMGrader(comps.grader_chat, max_tokens=self.settings.decision_max_tokens)
         from ragloop.agent.local import LocalGrader
 
@@ -123,8 +121,6 @@ class Engine:
         from ragloop.agent.pipeline_driver import PipelineDriver
 
         if comps.chat is not None:
-            from ragloop.agent.llm_decisions import LLMPlanner, LLMRewriter
-
             budget = self.settings.decision_max_tokens
             planner = LLMPlanner(comps.chat, max_tokens=budget)
             rewriter = LLMRewriter(comps.chat, max_tokens=budget)
@@ -148,19 +144,19 @@ class Engine:
         try:
             hits = top_documents(toolbox.search(ctx.question), k)
         except ToolError as exc:  # no words to search for ("?!", an emoji): nothing found
-            ctx.emit(EventKind.TOOL_CALL, tool=SEARCH, query=ctx.question, error=str(exc))
+            ctx.emit(ToolCallEvent(tool=SEARCH, query=ctx.question, error=str(exc)))
             hits = []
         for h in hits:
             ctx.ledger.add_hit(h, ctx.step)
         if hits:
-            ctx.emit(EventKind.TOOL_CALL, tool=SEARCH, query=ctx.question, chunks=len(hits),
-                     kept=len(hits))
+            ctx.emit(ToolCallEvent(tool=SEARCH, query=ctx.question, chunks=len(hits),
+                                   kept=len(hits)))
         ctx.step += 1
         draft = answerer.answer(ctx.question, [ctx.question], ctx.ledger.items)
         checked = check_citations(draft.text, ctx.ledger)
-        ctx.emit(EventKind.ANSWER, text=checked.text, citations=checked.citations,
-                 invalid_citations=checked.invalid, missing=draft.missing,
-                 conflicts=draft.conflicts)
+        ctx.emit(AnswerEvent(text=checked.text, citations=checked.citations,
+                             invalid_citations=checked.invalid, missing=draft.missing,
+                             conflicts=draft.conflicts))
         status = RunStatus.UNANSWERABLE if draft.unanswerable or not checked.citations \
             else RunStatus.ANSWERED
         return DriverOutcome(checked=checked, status=status, missing=draft.missing,
@@ -171,12 +167,12 @@ class Engine:
 
         text = (f"The knowledge base does not cover this question ({route.reason}). "
                 f"It covers: {describe_scope(self.kb)}")
-        ctx.emit(EventKind.ANSWER, text=text, citations=[], invalid_citations=[])
+        ctx.emit(AnswerEvent(text=text, citations=[], invalid_citations=[]))
         return DriverOutcome(checked=check_citations(text, ctx.ledger),
                              status=RunStatus.UNANSWERABLE, missing=[ctx.question])
 
     def ask(self, question: str, *, route: str = "auto", driver: str | None = None,
-            max_steps: int | None = None, on_event: Callable[[StepEvent], None] | None = None,
+            max_steps: int | None = None, on_event: Callable[[Event], None] | None = None,
             run_id: str | None = None) -> RunResult:
         if route not in ROUTES:
             raise ConfigError(f"--route must be one of {', '.join(ROUTES)}, not {route!r}")
@@ -188,7 +184,7 @@ class Engine:
         run_id = self.runs.start(question, driver=comps.driver, model=model_name,
                                  max_steps=settings.max_steps, run_id=run_id)
 
-        def record(event: StepEvent) -> None:
+        def record(event: Event) -> None:
             self.runs.add_event(run_id, event)
             if on_event is not None:
                 on_event(event)
@@ -197,11 +193,11 @@ class Engine:
         toolbox = Toolbox(self.kb, settings.search_k, settings.tool_result_chars)
         decided = Route("agent", "")
         used_driver = comps.driver
-        parts: list[object] = []
+        parts: list[Planner | Grader | Rewriter | Answerer] = []
         error: str | None = None
         try:
             decided = _route(question, self.kb, route)
-            ctx.emit(EventKind.ROUTE, route=decided.route, reason=decided.reason)
+            ctx.emit(RouteEvent(route=decided.route, reason=decided.reason))
             if decided.route == "out_of_scope":
                 used_driver = "none"
                 outcome = self._out_of_scope(ctx, decided)
@@ -217,7 +213,7 @@ class Engine:
                 outcome = run_driver.run(ctx)
         except RunFailed as exc:
             error = str(exc)
-            ctx.emit(EventKind.ERROR, error=error)
+            ctx.emit(ErrorEvent(error=error))
             gathered = "; ".join(f"[{e.n}] {e.doc_id} §{e.section}" for e in ctx.ledger.items)
             refused = isinstance(exc, ModelRefused)
             text = (f"The model declined to answer: {error}." if refused
@@ -230,10 +226,8 @@ class Engine:
             self.runs.finish(run_id, {"status": RunStatus.FAILED, "error": repr(exc),
                                       "steps": ctx.step, "latency_s": ctx.elapsed()})
             raise
-        for part in parts:
-            usage = getattr(part, "usage", None)
-            if usage is not None and part is not comps.chat:
-                ctx.usage.add(usage)
+        for part in parts:  # the decisions' model calls (the tools loop adds its own)
+            ctx.usage.add(part.usage)
         result = RunResult(
             run_id=run_id, question=question, status=outcome.status, route=decided.route,
             route_reason=decided.reason, driver=used_driver, model=model_name,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ragloop.agent.base import Evidence
-from ragloop.types import Hit, SectionInfo
+from ragloop.core.decisions import Evidence
+from ragloop.core.types import Hit, SectionInfo
 
 # [3], [3, 5], [3][5], [3-4] are all citations of evidence numbers.
 _CITATION = re.compile(r"\[(\d+(?:\s*[,;–-]\s*\d+)*)\]")

@@ -25,9 +25,9 @@ from typing import Any, TypeVar
 import pydantic
 
 from ragloop.agent.prompts import retry_user
-from ragloop.errors import RagloopError
+from ragloop.core.errors import RagloopError
+from ragloop.core.types import Usage
 from ragloop.llm.base import ChatModel, Finish, Message, Purpose
-from ragloop.types import Usage
 
 M = TypeVar("M", bound=pydantic.BaseModel)
 T = TypeVar("T")

@@ -30,10 +30,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ragloop.agent import prompts
-from ragloop.agent.base import Draft, Evidence, Grade, Plan
 from ragloop.agent.jsonparse import ask_json
+from ragloop.core.decisions import Draft, Evidence, Grade, Plan
+from ragloop.core.types import Hit, Usage
 from ragloop.llm.base import ChatModel
-from ragloop.types import Hit, Usage
 
 MAX_SUB_QUESTIONS = 3
 PLANNER_UNREADABLE = "planner reply unreadable"

@@ -5,21 +5,21 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from ragloop.agent.answerer_local import ExtractiveAnswerer
-from ragloop.agent.grader_local import LocalGrader
 from ragloop.agent.pipeline_driver import FollowUps
-from ragloop.agent.planner_local import LocalPlanner
-from ragloop.agent.rewriter_local import LocalRewriter, doc_for_title, fetch_targets
 from ragloop.agent.router import RuleRouter, describe_scope
-from ragloop.agent.text import (
+from ragloop.core.types import DocumentInfo, Hit
+from ragloop.kb import KnowledgeBase
+from ragloop.offline.answerer import ExtractiveAnswerer
+from ragloop.offline.grader import LocalGrader
+from ragloop.offline.planner import LocalPlanner
+from ragloop.offline.rewriter import LocalRewriter, doc_for_title, fetch_targets
+from ragloop.offline.text import (
     TitleIndex,
     content_words,
     section_links,
     split_sentences,
     stem,
 )
-from ragloop.kb import KnowledgeBase
-from ragloop.types import DocumentInfo, Hit
 
 # Title links are followed only into documents that are one passage (one section): fetching
 # the first section of a long document because a chunk named it would mostly add noise.

@@ -21,13 +21,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ragloop.agent.base import Answerer, Draft, Grade, Grader, Planner, Rewriter
 from ragloop.agent.evidence import Ledger, check_citations
 from ragloop.agent.run import DriverOutcome, RunContext
-from ragloop.agent.text import absent_codes, query_names_title, term_set
-from ragloop.errors import ToolError
-from ragloop.tools import FETCH, SEARCH, Toolbox, page_field
-from ragloop.types import EventKind, Hit, RunStatus
+from ragloop.agent.search_grade import search_and_grade
+from ragloop.agent.tools import FETCH, SEARCH, Toolbox, page_field
+from ragloop.core.decisions import Answerer, Draft, Grade, Grader, Planner, Rewriter
+from ragloop.core.errors import ToolError
+from ragloop.core.events import AnswerEvent, GradeEvent, PlanEvent, RewriteEvent, ToolCallEvent
+from ragloop.core.types import Hit, RunStatus
+from ragloop.offline.text import absent_codes, query_names_title, term_set
 
 # Follow-up reads per sub-question (fetching referenced, named or cut-off sections).
 MAX_FETCHES_PER_PART = 3
@@ -107,12 +109,12 @@ class PipelineDriver:
         ctx.step += 1
         part.tried.append(query)
         try:
-            hits = self.toolbox.search(query, page)
+            found = search_and_grade(self.toolbox, self.grader, query, part.question, page)
         except ToolError as exc:
-            ctx.emit(EventKind.TOOL_CALL, tool=SEARCH, query=query, error=str(exc))
+            ctx.emit(ToolCallEvent(tool=SEARCH, query=query, error=str(exc)))
             part.exhausted = True
             return
-        grade = self.grader.grade(part.question, hits)
+        hits, grade = found.hits, found.grade
         part.last_grade = grade
         if part.first_grade is None:
             part.first_grade, part.first_hits = grade, hits
@@ -131,14 +133,16 @@ class PipelineDriver:
             if h.chunk_id not in known:
                 part.kept.append(h)
                 known.add(h.chunk_id)
-        ctx.emit(EventKind.TOOL_CALL, tool=SEARCH, query=query, chunks=len(hits),
-                 kept=len(grade.kept), sub_question=part.index, **page_field(page))
-        ctx.emit(EventKind.GRADE, query=query, sub_question=part.index, chunks=len(hits),
-                 kept=len(grade.kept), enough=grade.enough, missing=grade.missing,
-                 next_query=grade.next_query, **({"ungraded": True} if grade.ungraded else {}),
-                 verdicts=[{"chunk_id": h.chunk_id, "doc_id": h.doc_id, "section": h.section,
-                            "verdict": h.verdict, "score": h.grade_score}
-                           for h in [*grade.kept, *grade.discarded]])
+        ctx.emit(ToolCallEvent(tool=SEARCH, query=query, chunks=len(hits),
+                               kept=len(grade.kept), sub_question=part.index,
+                               **page_field(page)))
+        ctx.emit(GradeEvent(query=query, sub_question=part.index, chunks=len(hits),
+                            kept=len(grade.kept), enough=grade.enough, missing=grade.missing,
+                            next_query=grade.next_query, ungraded=grade.ungraded or None,
+                            verdicts=[{"chunk_id": h.chunk_id, "doc_id": h.doc_id,
+                                       "section": h.section, "verdict": h.verdict,
+                                       "score": h.grade_score}
+                                      for h in [*grade.kept, *grade.discarded]]))
 
     def _with_query_grade(self, grade: Grade, query: str, hits: list[Hit]) -> Grade:
         """A re-query looks for something the question does not name (the bridge entity, the
@@ -199,8 +203,8 @@ class PipelineDriver:
         try:
             found = self.toolbox.fetch(doc_id, section)
         except ToolError as exc:
-            ctx.emit(EventKind.TOOL_CALL, tool=FETCH, doc_id=doc_id, section=section,
-                     error=str(exc))
+            ctx.emit(ToolCallEvent(tool=FETCH, doc_id=doc_id, section=section,
+                                   error=str(exc)))
             part.unreadable.add((doc_id, section))
             return
         n = ctx.ledger.add_section(found, ctx.step, part.index)
@@ -211,8 +215,8 @@ class PipelineDriver:
                              doc_title=found.title_path[0] if found.title_path else "",
                              verdict="relevant",
                              grade_score=priority if follow is None else follow))
-        ctx.emit(EventKind.TOOL_CALL, tool=FETCH, doc_id=doc_id, section=section,
-                 chars=len(found.text), sub_question=part.index)
+        ctx.emit(ToolCallEvent(tool=FETCH, doc_id=doc_id, section=section,
+                               chars=len(found.text), sub_question=part.index))
 
     def _known_doc(self, ctx: RunContext, doc_id: str) -> bool:
         return any(e.doc_id == doc_id for e in ctx.ledger.items)
@@ -259,7 +263,7 @@ class PipelineDriver:
         query = self.rewriter.rewrite(part.question, grade, part.tried)
         if not query:
             return
-        ctx.emit(EventKind.REWRITE, sub_question=part.index, missing="", query=query)
+        ctx.emit(RewriteEvent(sub_question=part.index, missing="", query=query))
         answered = part.last_grade
         self._search(ctx, part, query)
         part.last_grade = answered  # checking the bridge does not undo an answer
@@ -346,8 +350,8 @@ class PipelineDriver:
             grade = Grade(list(part.kept), [], False, part.gap or grade.missing,
                           grade.next_query)
         query = self.rewriter.rewrite(part.question, grade, part.tried)
-        ctx.emit(EventKind.REWRITE, sub_question=part.index, missing=grade.missing,
-                 query=query)
+        ctx.emit(RewriteEvent(sub_question=part.index, missing=grade.missing,
+                              query=query))
         if not query or query.lower() in (t.lower() for t in part.tried):
             part.exhausted = True
             return False
@@ -356,12 +360,12 @@ class PipelineDriver:
 
     def run(self, ctx: RunContext) -> DriverOutcome:
         plan = self.planner.plan(ctx.question)
-        ctx.emit(EventKind.PLAN, need_search=plan.need_search, sub_questions=plan.sub_questions,
-                 reason=plan.reason)
+        ctx.emit(PlanEvent(need_search=plan.need_search, sub_questions=plan.sub_questions,
+                           reason=plan.reason))
         if not plan.need_search:
             ctx.step += 1
             text = plan.reply or "Hello! Ask me something about the documents."
-            ctx.emit(EventKind.ANSWER, text=text, citations=[], invalid_citations=[])
+            ctx.emit(AnswerEvent(text=text, citations=[], invalid_citations=[]))
             return DriverOutcome(checked=check_citations(text, ctx.ledger),
                                  status=RunStatus.ANSWERED)
         parts = [Part(i, q) for i, q in enumerate(plan.sub_questions or [ctx.question])]
@@ -403,10 +407,10 @@ class PipelineDriver:
         draft: Draft = self.answerer.answer(ctx.question, [p.question for p in parts],
                                             ctx.ledger.items)
         checked = check_citations(draft.text, ctx.ledger)
-        ctx.emit(EventKind.ANSWER, text=checked.text, citations=checked.citations,
-                 invalid_citations=checked.invalid, missing=draft.missing,
-                 conflicts=draft.conflicts,
-                 unconfirmed=[e.n for e in ctx.ledger.items if not e.confirmed])
+        ctx.emit(AnswerEvent(text=checked.text, citations=checked.citations,
+                             invalid_citations=checked.invalid, missing=draft.missing,
+                             conflicts=draft.conflicts,
+                             unconfirmed=[e.n for e in ctx.ledger.items if not e.confirmed]))
         unanswered = [p for p in parts if not p.enough]
         if draft.unanswerable or not checked.citations:
             status = RunStatus.UNANSWERABLE

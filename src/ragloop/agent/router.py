@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 
-from ragloop.agent.base import Route
-from ragloop.agent.planner_local import LocalPlanner
-from ragloop.agent.text import content_terms, section_refs
-from ragloop.errors import EmptyQueryError
+from ragloop.core.decisions import Route
+from ragloop.core.errors import EmptyQueryError
 from ragloop.kb import KnowledgeBase
+from ragloop.offline.planner import LocalPlanner
+from ragloop.offline.text import content_terms, section_refs
 
 # Below this cosine to the nearest chunk, with no shared term, a question is off topic
 # (MiniLM: on-topic questions score 0.35–0.8 against the example KB, nonsense < 0.2).

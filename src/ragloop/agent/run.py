@@ -9,19 +9,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragloop.agent.evidence import CheckedAnswer, Ledger
-from ragloop.types import EventKind, RunStatus, StepEvent, Usage
+from ragloop.core.events import Event, ToolCallEvent
+from ragloop.core.types import RunStatus, Usage
 
 log = logging.getLogger("ragloop.agent")
 
 BUDGET_NOTICE = "Step budget is over. Answer now with what you have and say what is missing."
 
 
-def log_line(event: StepEvent) -> str | None:
+def log_line(event: Event) -> str | None:
     """The one line per tool call: `step=2 tool=search_knowledge_base query="…" chunks=8 kept=3`."""
-    if event.kind != EventKind.TOOL_CALL:
+    if not isinstance(event, ToolCallEvent):
         return None
     d = event.data
-    parts = [f"step={event.step}", f"tool={d.get('tool')}"]
+    parts = [f"step={event.step}", f"tool={event.tool}"]
     if "query" in d:
         query = str(d["query"]).replace('"', "'")
         parts.append(f'query="{query}"')
@@ -66,10 +67,10 @@ class RunResult:
 
 
 class RunContext:
-    """Counts steps, numbers evidence and emits one StepEvent per thing that happened."""
+    """Counts steps, numbers evidence and emits one Event per thing that happened."""
 
     def __init__(self, question: str, max_steps: int,
-                 on_event: Callable[[StepEvent], None] | None = None) -> None:
+                 on_event: Callable[[Event], None] | None = None) -> None:
         self.question = question
         self.max_steps = max_steps
         self.on_event = on_event
@@ -77,11 +78,12 @@ class RunContext:
         self.seq = 0
         self.ledger = Ledger()
         self.usage = Usage()
-        self.events: list[StepEvent] = []
+        self.events: list[Event] = []
         self.started = time.perf_counter()
 
-    def emit(self, kind: EventKind, **data: Any) -> StepEvent:
-        event = StepEvent(kind=kind, step=self.step, data=data, seq=self.seq)
+    def emit(self, event: Event) -> Event:
+        """Number the event (this step, the next seq), keep it, log it, hand it on."""
+        event = event.model_copy(update={"step": self.step, "seq": self.seq})
         self.seq += 1
         self.events.append(event)
         line = log_line(event)

@@ -17,10 +17,14 @@ How a reply is handled (the adapters map each provider's stop reason to `Finish`
 
 from __future__ import annotations
 
-from ragloop.agent.base import Grader
 from ragloop.agent.evidence import check_citations
 from ragloop.agent.run import BUDGET_NOTICE, DriverOutcome, RunContext
-from ragloop.errors import ModelRefused, ProviderError, ToolError
+from ragloop.agent.search_grade import graded_result, search_and_grade
+from ragloop.agent.tools import FETCH, SEARCH, Toolbox, page_arg, page_field
+from ragloop.core.decisions import Grader
+from ragloop.core.errors import ModelRefused, ProviderError, ToolError
+from ragloop.core.events import AnswerEvent, ErrorEvent, GradeEvent, ToolCallEvent
+from ragloop.core.types import RunStatus
 from ragloop.llm.base import (
     ChatModel,
     ChatResponse,
@@ -31,8 +35,6 @@ from ragloop.llm.base import (
     ToolChoice,
     ToolSpec,
 )
-from ragloop.tools import FETCH, SEARCH, Toolbox, format_hits, page_arg, page_field, wrap
-from ragloop.types import EventKind, RunStatus
 
 SYSTEM = """You answer questions from a knowledge base that you reach only through tools.
 - Search before answering any factual question; one topic per search. Rephrase with the
@@ -67,48 +69,41 @@ class ToolsDriver:
     # -- tools --------------------------------------------------------------------------
 
     def _graded_search(self, ctx: RunContext, query: str, page: int = 1) -> str:
-        hits = self.toolbox.search(query, page)
-        grade = self.grader.grade(f"{ctx.question}\n(this search: {query})", hits)
+        found = search_and_grade(self.toolbox, self.grader, query,
+                                 f"{ctx.question}\n(this search: {query})", page)
+        grade = found.grade
         numbered = [(ctx.ledger.add_hit(h, ctx.step), h) for h in grade.kept]
-        ctx.emit(EventKind.TOOL_CALL, tool=SEARCH, query=query, chunks=len(hits),
-                 kept=len(grade.kept), **page_field(page))
-        ctx.emit(EventKind.GRADE, query=query, chunks=len(hits), kept=len(grade.kept),
-                 kept_ids=[h.chunk_id for h in grade.kept], enough=grade.enough,
-                 missing=grade.missing, next_query=grade.next_query,
-                 **({"ungraded": True} if grade.ungraded else {}))
-        text = format_hits(numbered)
-        if grade.ungraded:
-            text += "\n\nThese results were not graded; judge their relevance yourself."
-        elif not grade.enough:
-            gap = f"\n\nNot enough yet. Missing: {grade.missing or 'unclear'}."
-            if grade.next_query:
-                gap += f" Suggested next query: {grade.next_query}"
-            text += gap
-        return wrap(SEARCH, text, self.toolbox.budget)
+        ctx.emit(ToolCallEvent(tool=SEARCH, query=query, chunks=len(found.hits),
+                               kept=len(grade.kept), **page_field(page)))
+        ctx.emit(GradeEvent(query=query, chunks=len(found.hits), kept=len(grade.kept),
+                            kept_ids=[h.chunk_id for h in grade.kept], enough=grade.enough,
+                            missing=grade.missing, next_query=grade.next_query,
+                            ungraded=grade.ungraded or None))
+        return graded_result(numbered, grade, self.toolbox.budget)
 
     def _search(self, ctx: RunContext, call: ToolCall) -> tuple[str, bool]:
         query = str(call.arguments.get("query", "")).strip()
         if not query:  # missing query: the toolbox phrases the error
             outcome = self.toolbox.run_tool(SEARCH, call.arguments)
-            ctx.emit(EventKind.TOOL_CALL, tool=SEARCH, query="", error=outcome.data["error"])
+            ctx.emit(ToolCallEvent(tool=SEARCH, query="", error=outcome.data["error"]))
             return outcome.text, True
         try:
             return self._graded_search(ctx, query, page_arg(call.arguments)), False
         except ToolError as exc:  # a bad query or page: tell the model (a ProviderError from
             # the grader is not the model's to fix: it ends the run)
-            ctx.emit(EventKind.TOOL_CALL, tool=SEARCH, query=query, error=str(exc))
+            ctx.emit(ToolCallEvent(tool=SEARCH, query=query, error=str(exc)))
             return f"Tool error: {exc}", True
 
     def _run_call(self, ctx: RunContext, call: ToolCall) -> tuple[str, bool]:
         """The tool result for the model, and whether it reports an error."""
         if call.raw_arguments is not None and not call.arguments:
-            ctx.emit(EventKind.TOOL_CALL, tool=call.name, error="arguments were not valid JSON")
+            ctx.emit(ToolCallEvent(tool=call.name, error="arguments were not valid JSON"))
             return "Tool error: the arguments were not valid JSON; send a JSON object.", True
         if call.name == SEARCH:
             return self._search(ctx, call)
         number = (lambda s: ctx.ledger.add_section(s, ctx.step)) if call.name == FETCH else None
         outcome = self.toolbox.run_tool(call.name, call.arguments, number)  # type: ignore[arg-type]
-        ctx.emit(EventKind.TOOL_CALL, tool=call.name, **outcome.data)
+        ctx.emit(ToolCallEvent(tool=call.name, **outcome.data))
         return outcome.text, "error" in outcome.data
 
     # -- model calls ----------------------------------------------------------------------
@@ -124,7 +119,7 @@ class ToolsDriver:
                                        tool_choice=tool_choice, max_tokens=budget,
                                        temperature=0.0, purpose="loop")
             except ProviderError as exc:
-                ctx.emit(EventKind.ERROR, error=str(exc))
+                ctx.emit(ErrorEvent(error=str(exc)))
                 raise
             ctx.usage.add(reply.usage)
             if reply.finish is Finish.REFUSED:
@@ -132,11 +127,11 @@ class ToolsDriver:
             if reply.finish is not Finish.TRUNCATED:
                 return reply
             if attempt == 0:
-                ctx.emit(EventKind.ERROR, error=f"reply cut off at {budget} tokens; asked again"
-                                                f" with {budget * 2}")
+                ctx.emit(ErrorEvent(error=f"reply cut off at {budget} tokens; asked again"
+                                                f" with {budget * 2}"))
                 budget *= 2
-        ctx.emit(EventKind.ERROR, error=f"reply cut off again at {budget} tokens; its tool calls"
-                                        " were not run")
+        ctx.emit(ErrorEvent(error=f"reply cut off again at {budget} tokens; its tool calls"
+                                        " were not run"))
         reply.tool_calls = []
         return reply
 
@@ -197,10 +192,10 @@ class ToolsDriver:
         # claims with evidence at hand but no citation: flagged on the run, not hidden
         uncited = bool(ctx.ledger.items and checked.text.strip() and not checked.citations
                        and not said_missing)
-        ctx.emit(EventKind.ANSWER, text=checked.text, citations=checked.citations,
-                 invalid_citations=checked.invalid, forced=forced,
-                 **({"cut_off": True} if cut_off else {}),
-                 **({"uncited": True} if uncited else {}))
+        ctx.emit(AnswerEvent(text=checked.text, citations=checked.citations,
+                             invalid_citations=checked.invalid, forced=forced,
+                             **({"cut_off": True} if cut_off else {}),
+                             **({"uncited": True} if uncited else {})))
         if forced or cut_off:
             status = RunStatus.TRUNCATED
         elif not checked.citations and (said_missing or not ctx.ledger.items):

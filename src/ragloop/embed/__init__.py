@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import os
 
-from ragloop.config import LOCAL_EMBEDDER
+from ragloop.core.config import LOCAL_EMBEDDER
+from ragloop.core.errors import ConfigError
 from ragloop.embed.base import Embedder, normalize
 from ragloop.embed.cache import CachedEmbedder, text_hash
-from ragloop.errors import ConfigError
 
 __all__ = ["CachedEmbedder", "Embedder", "make_embedder", "normalize", "text_hash"]
 

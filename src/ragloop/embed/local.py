@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from ragloop.config import LOCAL_EMBEDDER
+from ragloop.core.config import LOCAL_EMBEDDER
+from ragloop.core.errors import ConfigError
 from ragloop.embed.base import normalize
 from ragloop.embed.model_files import LOCAL_MODEL_DIM, LOCAL_MODEL_MAX_TOKENS, local_model_dir
-from ragloop.errors import ConfigError
 
 FAITHFUL_COSINE = 0.999
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from ragloop.core.errors import ProviderError
 from ragloop.embed.base import normalize
-from ragloop.errors import ProviderError
 
 _DIM_PROBE = "dimension probe"
 

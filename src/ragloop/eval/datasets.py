@@ -24,10 +24,13 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ragloop.errors import UserError
-from ragloop.types import ParsedDocument, SectionText
+from ragloop.core.errors import UserError
+from ragloop.core.types import ParsedDocument, SectionText
+
+if TYPE_CHECKING:
+    from ragloop.kb import KnowledgeBase
 
 # Question types a single search is expected to answer; every other type needs the agent.
 SINGLE_TYPES = ("simple",)
@@ -286,7 +289,7 @@ def iter_corpus(path: Path) -> Iterator[ParsedDocument]:
                              sections=[SectionText("0", (title,) if title else (), text or title)])
 
 
-def ingest_corpus(kb: Any, corpus: Path, progress: bool = False,
+def ingest_corpus(kb: KnowledgeBase, corpus: Path, progress: bool = False,
                   batch_chunks: int = 512) -> int:
     """Add the corpus documents the knowledge base does not hold yet; returns how many."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -294,7 +297,7 @@ def ingest_corpus(kb: Any, corpus: Path, progress: bool = False,
     from ragloop.embed.cache import text_hash
     from ragloop.ingest.chunking import chunk_document
     from ragloop.ingest.pipeline import document_hash, embed_text
-    from ragloop.store.base import DocumentWrite
+    from ragloop.storage.protocols import DocumentWrite
 
     known = kb.store.content_hashes()
     todo = [d for d in iter_corpus(corpus) if d.doc_id not in known]
@@ -308,7 +311,7 @@ def ingest_corpus(kb: Any, corpus: Path, progress: bool = False,
         nonlocal batch, added
         if not batch:
             return
-        emb = kb._embedder_for_write()
+        emb = kb.embedder_for_write()
         texts = [[embed_text(doc, c) for c in chunks] for doc, chunks in batch]
         vectors = emb.embed([t for ts in texts for t in ts])
         writes, start = [], 0

@@ -14,12 +14,19 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ragloop.errors import RagloopError, UserError
+from ragloop.core.errors import RagloopError, UserError
+from ragloop.core.events import Event, GradeEvent
 from ragloop.eval.datasets import Dataset, EvalQuestion
 from ragloop.eval.metrics import distinct
-from ragloop.types import EventKind, StepEvent
+
+if TYPE_CHECKING:
+    from ragloop.agent.run import RunResult
+    from ragloop.core.config import Settings
+    from ragloop.kb import KnowledgeBase
+    from ragloop.llm.base import ChatModel
+    from ragloop.storage.protocols import RunStore
 
 PATHS = {"single": "single", "agent": "agent", "router": "auto"}
 RESULTS_FILE = "results.jsonl"
@@ -27,7 +34,21 @@ CONFIG_FILE = "config.json"
 # Settings that change what a run does: results made under other values are not resumable.
 RUN_KEYS = ("dataset", "model", "driver", "max_steps", "k")
 
-EngineFactory = Callable[[], Any]  # () -> ragloop.agent.engine.Engine
+
+class EvalEngine(Protocol):
+    """What the eval needs of an engine (ragloop.agent.engine.Engine is one)."""
+
+    chat: ChatModel | None
+    settings: Settings
+    kb: KnowledgeBase
+    runs: RunStore
+
+    def ask(self, question: str, *, route: str = "auto", driver: str | None = None,
+            max_steps: int | None = None,
+            on_event: Callable[[Event], None] | None = None) -> RunResult: ...
+
+
+EngineFactory = Callable[[], EvalEngine]
 
 
 def parse_paths(text: str | Sequence[str]) -> list[str]:
@@ -55,24 +76,20 @@ class EvalOptions:
 
 # -- one record ------------------------------------------------------------------------------
 
-def grade_summary(event: StepEvent, chunk_docs: Callable[[list[int]], dict[int, str]] | None
+def grade_summary(event: GradeEvent, chunk_docs: Callable[[list[int]], dict[int, str]] | None
                   = None) -> dict[str, Any]:
-    """What a GRADE event says about the grader: chunk counts, and the doc_ids of the chunks
+    """What a grade event says about the grader: chunk counts, and the doc_ids of the chunks
     seen and kept when the event names them (pipeline driver: `verdicts`, kept ones first;
     tools driver: `kept_ids`, resolved through `chunk_docs`)."""
-    d = event.data
-    chunks, kept = int(d.get("chunks", 0)), int(d.get("kept", 0))
-    summary: dict[str, Any] = {"chunks": chunks, "kept": kept, "seen_docs": None,
+    summary: dict[str, Any] = {"chunks": event.chunks, "kept": event.kept, "seen_docs": None,
                                "kept_docs": None}
-    verdicts = d.get("verdicts")
-    if isinstance(verdicts, list):
-        docs = [str(v.get("doc_id")) for v in verdicts]
+    if event.verdicts is not None:
+        docs = [str(v.get("doc_id")) for v in event.verdicts]
         summary["seen_docs"] = docs
-        summary["kept_docs"] = docs[:kept]
-    elif isinstance(d.get("kept_ids"), list) and chunk_docs is not None:
-        ids = [int(i) for i in d["kept_ids"]]
-        found = chunk_docs(ids)
-        summary["kept_docs"] = [found[i] for i in ids if i in found]
+        summary["kept_docs"] = docs[:event.kept]
+    elif event.kept_ids is not None and chunk_docs is not None:
+        found = chunk_docs(event.kept_ids)
+        summary["kept_docs"] = [found[i] for i in event.kept_ids if i in found]
     return summary
 
 
@@ -171,8 +188,8 @@ def _check_config(out: Path, config: dict[str, Any], fresh: bool) -> None:
 
 # -- running ---------------------------------------------------------------------------------
 
-def _model_name(engine: Any) -> str:
-    chat = getattr(engine, "chat", None)
+def _model_name(engine: EvalEngine) -> str:
+    chat = engine.chat
     return chat.name if chat is not None else str(engine.settings.model)
 
 
@@ -181,19 +198,16 @@ def _rotated(paths: list[str], i: int) -> list[str]:
     return paths[i:] + paths[:i]
 
 
-def _warm_up(engine: Any) -> None:
+def _warm_up(engine: EvalEngine) -> None:
     """Load the embedding model before the clock runs, so the first run does not pay it.
     Past the embedding cache: a cached text would not load the model, and the first question
     with a new text (its first run, on whichever path) would pay the load (~5 s)."""
-    kb = getattr(engine, "kb", None)
-    embedder = getattr(kb, "embedder", None) if kb is not None else None
-    if embedder is not None:
-        getattr(embedder, "inner", embedder).embed(["warm-up"])
+    engine.kb.warm_up()
 
 
-def run_one(engine: Any, question: EvalQuestion, path: str, options: EvalOptions
+def run_one(engine: EvalEngine, question: EvalQuestion, path: str, options: EvalOptions
             ) -> dict[str, Any]:
-    events: list[StepEvent] = []
+    events: list[Event] = []
     result = engine.ask(question.q, route=PATHS[path], driver=options.driver,
                         max_steps=options.max_steps, on_event=events.append)
     store = engine.kb.store
@@ -201,7 +215,7 @@ def run_one(engine: Any, question: EvalQuestion, path: str, options: EvalOptions
     def chunk_docs(ids: list[int]) -> dict[int, str]:
         return {i: h.doc_id for i, h in store.chunks(ids).items()}
 
-    grades = [grade_summary(e, chunk_docs) for e in events if e.kind == EventKind.GRADE]
+    grades = [grade_summary(e, chunk_docs) for e in events if isinstance(e, GradeEvent)]
     return make_record(question, path, result, grades)
 
 
@@ -221,16 +235,18 @@ def run_eval(dataset: Dataset, engine_factory: EngineFactory, options: EvalOptio
 
     data = dataset.limit(options.limit)
     options.out.mkdir(parents=True, exist_ok=True)
-    local = threading.local()
-    engines: list[Any] = []
+    per_thread: dict[int, EvalEngine] = {}  # one engine per worker thread
+    engines: list[EvalEngine] = []
     engines_lock = threading.Lock()
 
-    def engine() -> Any:
-        if not hasattr(local, "engine"):
-            local.engine = engine_factory()
+    def engine() -> EvalEngine:
+        ident = threading.get_ident()
+        if ident not in per_thread:
+            made = engine_factory()
             with engines_lock:
-                engines.append(local.engine)
-        return local.engine
+                per_thread[ident] = made
+                engines.append(made)
+        return per_thread[ident]
 
     first = engine()
     config = {"dataset": str(data.source), "kind": data.kind, "model": _model_name(first),
@@ -289,9 +305,7 @@ def run_eval(dataset: Dataset, engine_factory: EngineFactory, options: EvalOptio
                         raise
     finally:
         for e in engines:
-            runs = getattr(e, "runs", None)
-            if runs is not None:
-                runs.close()
+            e.runs.close()
     records = []
     for q in data.questions:
         for p in options.paths:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from bisect import bisect_left, bisect_right
 
+from ragloop.core.types import Chunk, ParsedDocument
 from ragloop.embed.model_files import local_tokenizer
-from ragloop.types import Chunk, ParsedDocument
 
 _PARAGRAPH = re.compile(r"\n[ \t]*\n\s*")
 _SENTENCE = re.compile(r"(?<=[.!?…])[\"'”’)\]]*\s+|\n\s*")

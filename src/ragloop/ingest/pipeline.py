@@ -10,15 +10,14 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ragloop.config import Settings
-from ragloop.embed.base import Embedder
-from ragloop.embed.cache import text_hash
-from ragloop.errors import ReaderError, UserError
+from ragloop.core.config import Settings
+from ragloop.core.errors import ReaderError, UserError
+from ragloop.core.types import Chunk, ParsedDocument
+from ragloop.embed.cache import CachedEmbedder, text_hash
 from ragloop.ingest.chunking import chunk_document
 from ragloop.ingest.readers import SUPPORTED_SUFFIXES, read_file
-from ragloop.store.base import DocumentWrite, Store
-from ragloop.store.sqlite import index_text
-from ragloop.types import Chunk, ParsedDocument
+from ragloop.retrieval.index_text import index_text
+from ragloop.storage.protocols import DocumentWrite, Store
 
 # Chunks embedded and written together: large enough to fill embedding batches, small
 # enough that an interrupted ingest loses little.
@@ -102,7 +101,7 @@ class _Batch:
         self.size += len(chunks)
 
 
-def ingest_paths(store: Store, embedder: Callable[[], Embedder], paths: Iterable[str | Path],
+def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: Iterable[str | Path],
                  settings: Settings, progress: bool = False,
                  admit: Admit | None = None) -> IngestReport:
     """Ingest files; `embedder` is called only when some chunk actually needs a vector.
@@ -121,7 +120,7 @@ def ingest_paths(store: Store, embedder: Callable[[], Embedder], paths: Iterable
         if not batch.docs:
             return
         emb = embedder()
-        misses_before = getattr(emb, "misses", 0)
+        misses_before = emb.misses
         texts = [[embed_text(doc, c) for c in chunks] for doc, _, chunks, _ in batch.docs]
         vectors = emb.embed([t for doc_texts in texts for t in doc_texts])
         writes, start = [], 0
@@ -134,7 +133,7 @@ def ingest_paths(store: Store, embedder: Callable[[], Embedder], paths: Iterable
             report.added += new
             report.updated += not new
         store.write_documents(writes)
-        report.embedded += getattr(emb, "misses", 0) - misses_before
+        report.embedded += emb.misses - misses_before
         batch = _Batch()
 
     bar = Progress(TextColumn("[bold]ingest[/]"), BarColumn(), MofNCompleteColumn(),

@@ -21,7 +21,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ragloop.types import SectionText
+from ragloop.core.types import SectionText
 
 # "4.2 X", "4.2. X", "4.2) X", "Section 4.2 – X", "§4 X", "Chapter 3: X", a bare "4.2".
 # The first number has at most three digits so "2024 Annual Report" is not section 2024.

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from ragloop.errors import ConfigError
+from ragloop.core.errors import ConfigError
 from ragloop.llm.base import (
     ChatModel,
     ChatResponse,
@@ -27,7 +27,7 @@ from ragloop.llm.base import (
 )
 
 if TYPE_CHECKING:
-    from ragloop.config import Settings
+    from ragloop.core.config import Settings
 
 OLLAMA_BASE_URL = "http://localhost:11434/v1"
 LLAMACPP_BASE_URL = "http://127.0.0.1:8080/v1"

@@ -31,7 +31,8 @@ from typing import Any
 
 import anthropic
 
-from ragloop.errors import ConfigError
+from ragloop.core.errors import ConfigError
+from ragloop.core.types import Usage
 from ragloop.llm.base import (
     ChatResponse,
     Finish,
@@ -45,7 +46,6 @@ from ragloop.llm.base import (
 )
 from ragloop.llm.pricing import cost_usd
 from ragloop.llm.sdk_errors import translate
-from ragloop.types import Usage
 
 EPHEMERAL = {"type": "ephemeral"}
 API_KEY_ENV = "ANTHROPIC_API_KEY"

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, Protocol
 
-from ragloop.types import Usage
+from ragloop.core.types import Usage
 
 
 @dataclass(frozen=True)

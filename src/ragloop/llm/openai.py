@@ -34,7 +34,8 @@ from typing import Any, Literal
 
 import openai
 
-from ragloop.errors import ConfigError, ProviderError
+from ragloop.core.errors import ConfigError, ProviderError
+from ragloop.core.types import Usage
 from ragloop.llm.base import (
     ChatResponse,
     Finish,
@@ -48,7 +49,6 @@ from ragloop.llm.base import (
 )
 from ragloop.llm.pricing import cost_usd
 from ragloop.llm.sdk_errors import fix_for, translate
-from ragloop.types import Usage
 
 log = logging.getLogger("ragloop.llm")
 

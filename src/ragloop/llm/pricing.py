@@ -14,7 +14,7 @@ import logging
 
 import genai_prices
 
-from ragloop.types import Usage
+from ragloop.core.types import Usage
 
 log = logging.getLogger("ragloop.llm")
 _unpriced: set[tuple[str, str]] = set()

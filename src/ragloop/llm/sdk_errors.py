@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from types import ModuleType
 
-from ragloop.errors import ConfigError, ProviderError
+from ragloop.core.errors import ConfigError, ProviderError
 
 
 def short_body(body: object) -> str:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ragloop.errors import ReaderError
+from ragloop.core.errors import ReaderError
+from ragloop.core.types import ParsedDocument
 from ragloop.ingest.readers.base import Reader
 from ragloop.ingest.readers.beir import BeirReader, is_beir_jsonl, is_beir_queries
 from ragloop.ingest.readers.html import HtmlReader
 from ragloop.ingest.readers.markdown import MarkdownReader
 from ragloop.ingest.readers.pdf import PdfReader
 from ragloop.ingest.readers.text import TextReader, read_text
-from ragloop.types import ParsedDocument
 
 READERS: list[Reader] = [MarkdownReader(), HtmlReader(), PdfReader(), TextReader(), BeirReader()]
 _BY_SUFFIX: dict[str, Reader] = {s: r for r in READERS for s in r.suffixes}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from ragloop.types import ParsedDocument
+from ragloop.core.types import ParsedDocument
 
 
 class Reader(Protocol):

@@ -6,9 +6,9 @@ import json
 import logging
 from pathlib import Path
 
-from ragloop.errors import ReaderError
+from ragloop.core.errors import ReaderError
+from ragloop.core.types import ParsedDocument, SectionText
 from ragloop.ingest.readers.text import read_text
-from ragloop.types import ParsedDocument, SectionText
 
 log = logging.getLogger(__name__)
 

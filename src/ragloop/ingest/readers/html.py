@@ -12,10 +12,10 @@ from pathlib import Path
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-from ragloop.errors import ReaderError
+from ragloop.core.errors import ReaderError
+from ragloop.core.types import ParsedDocument
 from ragloop.ingest.readers.text import read_text
 from ragloop.ingest.sections import build_sections, clean_heading
-from ragloop.types import ParsedDocument
 
 STRIP_TAGS = ["script", "style", "nav", "header", "footer", "aside", "noscript", "svg", "form",
               "template", "iframe", "button", "select", "canvas", "object"]

@@ -14,10 +14,10 @@ from pathlib import Path
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from ragloop.errors import ReaderError
+from ragloop.core.errors import ReaderError
+from ragloop.core.types import ParsedDocument
 from ragloop.ingest.readers.text import read_text
 from ragloop.ingest.sections import build_sections
-from ragloop.types import ParsedDocument
 
 _FRONT_MATTER = re.compile(r"\A\ufeff?---[ \t]*\n(.*?\n)(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
 _FM_TITLE = re.compile(r"^title:[ \t]*(.+?)[ \t]*$", re.MULTILINE)

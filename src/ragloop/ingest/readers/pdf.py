@@ -13,9 +13,9 @@ import logging
 import re
 from pathlib import Path
 
-from ragloop.errors import ReaderError
+from ragloop.core.errors import ReaderError
+from ragloop.core.types import ParsedDocument, SectionText
 from ragloop.ingest.sections import build_sections, clean_text
-from ragloop.types import ParsedDocument, SectionText
 
 logging.getLogger("pypdf").setLevel(logging.ERROR)
 

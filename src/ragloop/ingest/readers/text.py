@@ -11,9 +11,9 @@ import codecs
 import re
 from pathlib import Path
 
-from ragloop.errors import ReaderError
+from ragloop.core.errors import ReaderError
+from ragloop.core.types import ParsedDocument
 from ragloop.ingest.sections import build_sections, clean_text, explicit_number
-from ragloop.types import ParsedDocument
 
 SNIFF_BYTES = 8192
 

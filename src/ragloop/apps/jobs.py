@@ -1,0 +1,161 @@
+"""Background runs: a small thread pool, and a way for SSE streams to follow a run.
+
+A run id is made in the request and returned at once; the run itself goes to a worker thread.
+Until its worker starts, the run exists only here ("queued"); from then on the RunStore has it,
+with every event written as it happens. Followers read the store (the one truth, which also
+covers runs written by another process) and are woken early when a run in this process emits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from ragloop.agent.engine import Engine
+from ragloop.core.events import Event
+from ragloop.core.types import RunStatus
+from ragloop.storage.protocols import RunStore
+
+log = logging.getLogger("ragloop.apps.server")
+
+# A follower re-reads the store at least this often even when nothing woke it (a run written by
+# another process, a lost wake-up).
+POLL_S = 0.5
+
+
+@dataclass
+class Pending:
+    run_id: str
+    question: str
+    created_at: float = field(default_factory=time.time)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "question": self.question, "status": RunStatus.QUEUED,
+                "route": None, "route_reason": None, "driver": None, "model": None,
+                "answer": None, "citations": [], "usage": {}, "steps": 0, "max_steps": 0,
+                "latency_s": None, "error": None, "created_at": self.created_at,
+                "finished_at": None}
+
+
+class JobRunner:
+    """Runs questions on `engine` in `workers` threads and wakes the streams that follow them."""
+
+    def __init__(self, engine: Engine, runs: RunStore, workers: int = 2) -> None:
+        self.engine = engine
+        self.runs = runs
+        self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ragloop-run")
+        self.lock = threading.Lock()
+        self.pending: dict[str, Pending] = {}
+        self.futures: dict[str, Future] = {}
+        self._waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
+
+    # -- running ------------------------------------------------------------------------
+
+    def submit(self, question: str, *, route: str = "auto", driver: str | None = None,
+               max_steps: int | None = None) -> str:
+        run_id = uuid.uuid4().hex[:12]
+        with self.lock:
+            self.pending[run_id] = Pending(run_id, question)
+            self.futures[run_id] = self.executor.submit(
+                self._run, run_id, question, route, driver, max_steps)
+        return run_id
+
+    def ask(self, question: str, **options: Any) -> Future:
+        """A synchronous ask that still counts against the worker limit."""
+        return self.executor.submit(self.engine.ask, question, **options)
+
+    def _run(self, run_id: str, question: str, route: str, driver: str | None,
+             max_steps: int | None) -> None:
+        def on_event(_event: Event) -> None:
+            self._pop_pending(run_id)
+            self.notify(run_id)
+
+        try:
+            self.engine.ask(question, route=route, driver=driver, max_steps=max_steps,
+                            on_event=on_event, run_id=run_id)
+        except Exception as exc:  # the engine has marked the run failed if it had started it
+            log.exception("run %s failed", run_id)
+            if self.runs.get(run_id) is None:
+                self.runs.start(question, run_id=run_id)
+                self.runs.finish(run_id, {"status": RunStatus.FAILED, "error": repr(exc)})
+        finally:
+            self._pop_pending(run_id)
+            with self.lock:
+                self.futures.pop(run_id, None)
+            self.notify(run_id)
+
+    def _pop_pending(self, run_id: str) -> None:
+        if run_id in self.pending:
+            with self.lock:
+                self.pending.pop(run_id, None)
+
+    def shutdown(self) -> None:
+        """Drop queued runs (they were never written), let running ones finish."""
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
+    # -- reading ------------------------------------------------------------------------
+
+    def get(self, run_id: str) -> dict[str, Any] | None:
+        # Pending first: a run leaves `pending` only after its row exists, so this order never
+        # misses a run that moves from one to the other between the two reads.
+        with self.lock:
+            queued = self.pending.get(run_id)
+        run = self.runs.get(run_id)
+        if run is not None:
+            return run
+        return queued.to_dict() if queued else None
+
+    def active(self) -> int:
+        with self.lock:
+            return len(self.futures)
+
+    # -- following ----------------------------------------------------------------------
+
+    def notify(self, run_id: str) -> None:
+        with self.lock:
+            waiters = list(self._waiters.get(run_id, ()))
+        for loop, event in waiters:
+            with contextlib.suppress(RuntimeError):  # a closed loop: its stream is gone
+                loop.call_soon_threadsafe(event.set)
+
+    async def follow(self, run_id: str, after_seq: int = -1
+                     ) -> AsyncIterator[Event | dict[str, Any]]:
+        """Every event of `run_id` with seq > `after_seq`, in order, then the final run row.
+
+        Reads the status before the events: the engine writes every event before it marks
+        the run finished, so once a finished status was seen, the events read next are all.
+        """
+        wake = asyncio.Event()
+        token = (asyncio.get_running_loop(), wake)
+        with self.lock:
+            self._waiters.setdefault(run_id, set()).add(token)
+        try:
+            while True:
+                wake.clear()
+                run = await anyio.to_thread.run_sync(self.get, run_id)
+                events = await anyio.to_thread.run_sync(self.runs.events, run_id, after_seq)
+                for event in events:
+                    after_seq = event.seq
+                    yield event
+                if run is None or run["status"] not in (RunStatus.RUNNING, RunStatus.QUEUED):
+                    yield run or {"run_id": run_id, "status": "unknown"}
+                    return
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), POLL_S)
+        finally:
+            with self.lock:
+                waiters = self._waiters.get(run_id)
+                if waiters is not None:
+                    waiters.discard(token)
+                    if not waiters:
+                        del self._waiters[run_id]

@@ -1,0 +1,557 @@
+"""The HTTP API, the live run page and the dashboard (FastAPI; `ragloop serve`).
+
+Runs started with POST /runs go to a small worker pool and are followed over Server-Sent
+Events at GET /runs/{id}/events; every event is read from the run store, so a client that
+connects late or reconnects with Last-Event-ID gets exactly the events it missed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import os
+import re
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import anyio
+from fastapi import FastAPI, File, Header, Query, Request, UploadFile
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ragloop.agent.engine import Engine
+from ragloop.apps.jobs import JobRunner
+from ragloop.apps.server.guard import LoopbackGuard, is_loopback
+from ragloop.apps.server.uploads import ingest_uploads
+from ragloop.core.config import Settings
+from ragloop.core.decisions import Grader
+from ragloop.core.errors import ConfigError, NotFoundError, UserError
+from ragloop.core.events import BaseEvent, Event
+from ragloop.core.types import RunStatus
+from ragloop.eval.metrics import percentile
+from ragloop.kb import KnowledgeBase
+from ragloop.storage.protocols import TRUNCATED_WARN_PCT, RunStore
+
+log = logging.getLogger("ragloop.apps.server")
+
+STATIC_DIR = Path(__file__).parent / "static"
+API_KEY_ENV = "RAGLOOP_API_KEY"
+API_KEY_COOKIE = "ragloop_api_key"
+# A question is a sentence or a paragraph; a JSON body is never more than this.
+MAX_QUESTION_CHARS = 4000
+MAX_JSON_BYTES = 1 << 20
+MAX_UPLOAD_MB_ENV = "RAGLOOP_MAX_UPLOAD_MB"
+DEFAULT_MAX_UPLOAD_MB = 20
+MAX_STEPS_LIMIT = 50
+MAX_FILENAME_CHARS = 200
+# Open without a key: the static shell of the pages (no data), health, the OpenAPI schema.
+PUBLIC_PATHS = {"/", "/dashboard", "/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect",
+                "/redoc", "/favicon.ico"}
+SSE_PING_S = 15
+# Event seqs are small step counters; anything past a 32-bit integer is not one we sent (and
+# would overflow SQLite's and Postgres's integer parameters).
+MAX_EVENT_SEQ = 2**31 - 1
+
+ERROR_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+               405: "method_not_allowed", 409: "conflict", 413: "too_large",
+               415: "unsupported_media_type", 422: "invalid_request", 500: "internal_error"}
+
+
+def check_bind(host: str, api_key: str | None) -> None:
+    """Refuse to serve beyond this machine without an API key."""
+    if not is_loopback(host) and not api_key:
+        raise ConfigError(
+            f"Refusing to listen on {host} without an API key: anyone who can reach it could"
+            f" read the knowledge base and spend model tokens. Set {API_KEY_ENV}=<a long random"
+            " string> (clients send `Authorization: Bearer <key>` or `X-API-Key: <key>`), or"
+            " bind to 127.0.0.1.")
+
+
+def max_upload_bytes() -> int:
+    raw = os.environ.get(MAX_UPLOAD_MB_ENV)
+    return int(float(raw) * (1 << 20)) if raw else DEFAULT_MAX_UPLOAD_MB << 20
+
+
+def error_body(status: int, message: str, **extra: Any) -> dict[str, Any]:
+    return {"error": ERROR_CODES.get(status, "error"), "message": message, **extra}
+
+
+# -- request models -------------------------------------------------------------------------
+
+
+class AskRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS,
+                          description="The question, in plain words.")
+    route: Literal["auto", "single", "agent"] = Field(
+        "auto", description="auto: the router decides; single: one search; agent: the loop.")
+    driver: Literal["tools", "pipeline"] | None = Field(
+        None, description="tools (needs a chat model) or pipeline (runs offline).")
+    max_steps: int | None = Field(None, ge=2, le=MAX_STEPS_LIMIT,
+                                  description="Step ceiling (default from settings).")
+
+    @field_validator("question")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        value = value.strip()
+        if not value:
+            raise ValueError("the question is empty")
+        return value
+
+
+# -- the API key ----------------------------------------------------------------------------
+
+
+class ApiKeyGuard:
+    """Requires the API key on every path but the public ones (plain ASGI: SSE-safe)."""
+
+    def __init__(self, app: ASGIApp, api_key: str) -> None:
+        self.app = app
+        self.api_key = api_key.encode()
+
+    def _presented(self, headers: Headers) -> str | None:
+        auth = headers.get("authorization", "")
+        if auth.lower().startswith("bearer "):
+            return auth[7:].strip()
+        if headers.get("x-api-key"):
+            return headers["x-api-key"].strip()
+        for part in headers.get("cookie", "").split(";"):
+            name, _, value = part.strip().partition("=")
+            if name == API_KEY_COOKIE:
+                return value
+        return None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS \
+                or scope["path"].startswith("/static/"):
+            await self.app(scope, receive, send)
+            return
+        presented = self._presented(Headers(scope=scope))
+        if presented is not None and hmac.compare_digest(presented.encode(), self.api_key):
+            await self.app(scope, receive, send)
+            return
+        message = ("A valid API key is required: send `Authorization: Bearer <key>` or"
+                   " `X-API-Key: <key>`." if presented is None else "The API key is wrong.")
+        response = JSONResponse(error_body(401, message), status_code=401,
+                                headers={"WWW-Authenticate": "Bearer"})
+        await response(scope, receive, send)
+
+
+class TooLargeAsJson:
+    """Outermost: FastAPI's body limiter answers 413 in plain text before any handler runs;
+    this rewrites such a reply into the same JSON error shape as every other error."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        held: dict[str, Any] = {}
+
+        async def rewrite(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 413:
+                held["start"] = message
+                held["body"] = b""
+                return
+            if "start" not in held:
+                await send(message)
+                return
+            held["body"] += message.get("body", b"")
+            if message.get("more_body"):
+                return
+            try:
+                already = "error" in json.loads(held["body"] or b"null")
+            except (ValueError, TypeError):
+                already = False
+            body = held["body"] if already else json.dumps(error_body(
+                413, f"The request body is too large. Questions are limited to"
+                     f" {MAX_QUESTION_CHARS} characters, JSON bodies to"
+                     f" {MAX_JSON_BYTES // 1024} KB, uploads to the configured size"
+                     f" (env {MAX_UPLOAD_MB_ENV}).")).encode()
+            headers = [(k, v) for k, v in held["start"].get("headers", [])
+                       if k.lower() not in (b"content-length", b"content-type")]
+            headers += [(b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode())]
+            await send({**held["start"], "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+
+        await self.app(scope, receive, rewrite)
+
+
+class RagloopAPI(FastAPI):
+    def build_middleware_stack(self) -> ASGIApp:
+        return TooLargeAsJson(super().build_middleware_stack())
+
+
+# -- the app --------------------------------------------------------------------------------
+
+
+@dataclass
+class ServerState:
+    kb: KnowledgeBase
+    runs: RunStore
+    engine: Engine
+    jobs: JobRunner
+    settings: Settings
+    upload_limit: int
+    ingest_lock: threading.Lock
+    owns_kb: bool
+
+
+def _suffixes() -> tuple[str, ...]:
+    from ragloop.ingest.readers import SUPPORTED_SUFFIXES
+
+    return tuple(sorted(SUPPORTED_SUFFIXES))
+
+
+def _safe_filename(raw: str | None) -> str:
+    """The upload's name as a plain file name; anything that could leave the folder is a 400."""
+    if not raw or not raw.strip():
+        raise HTTPException(400, "Every uploaded file needs a file name.")
+    name = raw.strip()
+    if any(c in name for c in ("/", "\\", "\x00", ":")) or name in (".", "..") \
+            or name.startswith(".") or ".." in name:
+        raise HTTPException(400, f"Rejected file name {raw!r}: it must be a plain file name"
+                                 " (no folders, no '..', not hidden).")
+    if len(name) > MAX_FILENAME_CHARS:
+        raise HTTPException(400, f"File name longer than {MAX_FILENAME_CHARS} characters.")
+    return name
+
+
+def create_app(settings: Settings | None = None, *, kb: KnowledgeBase | None = None,
+               api_key: str | None = None, workers: int = 2,
+               upload_limit: int | None = None, grader: Grader | None = None,
+               local_workers: int | None = None, bind_host: str | None = None) -> FastAPI:
+    """The app over the knowledge base at `settings.kb` (or an open `kb`, which stays open).
+
+    `api_key`: required on every data path when set (pass os.environ[RAGLOOP_API_KEY]).
+    Without one, LoopbackGuard answers only to loopback Host names (and `bind_host`) and
+    refuses cross-origin writes.
+    `grader`: overrides the grader the settings name (as Engine's `grader=`).
+    `local_workers`: Postgres only: how many queue loops this server runs (default `workers`;
+    0 = only enqueue, `ragloop worker` processes run the queue).
+    """
+    settings = settings or (kb.settings if kb is not None else Settings.from_env())
+    limit = upload_limit if upload_limit is not None else max_upload_bytes()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state = await anyio.to_thread.run_sync(_open_state, settings, kb, workers, limit,
+                                             grader, local_workers)
+        app.state.ragloop = state
+        try:
+            yield
+        finally:
+            await anyio.to_thread.run_sync(_close_state, state)
+
+    app = RagloopAPI(
+        title="ragloop", version=version("ragloop"),
+        description="Agentic RAG over a local knowledge base: runs, live events, documents,"
+                    " search and metrics.",
+        lifespan=lifespan, max_body_size=MAX_JSON_BYTES)
+    if api_key:
+        app.add_middleware(ApiKeyGuard, api_key=api_key)
+    else:
+        app.add_middleware(LoopbackGuard, bind_host=bind_host)
+    _add_error_handlers(app)
+    _add_routes(app, limit)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    return app
+
+
+def _open_state(settings: Settings, kb: KnowledgeBase | None, workers: int, limit: int,
+                grader: Grader | None = None, local_workers: int | None = None) -> ServerState:
+    from ragloop.storage.factory import open_run_store
+
+    owns = kb is None
+    kb = kb if kb is not None else KnowledgeBase.open(settings.kb, settings)
+    runs = open_run_store(kb.store)
+    interrupted = runs.mark_interrupted()
+    if interrupted:
+        log.warning("marked %d interrupted run(s) failed: %s", len(interrupted),
+                    ", ".join(interrupted))
+    if kb.store.chunk_count():
+        # Load the model and open both indexes once, before two workers race for them.
+        kb.search("warm up", k=1)
+    engine = Engine(kb, settings, runs, grader=grader)
+    if runs.queue is not None:  # Postgres: runs go through the shared queue
+        from ragloop.apps.worker import QueueJobRunner
+
+        jobs = QueueJobRunner(engine, runs, workers, local_workers)
+    else:
+        jobs = JobRunner(engine, runs, workers)
+    return ServerState(kb=kb, runs=runs, engine=engine, jobs=jobs, settings=settings,
+                       upload_limit=limit, ingest_lock=threading.Lock(), owns_kb=owns)
+
+
+def _close_state(state: ServerState) -> None:
+    state.jobs.shutdown()
+    state.runs.close()
+    if state.owns_kb:
+        state.kb.close()
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(HTTPException)
+    async def http_error(_request: Request, exc: HTTPException) -> JSONResponse:
+        message = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
+        if exc.status_code == 413 and "body" in message.lower():
+            message = (f"The request body is too large ({message}). Questions are limited to"
+                       f" {MAX_QUESTION_CHARS} characters; uploads to the configured size.")
+        return JSONResponse(error_body(exc.status_code, message), status_code=exc.status_code,
+                            headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        details = []
+        for e in exc.errors():
+            e = {k: v for k, v in e.items() if k in ("type", "loc", "msg")}
+            details.append(jsonable_encoder(e))
+        summary = "; ".join(f"{'.'.join(str(p) for p in d['loc'])}: {d['msg']}"
+                            for d in details) or "invalid request"
+        return JSONResponse(error_body(422, summary, details=details), status_code=422)
+
+    @app.exception_handler(NotFoundError)
+    async def not_found(_request: Request, exc: NotFoundError) -> JSONResponse:
+        return JSONResponse(error_body(404, str(exc)), status_code=404)
+
+    @app.exception_handler(UserError)
+    async def user_error(_request: Request, exc: UserError) -> JSONResponse:
+        return JSONResponse(error_body(400, str(exc)), status_code=400)
+
+    @app.exception_handler(Exception)
+    async def crash(_request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error", exc_info=exc)
+        return JSONResponse(error_body(500, f"internal error: {type(exc).__name__}"),
+                            status_code=500)
+
+
+def _state(request: Request) -> ServerState:
+    return request.app.state.ragloop
+
+
+def _check_components(state: ServerState, body: AskRequest) -> None:
+    """Fail in the request (400) for what the engine would refuse in the worker."""
+    from ragloop.agent.engine import Components
+
+    Components.from_settings(state.settings, body.driver, state.engine.chat,
+                             state.engine.grader_chat)
+
+
+def _event_seq(raw: str) -> int:
+    """A Last-Event-ID as the seq to resume after: an integer from -1 to MAX_EVENT_SEQ."""
+    text = raw.strip()
+    # int() also takes "1_0", "+1" and non-ASCII digits: a seq we sent is plain digits
+    if not re.fullmatch(r"-?[0-9]{1,10}", text) or not -1 <= int(text) <= MAX_EVENT_SEQ:
+        raise HTTPException(400, f"Last-Event-ID must be an event seq we sent (an integer"
+                                 f" from -1 to {MAX_EVENT_SEQ}), not {raw[:40]!r}")
+    return int(text)
+
+
+def _event_payload(run_id: str, event: Event) -> str:
+    return json.dumps({"run_id": run_id, **event.to_dict()}, ensure_ascii=False, default=str)
+
+
+def _add_routes(app: FastAPI, upload_limit: int) -> None:
+    @app.get("/", include_in_schema=False)
+    def index() -> FileResponse:
+        return FileResponse(STATIC_DIR / "index.html")
+
+    @app.get("/dashboard", include_in_schema=False)
+    def dashboard() -> FileResponse:
+        return FileResponse(STATIC_DIR / "dashboard.html")
+
+    @app.get("/healthz", tags=["meta"])
+    def healthz(request: Request) -> dict[str, Any]:
+        """Liveness, plus whether an API key is required (the page asks for it then)."""
+        state = _state(request)
+        return {"status": "ok", "chunks": state.kb.store.chunk_count(),
+                "active_runs": state.jobs.active(),
+                "auth_required": any(m.cls is ApiKeyGuard for m in app.user_middleware)}
+
+    @app.post("/runs", status_code=202, tags=["runs"])
+    def start_run(body: AskRequest, request: Request) -> dict[str, Any]:
+        """Start a run in the background; returns its id at once. Follow it at
+        /runs/{id}/events (SSE) or poll /runs/{id}."""
+        state = _state(request)
+        _check_components(state, body)
+        run_id = state.jobs.submit(body.question, route=body.route, driver=body.driver,
+                                   max_steps=body.max_steps)
+        return {"run_id": run_id, "status": RunStatus.QUEUED, "events": f"/runs/{run_id}/events",
+                "run": f"/runs/{run_id}"}
+
+    @app.get("/runs", tags=["runs"])
+    def list_runs(request: Request,
+                  limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict[str, Any]:
+        """Recent runs, newest first."""
+        return {"runs": _state(request).runs.list(limit)}
+
+    @app.get("/runs/{run_id}", tags=["runs"])
+    def get_run(run_id: str, request: Request) -> dict[str, Any]:
+        """Status, answer, citations, usage, steps and latency of one run."""
+        run = _state(request).jobs.get(run_id)
+        if run is None:
+            raise NotFoundError(f"No run {run_id!r}; GET /runs lists recent runs.")
+        return run
+
+    @app.get("/runs/{run_id}/events", tags=["runs"],
+             response_class=EventSourceResponse,
+             responses={200: {"content": {"text/event-stream": {}},
+                              "description": "`step` events (id = seq), then one `end`."}})
+    async def run_events(
+            run_id: str, request: Request,
+            last_event_id: Annotated[str | None, Header(
+                description="The last seq received; the stream resumes after it.")] = None,
+            after: Annotated[int | None, Query(
+                ge=-1, le=MAX_EVENT_SEQ,
+                description="Same as Last-Event-ID, for clients that cannot set it.")]
+            = None) -> EventSourceResponse:
+        """The run's events as Server-Sent Events: `event: step`, `id: <seq>`, data = the
+        event as JSON; missed events are replayed from the store, then the stream follows the
+        run and ends with `event: end` carrying the final status."""
+        state = _state(request)
+        if await anyio.to_thread.run_sync(state.jobs.get, run_id) is None:
+            raise NotFoundError(f"No run {run_id!r}; GET /runs lists recent runs.")
+        start = -1 if after is None else after
+        if last_event_id is not None and last_event_id.strip():
+            start = _event_seq(last_event_id)
+
+        async def stream() -> AsyncIterator[ServerSentEvent]:
+            async for item in state.jobs.follow(run_id, start):
+                if isinstance(item, BaseEvent):
+                    yield ServerSentEvent(data=_event_payload(run_id, item), event="step",
+                                          id=str(item.seq))
+                else:
+                    end = {"run_id": run_id, "status": item.get("status"),
+                           "error": item.get("error"), "steps": item.get("steps"),
+                           "latency_s": item.get("latency_s")}
+                    yield ServerSentEvent(data=json.dumps(end), event="end")
+
+        return EventSourceResponse(stream(), ping=SSE_PING_S,
+                                   headers={"Cache-Control": "no-store",
+                                            "X-Accel-Buffering": "no"})
+
+    @app.post("/ask", tags=["runs"])
+    async def ask(body: AskRequest, request: Request) -> dict[str, Any]:
+        """Answer synchronously: the full run result (answer, citations, evidence, usage)."""
+        state = _state(request)
+        _check_components(state, body)
+        future = state.jobs.ask(body.question, route=body.route, driver=body.driver,
+                                max_steps=body.max_steps)
+        result = await asyncio.wrap_future(future)
+        return result.to_dict()
+
+    @app.get("/documents", tags=["documents"])
+    def list_documents(request: Request) -> dict[str, Any]:
+        """Every document: doc_id, title, source, number of sections and chunks."""
+        return {"documents": [d.to_dict() for d in _state(request).kb.documents()]}
+
+    @app.get("/documents/{doc_id:path}/sections/{section}", tags=["documents"])
+    def get_section(doc_id: str, section: str, request: Request) -> dict[str, Any]:
+        """The full text of one section (doc ids may contain slashes)."""
+        return _state(request).kb.section(doc_id, section).to_dict()
+
+    @app.get("/documents/{doc_id:path}", tags=["documents"])
+    def get_document(doc_id: str, request: Request) -> dict[str, Any]:
+        """One document and the ids and titles of its sections."""
+        kb = _state(request).kb
+        found = next((d for d in kb.documents() if d.doc_id == doc_id), None)
+        if found is None:
+            raise NotFoundError(f"No document {doc_id!r}; GET /documents lists the doc_ids.")
+        sections = [{"section": s.section, "title": s.title, "title_path": list(s.title_path)}
+                    for s in kb.sections(doc_id)]
+        return {**found.to_dict(), "section_list": sections}
+
+    @app.post("/documents", tags=["documents"], max_body_size=upload_limit)
+    async def upload_documents(
+            request: Request,
+            files: Annotated[list[UploadFile], File(description="Files to ingest.")],
+            overwrite: Annotated[bool, Query(
+                description="Also replace documents that were not created by an upload"
+                            " (e.g. by `ragloop ingest`).")] = False,
+    ) -> JSONResponse:
+        """Upload files and ingest them (doc_id = the file name, or each line's `_id` in a
+        BEIR .jsonl). An upload adds documents and updates documents that uploads created; an
+        existing document from anywhere else is left unchanged and listed in `conflicts`
+        unless `overwrite=true` (409 when nothing else was ingested). Rejected as a whole,
+        with nothing written, when any file has a bad name (400), an unsupported suffix (415)
+        or the upload is over the size limit (413)."""
+        state = _state(request)
+        suffixes = _suffixes()
+        accepted: list[tuple[str, bytes]] = []
+        total = 0
+        for upload in files:
+            name = _safe_filename(upload.filename)
+            if Path(name).suffix.lower() not in suffixes:
+                raise HTTPException(415, f"{name}: unsupported file type; supported:"
+                                         f" {', '.join(suffixes)}")
+            data = await upload.read(state.upload_limit + 1)
+            total += len(data)
+            if total > state.upload_limit:
+                raise HTTPException(413, f"Upload over the limit of"
+                                         f" {state.upload_limit // (1 << 20)} MB.")
+            accepted.append((name, data))
+        if len({n for n, _ in accepted}) != len(accepted):
+            raise HTTPException(400, "The same file name was uploaded twice.")
+        result = await anyio.to_thread.run_sync(ingest_uploads, state.kb, state.ingest_lock,
+                                                accepted, overwrite)
+        body = {"documents": [n for n, _ in accepted], **result.report.to_dict()}
+        if result.message:
+            body = {**error_body(result.status, result.message), **body}
+        return JSONResponse(body, status_code=result.status)
+
+    @app.get("/search", tags=["documents"])
+    def search(request: Request,
+               q: Annotated[str, Query(max_length=MAX_QUESTION_CHARS,
+                                       description="Search words.")],
+               k: Annotated[int, Query(ge=1, le=100)] = 8,
+               mode: Annotated[Literal["hybrid", "bm25", "vector"], Query()] = "hybrid",
+               ) -> dict[str, Any]:
+        """Hybrid (BM25 + vectors, fused by RRF), bm25 or vector search; no grading."""
+        if not q.strip():
+            raise HTTPException(400, "The query `q` is empty.")
+        hits = _state(request).kb.search(q, k, mode)
+        return {"query": q, "mode": mode, "k": k, "hits": [h.to_dict() for h in hits]}
+
+    @app.get("/metrics", tags=["meta"])
+    def metrics(request: Request,
+                recent: Annotated[int, Query(ge=1, le=5000)] = 200) -> dict[str, Any]:
+        """Mean steps per question, % of runs at MAX_STEPS, % of chunks the grader discarded,
+        latency and cost; p50/p95 latency over the `recent` runs."""
+        state = _state(request)
+        m = state.runs.metrics()
+        latencies = [r["latency_s"] for r in state.runs.list(recent)
+                     if r["latency_s"] is not None]
+        return {**m.to_dict(), "warn_truncated": m.warn_truncated,
+                "truncated_warn_pct": TRUNCATED_WARN_PCT,
+                "p50_latency_s": percentile(latencies, 50) or 0.0,
+                "p95_latency_s": percentile(latencies, 95) or 0.0,
+                "active_runs": state.jobs.active()}
+
+
+def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000,
+          api_key: str | None = None, workers: int = 2,
+          local_workers: int | None = None) -> None:
+    import uvicorn
+
+    check_bind(host, api_key)
+    app = create_app(settings, api_key=api_key, workers=workers, local_workers=local_workers,
+                     bind_host=host)
+    uvicorn.run(app, host=host, port=port, log_level="info")

@@ -1,0 +1,98 @@
+"""The decision protocols of the agent: plan, grade, rewrite, answer, route.
+
+Each has an LLM implementation (JSON calls) and a local one that needs no generative model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from ragloop.core.types import Hit, Usage
+
+
+@dataclass
+class Plan:
+    need_search: bool
+    sub_questions: list[str]  # 1..3; the question itself when it has one part
+    reply: str | None = None  # the natural reply when no search is needed (greeting, small talk)
+    reason: str = ""
+
+
+@dataclass
+class Grade:
+    """The grader's verdict on one search result for one (sub-)question."""
+
+    kept: list[Hit]  # relevant hits, best first, each with verdict="relevant" and grade_score
+    discarded: list[Hit]  # the others, verdict="irrelevant"
+    enough: bool  # the kept hits answer the question
+    missing: str = ""  # what is still unsupported, in words (the gap)
+    next_query: str | None = None  # a search built from the gap, when not enough
+    # the grader could not judge (a model reply that stayed unreadable): every hit is kept and
+    # there is no gap to search for
+    ungraded: bool = False
+
+
+@dataclass
+class Evidence:
+    """One numbered piece of evidence the answer may cite as [n]."""
+
+    n: int
+    doc_id: str
+    section: str
+    section_title: str
+    text: str
+    step: int
+    sub_question: int = 0  # index into Plan.sub_questions
+    # False for a nearest passage the grader did not judge relevant (see the pipeline
+    # driver's `_add_nearest`): shown as the closest the knowledge base has, never as support
+    confirmed: bool = True
+
+
+@dataclass
+class Draft:
+    """An answer as written by an answerer, before citations are checked."""
+
+    text: str  # cites evidence as [n]
+    missing: list[str] = field(default_factory=list)  # parts the knowledge base does not cover
+    unanswerable: bool = False  # nothing in the evidence answers the question
+    conflicts: list[str] = field(default_factory=list)  # disagreements between sources, in words
+
+
+@dataclass
+class Route:
+    route: Literal["single", "agent", "out_of_scope"]
+    reason: str
+
+
+class Planner(Protocol):
+    usage: Usage  # what its model calls cost so far (always zero offline)
+
+    def plan(self, question: str) -> Plan: ...
+
+
+class Grader(Protocol):
+    usage: Usage  # what its model calls cost so far (always zero offline)
+
+    def grade(self, question: str, hits: list[Hit]) -> Grade: ...
+
+
+class Rewriter(Protocol):
+    usage: Usage  # what its model calls cost so far (always zero offline)
+
+    def rewrite(self, question: str, grade: Grade, tried: list[str]) -> str | None:
+        """The next query for `question`, built from `grade.missing` and `grade.kept` only
+        (never the whole history: rewrites drift otherwise); None when nothing new to try.
+        `tried` lists queries already run, so a rewrite never repeats one."""
+        ...
+
+
+class Answerer(Protocol):
+    usage: Usage  # what its model calls cost so far (always zero offline)
+
+    def answer(self, question: str, sub_questions: list[str], evidence: list[Evidence]) -> Draft:
+        ...
+
+
+class Router(Protocol):
+    def route(self, question: str) -> Route: ...

@@ -1,0 +1,120 @@
+"""Typed step events: one frozen class per kind of thing that happens in a run, a union
+discriminated on `kind`, and one place (`event_from`, `Event.to_dict`) that turns them into
+JSON and back for the run stores (SQLite and Postgres), SSE, the eval and the CLI.
+
+A field renamed in a driver is now an error where the event is made, not a key that silently
+vanishes from the eval. The stored and streamed shape stays `{"kind", "step", "seq", "ts",
+"data": {fields}}`, so runs stored before this module still load: fields they lack take their
+defaults, fields no longer known are ignored.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+_HEADER = {"kind", "step", "seq", "ts"}
+
+
+class BaseEvent(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    step: int = 0
+    seq: int = 0
+    ts: float = Field(default_factory=time.time)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The event's own fields, as stored and streamed; fields left unset are left out."""
+        return self.model_dump(exclude=_HEADER, exclude_none=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "step": self.step, "data": self.data,  # type: ignore[attr-defined]
+                "ts": self.ts, "seq": self.seq}
+
+
+class RouteEvent(BaseEvent):
+    kind: Literal["route"] = "route"
+    route: str
+    reason: str = ""
+
+
+class PlanEvent(BaseEvent):
+    kind: Literal["plan"] = "plan"
+    need_search: bool
+    sub_questions: list[str] = Field(default_factory=list)
+    reason: str | None = None
+
+
+class ToolCallEvent(BaseEvent):
+    """One tool call: a search (query, page, chunks, kept), a section fetch (doc_id, section,
+    chars) or a document list (documents); `error` when it failed."""
+
+    kind: Literal["tool_call"] = "tool_call"
+    tool: str
+    query: str | None = None
+    page: int | None = None
+    doc_id: str | None = None
+    section: str | None = None
+    chunks: int | None = None
+    kept: int | None = None
+    chars: int | None = None
+    documents: int | None = None
+    sub_question: int | None = None
+    error: str | None = None
+
+
+class GradeEvent(BaseEvent):
+    kind: Literal["grade"] = "grade"
+    query: str
+    chunks: int
+    kept: int
+    enough: bool
+    missing: str | None = None
+    next_query: str | None = None
+    sub_question: int | None = None
+    kept_ids: list[int] | None = None  # the tools driver: which chunks were kept
+    verdicts: list[dict[str, Any]] | None = None  # the pipeline: every hit's verdict
+    ungraded: bool | None = None  # the grader could not judge: every hit kept
+
+
+class RewriteEvent(BaseEvent):
+    kind: Literal["rewrite"] = "rewrite"
+    query: str | None = None
+    missing: str | None = None
+    sub_question: int | None = None
+
+
+class AnswerEvent(BaseEvent):
+    kind: Literal["answer"] = "answer"
+    text: str
+    citations: list[dict[str, Any]] = Field(default_factory=list)
+    invalid_citations: list[int] = Field(default_factory=list)
+    missing: list[str] | None = None
+    conflicts: list[str] | None = None
+    unconfirmed: list[int] | None = None  # evidence numbers shown as closest, not confirmed
+    forced: bool | None = None  # the tools driver's last step: no tools were offered
+    cut_off: bool | None = None  # the answer came from a reply cut off at its budget
+    uncited: bool | None = None  # evidence was at hand but the answer cites none
+
+
+class ErrorEvent(BaseEvent):
+    kind: Literal["error"] = "error"
+    error: str
+
+
+Event = Annotated[RouteEvent | PlanEvent | ToolCallEvent | GradeEvent | RewriteEvent
+                  | AnswerEvent | ErrorEvent, Field(discriminator="kind")]
+_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def event_from(kind: str, step: int, data: dict[str, Any], *, seq: int = 0,
+               ts: float | None = None) -> Event:
+    """An event from its stored or streamed parts (the inverse of `to_dict`)."""
+    fields = {k: v for k, v in data.items() if k not in _HEADER}
+    header: dict[str, Any] = {"kind": kind, "step": step, "seq": seq}
+    if ts is not None:
+        header["ts"] = ts
+    return _ADAPTER.validate_python({**fields, **header})

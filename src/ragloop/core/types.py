@@ -1,0 +1,133 @@
+"""The nouns shared by every layer: documents, sections, chunks, hits, usage, step events."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SectionText:
+    """One section of a parsed document: stable id ("2.3", "p4", "0"), title path, text."""
+
+    section: str
+    title_path: tuple[str, ...]
+    text: str
+
+    @property
+    def title(self) -> str:
+        return self.title_path[-1] if self.title_path else ""
+
+
+@dataclass(frozen=True)
+class ParsedDocument:
+    doc_id: str
+    title: str
+    source: str
+    sections: list[SectionText]
+    mime: str = "text/plain"
+
+    @property
+    def text(self) -> str:
+        return "\n\n".join(s.text for s in self.sections)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    doc_id: str
+    section: str
+    section_title: str
+    ord: int
+    text: str
+
+
+@dataclass
+class Hit:
+    """A chunk with its scores: each component's rank/score, the fused score, a grader verdict."""
+
+    chunk_id: int
+    doc_id: str
+    section: str
+    section_title: str
+    text: str
+    score: float = 0.0
+    doc_title: str = ""
+    bm25_rank: int | None = None
+    bm25_score: float | None = None
+    vector_rank: int | None = None
+    vector_score: float | None = None
+    verdict: str | None = None
+    grade_score: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class DocumentInfo:
+    doc_id: str
+    title: str
+    source: str
+    sections: int
+    chunks: int
+    content_hash: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SectionInfo:
+    doc_id: str
+    section: str
+    title: str
+    title_path: tuple[str, ...]
+    text: str
+    ord: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["title_path"] = list(self.title_path)
+        return d
+
+
+@dataclass
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float = 0.0
+    calls: int = 0
+
+    def add(self, other: Usage) -> None:
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.cache_read_tokens += other.cache_read_tokens
+        self.cache_write_tokens += other.cache_write_tokens
+        self.cost_usd += other.cost_usd
+        self.calls += other.calls
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class EventKind(StrEnum):
+    ROUTE = "route"
+    PLAN = "plan"
+    TOOL_CALL = "tool_call"
+    GRADE = "grade"
+    REWRITE = "rewrite"
+    ANSWER = "answer"
+    ERROR = "error"
+
+
+class RunStatus(StrEnum):
+    QUEUED = "queued"  # waiting for a worker (the server's pool, or the Postgres queue)
+    RUNNING = "running"
+    ANSWERED = "answered"
+    TRUNCATED = "truncated"
+    UNANSWERABLE = "unanswerable"
+    REFUSED = "refused"  # the model declined (a provider refusal or content filter)
+    FAILED = "failed"

@@ -1,0 +1,139 @@
+"""The Python API: a knowledge base in one folder, mirroring the CLI."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from ragloop.core.config import LOCAL_EMBEDDER, Settings
+from ragloop.core.errors import EmbedderMismatchError, NotFoundError
+from ragloop.core.types import DocumentInfo, Hit, SectionInfo
+from ragloop.embed.base import Embedder
+from ragloop.embed.cache import CachedEmbedder
+from ragloop.ingest.pipeline import Admit, IngestReport, ingest_paths
+from ragloop.kb.search import hybrid_search
+from ragloop.retrieval.fusion import Mode
+from ragloop.storage.factory import open_store
+from ragloop.storage.protocols import Store
+
+
+def _same_embedder(a: str, b: str) -> bool:
+    aliases = {"local", "local:default", LOCAL_EMBEDDER}
+    return a == b or (a in aliases and b in aliases)
+
+
+class KnowledgeBase:
+    """Documents → sections → chunks, searchable by BM25, vectors or both."""
+
+    def __init__(self, store: Store, settings: Settings, embedder: Embedder | None = None):
+        self.store = store
+        self.settings = settings
+        recorded = store.get_meta("embedder")
+        wanted = (embedder.name if embedder else settings.embedder) or recorded or LOCAL_EMBEDDER
+        if recorded and not _same_embedder(recorded, wanted):
+            raise EmbedderMismatchError(
+                f"This knowledge base was built with the embedder {recorded!r}, not {wanted!r}:"
+                f" its vectors would not be comparable. Open it with --embedder {recorded}"
+                " (or RAGLOOP_EMBEDDER), or ingest into a new --kb folder.")
+        self.embedder_name = recorded or wanted
+        self._inner = embedder
+        self._embedder: CachedEmbedder | None = None
+
+    @classmethod
+    def open(cls, path: str | Path | None = None, settings: Settings | None = None,
+             embedder: Embedder | None = None) -> KnowledgeBase:
+        """`path`: a folder (SQLite) or a postgresql:// URL (Postgres)."""
+        settings = settings or Settings.from_env()
+        store = open_store(path or settings.kb)
+        try:
+            return cls(store, settings, embedder)
+        except Exception:
+            store.close()
+            raise
+
+    @property
+    def embedder(self) -> CachedEmbedder:
+        """The (cached) embedder, loaded on first use: BM25-only work never loads a model."""
+        if self._embedder is None:
+            from ragloop.embed import make_embedder
+
+            inner = self._inner or make_embedder(self.embedder_name, self.settings.embed_base_url)
+            self._embedder = CachedEmbedder(inner, self.store)
+        return self._embedder
+
+    def warm_up(self) -> None:
+        """Load the embedding model now (past the cache), so a timed first search does not."""
+        self.embedder.inner.embed(["warm-up"])
+
+    def embedder_for_write(self) -> CachedEmbedder:
+        """The embedder, with the knowledge base's embedder name and dimension recorded."""
+        emb = self.embedder
+        if self.store.get_meta("embedder") is None:
+            self.store.set_meta("embedder", self.embedder_name)
+            self.store.set_meta("dim", str(emb.dim))
+        return emb
+
+    def ingest(self, paths: Iterable[str | Path] | str | Path,
+               progress: bool = False, admit: Admit | None = None) -> IngestReport:
+        """`admit`: see ingest_paths (which existing documents this ingest may replace)."""
+        if isinstance(paths, str | Path):
+            paths = [paths]
+        return ingest_paths(self.store, self.embedder_for_write, paths, self.settings, progress,
+                            admit)
+
+    def search(self, query: str, k: int | None = None, mode: Mode = "hybrid") -> list[Hit]:
+        if self.store.chunk_count() == 0:
+            return []
+        embedder = self.embedder if mode != "bm25" else None
+        return hybrid_search(self.store, embedder, query, k or self.settings.search_k, mode)
+
+    def section(self, doc_id: str, section: str) -> SectionInfo:
+        found = self.store.section(doc_id, str(section))
+        if found is not None:
+            return found
+        sections = self.store.sections(doc_id)
+        if not sections:
+            raise NotFoundError(f"No document {doc_id!r} in the knowledge base;"
+                                " `ragloop docs` lists the doc_ids.")
+        parent = _parent_section(str(section), sections)
+        if parent is not None:
+            return parent
+        ids = ", ".join(s.section for s in sections[:40])
+        raise NotFoundError(f"Document {doc_id!r} has no section {section!r}; its sections: {ids}")
+
+    def sections(self, doc_id: str) -> list[SectionInfo]:
+        return self.store.sections(doc_id)
+
+    def documents(self) -> list[DocumentInfo]:
+        return self.store.documents()
+
+    def remove(self, doc_id: str) -> bool:
+        """Delete a document, its sections, chunks and index entries; False if it was not there."""
+        return self.store.remove_document(doc_id)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> KnowledgeBase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _parent_section(section: str, sections: list[SectionInfo]) -> SectionInfo | None:
+    """A heading with no text of its own ("7", whose text is all in 7.1-7.4) read as its
+    subsections, each under its title, so "section 7" can be fetched as a whole."""
+    children = [s for s in sections if s.section.startswith(section + ".")]
+    if not section or not children:
+        return None
+    first = children[0]
+    # the parent's title path is the child's without the levels below the parent
+    below = len(first.section.split(".")) - len(section.split("."))
+    path = first.title_path[:max(1, len(first.title_path) - below)]
+    title = path[-1] if len(path) > 1 else section
+    # each title ends a line of its own with a full stop, so no sentence runs into it
+    text = "\n\n".join(f"{c.title.rstrip('.')}.\n{c.text.strip()}" if c.title
+                       else c.text.strip() for c in children)
+    return SectionInfo(doc_id=first.doc_id, section=section, title=title,
+                       title_path=tuple(path), text=text, ord=first.ord)

@@ -1,0 +1,28 @@
+"""Hybrid search: BM25 and vector kNN, fused by reciprocal rank fusion."""
+
+from __future__ import annotations
+
+from ragloop.core.types import Hit
+from ragloop.embed.base import Embedder
+from ragloop.retrieval.fusion import MODES, Mode, candidate_depth, fuse
+from ragloop.retrieval.query_text import query_terms
+from ragloop.storage.protocols import Store
+
+
+def hybrid_search(store: Store, embedder: Embedder | None, query: str, k: int = 8,
+                  mode: Mode = "hybrid") -> list[Hit]:
+    """Search `store` for `query`; any text is valid, an empty one raises EmptyQueryError."""
+    if mode not in MODES:
+        raise ValueError(f"unknown search mode {mode!r}; use one of {', '.join(MODES)}")
+    terms = query_terms(query)
+    depth = candidate_depth(k)
+    if mode in ("hybrid", "vector") and embedder is None:
+        raise ValueError("vector search needs an embedder")
+    if mode == "hybrid":  # each store fuses its own way (Postgres: one statement)
+        assert embedder is not None
+        return store.search_hybrid(terms, embedder.embed([query])[0], k, depth)
+    if mode == "bm25":
+        return fuse(store.search_bm25(terms, depth), [], k, mode, store.chunks)
+    assert embedder is not None
+    return fuse([], store.search_vector(embedder.embed([query])[0], depth), k, mode,
+                store.chunks)

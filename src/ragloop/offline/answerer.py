@@ -1,0 +1,195 @@
+"""The extractive answerer: per sub-question, the best supporting sentences, cited.
+
+No generative model: sentences are scored by the sub-question's content terms they contain
+(numbers and codes must match exactly) plus embedding similarity, and quoted with [n].
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ragloop.core.decisions import Draft, Evidence
+from ragloop.core.types import Usage
+from ragloop.embed.base import Embedder
+from ragloop.offline.text import (
+    Quantity,
+    absent_codes,
+    codes,
+    content_terms,
+    content_words,
+    entities,
+    quantities,
+    section_links,
+    split_sentences,
+    stem,
+    term_set,
+)
+
+# A sentence needs this much of the sub-question's terms (or meaning) to count as support.
+MIN_SUPPORT = 0.34
+SENTENCES_PER_PART = 2
+# Only this many sentences (the best by lexical support) are embedded per sub-question: a
+# sentence sharing no term with the question cannot reach MIN_SUPPORT on meaning alone, and
+# embedding every sentence of every evidence item was most of an offline run's time.
+EMBED_CANDIDATES = 24
+
+
+class ExtractiveAnswerer:
+    def __init__(self, embedder: Embedder | None = None, per_part: int = SENTENCES_PER_PART):
+        self.embedder = embedder
+        self.per_part = per_part
+        self.usage = Usage()  # no model calls
+
+    def _candidates(self, evidence: list[Evidence]) -> list[tuple[int, str]]:
+        out: list[tuple[int, str]] = []
+        self._context = {ev.n: f"{ev.doc_id} {ev.section_title}".lower() for ev in evidence}
+        self._section = {ev.n: ev.section for ev in evidence}
+        self._doc = {ev.n: ev.doc_id.lower() for ev in evidence}
+        for ev in evidence:
+            for sentence in split_sentences(ev.text):
+                if len(sentence) > 12:
+                    out.append((ev.n, sentence))
+        return out
+
+    def _score(self, question: str, cands: list[tuple[int, str]]) -> list[float]:
+        terms = {stem(t) for t in content_terms(question)}
+        q_codes = {c.lower() for c in codes(question)}
+        q_entities = {e.lower() for e in entities(question)}
+        lexical = []
+        for n, sentence in cands:
+            have = {stem(t) for t in term_set(sentence)}
+            cov = len(terms & have) / len(terms) if terms else 0.0
+            if q_codes and not q_codes & {c.lower() for c in codes(sentence)}:
+                cov *= 0.5
+            # the question's names (CEO, S200, Pulse) must be in the sentence or its section:
+            # a sentence about someone else's salary does not answer "the CEO's salary"
+            where = f"{sentence.lower()} {self._context.get(n, '')}"
+            if q_entities and sum(e in where for e in q_entities) < len(q_entities) / 2:
+                cov *= 0.3
+            lexical.append(cov)
+        if self.embedder is None or not cands:
+            return lexical
+        best = sorted((i for i, lex in enumerate(lexical) if lex > 0),
+                      key=lambda i: -lexical[i])[:EMBED_CANDIDATES]
+        if not best:
+            return [0.6 * lex for lex in lexical]
+        vecs = np.asarray(self.embedder.embed([question, *[cands[i][1] for i in best]]))
+        cos = dict(zip(best, (float(c) for c in vecs[1:] @ vecs[0]), strict=True))
+        return [0.6 * lex + 0.4 * cos.get(i, 0.0) for i, lex in enumerate(lexical)]
+
+    def answer(self, question: str, sub_questions: list[str], evidence: list[Evidence]) -> Draft:
+        parts = sub_questions or [question]
+        cands = self._candidates(evidence)
+        unconfirmed = {ev.n: ev.sub_question for ev in evidence if not ev.confirmed}
+        nearest = [c for c in cands if c[0] in unconfirmed]
+        cands = [c for c in cands if c[0] not in unconfirmed]
+        lines: list[str] = []
+        missing: list[str] = []
+        closest: dict[str, str] = {}
+        chosen_all: list[tuple[int, str]] = []
+        held = term_set(" ".join(f"{ev.doc_id} {ev.section_title} {ev.text}"
+                                 for ev in evidence))
+        for index, part in enumerate(parts):
+            absent = absent_codes(part, held)
+            if absent:
+                # a code the question asks about that no evidence mentions (FY2022, Edge
+                # G3): the nearest sentences would answer another question
+                missing.append(f"{part.rstrip('?. ')} (no source mentions {', '.join(absent)})")
+                continue
+            scored = sorted(zip(self._score(part, cands), cands, strict=True),
+                            key=lambda x: x[0], reverse=True) if cands else []
+            # the question asks what a section it names says ("under section 4.3 of the
+            # Information Security Policy, …"): that section's best sentences answer it, even
+            # when they share no words with the question ("a stronger pound" for "a
+            # strengthening of sterling")
+            named = self._named_evidence(part)
+            chosen: list[tuple[int, str]] = []
+            for score, (n, sentence) in scored:
+                if len(chosen) >= self.per_part or (not named and score < MIN_SUPPORT):
+                    break
+                if (not named or n in named) and all(sentence != s for _, s in chosen):
+                    chosen.append((n, sentence))
+            if not chosen:
+                missing.append(part)
+                own = [c for c in nearest if unconfirmed[c[0]] == index]
+                if own:
+                    closest[part] = self._closest(part, own)
+                continue
+            chosen_all.extend(chosen)
+            body = " ".join(f"{s.rstrip()} [{n}]" for n, s in chosen)
+            lines.append(f"{part.rstrip('?')}: {body}" if len(parts) > 1 else body)
+        for part in missing:
+            if part in closest:
+                lines.append(f"The knowledge base does not say clearly: {part}"
+                             f" The closest passages: {closest[part]}")
+            else:
+                lines.append(f"The knowledge base does not say: {part}")
+        conflicts = self._conflicts(chosen_all)
+        for c in conflicts:
+            lines.append(f"Note: the sources disagree — {c}")
+        return Draft(text="\n".join(lines), missing=missing,
+                     unanswerable=len(missing) == len(parts), conflicts=conflicts)
+
+    def _closest(self, part: str, nearest: list[tuple[int, str]]) -> str:
+        """The best sentence of each nearest passage, cited: what the knowledge base has
+        closest to a part it does not clearly answer."""
+        best: dict[int, tuple[float, str]] = {}
+        for score, (n, sentence) in zip(self._score(part, nearest), nearest, strict=True):
+            if n not in best or score > best[n][0]:
+                best[n] = (score, sentence)
+        return " ".join(f"{best[n][1].rstrip()} [{n}]" for n in sorted(best))
+
+    def _named_evidence(self, question: str) -> set[int]:
+        """Evidence numbers of the sections the question refers to by number (of the document
+        it names, when it names one: its title words in the doc_id)."""
+        out: set[int] = set()
+        for ref in section_links(question):
+            want = {stem(w) for w in content_words(ref.doc_title or "")}
+            for n, section in self._section.items():
+                if section != ref.section:
+                    continue
+                have = {stem(w) for w in re.split(r"[^a-z0-9]+", self._doc[n])}
+                if not want or len(want & have) >= max(1, len(want) // 2):
+                    out.add(n)
+        return out
+
+    def _conflicts(self, chosen: list[tuple[int, str]]) -> list[str]:
+        """Two chosen sentences from different evidence about the same subject, with different
+        figures of the same kind (money, percent, date, duration). Of a sentence's several
+        figures of a kind, the one whose nearby words best match the other sentence is
+        compared ("Edge G2 revenue was £2.5m …, and Europe was £4.6m" against a sentence
+        about Europe compares £4.6m)."""
+        out: list[str] = []
+        for i, (n1, s1) in enumerate(chosen):
+            t1 = {stem(t) for t in content_terms(s1)}
+            for n2, s2 in chosen[i + 1:]:
+                if n1 == n2:
+                    continue
+                t2 = {stem(t) for t in content_terms(s2)}
+                if len(t1 & t2) < max(2, min(len(t1), len(t2)) // 2):
+                    continue
+                f1, f2 = _figure_for(s1, t2), _figure_for(s2, t1)
+                for kind, a in f1.items():
+                    b = f2.get(kind)
+                    if b is not None and a.value != b.value:
+                        out.append(f"{a.text} [{n1}] versus {b.text} [{n2}]")
+                        break
+        return out
+
+
+# The words before a figure (and a few after) say what it measures.
+_BEFORE, _AFTER = 60, 20
+
+
+def _figure_for(sentence: str, subject: set[str]) -> dict[str, Quantity]:
+    """Per kind, the sentence's figure whose nearby words share most with `subject`."""
+    best: dict[str, tuple[int, Quantity]] = {}
+    for q in quantities(sentence):
+        at = max(sentence.find(q.text), 0)
+        near = sentence[max(0, at - _BEFORE): at + len(q.text) + _AFTER]
+        overlap = len(subject & {stem(t) for t in content_terms(near)})
+        if q.kind not in best or overlap > best[q.kind][0]:
+            best[q.kind] = (overlap, q)
+    return {kind: q for kind, (_, q) in best.items()}

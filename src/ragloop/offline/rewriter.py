@@ -1,0 +1,163 @@
+"""Gap-driven re-queries with no generative model.
+
+Candidates, in order, the first one not yet tried wins:
+1. the grader's own `next_query` (the uncovered terms plus the question's covered entities);
+2. bridge entities found in kept chunks (a product code, a capitalised name, a section
+   reference the question does not mention) + the uncovered terms — the multi-hop step:
+   "battery life of the sensor that raises E102" → kept chunk says "The S200 raises E102"
+   → "S200 battery life";
+3. the uncovered terms + pseudo-relevance-feedback terms (characteristic words of the kept
+   chunks);
+4. the uncovered terms alone.
+Built from `grade.missing` and `grade.kept` (plus the question's entities as context), never
+from the history of queries; a query equal to a tried one (same words, any order) is skipped.
+
+Also the helpers the driver uses to decide on `fetch_document_section`: `section_refs`,
+`looks_cut_off`, `fetch_targets`.
+"""
+
+from __future__ import annotations
+
+from ragloop.core.decisions import Grade
+from ragloop.core.types import DocumentInfo, Hit, Usage
+from ragloop.offline.grader import context_text, gap_terms
+from ragloop.offline.text import (
+    SectionRef,
+    content_words,
+    entities,
+    is_code,
+    looks_cut_off,
+    name_spans,
+    section_links,
+    section_refs,
+    split_sentences,
+    stem,
+    tfidf_terms,
+)
+
+__all__ = ["LocalRewriter", "bridge_entities", "fetch_targets", "looks_cut_off",
+           "section_refs"]
+
+MAX_QUERY_WORDS = 10
+
+
+def _key(query: str) -> frozenset[str]:
+    return frozenset(stem(w) for w in content_words(query)) or frozenset([query.lower()])
+
+
+def bridge_entities(question: str, kept: list[Hit], limit: int = 3) -> list[str]:
+    """Names in kept chunks that the question does not use, best first: multi-word names as
+    written ("Chief Financial Officer", "Tinted Windows"), codes weighted double, a chunk's
+    weight falling with its rank; section references as "section 4.2"."""
+    asked = {stem(w) for w in content_words(question)} | {stem(e) for e in entities(question)}
+    counts: dict[str, float] = {}
+    for rank, hit in enumerate(kept):
+        weight = 1.0 / (1 + rank)
+        own = {stem(w) for w in content_words(f"{hit.doc_title} {hit.section_title}")}
+        # a name in a sentence that shares words with the question is likelier the bridge
+        # ("a song by the Mexican actress Belinda" for "the actress who sang …")
+        context: dict[str, int] = {}
+        for sentence in split_sentences(hit.text):
+            overlap = len(asked & {stem(w) for w in content_words(sentence)})
+            for name in name_spans(sentence):
+                context[name] = max(context.get(name, 0), overlap)
+        for name in name_spans(hit.text):
+            stems = [stem(w) for w in content_words(name)]
+            if not stems or all(s in asked for s in stems):
+                continue
+            if all(s in own for s in stems) and rank > 0:
+                continue  # the chunk's own title: searching it finds the same chunk
+            if name.replace(",", "").replace(".", "").isdigit() or len(name) < 2:
+                continue
+            bonus = 2.0 if any(is_code(w) for w in name.split()) else 1.0
+            bonus *= 1.0 + 0.5 * context.get(name, 0)
+            counts[name] = counts.get(name, 0.0) + weight * bonus
+        for ref in section_links(hit.text):
+            label = f"section {ref.section}"
+            counts[label] = counts.get(label, 0.0) + 0.5 * weight
+    ranked = sorted(counts, key=lambda e: (-counts[e], e))
+    return ranked[:limit]
+
+
+class LocalRewriter:
+    def __init__(self, max_words: int = MAX_QUERY_WORDS, prf_terms: int = 3):
+        self.max_words = max_words
+        self.prf_terms = prf_terms
+        self.usage = Usage()  # no model calls
+
+    def candidates(self, question: str, grade: Grade) -> list[str]:
+        gap = gap_terms(grade.missing)
+        q_ents = entities(question)
+        gap_stems = {stem(w) for w in gap}
+        context = [e for e in q_ents if stem(e) not in gap_stems]
+        out: list[str] = []
+        if grade.next_query:
+            out.append(grade.next_query)
+        if grade.kept:
+            bridges = bridge_entities(question, grade.kept)
+            # the question's plain terms that are not the bridge's own clue: for
+            # "battery life of the sensor that raises E102" keep "battery life"; of those,
+            # the ones the best kept chunk (the first hop) does not cover, which ask about
+            # the second hop ("… in the oldest established what?")
+            plain = [w for w in content_words(question) if w not in q_ents]
+            first_hop = {stem(w) for w in content_words(context_text(grade.kept[0]))}
+            target = gap or [w for w in plain if stem(w) not in first_hop] or plain
+            for b in bridges:
+                out.append(" ".join([b, *target]))
+                out.append(b)  # the bridge alone: the page about it (second hop)
+            exclude = {stem(w) for w in content_words(question)} | gap_stems
+            prf = tfidf_terms([context_text(h) for h in grade.kept], exclude,
+                              n=self.prf_terms)
+            if prf:
+                out.append(" ".join([*context, *gap, *prf] if gap else [*context, *plain,
+                                                                          *prf]))
+        if gap:
+            out.append(" ".join([*context, *gap]))
+            out.append(" ".join(gap))
+        return out
+
+    def rewrite(self, question: str, grade: Grade, tried: list[str]) -> str | None:
+        seen = {_key(t) for t in tried}
+        for cand in self.candidates(question, grade):
+            query = " ".join(dict.fromkeys(cand.split()[: self.max_words]))
+            if not query.strip():
+                continue
+            k = _key(query)
+            if k in seen:
+                continue
+            return query
+        return None
+
+
+def doc_for_title(title: str, documents: list[DocumentInfo]) -> str | None:
+    want = {stem(w) for w in content_words(title)}
+    best, best_score = None, 0.0
+    for d in documents:
+        have = {stem(w) for w in content_words(f"{d.title} {d.doc_id}")}
+        if not want or not have:
+            continue
+        score = len(want & have) / len(want)
+        if score > best_score:
+            best, best_score = d.doc_id, score
+    return best if best_score >= 0.6 else None
+
+
+def fetch_targets(hit: Hit, documents: list[DocumentInfo] | None = None) -> list[tuple[str, str]]:
+    """(doc_id, section) pairs worth fetching whole for a kept hit: its own section when the
+    chunk looks cut off, and every section it refers to ("see section 4.2" → same document;
+    "section 2.1 of the Data Retention Policy" → that document, matched by title among
+    `documents`, e.g. `kb.documents()`)."""
+    out: list[tuple[str, str]] = []
+    if looks_cut_off(hit):
+        out.append((hit.doc_id, hit.section))
+    refs: list[SectionRef] = section_links(hit.text)
+    for ref in refs:
+        doc = hit.doc_id
+        if ref.doc_title:
+            found = doc_for_title(ref.doc_title, documents or [])
+            if found is None and documents is not None:
+                continue
+            doc = found or doc
+        if (doc, ref.section) != (hit.doc_id, hit.section):
+            out.append((doc, ref.section))
+    return list(dict.fromkeys(out))

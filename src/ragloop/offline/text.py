@@ -1,0 +1,463 @@
+"""Text helpers shared by the local (no-LLM) decision makers.
+
+Sentence splitting, content terms with a light stemmer, entity-like tokens (product codes,
+error codes, quarters, years, capitalised names), quantities (money, percentages, dates,
+durations) and section references. Pure functions, no model.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ragloop.core.types import Hit
+from ragloop.retrieval.query_text import STOP_WORDS
+
+# Words that carry no topic in a question: the search stop words plus question/instruction
+# vocabulary ("list", "describe", "tell me").
+QUESTION_WORDS = frozenset([
+    "also", "any", "all", "both", "each", "every", "other", "some", "many", "much", "more",
+    "most", "less", "least", "very", "just", "only", "same", "own", "here", "out", "up", "down",
+    "over", "under", "again", "further", "once", "too", "been", "being", "am", "may", "might",
+    "must", "shall", "we", "you", "your", "our", "my", "me", "he", "she", "him", "her", "his",
+    "them", "us", "one", "ones", "get", "got", "give", "list", "name", "names", "tell", "describe",
+    "explain", "show", "please", "know", "want", "need", "like", "kind", "sort", "type", "types",
+    "thing", "things", "way", "ways", "compare", "compared", "comparison", "versus", "vs",
+    "difference", "differences", "between", "whether", "which", "whose", "much", "often",
+    "long", "say", "says", "said", "mean", "means", "use", "used", "using", "there", "those",
+    "after", "before", "during", "per", "each", "via", "any", "anything", "something",
+    "make", "makes", "made", "go", "goes", "take", "takes", "according", "under", "within",
+    "exactly", "currently", "current", "new", "old", "happen", "happens", "etc", "e", "g",
+])
+STOP = STOP_WORDS | QUESTION_WORDS
+
+_WORD = re.compile(r"\d+(?:[.,]\d+)+|[A-Za-z0-9][A-Za-z0-9\-'’]*")
+# A token with a digit next to letters: S200, E104, Q3, FY2025, G2, IP67, SR-332.
+_CODE = re.compile(r"^(?=.*\d)(?=.*[a-z])[a-z0-9\-]+$", re.IGNORECASE)
+_YEAR = re.compile(r"^(?:19|20)\d\d$")
+
+MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
+          "september", "october", "november", "december")
+_MONTH_RE = "|".join(m.capitalize() for m in MONTHS) + "|" + "|".join(
+    m.capitalize()[:3] for m in MONTHS)
+
+
+# A dash other than "-" joining two words (Norse–Gaels): read as a hyphen.
+_WORD_DASH = re.compile(r"(?<=[^\W\d_])[\u2010-\u2015\u2212](?=[^\W\d_])")
+
+
+def fold_dashes(text: str) -> str:
+    """"Norse–Gaels" → "Norse-Gaels": titles and texts spell compounds with either dash."""
+    return _WORD_DASH.sub("-", text) if text else text
+
+
+def words(text: str) -> list[str]:
+    """The word tokens of `text` (codes like S200 or SR-332 stay whole), original case."""
+    out = []
+    for w in _WORD.findall(fold_dashes(text or "")):
+        w = w.strip("-'’")
+        if w.lower().endswith(("'s", "’s")):
+            w = w[:-2]
+        if w:
+            out.append(w)
+    return out
+
+
+# "mid-2025", "end-2024": a year with a word of when, written as one token; not a code.
+_YEAR_PHRASE = re.compile(r"^(?:mid|early|late|end|start|pre|post)-(?:19|20)\d\d$",
+                          re.IGNORECASE)
+# Periods: a quarter, a half or a financial year (and the year phrases above).
+_PERIOD = re.compile(r"^(?:Q[1-4]|H[12]|FY\d{2}(?:\d{2})?)$", re.IGNORECASE)
+
+
+def is_code(word: str) -> bool:
+    """A product/error/period code: letters and digits together (S200, E104, Q3, FY2025)."""
+    return bool(_CODE.match(word)) and not _YEAR_PHRASE.match(word)
+
+
+def is_period(word: str) -> bool:
+    """A time, not a thing: Q3, H1, FY2025, 2024, mid-2025."""
+    return bool(_PERIOD.match(word) or _YEAR.match(word) or _YEAR_PHRASE.match(word))
+
+
+def is_number(word: str) -> bool:
+    return bool(re.fullmatch(r"\d[\d,.]*", word))
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """A light English stemmer: plurals, -ing, -ed, -ly, -ation, a final -e. Codes and
+    numbers are returned lower-cased and otherwise untouched (they must match exactly)."""
+    w = word.lower().replace("’", "'")
+    if any(c.isdigit() for c in w) or len(w) <= 3:
+        return w
+    for suffix, repl in (("ational", "ate"), ("ization", "ize"), ("isation", "ize"),
+                         ("ations", "ate"), ("ation", "ate"), ("ments", ""), ("ment", ""),
+                         ("ness", ""), ("ities", ""), ("ity", "")):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 4:
+            w = w[: -len(suffix)] + repl
+            break
+    if w.endswith("ies") and len(w) > 4:
+        w = w[:-3] + "y"
+    elif w.endswith("sses"):
+        w = w[:-2]
+    elif w.endswith("s") and not w.endswith(("ss", "us", "is")) and len(w) > 3:
+        w = w[:-1]
+    for suffix in ("ing", "ed", "ly"):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            w = w[: -len(suffix)]
+            if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "lsz":
+                w = w[:-1]
+            break
+    if w.endswith("e") and len(w) > 3:
+        w = w[:-1]
+    if w.endswith("y") and len(w) > 3:
+        w = w[:-1] + "i"
+    return w
+
+
+def content_words(text: str) -> list[str]:
+    """Words of `text` that carry its topic (no stop/question words), original case, in order,
+    without repeats (case-insensitive)."""
+    seen: set[str] = set()
+    out = []
+    for w in words(text):
+        low = w.lower()
+        if low in STOP or low in seen or (len(low) == 1 and not low.isdigit()):
+            continue
+        seen.add(low)
+        out.append(w)
+    return out
+
+
+def term_set(text: str) -> set[str]:
+    """Stems of every word of `text` (stop words included: coverage checks only look up
+    content terms in it)."""
+    return {stem(w) for w in words(text)}
+
+
+def content_terms(text: str) -> list[str]:
+    return list(dict.fromkeys(stem(w) for w in content_words(text)))
+
+
+def entities(text: str) -> list[str]:
+    """Entity-like tokens that must match exactly: codes (S200, E104, Q3, FY2025), numbers,
+    years, and capitalised words that do not start a sentence (Austin, HaldenMesh)."""
+    out: list[str] = []
+    text = fold_dashes(text or "")
+    toks = list(_WORD.finditer(text))
+    for i, m in enumerate(toks):
+        w = m.group(0).strip("-'’")
+        if w.lower().endswith(("'s", "’s")):
+            w = w[:-2]
+        if not w:
+            continue
+        low = w.lower()
+        if is_code(w) or is_number(w):
+            out.append(w)
+            continue
+        if low in STOP or len(w) < 2:
+            continue
+        if w[0].isupper():
+            start = i == 0 or re.search(r"[.!?:\n]\s*$", text[: m.start()][-3:] or "")
+            if not start or (w.isupper() and len(w) >= 2):
+                out.append(w)
+    return list(dict.fromkeys(out))
+
+
+def codes(text: str) -> list[str]:
+    return list(dict.fromkeys(w.upper() for w in words(text) if is_code(w)))
+
+
+# "7-hour", "30-day": a number with its unit, not a code the sources must name.
+_MEASURE = re.compile(r"^\d+-[a-z]+$", re.IGNORECASE)
+
+
+def absent_codes(question: str, held: set[str]) -> list[str]:
+    """The codes `question` asks about (FY2022, Edge G3) whose stems are not in `held` (a
+    `term_set` of what the sources say). Names and figures are not checked: users write
+    "£3,000" for a rule "above £2,500"."""
+    return [c for c in codes(question) if not _MEASURE.match(c) and stem(c) not in held]
+
+
+def code_family(code: str) -> str:
+    """The letter prefix of a code: S200 -> "S", FY2025 -> "FY", E104 -> "E"."""
+    m = re.match(r"[A-Za-z\-]*", code)
+    return (m.group(0) if m else "").upper().strip("-")
+
+
+# --- sentences ---------------------------------------------------------------------------
+
+_ABBREV = re.compile(r"\b(?:e\.g|i\.e|etc|vs|approx|Mr|Mrs|Ms|Dr|No|Inc|Ltd|Fig|Sec|cf)\.$",
+                     re.IGNORECASE)
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split text into sentences; list items and headings count as sentences."""
+    out: list[str] = []
+    for block in re.split(r"\n\s*\n|\n(?=\s*(?:[-*•]|\d+[.)])\s)|\n(?=#)", text or ""):
+        block = " ".join(block.split())
+        if not block:
+            continue
+        buf = ""
+        for part in re.split(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9£$€])", block):
+            buf = f"{buf} {part}".strip() if buf else part
+            if _ABBREV.search(buf) or re.search(r"\b[A-Z]\.$", buf):
+                continue
+            out.append(buf)
+            buf = ""
+        if buf:
+            out.append(buf)
+    return [s.strip(" -*•#") for s in out if len(s.strip(" -*•#")) > 1]
+
+
+# --- quantities (for conflicts) ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class Quantity:
+    kind: str  # "money:£", "percent", "date", "year", "duration:month", "number:unit"
+    value: str  # normalised value
+    text: str  # as written
+
+
+_MONEY = re.compile(r"(?:([£$€¥])\s?(\d(?:[\d,]*\d)?(?:\.\d+)?)\s*"
+                    r"(million|billion|thousand|bn|k|m)?\b"
+                    r"|\b(USD|GBP|EUR)\s?(\d(?:[\d,]*\d)?(?:\.\d+)?)\s*(million|billion|bn|k|m)?\b)",
+                    re.IGNORECASE)
+_PERCENT = re.compile(r"(\d+(?:\.\d+)?)\s?(?:%|per ?cent\b)", re.IGNORECASE)
+_DATE = re.compile(rf"\b(?:(\d{{1,2}})\s+({_MONTH_RE})\.?,?\s+((?:19|20)\d\d)"
+                   rf"|({_MONTH_RE})\.?\s+(\d{{1,2}}),?\s+((?:19|20)\d\d)"
+                   r"|((?:19|20)\d\d)-(\d\d)-(\d\d))\b")
+_DURATION = re.compile(r"\b(\d+(?:\.\d+)?|one|two|three|four|five|six|seven|eight|nine|ten|"
+                       r"twelve|eighteen|twenty|thirty|sixty|ninety)[\s-]"
+                       r"(business days?|working days?|days?|weeks?|months?|years?|hours?|"
+                       r"minutes?)\b", re.IGNORECASE)
+_NUMWORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+             "eight": 8, "nine": 9, "ten": 10, "twelve": 12, "eighteen": 18, "twenty": 20,
+             "thirty": 30, "sixty": 60, "ninety": 90}
+_SCALE = {"k": 1e3, "thousand": 1e3, "m": 1e6, "million": 1e6, "bn": 1e9, "billion": 1e9}
+
+
+def _num(s: str) -> float:
+    return float(s.replace(",", ""))
+
+
+def quantities(text: str) -> list[Quantity]:
+    out: list[Quantity] = []
+    for m in _MONEY.finditer(text):
+        cur = m.group(1) or m.group(4).upper()
+        amount = _num(m.group(2) or m.group(5)) * _SCALE.get((m.group(3) or m.group(6) or "")
+                                                             .lower(), 1.0)
+        cur = {"GBP": "£", "USD": "$", "EUR": "€"}.get(cur, cur)
+        out.append(Quantity(f"money:{cur}", f"{amount:g}", m.group(0).strip()))
+    for m in _PERCENT.finditer(text):
+        out.append(Quantity("percent", f"{float(m.group(1)):g}", m.group(0)))
+    for m in _DATE.finditer(text):
+        if m.group(1):
+            d, mon, y = m.group(1), m.group(2), m.group(3)
+        elif m.group(4):
+            mon, d, y = m.group(4), m.group(5), m.group(6)
+        else:
+            y, mon, d = m.group(7), MONTHS[int(m.group(8)) - 1] if 0 < int(m.group(8)) <= 12 \
+                else "?", m.group(9)
+        mon_n = next((i for i, name in enumerate(MONTHS) if name.startswith(mon.lower()[:3])), -1)
+        out.append(Quantity("date", f"{y}-{mon_n + 1:02d}-{int(d):02d}", m.group(0)))
+    for m in _DURATION.finditer(text):
+        n = m.group(1).lower()
+        value = float(_NUMWORDS.get(n, 0)) if n in _NUMWORDS else float(n)
+        unit = m.group(2).lower().rstrip("s")
+        unit = unit.replace("working", "business")
+        out.append(Quantity(f"duration:{unit}", f"{value:g}", m.group(0)))
+    return out
+
+
+# --- section references ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SectionRef:
+    section: str  # "4.2"
+    doc_title: str | None = None  # "Data Retention Policy" when the text names the document
+    text: str = ""
+
+
+_SECTION_REF = re.compile(
+    r"\b(?:see\s+(?:also\s+)?)?(?:sections?|§|clause|paragraph|para\.?)\s*(\d+(?:\.\d+)*[a-z]?)"
+    r"(?:\s+(?:of|in)\s+(?:the\s+)?((?:[A-Z][\w&\-]*\s*){1,6}?"
+    r"(?:Policy|Procedure|Standard|Guide|Handbook|Manual|Datasheet|Agreement|Plan|Report"
+    r"|Overview|Terms|Notes?|Code|Charter|Glossary)\b))?",
+    re.IGNORECASE)
+
+
+def section_links(text: str) -> list[SectionRef]:
+    """Every "section 4.2" / "§2.1 of the Data Retention Policy" reference in `text`."""
+    out: list[SectionRef] = []
+    for m in _SECTION_REF.finditer(text or ""):
+        title = m.group(2)
+        if title and not title[0].isupper():
+            title = None
+        out.append(SectionRef(m.group(1).rstrip("."), title.strip() if title else None,
+                              m.group(0)))
+    return list(dict.fromkeys(out))
+
+
+def section_refs(text: str) -> list[str]:
+    """The section ids referenced in `text` ("see section 4.2" -> ["4.2"]), in order."""
+    return list(dict.fromkeys(r.section for r in section_links(text)))
+
+
+def looks_cut_off(hit: Hit | str) -> bool:
+    """True when a chunk stops mid-sentence or on a colon (a list follows): the rest is in
+    the section, so fetching the whole section is worthwhile."""
+    text = (hit.text if isinstance(hit, Hit) else hit or "").rstrip()
+    if not text:
+        return False
+    if text.endswith((":", ",", ";", "-", "–", "—", "(")):
+        return True
+    last_line = text.splitlines()[-1].strip()
+    if last_line.startswith(("#", "|", "-", "*", "•")) or re.match(r"\d+[.)]\s", last_line):
+        return False  # a heading, table row or list item ends without a full stop
+    return not re.search(r"[.!?…\"')\]»”’]$", text)
+
+
+# --- term weights ------------------------------------------------------------------------
+
+def tfidf_terms(texts: Iterable[str], exclude: set[str], n: int = 5,
+                background: Iterable[str] = ()) -> list[str]:
+    """The `n` most characteristic content words of `texts` (tf in them × idf over them and
+    `background`), skipping stems in `exclude`; returned as written (first spelling)."""
+    texts = list(texts)
+    docs = [list(content_words(t)) for t in [*texts, *background]]
+    df: Counter[str] = Counter()
+    for d in docs:
+        df.update({stem(w) for w in d})
+    tf: Counter[str] = Counter()
+    spelling: dict[str, str] = {}
+    for d in docs[: len(texts)]:
+        for w in words(" ".join(d)):
+            s = stem(w)
+            if s in exclude or w.lower() in STOP or len(s) < 3 or is_number(w):
+                continue
+            tf[s] += 1
+            spelling.setdefault(s, w)
+    total = max(len(docs), 1)
+    scored = {s: c * (1.0 + math.log((1 + total) / (1 + df[s]))) for s, c in tf.items()}
+    best = sorted(scored, key=lambda s: (-scored[s], s))[:n]
+    return [spelling[s] for s in best]
+
+
+# --- names of documents ------------------------------------------------------------------
+
+_NAME_TOKEN = re.compile(r"[^\W_]+(?:['’.\-&][^\W_]+)*\.?|&")
+_DISAMBIGUATION = re.compile(r"\s*\([^()]*\)\s*$")
+MAX_TITLE_TOKENS = 8
+
+
+def name_tokens(text: str) -> list[str]:
+    """Lower-cased word tokens for title matching ("Riverton, New York" → riverton new york)."""
+    return [t.lower().rstrip(".") for t in _NAME_TOKEN.findall(fold_dashes(text or ""))]
+
+
+class TitleIndex:
+    """Document titles, for finding the documents a text names ("… formed in Tulsa,
+    Oklahoma" names the document titled "Tulsa, Oklahoma"). A title's trailing
+    disambiguation ("Tinted Windows (album)") is ignored, so one name may mean several
+    documents. Titles that are a single stop word or a number are not indexed."""
+
+    def __init__(self, titles: Iterable[tuple[str, str]]) -> None:  # (doc_id, title)
+        self.by_name: dict[tuple[str, ...], list[str]] = {}
+        for doc_id, title in titles:
+            key = tuple(name_tokens(_DISAMBIGUATION.sub("", title or "")))
+            if not key or len(key) > MAX_TITLE_TOKENS:
+                continue
+            if len(key) == 1 and (key[0] in STOP or key[0].isdigit() or len(key[0]) < 3):
+                continue
+            self.by_name.setdefault(key, []).append(doc_id)
+        self.longest = max((len(k) for k in self.by_name), default=0)
+
+    def __len__(self) -> int:
+        return len(self.by_name)
+
+    def named(self, text: str) -> list[str]:
+        """doc_ids whose title `text` names as a capitalised phrase, in order of first
+        mention; the longest title wins at each position ("New York City" over "New York")."""
+        matches = list(_NAME_TOKEN.finditer(fold_dashes(text or "")))
+        toks = [m.group(0).lower().rstrip(".") for m in matches]
+        out: list[str] = []
+        i = 0
+        while i < len(toks):
+            first = matches[i].group(0)
+            if not (first[:1].isupper() or first[:1].isdigit()):
+                i += 1
+                continue
+            for n in range(min(self.longest, len(toks) - i), 0, -1):
+                docs = self.by_name.get(tuple(toks[i:i + n]))
+                if docs:
+                    out.extend(d for d in docs if d not in out)
+                    i += n
+                    break
+            else:
+                i += 1
+        return out
+
+
+_SPAN_TOKEN = re.compile(r"[^\W_][\w\-'’.&]*")
+_CONNECTORS = frozenset(["of", "the", "de", "da", "del", "la", "le", "von", "van", "for",
+                         "&"])
+
+
+def name_spans(text: str) -> list[str]:
+    """Multi-word names as written: runs of capitalised words or codes, joined by "of",
+    "the", "de", "for", "&" ("Chief Financial Officer", "University of Tulsa", "Edge G2"),
+    in order of first appearance. A single capitalised word that starts a sentence is not a
+    name unless it is a code; stop words at a run's ends are trimmed."""
+    out: list[str] = []
+    text = fold_dashes(text or "")
+    toks = list(_SPAN_TOKEN.finditer(text))
+    i = 0
+    while i < len(toks):
+        w = toks[i].group(0).rstrip(".'’")
+        if not (w[:1].isupper() or is_code(w)) or w.lower() in STOP:
+            i += 1
+            continue
+        j = i + 1
+        end = i + 1
+        while j < len(toks):
+            gap = text[toks[j - 1].end():toks[j].start()]
+            if gap.strip() or toks[j - 1].group(0).endswith("."):
+                break  # punctuation (a comma, a full stop) ends a name
+            nxt = toks[j].group(0).rstrip(".'’")
+            if nxt[:1].isupper() or is_code(nxt):
+                end = j + 1
+            elif nxt.lower() not in _CONNECTORS:
+                break
+            j += 1
+        span_toks = [t.group(0).rstrip(".,'’") for t in toks[i:end]]
+        start = i == 0 or re.search(r"[.!?:\n]\s*$", text[max(0, toks[i].start() - 3):
+                                                            toks[i].start()])
+        if len(span_toks) > 1 or not start or is_code(span_toks[0]):
+            name = " ".join(span_toks)
+            if name not in out:
+                out.append(name)
+        i = end
+    return out
+
+
+def query_names_title(query: str, title: str) -> bool:
+    """The query is looking for the document titled `title`: the title (without its
+    disambiguation) is in the query, or the title starts with the first word of the query's
+    first name ("Arthurdale …" → "Arthurdale, West Virginia", "Belinda …" → "Belinda
+    Peregrín")."""
+    key = name_tokens(_DISAMBIGUATION.sub("", title or ""))
+    if not key or (len(key) == 1 and key[0] in STOP):
+        return False
+    toks = name_tokens(query)
+    n = len(key)
+    if any(toks[i:i + n] == key for i in range(len(toks) - n + 1)):
+        return True
+    names = name_spans(query)
+    lead = name_tokens(names[0])[:1] if names else []
+    return bool(lead) and key[0] == lead[0] and lead[0] not in STOP and len(lead[0]) >= 3

@@ -1,0 +1,70 @@
+"""Reciprocal rank fusion of a BM25 ranking and a vector ranking, keeping each side's first hit:
+the one definition every store and mode uses."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Literal
+
+from ragloop.core.types import Hit
+
+Mode = Literal["hybrid", "bm25", "vector"]
+MODES: tuple[str, ...] = ("hybrid", "bm25", "vector")
+# The constant of Cormack et al.; it damps the weight of the very first ranks.
+RRF_K = 60
+
+
+def candidate_depth(k: int) -> int:
+    """How deep each component searches before fusion: a hit ranked 40th by one side can
+    still win if the other ranks it first."""
+    return max(50, 3 * k)
+
+
+def rrf(rankings: list[list[int]], k: int = RRF_K) -> dict[int, float]:
+    scores: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, key in enumerate(ranking, start=1):
+            scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
+    return scores
+
+
+def fused_top(fused: dict[int, float], firsts: list[int], k: int) -> list[int]:
+    """The k best fused ids, with each retriever's first hit among them: RRF ranks a chunk
+    that only one side finds (a paraphrase with no shared words: vector #1, no BM25 rank)
+    below chunks both sides rank mediocre, so a one-sided best hit fell out of the top k."""
+    order = sorted(fused, key=lambda cid: fused[cid], reverse=True)
+    wanted = set(firsts)
+    must = [cid for cid in order if cid in wanted][:k]
+    kept = set(must)
+    rest = [cid for cid in order if cid not in kept][: k - len(must)]
+    return sorted([*must, *rest], key=lambda cid: fused[cid], reverse=True)
+
+
+def fuse(bm25: list[tuple[int, float]], vector: list[tuple[int, float]], k: int, mode: Mode,
+         chunks: Callable[[Iterable[int]], dict[int, Hit]]) -> list[Hit]:
+    """The top `k` hits of one mode from each side's (chunk_id, score) ranking, best first,
+    with each side's rank and score on the hit; `chunks` reads the hits from the record."""
+    if mode == "bm25":
+        fused = {cid: score for cid, score in bm25}
+    elif mode == "vector":
+        fused = {cid: score for cid, score in vector}
+    else:
+        fused = rrf([[cid for cid, _ in bm25], [cid for cid, _ in vector]])
+    firsts = [ranked[0][0] for ranked in (bm25, vector) if ranked]
+    top = (fused_top(fused, firsts, k) if mode == "hybrid"
+           else sorted(fused, key=lambda cid: fused[cid], reverse=True)[:k])
+    rows = chunks(top)
+    bm25_pos = {cid: (rank, score) for rank, (cid, score) in enumerate(bm25, start=1)}
+    vec_pos = {cid: (rank, score) for rank, (cid, score) in enumerate(vector, start=1)}
+    hits = []
+    for cid in top:
+        hit = rows.get(cid)
+        if hit is None:  # index ahead of the record (concurrent delete): skip it
+            continue
+        hit.score = fused[cid]
+        if cid in bm25_pos:
+            hit.bm25_rank, hit.bm25_score = bm25_pos[cid]
+        if cid in vec_pos:
+            hit.vector_rank, hit.vector_score = vec_pos[cid]
+        hits.append(hit)
+    return hits

@@ -1,0 +1,221 @@
+"""`ragloop migrate SRC DST`: copy a knowledge base between SQLite folders and Postgres URLs.
+
+Copies documents, sections, chunks with their vectors (no re-embedding), the embedding cache
+and the meta (embedder name, dim). Either side may be SQLite or Postgres. Documents already in
+DST with the same doc_id are replaced; others are kept. Runs are not copied.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pgvector import Vector
+
+from ragloop.core.errors import EmbedderMismatchError, UserError
+from ragloop.core.types import Chunk, ParsedDocument, SectionText
+from ragloop.storage.factory import open_store
+from ragloop.storage.location import is_postgres_url
+from ragloop.storage.protocols import DocumentWrite
+
+BATCH_CHUNKS = 2000
+# Meta keys that belong to one backend's internals, never copied.
+INTERNAL_META = {"generation", "ts_config", "pg_vector_dim"}
+
+
+@dataclass
+class MigrateReport:
+    documents: int = 0
+    chunks: int = 0
+    embeddings: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    def summary(self) -> str:
+        return (f"copied {self.documents} documents, {self.chunks} chunks and"
+                f" {self.embeddings} cached embeddings in {self.seconds:.1f} s")
+
+
+class _Source:
+    """Read side: meta, whole documents with their chunk vectors, the embedding cache."""
+
+    def meta(self) -> dict[str, str]: ...
+    def documents(self, model: str) -> Iterator[DocumentWrite]: ...
+    def embeddings(self) -> Iterator[tuple[str, str, np.ndarray]]: ...
+    def close(self) -> None: ...
+
+
+def _array(value: Any) -> np.ndarray:
+    """A vector as float32 numpy (pgvector's Vector, a numpy array or a list)."""
+    if isinstance(value, Vector):
+        value = value.to_numpy()
+    return np.asarray(value, dtype=np.float32)
+
+
+def _write(doc_row: tuple, sections: list[tuple], chunks: list[tuple]) -> DocumentWrite:
+    """doc_row (doc_id, title, source, mime, hash); sections (section, title_path, text);
+    chunks (section, section_title, ord, text, embed_hash, vector)."""
+    doc_id, title, source, mime, content_hash = doc_row
+    doc = ParsedDocument(doc_id=doc_id, title=title, source=source, mime=mime,
+                         sections=[SectionText(s, tuple(p), t) for s, p, t in sections])
+    missing = [c for c in chunks if c[5] is None]
+    if missing:
+        raise UserError(f"{doc_id}: {len(missing)} chunk(s) have no stored vector in the"
+                        " source; re-ingest it there first (`ragloop ingest`).")
+    vectors = (np.vstack([_array(c[5]) for c in chunks]) if chunks
+               else np.zeros((0, 0), dtype=np.float32))
+    return DocumentWrite(
+        doc=doc, content_hash=content_hash,
+        chunks=[Chunk(doc_id=doc_id, section=c[0], section_title=c[1], ord=c[2], text=c[3])
+                for c in chunks],
+        vectors=vectors, embed_hashes=[c[4] for c in chunks])
+
+
+class _SqliteSource(_Source):
+    def __init__(self, folder: Path) -> None:
+        from ragloop.storage.sqlite.store import DB_FILE
+
+        db = folder / DB_FILE
+        if not db.exists():
+            raise UserError(f"No knowledge base at {folder} (no {DB_FILE}).")
+        self.db = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+
+    def meta(self) -> dict[str, str]:
+        return dict(self.db.execute("SELECT key, value FROM meta"))
+
+    def documents(self, model: str) -> Iterator[DocumentWrite]:
+        for row in self.db.execute("SELECT doc_id, title, source, mime, content_hash"
+                                   " FROM documents ORDER BY doc_id").fetchall():
+            sections = [(s, json.loads(p), t) for s, p, t in self.db.execute(
+                "SELECT section, title_path, text FROM sections WHERE doc_id=? ORDER BY ord",
+                (row[0],))]
+            chunks = [(sec, st, o, text, h, None if blob is None
+                       else np.frombuffer(blob, dtype=np.float32))
+                      for sec, st, o, text, h, blob in self.db.execute(
+                "SELECT c.section, coalesce(s.title, ''), c.ord, c.text, c.embed_hash, e.vector"
+                " FROM chunks c LEFT JOIN sections s ON s.doc_id = c.doc_id"
+                " AND s.section = c.section"
+                " LEFT JOIN embeddings e ON e.model = ? AND e.hash = c.embed_hash"
+                " WHERE c.doc_id = ? ORDER BY c.id", (model, row[0]))]
+            yield _write(row, sections, chunks)
+
+    def embeddings(self) -> Iterator[tuple[str, str, np.ndarray]]:
+        for model, h, blob in self.db.execute("SELECT model, hash, vector FROM embeddings"):
+            yield model, h, np.frombuffer(blob, dtype=np.float32)
+
+    def close(self) -> None:
+        self.db.close()
+
+
+class _PostgresSource(_Source):
+    def __init__(self, url: str) -> None:
+        from pgvector.psycopg import register_vector
+
+        from ragloop.storage.postgres.store import PostgresStore, connect
+
+        PostgresStore(url).close()  # applies migrations, checks the schema
+        self.conn = connect(url, autocommit=True)
+        register_vector(self.conn)
+
+    def meta(self) -> dict[str, str]:
+        return dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
+
+    def documents(self, model: str) -> Iterator[DocumentWrite]:
+        del model  # the vectors are on the chunks
+        docs = self.conn.execute("SELECT doc_id, title, source, mime, content_hash"
+                                 " FROM documents ORDER BY doc_id COLLATE \"C\"").fetchall()
+        for row in docs:
+            sections = [(s, p if isinstance(p, list) else json.loads(p), t)
+                        for s, p, t in self.conn.execute(
+                "SELECT section, title_path, text FROM sections WHERE doc_id=%s ORDER BY ord",
+                (row[0],)).fetchall()]
+            chunks = self.conn.execute(
+                "SELECT c.section, coalesce(s.title, ''), c.ord, c.text, c.embed_hash,"
+                " c.embedding FROM chunks c LEFT JOIN sections s ON s.doc_id = c.doc_id"
+                " AND s.section = c.section WHERE c.doc_id = %s ORDER BY c.id",
+                (row[0],)).fetchall()
+            yield _write(row, sections, [tuple(c) for c in chunks])
+
+    def embeddings(self) -> Iterator[tuple[str, str, np.ndarray]]:
+        with self.conn.transaction(), self.conn.cursor(name="ragloop_migrate_cache") as cur:
+            cur.execute("SELECT model, hash, vector FROM embeddings")
+            for model, h, blob in cur:
+                yield model, h, np.frombuffer(bytes(blob), dtype=np.float32)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _open_source(location: str) -> _Source:
+    if is_postgres_url(location):
+        return _PostgresSource(location)
+    return _SqliteSource(Path(location))
+
+
+def _batches(docs: Iterator[DocumentWrite], report: MigrateReport
+             ) -> Iterator[list[DocumentWrite]]:
+    batch: list[DocumentWrite] = []
+    size = 0
+    for w in docs:
+        batch.append(w)
+        size += len(w.chunks)
+        report.documents += 1
+        report.chunks += len(w.chunks)
+        if size >= BATCH_CHUNKS:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def migrate(src: str, dst: str) -> MigrateReport:
+    """Copy the knowledge base at `src` into `dst` (folders or postgresql:// URLs)."""
+    if str(src) == str(dst):
+        raise UserError("SRC and DST are the same knowledge base.")
+    started = time.perf_counter()
+    report = MigrateReport()
+    source = _open_source(str(src))
+    try:
+        meta = source.meta()
+        model = meta.get("embedder")
+        if not model:
+            raise UserError(f"{src} has no embedder recorded: it is empty (nothing to copy).")
+        store = open_store(str(dst))
+        try:
+            recorded = store.get_meta("embedder")
+            if recorded and recorded != model:
+                raise EmbedderMismatchError(
+                    f"{dst} was built with the embedder {recorded!r}, {src} with {model!r}:"
+                    " their vectors cannot live together; migrate into an empty knowledge base.")
+            for key, value in meta.items():
+                if key not in INTERNAL_META:
+                    store.set_meta(key, value)
+            pending: dict[str, dict[str, np.ndarray]] = {}
+            count = 0
+            for m, h, v in source.embeddings():
+                pending.setdefault(m, {})[h] = v
+                count += 1
+                if count % 2000 == 0:
+                    for mm, items in pending.items():
+                        store.put_embeddings(mm, items)
+                    pending = {}
+            for mm, items in pending.items():
+                store.put_embeddings(mm, items)
+            report.embeddings = count
+            docs = source.documents(model)
+            store.bulk_load(_batches(docs, report))
+            store.flush()
+        finally:
+            store.close()
+    finally:
+        source.close()
+    report.seconds = time.perf_counter() - started
+    return report

@@ -1,0 +1,148 @@
+"""Runs and their events, stored in the knowledge base's own SQLite file, and the metrics."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from ragloop.core.events import Event, event_from
+from ragloop.core.types import EventKind, RunStatus
+from ragloop.storage.protocols import Metrics
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+  run_id TEXT PRIMARY KEY, question TEXT NOT NULL, status TEXT NOT NULL,
+  route TEXT, route_reason TEXT, driver TEXT, model TEXT, answer TEXT,
+  citations TEXT NOT NULL DEFAULT '[]', usage TEXT NOT NULL DEFAULT '{}',
+  steps INTEGER NOT NULL DEFAULT 0, max_steps INTEGER NOT NULL DEFAULT 0,
+  latency_s REAL, error TEXT, created_at REAL NOT NULL, finished_at REAL);
+CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at);
+CREATE TABLE IF NOT EXISTS events (
+  run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE, seq INTEGER NOT NULL,
+  kind TEXT NOT NULL, step INTEGER NOT NULL, data TEXT NOT NULL, ts REAL NOT NULL,
+  PRIMARY KEY (run_id, seq)) WITHOUT ROWID;
+"""
+
+class SqliteRunStore:
+    def __init__(self, db_path: str | Path) -> None:
+        self.lock = threading.RLock()
+        self.db = sqlite3.connect(str(db_path), check_same_thread=False, isolation_level=None,
+                                  timeout=30)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA foreign_keys=ON")
+        self.db.executescript(SCHEMA)
+
+    def start(self, question: str, *, driver: str = "", model: str = "",
+              max_steps: int = 0, run_id: str | None = None) -> str:
+        run_id = run_id or uuid.uuid4().hex[:12]
+        with self.lock:
+            self.db.execute(
+                "INSERT INTO runs(run_id, question, status, driver, model, max_steps, created_at)"
+                " VALUES (?,?,?,?,?,?,?)",
+                (run_id, question, RunStatus.RUNNING, driver, model, max_steps, time.time()))
+        return run_id
+
+    def add_event(self, run_id: str, event: Event) -> None:
+        with self.lock:
+            self.db.execute(
+                "INSERT OR REPLACE INTO events(run_id, seq, kind, step, data, ts)"
+                " VALUES (?,?,?,?,?,?)",
+                (run_id, event.seq, str(event.kind), event.step,
+                 json.dumps(event.data, ensure_ascii=False, default=str), event.ts))
+
+    def finish(self, run_id: str, result: dict[str, Any]) -> None:
+        with self.lock:
+            self.db.execute(
+                "UPDATE runs SET status=?, route=?, route_reason=?, driver=?, model=?, answer=?,"
+                " citations=?, usage=?, steps=?, latency_s=?, error=?, finished_at=?"
+                " WHERE run_id=?",
+                (result["status"], result.get("route"), result.get("route_reason"),
+                 result.get("driver"), result.get("model"), result.get("answer"),
+                 json.dumps(result.get("citations", [])), json.dumps(result.get("usage", {})),
+                 result.get("steps", 0), result.get("latency_s"), result.get("error"),
+                 time.time(), run_id))
+
+    def _row(self, row: sqlite3.Row | tuple) -> dict[str, Any]:
+        keys = ["run_id", "question", "status", "route", "route_reason", "driver", "model",
+                "answer", "citations", "usage", "steps", "max_steps", "latency_s", "error",
+                "created_at", "finished_at"]
+        run = dict(zip(keys, row, strict=True))
+        run["citations"] = json.loads(run["citations"])
+        run["usage"] = json.loads(run["usage"])
+        return run
+
+    _COLUMNS = ("run_id, question, status, route, route_reason, driver, model, answer,"
+                " citations, usage, steps, max_steps, latency_s, error, created_at, finished_at")
+
+    def get(self, run_id: str) -> dict[str, Any] | None:
+        with self.lock:
+            row = self.db.execute(f"SELECT {self._COLUMNS} FROM runs WHERE run_id=?",
+                                  (run_id,)).fetchone()
+        return self._row(row) if row else None
+
+    def events(self, run_id: str, after_seq: int = -1) -> list[Event]:
+        with self.lock:
+            rows = self.db.execute(
+                "SELECT kind, step, data, ts, seq FROM events WHERE run_id=? AND seq>?"
+                " ORDER BY seq", (run_id, after_seq)).fetchall()
+        return [event_from(k, s, json.loads(d), ts=t, seq=q) for k, s, d, t, q in rows]
+
+    def list(self, limit: int = 20) -> list[dict[str, Any]]:
+        with self.lock:
+            rows = self.db.execute(
+                f"SELECT {self._COLUMNS} FROM runs ORDER BY created_at DESC LIMIT ?",
+                (limit,)).fetchall()
+        return [self._row(r) for r in rows]
+
+    def metrics(self) -> Metrics:
+        """The dashboard figures over finished runs."""
+        with self.lock:
+            rows = self.db.execute(
+                "SELECT status, steps, latency_s, usage FROM runs WHERE status != ?",
+                (RunStatus.RUNNING,)).fetchall()
+            grades = self.db.execute(
+                "SELECT data FROM events WHERE kind=?", (EventKind.GRADE,)).fetchall()
+        n = len(rows)
+        by_status: dict[str, int] = {}
+        for status, *_ in rows:
+            by_status[status] = by_status.get(status, 0) + 1
+        seen = discarded = 0
+        for (data,) in grades:
+            d = json.loads(data)
+            seen += int(d.get("chunks", 0))
+            discarded += int(d.get("chunks", 0)) - int(d.get("kept", 0))
+        return Metrics(
+            runs=n,
+            mean_steps=sum(r[1] for r in rows) / n if n else 0.0,
+            truncated_pct=100.0 * by_status.get(RunStatus.TRUNCATED, 0) / n if n else 0.0,
+            discarded_pct=100.0 * discarded / seen if seen else 0.0,
+            mean_latency_s=sum(r[2] or 0.0 for r in rows) / n if n else 0.0,
+            mean_cost_usd=sum(json.loads(r[3]).get("cost_usd", 0.0) for r in rows) / n if n
+            else 0.0,
+            by_status=by_status,
+        )
+
+    def mark_interrupted(self) -> list[str]:
+        """Mark runs still 'running' (their process died) failed; returns their ids."""
+        with self.lock:
+            ids = [r for (r,) in self.db.execute(
+                "SELECT run_id FROM runs WHERE status=?", (RunStatus.RUNNING,)).fetchall()]
+            self.db.execute(
+                "UPDATE runs SET status=?, error=?, finished_at=? WHERE status=?",
+                (RunStatus.FAILED, "interrupted by server restart", time.time(),
+                 RunStatus.RUNNING))
+        return ids
+
+    @property
+    def queue(self) -> None:
+        """No shared queue: a SQLite knowledge base runs its questions in-process."""
+        return None
+
+    def close(self) -> None:
+        with self.lock:
+            self.db.close()
