@@ -15,6 +15,7 @@ from ragloop.llm.base import ChatModel
 from ragloop.runs.store import RunStore
 from ragloop.tools import SEARCH, Toolbox
 from ragloop.types import EventKind, Hit, RunStatus, StepEvent
+from ragloop.unicode import clean_text
 
 ROUTES = ("auto", "single", "agent")
 DRIVERS = ("tools", "pipeline")
@@ -175,6 +176,7 @@ class Engine:
         settings = self.settings.with_(max_steps=max_steps)
         if settings.max_steps < 2:
             raise ConfigError("--max-steps must be at least 2 (one search and the answer)")
+        question = clean_text(question)  # undecodable bytes of a command-line argument
         comps = Components.from_settings(settings, driver, self.chat, self.grader_chat)
         model_name = comps.chat.name if comps.chat is not None else "offline"
         run_id = self.runs.start(question, driver=comps.driver, model=model_name,

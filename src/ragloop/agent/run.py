@@ -13,6 +13,8 @@ from ragloop.types import EventKind, RunStatus, StepEvent, Usage
 
 log = logging.getLogger("ragloop.agent")
 
+# Characters of a query shown in the one-line log of a tool call.
+QUERY_SHOWN = 200
 BUDGET_NOTICE = "Step budget is over. Answer now with what you have and say what is missing."
 
 
@@ -24,6 +26,8 @@ def log_line(event: StepEvent) -> str | None:
     parts = [f"step={event.step}", f"tool={d.get('tool')}"]
     if "query" in d:
         query = str(d["query"]).replace('"', "'")
+        if len(query) > QUERY_SHOWN:  # a pasted 100 KB question is not echoed back whole
+            query = f"{query[:QUERY_SHOWN]}… ({len(query)} characters)"
         parts.append(f'query="{query}"')
     for key in ("page", "doc_id", "section", "chunks", "kept", "chars", "documents", "error"):
         if key in d:

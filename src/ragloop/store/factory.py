@@ -16,14 +16,15 @@ def is_postgres_url(location: object) -> bool:
     return str(location).startswith(("postgresql://", "postgres://"))
 
 
-def open_store(location: str | Path) -> Store:
+def open_store(location: str | Path, create: bool = True) -> Store:
+    """`create=False` (search, ask, docs): a folder that holds no knowledge base is an error."""
     if is_postgres_url(location):
         from ragloop.store.postgres import PostgresStore
 
         return PostgresStore(str(location))
     from ragloop.store.sqlite import SqliteStore
 
-    return SqliteStore(Path(location))
+    return SqliteStore(Path(location), create=create)
 
 
 def open_run_store(store: Any) -> Any:
