@@ -13,6 +13,7 @@ import pytest
 from reliability_kit import DOCS, assert_consistent, open_kb, top_doc, write_files
 
 from ragloop.errors import UserError
+from ragloop.store.lock import WriteLock
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +71,9 @@ def test_each_index_file_damaged_in_turn_is_rebuilt(template, tmp_path, how) -> 
             for mode in ("bm25", "vector", "hybrid"):
                 assert top_doc(kb, "zanzibar clove harvest", mode) == "a.md", (name, mode)
             assert_consistent(kb)
+            probe = WriteLock(folder)  # a reader that rebuilt does not keep writers out
+            assert probe.try_acquire()
+            probe.release()
         with open_kb(folder) as kb:  # and what was rebuilt was saved
             assert top_doc(kb, "CR123A battery") == "b.md"
             assert_consistent(kb)

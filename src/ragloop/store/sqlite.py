@@ -357,11 +357,17 @@ class SqliteStore:
                 self._fulltext.commit()
             loaded = self._load() if self._saved_generation() == current else None
             if loaded is None:
-                if (self._fulltext is not None and self._vectors is not None
-                        and not self.write_lock.try_acquire()):
-                    # another process is writing: keep answering from what we hold
-                    return self._fulltext, self._vectors
-                loaded = self._rebuild_locked()
+                had = self.write_lock.held
+                if not had and not self.write_lock.try_acquire():
+                    if self._fulltext is not None and self._vectors is not None:
+                        # another process is writing: keep answering from what we hold
+                        return self._fulltext, self._vectors
+                    self.write_lock.acquire()  # nothing to answer from: wait for it
+                try:
+                    loaded = self._rebuild_locked(waited=not had)
+                finally:
+                    if not had:
+                        self.write_lock.release()
                 current = self.generation()
             self._fulltext, self._vectors = loaded
             self._loaded_generation = current
@@ -382,11 +388,10 @@ class SqliteStore:
             return None
         return fulltext, vectors
 
-    def _rebuild_locked(self) -> tuple[FullTextIndex, VectorIndex]:
-        """Rebuild the index folder from the record, holding the write lock meanwhile."""
-        took = self.write_lock.acquire()
+    def _rebuild_locked(self, waited: bool) -> tuple[FullTextIndex, VectorIndex]:
+        """Rebuild the index folder from the record; the caller holds the write lock."""
         try:
-            if took and self._saved_generation() == self.generation():
+            if waited and self._saved_generation() == self.generation():
                 loaded = self._load()  # another writer saved fresh ones while we waited
                 if loaded is not None:
                     return loaded
@@ -406,9 +411,6 @@ class SqliteStore:
         except BaseException:
             self._discard_indexes()
             raise
-        finally:
-            if took:
-                self.write_lock.release()
 
     def _rebuild(self, fulltext: FullTextIndex, vectors: VectorIndex) -> None:
         fulltext.clear()
