@@ -141,3 +141,15 @@ def test_a_symlink_out_of_the_folder_is_skipped_with_a_reason(tmp_path) -> None:
         assert {d.doc_id for d in kb.documents()} == {"a.md", "sub/b.md", "alias.md"}
         [(path, reason)] = report.failed
         assert path.endswith("leak.md") and "outside" in reason
+
+
+def test_eval_corpus_reader_cleans_lone_surrogates_and_names_a_bad_id(tmp_path) -> None:
+    from ragloop.eval.datasets import iter_corpus
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"_id": "ok", "text": "half \ud83d emoji"}) + "\n")
+    [doc] = iter_corpus(corpus)
+    assert "\ufffd" in doc.sections[0].text
+    corpus.write_text(json.dumps({"_id": "bad\ud83d", "text": "x"}) + "\n")
+    with pytest.raises(UserError, match=r"corpus\.jsonl:1"):
+        list(iter_corpus(corpus))
