@@ -19,15 +19,45 @@ from ragloop.ingest.chunking import chunk_document
 from ragloop.ingest.readers import SUPPORTED_SUFFIXES, read_file
 from ragloop.unicode import is_text
 
-FUZZ = settings(derandomize=True, database=None, deadline=None,
-                suppress_health_check=list(HealthCheck))
+FUZZ = settings(
+    derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck)
+)
 TRIED = {"reader inputs": 0, "file names": 0, "queries": 0}
 
 ENCODINGS = ["utf-8", "utf-16", "utf-32", "latin-1", "cp1252", "shift_jis", "koi8-r"]
-MARKUP = ["<h1>", "</h1>", "<h2>", "<p>", "</p>", "<div>", "</div>", "<script>", "<pre>",
-          "<table><tr><td>", "<!--", "-->", "<title>", "# ", "## ", "```", "\n", "\n\n",
-          "- ", "| a | b |", '{"_id": "x", "text": "', '"}', "\ud83d", "\x00", "%PDF-1.4",
-          "word ", "naïve ", "中文 ", "<h1>unclosed ", "&amp;", "&#xD800;"]
+MARKUP = [
+    "<h1>",
+    "</h1>",
+    "<h2>",
+    "<p>",
+    "</p>",
+    "<div>",
+    "</div>",
+    "<script>",
+    "<pre>",
+    "<table><tr><td>",
+    "<!--",
+    "-->",
+    "<title>",
+    "# ",
+    "## ",
+    "```",
+    "\n",
+    "\n\n",
+    "- ",
+    "| a | b |",
+    '{"_id": "x", "text": "',
+    '"}',
+    "\ud83d",
+    "\x00",
+    "%PDF-1.4",
+    "word ",
+    "naïve ",
+    "中文 ",
+    "<h1>unclosed ",
+    "&amp;",
+    "&#xD800;",
+]
 
 texts = st.text(st.characters(codec=None, categories=None), max_size=300)
 soup = st.lists(st.one_of(st.sampled_from(MARKUP), texts), max_size=40).map("".join)
@@ -69,8 +99,10 @@ def test_readers_return_valid_documents_or_a_reader_error(fuzz_dir, data, suffix
 
 names = st.one_of(
     st.binary(min_size=1, max_size=60).map(lambda b: b.replace(b"/", b"_").replace(b"\x00", b"")),
-    st.text(min_size=1, max_size=60).map(lambda t: t.replace("/", "_").replace("\x00", "")
-                                          .encode("utf-8")))
+    st.text(min_size=1, max_size=60).map(
+        lambda t: t.replace("/", "_").replace("\x00", "").encode("utf-8")
+    ),
+)
 
 
 @pytest.fixture(scope="module")
@@ -83,11 +115,12 @@ def fuzz_kb(tmp_path_factory):
     kb.close()
 
 
-@given(raw=st.lists(names, min_size=1, max_size=3, unique=True),
-       suffix=st.sampled_from([b".md", b".txt", b".html", b""]))
+@given(
+    raw=st.lists(names, min_size=1, max_size=3, unique=True),
+    suffix=st.sampled_from([b".md", b".txt", b".html", b""]),
+)
 @settings(FUZZ, max_examples=60)
-def test_any_file_name_is_ingested_or_skipped_with_a_reason(fuzz_kb, fuzz_dir, raw,
-                                                           suffix) -> None:
+def test_any_file_name_is_ingested_or_skipped_with_a_reason(fuzz_kb, fuzz_dir, raw, suffix) -> None:
     folder = fuzz_dir / "names"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir()
@@ -104,22 +137,57 @@ def test_any_file_name_is_ingested_or_skipped_with_a_reason(fuzz_kb, fuzz_dir, r
         made += 1
         TRIED["file names"] += 1
     report = fuzz_kb.ingest([folder])
-    assert report.added + report.updated + report.unchanged + len(report.failed) \
-        + len(report.unsupported) == made
+    assert (
+        report.added
+        + report.updated
+        + report.unchanged
+        + len(report.failed)
+        + len(report.unsupported)
+        == made
+    )
     for path, reason in report.failed:
         assert is_text(path) and is_text(reason)
 
 
 queries = st.one_of(
-    texts, soup,
+    texts,
+    soup,
     st.binary(max_size=200).map(lambda b: b.decode("utf-8", "surrogateescape")),
-    st.lists(st.sampled_from(["(", ")", '"', "*", "~", "^", ":", "AND", "OR", "NOT", " ",
-                              "+", "-", "\\", "zanzibar", "[", "]", "{", "}", "/"]),
-             max_size=40).map("".join))
+    st.lists(
+        st.sampled_from(
+            [
+                "(",
+                ")",
+                '"',
+                "*",
+                "~",
+                "^",
+                ":",
+                "AND",
+                "OR",
+                "NOT",
+                " ",
+                "+",
+                "-",
+                "\\",
+                "zanzibar",
+                "[",
+                "]",
+                "{",
+                "}",
+                "/",
+            ]
+        ),
+        max_size=40,
+    ).map("".join),
+)
 
 
-@given(query=queries, mode=st.sampled_from(["bm25", "vector", "hybrid"]),
-       k=st.integers(min_value=1, max_value=60))
+@given(
+    query=queries,
+    mode=st.sampled_from(["bm25", "vector", "hybrid"]),
+    k=st.integers(min_value=1, max_value=60),
+)
 @settings(FUZZ, max_examples=300)
 def test_any_query_returns_hits_or_a_user_error(fuzz_kb, query, mode, k) -> None:
     TRIED["queries"] += 1

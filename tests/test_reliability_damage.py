@@ -26,8 +26,11 @@ def template(tmp_path_factory):
 
 
 def index_files(folder) -> list[str]:
-    return sorted(str(p.relative_to(folder)) for p in (folder / "index").rglob("*")
-                  if p.is_file() and not p.name.endswith(".lock"))
+    return sorted(
+        str(p.relative_to(folder))
+        for p in (folder / "index").rglob("*")
+        if p.is_file() and not p.name.endswith(".lock")
+    )
 
 
 def truncate(path) -> None:
@@ -55,8 +58,12 @@ DAMAGE = {"truncated": truncate, "garbled": garble, "emptied": zero, "junk": jun
 
 def test_the_template_has_the_files_the_cases_name(template) -> None:
     names = index_files(template)
-    assert {"index/vectors.hnsw", "index/vectors.hnsw.json", "index/state.json",
-            "index/fulltext/meta.json"} <= set(names)
+    assert {
+        "index/vectors.hnsw",
+        "index/vectors.hnsw.json",
+        "index/state.json",
+        "index/fulltext/meta.json",
+    } <= set(names)
     assert len(names) >= 8  # tantivy's segment files too
 
 
@@ -102,9 +109,23 @@ def test_cli_search_on_damaged_indexes_works(template, tmp_path) -> None:
     shutil.copytree(template, folder)
     truncate(folder / "index" / "vectors.hnsw")
     junk(folder / "index" / "fulltext" / "meta.json")
-    res = subprocess.run([sys.executable, "-m", "ragloop.cli", "search", "zanzibar", "--mode",
-                          "bm25", "--kb", str(folder), "--json"],
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ragloop.cli",
+            "search",
+            "zanzibar",
+            "--mode",
+            "bm25",
+            "--kb",
+            str(folder),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0 and '"a.md"' in res.stdout, res.stderr
 
 
@@ -127,7 +148,11 @@ def test_a_damaged_ragloop_db_is_not_a_knowledge_base(template, tmp_path, how) -
             other.execute("CREATE TABLE documents (name TEXT)")
     with pytest.raises(UserError, match="not a ragloop knowledge base"):
         open_kb(folder)
-    res = subprocess.run([sys.executable, "-m", "ragloop.cli", "docs", "--kb", str(folder)],
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "ragloop.cli", "docs", "--kb", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 2 and "not a ragloop knowledge base" in res.stderr
     assert "Traceback" not in res.stderr

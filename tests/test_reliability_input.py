@@ -19,8 +19,13 @@ from ragloop.types import EventKind, StepEvent
 
 
 def cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ragloop.cli", *args], capture_output=True,
-                          text=True, timeout=300, env={**os.environ, **env})
+    return subprocess.run(
+        [sys.executable, "-m", "ragloop.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **env},
+    )
 
 
 @pytest.fixture
@@ -35,8 +40,9 @@ def kb_folder(tmp_path):
 
 
 def test_a_non_utf8_file_name_is_skipped_and_the_good_files_go_in(tmp_path) -> None:
-    docs = write_files(tmp_path / "docs", {f"g{i}.md": f"# G{i}\n\nGood file number {i}.\n"
-                                           for i in range(14)})
+    docs = write_files(
+        tmp_path / "docs", {f"g{i}.md": f"# G{i}\n\nGood file number {i}.\n" for i in range(14)}
+    )
     (docs / os.fsdecode(b"bad\xff.md")).write_text("# Bad\n\nA bad name.\n")
     with open_kb(tmp_path / "kb") as kb:
         report = kb.ingest([docs])
@@ -48,9 +54,11 @@ def test_a_non_utf8_file_name_is_skipped_and_the_good_files_go_in(tmp_path) -> N
 
 
 def test_lone_surrogates_in_a_beir_corpus(tmp_path) -> None:
-    lines = [{"_id": "ok1", "title": "Good", "text": "A good line about cloves."},
-             {"_id": "emoji\ud83d", "text": "lone surrogate in the id"},
-             {"_id": "ok2", "title": "Half \ud83d emoji", "text": "text with \udc80 inside"}]
+    lines = [
+        {"_id": "ok1", "title": "Good", "text": "A good line about cloves."},
+        {"_id": "emoji\ud83d", "text": "lone surrogate in the id"},
+        {"_id": "ok2", "title": "Half \ud83d emoji", "text": "text with \udc80 inside"},
+    ]
     corpus = tmp_path / "beir" / "corpus.jsonl"
     corpus.parent.mkdir()
     corpus.write_text("\n".join(json.dumps(x) for x in lines) + "\n")  # "\ud83d" escapes
@@ -67,9 +75,21 @@ def test_undecodable_bytes_in_a_question(kb_folder) -> None:
         for mode in ("bm25", "vector", "hybrid"):
             assert top_doc(kb, "zanzibar \udcff harvest", mode) == "a.md"
     # through the CLI, where the shell passes the raw byte (surrogateescape in sys.argv)
-    res = subprocess.run([sys.executable, "-m", "ragloop.cli", "search",
-                          b"zanzibar \xff harvest", "--mode", "bm25", "--kb", str(kb_folder)],
-                         capture_output=True, timeout=120)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ragloop.cli",
+            "search",
+            b"zanzibar \xff harvest",
+            "--mode",
+            "bm25",
+            "--kb",
+            str(kb_folder),
+        ],
+        capture_output=True,
+        timeout=120,
+    )
     assert res.returncode == 0 and b"a.md" in res.stdout, res.stderr
 
 
@@ -78,8 +98,9 @@ def test_undecodable_bytes_in_a_question(kb_folder) -> None:
 
 def test_identical_chunks_of_a_document_are_stored_once(tmp_path) -> None:
     para = "The quarterly report of the zanzibar clove harvest shows steady growth.\n\n"
-    docs = write_files(tmp_path / "docs", {"rep.txt": para * 3000,
-                                           "other.md": "# Other\n\nNutmeg exports fell.\n"})
+    docs = write_files(
+        tmp_path / "docs", {"rep.txt": para * 3000, "other.md": "# Other\n\nNutmeg exports fell.\n"}
+    )
     with open_kb(tmp_path / "kb") as kb:
         kb.ingest([docs])
         counts = {d.doc_id: d.chunks for d in kb.documents()}
@@ -100,8 +121,10 @@ def test_deeply_nested_html_is_read_in_linear_time() -> None:
 
 
 def test_an_unclosed_h1_does_not_swallow_the_page() -> None:
-    html = ("<html><body><h1>Clove report<p>The harvest was early this year.</p>"
-            "<p>Exports grew.</p></body></html>")
+    html = (
+        "<html><body><h1>Clove report<p>The harvest was early this year.</p>"
+        "<p>Exports grew.</p></body></html>"
+    )
     title, _, heads = html_blocks(html)
     assert title == "Clove report"
     assert heads[0][1] == "Clove report" and "Exports grew." in heads[0][2]
@@ -124,16 +147,20 @@ def test_cli_rejects_k_0_and_a_mistyped_kb(kb_folder, tmp_path) -> None:
 
 
 def test_a_long_question_is_not_echoed_whole() -> None:
-    event = StepEvent(step=1, kind=EventKind.TOOL_CALL,
-                      data={"tool": "search_knowledge_base", "query": "clove " * 20_000})
+    event = StepEvent(
+        step=1,
+        kind=EventKind.TOOL_CALL,
+        data={"tool": "search_knowledge_base", "query": "clove " * 20_000},
+    )
     line = log_line(event)
     assert line is not None and len(line) < QUERY_SHOWN + 200 and "120000 characters" in line
 
 
 def test_a_symlink_out_of_the_folder_is_skipped_with_a_reason(tmp_path) -> None:
     outside = write_files(tmp_path / "secret", {"key.md": "# Key\n\nThe secret key.\n"})
-    docs = write_files(tmp_path / "docs", {"a.md": "# A\n\nInside text.\n",
-                                           "sub/b.md": "# B\n\nLinked inside.\n"})
+    docs = write_files(
+        tmp_path / "docs", {"a.md": "# A\n\nInside text.\n", "sub/b.md": "# B\n\nLinked inside.\n"}
+    )
     (docs / "leak.md").symlink_to(outside / "key.md")
     (docs / "alias.md").symlink_to(docs / "sub" / "b.md")  # inside: read
     with open_kb(tmp_path / "kb") as kb:

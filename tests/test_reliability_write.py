@@ -53,12 +53,13 @@ def test_a_bad_file_name_then_another_ingest_keeps_search_right(tmp_path) -> Non
         assert_consistent(kb)
 
 
-def test_a_jsonl_whose_second_line_is_bad_keeps_the_update_searchable(kb_folder,
-                                                                     tmp_path) -> None:
+def test_a_jsonl_whose_second_line_is_bad_keeps_the_update_searchable(kb_folder, tmp_path) -> None:
     """The issue's HTTP repro: line 1 updates an existing doc, line 2 has a lone-surrogate
     _id. Before, the batch died and the updated doc vanished from search for good."""
-    lines = [json.dumps({"_id": "a.md", "text": "The nutmeg harvest replaced cloves."}),
-             '{"_id": "bad\\udc80", "text": "lone surrogate"}']
+    lines = [
+        json.dumps({"_id": "a.md", "text": "The nutmeg harvest replaced cloves."}),
+        '{"_id": "bad\\udc80", "text": "lone surrogate"}',
+    ]
     up = tmp_path / "up"
     up.mkdir()
     (up / "data.jsonl").write_text("\n".join(lines) + "\n")
@@ -106,14 +107,20 @@ def fail_on_call(monkeypatch, cls, name: str, nth: int) -> None:
     monkeypatch.setattr(cls, name, failing)
 
 
-@pytest.mark.parametrize(("cls", "name", "nth"), FAULTS,
-                         ids=[f"{c.__name__}.{n}#{i}" for c, n, i in FAULTS])
+@pytest.mark.parametrize(
+    ("cls", "name", "nth"), FAULTS, ids=[f"{c.__name__}.{n}#{i}" for c, n, i in FAULTS]
+)
 def test_a_fault_at_any_stage_of_a_write_leaves_indexes_matching_the_record(
-        kb_folder, tmp_path, monkeypatch, cls, name, nth) -> None:
-    edits = write_files(tmp_path / "docs", {
-        **DOCS,
-        "a.md": "# Harvest\n\nThe nutmeg harvest replaced the zanzibar cloves.\n",
-        "d.md": "# Ferry\n\nThe ferry timetable changes in winter.\n"})
+    kb_folder, tmp_path, monkeypatch, cls, name, nth
+) -> None:
+    edits = write_files(
+        tmp_path / "docs",
+        {
+            **DOCS,
+            "a.md": "# Harvest\n\nThe nutmeg harvest replaced the zanzibar cloves.\n",
+            "d.md": "# Ferry\n\nThe ferry timetable changes in winter.\n",
+        },
+    )
     monkeypatch.setattr(pipeline, "WRITE_BATCH_CHUNKS", 1)  # several batches per ingest
     kb = open_kb(kb_folder)
     with monkeypatch.context() as m:
@@ -130,8 +137,9 @@ def test_a_fault_at_any_stage_of_a_write_leaves_indexes_matching_the_record(
         kb.ingest([edits])  # and a plain re-ingest finishes the work
         assert_consistent(kb)
         assert top_doc(kb, "nutmeg") == "a.md" and top_doc(kb, "ferry") == "d.md"
-        assert top_doc(kb, "Harvest nutmeg harvest replaced the zanzibar cloves",
-                       "vector") == "a.md"
+        assert (
+            top_doc(kb, "Harvest nutmeg harvest replaced the zanzibar cloves", "vector") == "a.md"
+        )
 
 
 def test_a_fault_while_removing_a_document(kb_folder, monkeypatch) -> None:
@@ -144,12 +152,16 @@ def test_a_fault_while_removing_a_document(kb_folder, monkeypatch) -> None:
         assert top_doc(kb, "zanzibar") == "a.md"
 
 
-def test_two_ingests_into_one_kb_at_once_both_finish(kb_folder, tmp_path,
-                                                     monkeypatch) -> None:
+def test_two_ingests_into_one_kb_at_once_both_finish(kb_folder, tmp_path, monkeypatch) -> None:
     """Before: the second writer died on tantivy's LockBusy; now it waits its turn."""
     monkeypatch.setattr(pipeline, "WRITE_BATCH_CHUNKS", 1)
-    sets = [write_files(tmp_path / f"set{i}", {f"s{i}/{j}.md": f"# T{i}{j}\n\nword{i}x{j} text.\n"
-                                                for j in range(6)}) for i in range(2)]
+    sets = [
+        write_files(
+            tmp_path / f"set{i}",
+            {f"s{i}/{j}.md": f"# T{i}{j}\n\nword{i}x{j} text.\n" for j in range(6)},
+        )
+        for i in range(2)
+    ]
     errors: list[BaseException] = []
 
     def run(folder) -> None:
@@ -172,7 +184,8 @@ def test_two_ingests_into_one_kb_at_once_both_finish(kb_folder, tmp_path,
 
 
 def test_a_writer_that_waits_too_long_says_another_ingest_is_running(
-        kb_folder, tmp_path, monkeypatch) -> None:
+    kb_folder, tmp_path, monkeypatch
+) -> None:
     monkeypatch.setenv("RAGLOOP_LOCK_WAIT", "0.3")
     docs = write_files(tmp_path / "new", {"n.md": "# New\n\nA new document.\n"})
     holder = WriteLock(kb_folder)
@@ -196,8 +209,11 @@ def test_cli_ingest_blocked_by_another_writer_is_a_clear_error(tmp_path) -> None
     try:
         res = subprocess.run(
             [sys.executable, "-m", "ragloop.cli", "ingest", str(docs), "--kb", str(folder)],
-            capture_output=True, text=True, timeout=300,
-            env={**os.environ, "RAGLOOP_LOCK_WAIT": "0.3"})
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "RAGLOOP_LOCK_WAIT": "0.3"},
+        )
     finally:
         holder.release()
     assert res.returncode == 2 and "Another ingest" in res.stderr, res.stderr

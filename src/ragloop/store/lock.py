@@ -66,7 +66,8 @@ class WriteLock:
                 raise UserError(
                     f"Another ingest into {self.folder} is running (it holds {self.path}):"
                     f" waited {wait_s:.0f} s. Run this again when it has finished"
-                    " (RAGLOOP_LOCK_WAIT sets how many seconds to wait).")
+                    " (RAGLOOP_LOCK_WAIT sets how many seconds to wait)."
+                )
             time.sleep(0.1)
         return True
 
