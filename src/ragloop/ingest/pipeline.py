@@ -147,6 +147,10 @@ def ingest_paths(store: Store, embedder: Callable[[], Embedder], paths: Iterable
     known = store.content_hashes()
     seen: set[str] = set()
     files = list(iter_files(paths))
+
+    def fail(path: Path, reason: str) -> None:
+        report.failed.append((shown(path), shown(reason)))
+
     batch = _Batch()
 
     def flush() -> None:
@@ -178,7 +182,7 @@ def ingest_paths(store: Store, embedder: Callable[[], Embedder], paths: Iterable
         for path, doc_id, skip in files:
             bar.update(task, advance=1, name=shown(doc_id)[-50:])
             if skip is not None:
-                report.failed.append((shown(path), skip))
+                fail(path, skip)
                 continue
             if path.suffix.lower() not in SUPPORTED_SUFFIXES:
                 report.unsupported.append(shown(path))
@@ -186,18 +190,18 @@ def ingest_paths(store: Store, embedder: Callable[[], Embedder], paths: Iterable
             try:
                 docs = read_file(path, doc_id)
             except ReaderError as exc:
-                report.failed.append((shown(path), str(exc)))
+                fail(path, str(exc))
                 continue
             except Exception as exc:  # a reader bug must not lose the rest of the folder
-                report.failed.append((shown(path), f"unexpected {type(exc).__name__}: {exc}"))
+                fail(path, f"unexpected {type(exc).__name__}: {exc}")
                 continue
             for doc in docs:
                 problem = _doc_problem(doc)
                 if problem is not None:
-                    report.failed.append((shown(path), problem))
+                    fail(path, problem)
                     continue
                 if doc.doc_id in seen:
-                    report.failed.append((shown(path), f"duplicate doc_id {doc.doc_id!r} skipped"))
+                    fail(path, f"duplicate doc_id {doc.doc_id!r} skipped")
                     continue
                 seen.add(doc.doc_id)
                 content_hash = document_hash(doc, settings)
@@ -207,7 +211,7 @@ def ingest_paths(store: Store, embedder: Callable[[], Embedder], paths: Iterable
                 chunks = unique_chunks(
                     doc, chunk_document(doc, settings.chunk_tokens, settings.chunk_overlap))
                 if not chunks:
-                    report.failed.append((shown(path), f"{doc.doc_id}: no text to index"))
+                    fail(path, f"{doc.doc_id}: no text to index")
                     continue
                 batch.add(doc, content_hash, chunks, doc.doc_id not in known)
                 if batch.size >= WRITE_BATCH_CHUNKS:
