@@ -12,7 +12,7 @@ Data:
 For each mixing weight W_VEC and threshold, the grader's keep rule (`select`: ≥ threshold,
 else the best hit if ≥ floor) is applied per question; precision / recall / F1 over all
 pairs are printed per dataset, and the setting with the best mean F1 across datasets is
-chosen. Hardcode the chosen figures in src/ragloop/agent/grader_local.py.
+chosen. Hardcode the chosen figures in src/ragloop/offline/grader.py.
 
     .venv/bin/python benchmarks/grader_calibration.py [--n 150] [--pool 1500]
 """

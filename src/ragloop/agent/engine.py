@@ -14,6 +14,7 @@ from ragloop.core.decisions import Answerer, Grader, Planner, Rewriter, Route
 from ragloop.core.errors import ConfigError, ModelRefused, RunFailed, ToolError
 from ragloop.core.events import AnswerEvent, ErrorEvent, Event, RouteEvent, ToolCallEvent
 from ragloop.core.types import Hit, RunStatus
+from ragloop.core.unicode import clean_text
 from ragloop.kb import KnowledgeBase
 from ragloop.llm.base import ChatModel
 from ragloop.storage.protocols import RunStore
@@ -179,6 +180,7 @@ class Engine:
         settings = self.settings.with_(max_steps=max_steps)
         if settings.max_steps < 2:
             raise ConfigError("--max-steps must be at least 2 (one search and the answer)")
+        question = clean_text(question)  # undecodable bytes of a command-line argument
         comps = Components.from_settings(settings, driver, self.chat, self.grader_chat)
         model_name = comps.chat.name if comps.chat is not None else "offline"
         run_id = self.runs.start(question, driver=comps.driver, model=model_name,

@@ -14,6 +14,8 @@ from ragloop.core.types import RunStatus, Usage
 
 log = logging.getLogger("ragloop.agent")
 
+# Characters of a query shown in the one-line log of a tool call.
+QUERY_SHOWN = 200
 BUDGET_NOTICE = "Step budget is over. Answer now with what you have and say what is missing."
 
 
@@ -25,6 +27,8 @@ def log_line(event: Event) -> str | None:
     parts = [f"step={event.step}", f"tool={event.tool}"]
     if "query" in d:
         query = str(d["query"]).replace('"', "'")
+        if len(query) > QUERY_SHOWN:  # a pasted 100 KB question is not echoed back whole
+            query = f"{query[:QUERY_SHOWN]}… ({len(query)} characters)"
         parts.append(f'query="{query}"')
     for key in ("page", "doc_id", "section", "chunks", "kept", "chars", "documents", "error"):
         if key in d:

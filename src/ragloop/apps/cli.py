@@ -41,11 +41,12 @@ def settings_for(kb: str | Path | None, **changes: object) -> Settings:
     return Settings.from_env().with_(kb=str(kb) if kb else None, **changes)
 
 
-def open_kb(kb: str | None, embedder: str | None = None):
+def open_kb(kb: str | None, embedder: str | None = None, create: bool = False):
+    """Only ingest creates a knowledge base: elsewhere a mistyped --kb is an error."""
     from ragloop.kb import KnowledgeBase
 
     settings = settings_for(kb, embedder=embedder)
-    return KnowledgeBase.open(settings.kb, settings)
+    return KnowledgeBase.open(settings.kb, settings, create=create)
 
 
 def emit_json(obj: object) -> None:
@@ -56,7 +57,7 @@ def emit_json(obj: object) -> None:
 def ingest(paths: Annotated[list[Path], typer.Argument(help="Files or folders (recursive).")],
            kb: KbOpt = None, embedder: EmbedderOpt = None, as_json: JsonOpt = False) -> None:
     """Add or update documents; unchanged files are skipped by content hash."""
-    with open_kb(kb, embedder) as base:
+    with open_kb(kb, embedder, create=True) as base:
         report = base.ingest(paths, progress=not as_json and err.is_terminal)
     if as_json:
         emit_json(report.to_dict())
@@ -195,7 +196,7 @@ def ask(question: str,
     from ragloop.kb import KnowledgeBase
 
     settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url)
-    with KnowledgeBase.open(settings.kb, settings) as base:
+    with KnowledgeBase.open(settings.kb, settings, create=False) as base:
         engine = Engine(base, settings)
         try:
             result = engine.ask(question, route=route, driver=driver, max_steps=max_steps,

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ragloop.core.errors import UserError
 from ragloop.core.types import ParsedDocument, SectionText
+from ragloop.core.unicode import clean_text, is_text
 
 if TYPE_CHECKING:
     from ragloop.kb import KnowledgeBase
@@ -280,8 +281,12 @@ def iter_corpus(path: Path) -> Iterator[ParsedDocument]:
     for line_no, obj in _read_jsonl(path):
         if "_id" not in obj:
             raise UserError(f"{path}:{line_no}: a corpus record needs \"_id\"")
-        title = str(obj.get("title") or "").strip()
-        text = str(obj.get("text") or "").strip()
+        if not is_text(str(obj["_id"])):
+            raise UserError(f"{path}:{line_no}: the \"_id\" holds a lone surrogate escape"
+                            " (not valid Unicode); fix that line")
+        # a lone surrogate in the text cannot be stored: U+FFFD, as `ragloop ingest` does
+        title = clean_text(obj.get("title") or "").strip()
+        text = clean_text(obj.get("text") or "").strip()
         if not text and not title:
             continue
         yield ParsedDocument(doc_id=str(obj["_id"]), title=title or str(obj["_id"]),
@@ -296,7 +301,7 @@ def ingest_corpus(kb: KnowledgeBase, corpus: Path, progress: bool = False,
 
     from ragloop.embed.cache import text_hash
     from ragloop.ingest.chunking import chunk_document
-    from ragloop.ingest.pipeline import document_hash, embed_text
+    from ragloop.ingest.pipeline import document_hash, embed_text, unique_chunks
     from ragloop.storage.protocols import DocumentWrite
 
     known = kb.store.content_hashes()
@@ -330,7 +335,8 @@ def ingest_corpus(kb: KnowledgeBase, corpus: Path, progress: bool = False,
         task = bar.add_task("docs", total=len(todo))
         size = 0
         for doc in todo:
-            chunks = chunk_document(doc, settings.chunk_tokens, settings.chunk_overlap)
+            chunks = unique_chunks(
+                doc, chunk_document(doc, settings.chunk_tokens, settings.chunk_overlap))
             bar.update(task, advance=1)
             if not chunks:
                 continue

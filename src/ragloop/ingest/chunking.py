@@ -11,7 +11,8 @@ back, moved forward to a sentence start inside the overlap when there is one.
 from __future__ import annotations
 
 import re
-from bisect import bisect_left, bisect_right
+
+import numpy as np
 
 from ragloop.core.types import Chunk, ParsedDocument
 from ragloop.embed.model_files import local_tokenizer
@@ -20,33 +21,34 @@ _PARAGRAPH = re.compile(r"\n[ \t]*\n\s*")
 _SENTENCE = re.compile(r"(?<=[.!?…])[\"'”’)\]]*\s+|\n\s*")
 
 
-def _token_index(starts: list[int], chars: list[int]) -> list[int]:
+def _token_index(starts: np.ndarray, chars: list[int]) -> np.ndarray:
     """Token indexes at which the given character positions begin (sorted, unique)."""
-    return sorted({bisect_left(starts, c) for c in chars})
+    return np.unique(np.searchsorted(starts, np.asarray(chars, dtype=np.int64), side="left"))
 
 
-def _last_in(points: list[int], lo: int, hi: int) -> int | None:
+def _last_in(points: np.ndarray, lo: int, hi: int) -> int | None:
     """The largest point p with lo < p <= hi, or None."""
-    k = bisect_right(points, hi) - 1
-    return points[k] if k >= 0 and points[k] > lo else None
+    k = int(np.searchsorted(points, hi, side="right")) - 1
+    return int(points[k]) if k >= 0 and points[k] > lo else None
 
 
-def _first_in(points: list[int], lo: int, hi: int) -> int | None:
+def _first_in(points: np.ndarray, lo: int, hi: int) -> int | None:
     """The smallest point p with lo <= p < hi, or None."""
-    k = bisect_left(points, lo)
-    return points[k] if k < len(points) and points[k] < hi else None
+    k = int(np.searchsorted(points, lo, side="left"))
+    return int(points[k]) if k < len(points) and points[k] < hi else None
 
 
-def split_windows(text: str, offsets: list[tuple[int, int]], max_tokens: int,
+def split_windows(text: str, offsets: np.ndarray, max_tokens: int,
                   overlap: int) -> list[tuple[int, int]]:
-    """(start_char, end_char) of each window over `text`, given its token offsets."""
+    """(start_char, end_char) of each window over `text`, given its token offsets (an (n, 2)
+    array: a 50 MB section has ten million tokens, too many for Python tuples)."""
     n = len(offsets)
     if n <= max_tokens:
         return [(0, len(text))]
-    starts = [a for a, _ in offsets]
+    starts = np.ascontiguousarray(offsets[:, 0])
     paragraphs = _token_index(starts, [m.end() for m in _PARAGRAPH.finditer(text)])
     sentences = _token_index(starts, [m.end() for m in _SENTENCE.finditer(text)])
-    words = [i for i in range(1, n) if offsets[i][0] > offsets[i - 1][1]]
+    words = np.flatnonzero(offsets[1:, 0] > offsets[:-1, 1]) + 1
     windows: list[tuple[int, int]] = []
     start = 0
     while start < n:
@@ -58,8 +60,8 @@ def split_windows(text: str, offsets: list[tuple[int, int]], max_tokens: int,
                    or _last_in(sentences, start + max_tokens // 3, limit)
                    or _last_in(words, start, limit)
                    or limit)
-        char_end = offsets[end][0] if end < n else len(text)
-        windows.append((offsets[start][0], char_end))
+        char_end = int(offsets[end, 0]) if end < n else len(text)
+        windows.append((int(offsets[start, 0]), char_end))
         if end >= n:
             break
         back = max(end - overlap, start + 1)
@@ -87,21 +89,27 @@ def _pieces(text: str) -> list[int]:
     return cuts
 
 
-def section_offsets(texts: list[str]) -> list[list[tuple[int, int]]]:
-    """Token character offsets of each text (MiniLM tokenizer, no special tokens)."""
+# Pieces per tokenizer call: enough to keep the cores busy, few enough that the encodings
+# of a 50 MB file are not all alive at once.
+PIECES_PER_CALL = 256
+
+
+def section_offsets(texts: list[str]) -> list[np.ndarray]:
+    """Token character offsets of each text, an (n, 2) int64 array (MiniLM tokenizer, no
+    special tokens)."""
     jobs: list[tuple[int, int, int]] = []  # (text index, start, end)
     for k, text in enumerate(texts):
         cuts = _pieces(text)
         jobs.extend((k, a, b) for a, b in zip(cuts, [*cuts[1:], len(text)], strict=True))
-    encodings = local_tokenizer().encode_batch([texts[k][a:b] for k, a, b in jobs],
-                                               add_special_tokens=False)
-    out: list[list[tuple[int, int]]] = [[] for _ in texts]
-    for (k, a, _), enc in zip(jobs, encodings, strict=True):
-        if a:
-            out[k].extend((x + a, y + a) for x, y in enc.offsets)
-        else:
-            out[k].extend(enc.offsets)
-    return out
+    parts: list[list[np.ndarray]] = [[] for _ in texts]
+    tokenizer = local_tokenizer()
+    for lo in range(0, len(jobs), PIECES_PER_CALL):
+        group = jobs[lo:lo + PIECES_PER_CALL]
+        encodings = tokenizer.encode_batch([texts[k][a:b] for k, a, b in group],
+                                           add_special_tokens=False)
+        for (k, a, _), enc in zip(group, encodings, strict=True):
+            parts[k].append(np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2) + a)
+    return [np.concatenate(p) if p else np.zeros((0, 2), dtype=np.int64) for p in parts]
 
 
 def chunk_document(doc: ParsedDocument, max_tokens: int = 200, overlap: int = 40) -> list[Chunk]:

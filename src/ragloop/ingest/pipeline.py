@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ragloop.core.config import Settings
 from ragloop.core.errors import ReaderError, UserError
 from ragloop.core.types import Chunk, ParsedDocument
+from ragloop.core.unicode import clean_text, is_text
 from ragloop.embed.cache import CachedEmbedder, text_hash
 from ragloop.ingest.chunking import chunk_document
 from ragloop.ingest.readers import SUPPORTED_SUFFIXES, read_file
@@ -59,21 +60,64 @@ class IngestReport:
         return text
 
 
-def iter_files(paths: Iterable[str | Path]) -> Iterator[tuple[Path, str]]:
-    """(file, doc_id) for every file under `paths`; doc_id is the path relative to the root
-    given (a folder) or the file name (a file), with forward slashes."""
+def iter_files(paths: Iterable[str | Path]) -> Iterator[tuple[Path, str, str | None]]:
+    """(file, doc_id, reason to skip it or None) for every file under `paths`; doc_id is the
+    path relative to the root given (a folder) or the file name (a file), with forward
+    slashes. Skipped: names that are not valid UTF-8 (a doc_id must be text), and symlinks
+    that lead out of the folder (ingesting a folder must not pull in files from elsewhere;
+    a link inside it is read as the file it points to)."""
     for raw in paths:
         root = Path(raw)
         if not root.exists():
             raise UserError(f"{root}: no such file or folder")
         if root.is_file():
-            yield root, root.name
+            yield root, root.name, _name_problem(root.name)
             continue
+        real_root = root.resolve()
         for path in sorted(root.rglob("*")):
             rel = path.relative_to(root)
             if any(part.startswith(".") for part in rel.parts) or not path.is_file():
                 continue
-            yield path, rel.as_posix()
+            doc_id = rel.as_posix()
+            reason = _name_problem(doc_id)
+            if reason is None and not path.resolve().is_relative_to(real_root):
+                reason = (f"a symlink to {path.resolve()}, outside {root}: not followed"
+                          " (copy the file into the folder to ingest it)")
+            yield path, doc_id, reason
+
+
+def _name_problem(name: str) -> str | None:
+    if is_text(name):
+        return None
+    return "its name is not valid UTF-8 (rename the file to ingest it)"
+
+
+def shown(value: str | Path) -> str:
+    """A path fit to print and to put in JSON: undecodable bytes become U+FFFD."""
+    return clean_text(value)
+
+
+def _doc_problem(doc: ParsedDocument) -> str | None:
+    fields = [doc.doc_id, doc.title, doc.source]
+    for s in doc.sections:
+        fields += [s.section, s.title, s.text, *s.title_path]
+    if all(is_text(f) for f in fields):
+        return None
+    return f"{doc.doc_id!r}: text that is not valid Unicode (a lone surrogate); skipped"
+
+
+def unique_chunks(doc: ParsedDocument, chunks: list[Chunk]) -> list[Chunk]:
+    """A document's chunks without repeats of the same text under the same titles: a file
+    that repeats one paragraph 70,000 times is stored, embedded and indexed once per distinct
+    chunk (identical vectors by the thousand also clog the HNSW graph)."""
+    seen: set[str] = set()
+    out = []
+    for c in chunks:
+        key = embed_text(doc, c)
+        if key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out
 
 
 def document_hash(doc: ParsedDocument, settings: Settings) -> str:
@@ -113,6 +157,10 @@ def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: It
     known = store.content_hashes()
     seen: set[str] = set()
     files = list(iter_files(paths))
+
+    def fail(path: Path, reason: str) -> None:
+        report.failed.append((shown(path), shown(reason)))
+
     batch = _Batch()
 
     def flush() -> None:
@@ -141,22 +189,29 @@ def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: It
                    disable=not progress, transient=True)
     with bar:
         task = bar.add_task("files", total=len(files), name="")
-        for path, doc_id in files:
-            bar.update(task, advance=1, name=doc_id[-50:])
+        for path, doc_id, skip in files:
+            bar.update(task, advance=1, name=shown(doc_id)[-50:])
+            if skip is not None:
+                fail(path, skip)
+                continue
             if path.suffix.lower() not in SUPPORTED_SUFFIXES:
-                report.unsupported.append(str(path))
+                report.unsupported.append(shown(path))
                 continue
             try:
                 docs = read_file(path, doc_id)
             except ReaderError as exc:
-                report.failed.append((str(path), str(exc)))
+                fail(path, str(exc))
                 continue
             except Exception as exc:  # a reader bug must not lose the rest of the folder
-                report.failed.append((str(path), f"unexpected {type(exc).__name__}: {exc}"))
+                fail(path, f"unexpected {type(exc).__name__}: {exc}")
                 continue
             for doc in docs:
+                problem = _doc_problem(doc)
+                if problem is not None:
+                    fail(path, problem)
+                    continue
                 if doc.doc_id in seen:
-                    report.failed.append((str(path), f"duplicate doc_id {doc.doc_id!r} skipped"))
+                    fail(path, f"duplicate doc_id {doc.doc_id!r} skipped")
                     continue
                 seen.add(doc.doc_id)
                 content_hash = document_hash(doc, settings)
@@ -167,9 +222,10 @@ def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: It
                 if known.get(doc.doc_id) == content_hash:
                     report.unchanged += 1
                     continue
-                chunks = chunk_document(doc, settings.chunk_tokens, settings.chunk_overlap)
+                chunks = unique_chunks(
+                    doc, chunk_document(doc, settings.chunk_tokens, settings.chunk_overlap))
                 if not chunks:
-                    report.failed.append((str(path), f"{doc.doc_id}: no text to index"))
+                    fail(path, f"{doc.doc_id}: no text to index")
                     continue
                 batch.add(doc, content_hash, chunks, doc.doc_id not in known)
                 if batch.size >= WRITE_BATCH_CHUNKS:

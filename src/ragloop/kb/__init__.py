@@ -6,8 +6,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ragloop.core.config import LOCAL_EMBEDDER, Settings
-from ragloop.core.errors import EmbedderMismatchError, NotFoundError
+from ragloop.core.errors import EmbedderMismatchError, NotFoundError, UserError
 from ragloop.core.types import DocumentInfo, Hit, SectionInfo
+from ragloop.core.unicode import clean_text
 from ragloop.embed.base import Embedder
 from ragloop.embed.cache import CachedEmbedder
 from ragloop.ingest.pipeline import Admit, IngestReport, ingest_paths
@@ -41,10 +42,11 @@ class KnowledgeBase:
 
     @classmethod
     def open(cls, path: str | Path | None = None, settings: Settings | None = None,
-             embedder: Embedder | None = None) -> KnowledgeBase:
-        """`path`: a folder (SQLite) or a postgresql:// URL (Postgres)."""
+             embedder: Embedder | None = None, create: bool = True) -> KnowledgeBase:
+        """`path`: a folder (SQLite) or a postgresql:// URL (Postgres). `create=False`: a
+        folder without a knowledge base is a UserError instead of a new empty one."""
         settings = settings or Settings.from_env()
-        store = open_store(path or settings.kb)
+        store = open_store(path or settings.kb, create=create)
         try:
             return cls(store, settings, embedder)
         except Exception:
@@ -82,6 +84,10 @@ class KnowledgeBase:
                             admit)
 
     def search(self, query: str, k: int | None = None, mode: Mode = "hybrid") -> list[Hit]:
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+            raise UserError(f"k (the number of hits) must be a whole number of at least 1,"
+                            f" not {k!r}")
+        query = clean_text(query)  # undecodable bytes of a command-line argument
         if self.store.chunk_count() == 0:
             return []
         embedder = self.embedder if mode != "bm25" else None

@@ -12,14 +12,15 @@ from ragloop.storage.location import is_postgres_url
 from ragloop.storage.protocols import RunStore, Store
 
 
-def open_store(location: str | Path) -> Store:
+def open_store(location: str | Path, create: bool = True) -> Store:
+    """`create=False` (search, ask, docs): a folder that holds no knowledge base is an error."""
     if is_postgres_url(location):
         from ragloop.storage.postgres.store import PostgresStore
 
         return PostgresStore(str(location))
     from ragloop.storage.sqlite.store import SqliteStore
 
-    return SqliteStore(Path(location))
+    return SqliteStore(Path(location), create=create)
 
 
 def open_run_store(store: Store) -> RunStore:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ragloop.core.errors import ReaderError
 from ragloop.core.types import ParsedDocument, SectionText
+from ragloop.core.unicode import clean_text, is_text
 from ragloop.ingest.readers.text import read_text
 
 log = logging.getLogger(__name__)
@@ -57,11 +58,13 @@ class BeirReader:
                 row = json.loads(line)
                 if not isinstance(row, dict) or row.get("_id") in (None, ""):
                     raise ValueError("no _id")
-                _id, text = str(row["_id"]), str(row.get("text") or "").strip()
+                _id, text = str(row["_id"]), clean_text(row.get("text") or "").strip()
+                if not is_text(_id):  # a lone surrogate ("\\ud83d"): no storable doc_id
+                    raise ValueError("_id is not valid Unicode")
             except (ValueError, KeyError, TypeError):
                 bad += 1
                 continue
-            title = str(row.get("title") or "").strip()
+            title = clean_text(row.get("title") or "").strip()
             if not text and not title:
                 bad += 1
                 continue

@@ -26,6 +26,13 @@ BLOCK_TAGS = {"p", "div", "section", "article", "main", "blockquote", "pre", "ta
               "address", "details", "summary", "caption", "thead", "tbody", "tfoot", "body",
               "center", "fieldset", "legend", *HEADINGS}
 CELL_TAGS = {"td", "th"}
+# Elements nested deeper than this are flattened before parsing (see bound_nesting).
+MAX_DEPTH = 256
+_TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9:-]*)[^>]*>")
+_NOT_NESTING = {"p", "li", "dt", "dd", "td", "th", "tr", "option", "optgroup", "rb", "rt",
+                "rp", "colgroup", "thead", "tbody", "tfoot", "caption", "area", "base", "br",
+                "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr",
+                "param", "html", "head", "body"}
 _KEEP = "\ue000"  # a space inside <pre> that line stripping must not remove
 _SPACES = re.compile(r"[ \t\r\f\v\u00a0]+")
 
@@ -34,18 +41,48 @@ def _text(node: LexborNode) -> str:
     return clean_heading(node.text(deep=True, separator=" "))
 
 
+def bound_nesting(html: str, max_depth: int = MAX_DEPTH) -> str:
+    """`html` with the tags nested deeper than `max_depth` removed (their text kept).
+
+    The parser checks the stack of open elements at each tag, so 100,000 nested <div>s
+    take minutes; no real page nests that deep. Tags the parser closes by itself (<p>, <li>,
+    ...) and void ones are not counted, so long pages that never close them are untouched.
+    """
+    depth = deepest = 0
+    tags = []
+    for m in _TAG.finditer(html):
+        name = m.group(2).lower()
+        if name in _NOT_NESTING or m.group(0).endswith("/>"):
+            continue
+        depth = max(depth - 1, 0) if m.group(1) else depth + 1
+        deepest = max(deepest, depth)
+        tags.append((m, depth))
+    if deepest <= max_depth:
+        return html
+    out, last, depth = [], 0, 0
+    for m, _ in tags:
+        closing = bool(m.group(1))
+        if not closing:
+            depth += 1
+        if depth > max_depth:
+            out.append(html[last:m.start()])
+            out.append(" ")
+            last = m.end()
+        if closing:
+            depth = max(depth - 1, 0)
+    out.append(html[last:])
+    return "".join(out)
+
+
 def html_blocks(html: str) -> tuple[str, str, list[tuple[int, str, str]]]:
     """(title, preamble, [(level, heading, body)]) of an HTML document."""
-    tree = LexborHTMLParser(html)
+    tree = LexborHTMLParser(bound_nesting(html))
     title_node = tree.css_first("title")
     title = _text(title_node) if title_node is not None else ""
     for node in tree.css("[hidden], [aria-hidden=true]"):
         node.decompose()
     tree.strip_tags(STRIP_TAGS)
     root = tree.body or tree.root
-    if not title:
-        h1 = root.css_first("h1") if root is not None else None
-        title = _text(h1) if h1 is not None else ""
 
     preamble: list[str] = []
     heads: list[tuple[int, str, list[str]]] = []
@@ -71,8 +108,15 @@ def html_blocks(html: str) -> tuple[str, str, list[tuple[int, str, str]]]:
         if node.is_comment_node or tag is None or tag.startswith("-"):
             continue
         if tag in HEADINGS:
+            # the heading is its text up to its first block: an unclosed <h1> holds the
+            # paragraphs after it (the parser nests them), which are body, not title
+            children = list(node.iter(include_text=True))
+            cut = next((i for i, c in enumerate(children) if c.tag in BLOCK_TAGS), len(children))
+            head = clean_heading(" ".join(c.text(deep=True, separator=" ")
+                                          for c in children[:cut]))
             parts = []
-            heads.append((HEADINGS[tag], _text(node), parts))
+            heads.append((HEADINGS[tag], head, parts))
+            stack.extend((child, True, in_pre) for child in reversed(children[cut:]))
             continue
         if tag in BLOCK_TAGS:
             parts.append("\n")
@@ -94,6 +138,8 @@ def html_blocks(html: str) -> tuple[str, str, list[tuple[int, str, str]]]:
         return "\n".join(lines).replace(_KEEP, " ")
 
     bodies = [(lvl, h, join(b)) for lvl, h, b in heads]
+    if not title:
+        title = next((h for lvl, h, _ in heads if lvl == 1), "")
     return title, join(preamble), bodies
 
 

@@ -62,6 +62,12 @@ class FullTextIndex:
     def pending(self) -> bool:
         return self._writer is not None
 
+    def rollback(self) -> None:
+        """Drop the writes not yet committed (a failed batch); the writer's lock is released."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.rollback()
+
     def commit(self) -> None:
         """Make writes durable and visible; the writer (and its lock) is released."""
         if self._writer is None:
@@ -90,6 +96,15 @@ class FullTextIndex:
     def size(self) -> int:
         return self.index.searcher().num_docs
 
+    def ids(self) -> list[int]:
+        """Every chunk id the index holds (what a consistency check compares with the record)."""
+        searcher = self.index.searcher()
+        if not searcher.num_docs:
+            return []
+        hits = searcher.search(tantivy.Query.all_query(), searcher.num_docs, count=False).hits
+        return sorted(int(c) for c in searcher.fast_field_values(
+            "chunk_id", [addr for _, addr in hits]))
+
     def destroy(self) -> None:
         self._writer = None
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -116,7 +131,7 @@ class VectorIndex:
             self.index = hnswlib.Index(space="cosine", dim=dim)
             self.index.load_index(str(path), max_elements=int(meta["capacity"]))
             self.index.set_ef(HNSW_EF_SEARCH)
-            self.deleted = set(meta["deleted"])
+            self.deleted = {int(k) for k in meta["deleted"]}
         else:
             self.index = self._new(INITIAL_CAPACITY)
 
@@ -193,6 +208,11 @@ class VectorIndex:
 
     def size(self) -> int:
         return len(self)
+
+    def ids(self) -> list[int]:
+        """Every live chunk id (tombstones excluded)."""
+        with self.lock:
+            return sorted(int(i) for i in self.index.get_ids_list() if int(i) not in self.deleted)
 
     def save(self) -> None:
         with self.lock:

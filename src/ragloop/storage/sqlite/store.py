@@ -8,20 +8,24 @@ interrupted or half-written folder heals itself on the next open.
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import numpy as np
 
+from ragloop.core.errors import UserError
 from ragloop.core.types import DocumentInfo, Hit, SectionInfo
 from ragloop.retrieval.fusion import fuse
 from ragloop.retrieval.index_text import index_text
 from ragloop.storage.protocols import DocumentWrite
 from ragloop.storage.sqlite.indexes import FullTextIndex, VectorIndex
+from ragloop.storage.sqlite.lock import WriteLock
 
 DB_FILE = "ragloop.db"
 VECTOR_FILE = "vectors.hnsw"
@@ -48,22 +52,50 @@ CREATE TABLE IF NOT EXISTS embeddings (
 """
 
 
+# The columns ragloop reads: a database lacking them is not a knowledge base.
+PROBES = {"documents": "doc_id, title, source, mime, content_hash, ingested_at",
+          "sections": "doc_id, section, ord, title, title_path, text",
+          "chunks": "id, doc_id, section, ord, text, embed_hash",
+          "embeddings": "model, hash, vector", "meta": "key, value"}
+
+
 class SqliteStore:
-    def __init__(self, folder: str | Path) -> None:
-        self.folder: Path | None = Path(folder)
+    def __init__(self, folder: str | Path, create: bool = True) -> None:
+        """`create=False`: a folder without a ragloop.db is an error, not a new empty KB."""
+        self.folder = Path(folder)
         self.location = str(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
         self.db_path = self.folder / DB_FILE
+        if self.folder.exists() and not self.folder.is_dir():
+            raise UserError(f"{self.folder} is a file, not a knowledge-base folder.")
+        if not create and not self.db_path.exists():
+            raise UserError(f"No knowledge base at {self.folder}; run"
+                            f" `ragloop ingest PATH --kb {self.folder}` first.")
+        self.folder.mkdir(parents=True, exist_ok=True)
         self.lock = threading.RLock()
-        self.db = sqlite3.connect(self.db_path, check_same_thread=False, isolation_level=None,
-                                  timeout=30)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.execute("PRAGMA foreign_keys=ON")
-        self.db.executescript(SCHEMA)
+        self.write_lock = WriteLock(self.folder)
+        self.db = self._connect()
         self._fulltext: FullTextIndex | None = None
         self._vectors: VectorIndex | None = None
         self._loaded_generation: int | None = None
+
+    def _connect(self) -> sqlite3.Connection:
+        db = None
+        try:
+            db = sqlite3.connect(self.db_path, check_same_thread=False, isolation_level=None,
+                                 timeout=30)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA foreign_keys=ON")
+            db.executescript(SCHEMA)
+            for table, columns in PROBES.items():  # another program's tables of the same name
+                db.execute(f"SELECT {columns} FROM {table} LIMIT 0")
+        except sqlite3.DatabaseError as exc:
+            if db is not None:
+                db.close()
+            raise UserError(
+                f"{self.db_path} is not a ragloop knowledge base ({exc}). Restore it from a"
+                " backup, or ingest into a new --kb folder.") from None
+        return db
 
     # -- record -----------------------------------------------------------------------
 
@@ -104,6 +136,10 @@ class SqliteStore:
         """Replace each document with its new sections and chunks, in one transaction."""
         if not writes:
             return
+        with self._index_write():
+            self._write(writes)
+
+    def _write(self, writes: list[DocumentWrite]) -> None:
         fulltext, vectors = self._indexes()
         self._mark_indexes_dirty()
         ids: list[int] = []
@@ -145,11 +181,12 @@ class SqliteStore:
         return existed
 
     def remove_document(self, doc_id: str) -> bool:
-        fulltext, vectors = self._indexes()
-        self._mark_indexes_dirty()
-        with self.transaction() as db:
-            existed = self._delete_doc(db, doc_id, fulltext, vectors)
-            self._loaded_generation = self._bump(db)
+        with self._index_write():
+            fulltext, vectors = self._indexes()
+            self._mark_indexes_dirty()
+            with self.transaction() as db:
+                existed = self._delete_doc(db, doc_id, fulltext, vectors)
+                self._loaded_generation = self._bump(db)
         self.flush()
         return existed
 
@@ -167,6 +204,31 @@ class SqliteStore:
         Postgres runs in SQL)."""
         return fuse(self.search_bm25(terms, depth), self.search_vector(vector, depth), k,
                     "hybrid", self.chunks)
+
+    @contextmanager
+    def _index_write(self) -> Iterator[None]:
+        """Index changes under the folder's write lock (held until flush); if anything fails,
+        the record rolls back and the in-memory indexes, which may hold part of the batch,
+        are dropped and marked stale, to be rebuilt from the record."""
+        with self.lock:
+            self.write_lock.acquire()
+            try:
+                yield
+            except BaseException:
+                self._discard_indexes()
+                raise
+
+    def _discard_indexes(self) -> None:
+        with self.lock:
+            if self._fulltext is not None:
+                # the folder is rebuilt from the record anyway
+                with suppress(Exception):
+                    self._fulltext.rollback()
+            self._fulltext = self._vectors = None
+            self._loaded_generation = None
+            with suppress(OSError):  # `index` unwritable: then no state claims anything
+                self._write_state(None)
+            self.write_lock.release()
 
     def chunks(self, ids: Iterable[int]) -> dict[int, Hit]:
         ids = list(ids)
@@ -236,31 +298,54 @@ class SqliteStore:
     # -- derived indexes -------------------------------------------------------------------
 
     @property
-    def _state_path(self) -> Path:
-        return self.folder / "index" / "state.json"
+    def _index_folder(self) -> Path:
+        return self.folder / "index"
 
-    def _state_generation(self) -> int | None:
-        """The generation state.json claims for the saved indexes (None: none, or unreadable)."""
+    @property
+    def _state_path(self) -> Path:
+        return self._index_folder / "state.json"
+
+    def _state(self) -> dict | None:
+        """What state.json claims for the saved indexes (None: nothing, or unreadable)."""
         try:
             state = json.loads(self._state_path.read_text())
-            if state.get("format") != INDEX_FORMAT:
+            if not isinstance(state, dict) or state.get("format") != INDEX_FORMAT:
                 return None
-            return int(state["generation"])
+            int(state["generation"])
+            return state
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
 
+    def _state_generation(self) -> int | None:
+        state = self._state()
+        return None if state is None else int(state["generation"])
+
     def _saved_generation(self) -> int | None:
         """The generation the saved indexes match, or None when they can't be trusted."""
-        generation = self._state_generation()
-        if generation is not None and not (self.folder / "index" / VECTOR_FILE).exists() \
-                and self.chunk_count():
+        state = self._state()
+        if state is None:
             return None
-        return generation
+        if state.get("dim", self._dim() or 1) != (self._dim() or 1):
+            return None
+        files = state.get("files")
+        if isinstance(files, dict):  # the HNSW files as saved (hnswlib trusts what it loads)
+            if any(_fingerprint(self._index_folder / name) != list(fp)
+                   for name, fp in files.items()):
+                return None
+        elif not (self._index_folder / VECTOR_FILE).exists() and self.chunk_count():
+            return None
+        return int(state["generation"])
 
     def _write_state(self, generation: int | None) -> None:
+        state: dict[str, object] = {"generation": generation, "format": INDEX_FORMAT}
+        if generation is not None and self._fulltext is not None and self._vectors is not None:
+            names = (VECTOR_FILE, VECTOR_FILE + ".json")
+            state.update(dim=self._vectors.dim, fulltext=self._fulltext.size(),
+                         vectors=len(self._vectors),
+                         files={n: _fingerprint(self._index_folder / n) for n in names})
         self._state_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"generation": generation, "format": INDEX_FORMAT}))
+        tmp.write_text(json.dumps(state))
         tmp.replace(self._state_path)
 
     def _mark_indexes_dirty(self) -> None:
@@ -280,21 +365,64 @@ class SqliteStore:
                      and self._vectors.dim == (self._dim() or 1))
             if fresh:
                 return self._fulltext, self._vectors  # type: ignore[return-value]
-            folder = self.folder / "index"
             if self._fulltext is not None and self._fulltext.pending:
                 self._fulltext.commit()
-            stale = self._saved_generation() != current
-            if stale and self._fulltext is not None:
-                self._fulltext.destroy()
-            if stale:
-                for name in (VECTOR_FILE, VECTOR_FILE + ".json", "vectors.usearch"):
-                    (folder / name).unlink(missing_ok=True)
+            loaded = self._load() if self._saved_generation() == current else None
+            if loaded is None:
+                had = self.write_lock.held
+                if not had and not self.write_lock.try_acquire():
+                    if self._fulltext is not None and self._vectors is not None:
+                        # another process is writing: keep answering from what we hold
+                        return self._fulltext, self._vectors
+                    self.write_lock.acquire()  # nothing to answer from: wait for it
+                try:
+                    loaded = self._rebuild_locked(waited=not had)
+                finally:
+                    if not had:
+                        self.write_lock.release()
+                current = self.generation()
+            self._fulltext, self._vectors = loaded
+            self._loaded_generation = current
+            return loaded
+
+    def _load(self) -> tuple[FullTextIndex, VectorIndex] | None:
+        """The saved indexes, or None when a file is damaged (they are rebuilt then)."""
+        state = self._state() or {}
+        try:
+            fulltext = FullTextIndex(self._index_folder / "fulltext")
+            vectors = VectorIndex(self._index_folder / VECTOR_FILE, self._dim() or 1)
+            if state.get("fulltext", fulltext.size()) != fulltext.size() \
+                    or state.get("vectors", len(vectors)) != len(vectors):
+                return None
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException:  # tantivy panics are BaseException; any damage means rebuild
+            return None
+        return fulltext, vectors
+
+    def _rebuild_locked(self, waited: bool) -> tuple[FullTextIndex, VectorIndex]:
+        """Rebuild the index folder from the record; the caller holds the write lock."""
+        try:
+            if waited and self._saved_generation() == self.generation():
+                loaded = self._load()  # another writer saved fresh ones while we waited
+                if loaded is not None:
+                    return loaded
+            if self._fulltext is not None:
+                self._fulltext.rollback()
+            self._fulltext = self._vectors = None
+            folder = self._index_folder
+            if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+                folder.unlink()
+            shutil.rmtree(folder / "fulltext", ignore_errors=True)
+            for name in (VECTOR_FILE, VECTOR_FILE + ".json", "vectors.usearch"):
+                (folder / name).unlink(missing_ok=True)
             self._fulltext = FullTextIndex(folder / "fulltext")
             self._vectors = VectorIndex(folder / VECTOR_FILE, self._dim() or 1)
-            if stale:
-                self._rebuild(self._fulltext, self._vectors)
-            self._loaded_generation = current
+            self._rebuild(self._fulltext, self._vectors)
             return self._fulltext, self._vectors
+        except BaseException:
+            self._discard_indexes()
+            raise
 
     def _rebuild(self, fulltext: FullTextIndex, vectors: VectorIndex) -> None:
         fulltext.clear()
@@ -318,15 +446,33 @@ class SqliteStore:
         vectors.save()
         self._write_state(self.generation())
 
+    def _search(self, run: Callable[[FullTextIndex, VectorIndex], list[tuple[int, float]]]
+                ) -> list[tuple[int, float]]:
+        """Run a search; an index file damaged in a way loading did not catch (a garbled
+        tantivy segment) is rebuilt from the record once, unless this store is mid-write."""
+        try:
+            return run(*self._indexes())
+        except (KeyboardInterrupt, SystemExit, UserError):
+            raise
+        except BaseException:
+            with self.lock:
+                if self.write_lock.held:
+                    raise
+                self._fulltext = self._vectors = None
+                self._loaded_generation = None
+                self._write_state(None)
+            return run(*self._indexes())
+
     def search_bm25(self, terms: list[str], k: int) -> list[tuple[int, float]]:
-        fulltext, _ = self._indexes()
-        if fulltext.pending:
-            fulltext.commit()
-        return fulltext.search(terms, k)
+        def run(fulltext: FullTextIndex, _: VectorIndex) -> list[tuple[int, float]]:
+            if fulltext.pending:
+                fulltext.commit()
+            return fulltext.search(terms, k)
+
+        return self._search(run)
 
     def search_vector(self, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
-        _, vectors = self._indexes()
-        return vectors.search(vector, k)
+        return self._search(lambda _, vectors: vectors.search(vector, k))
 
     def index_sizes(self) -> tuple[int, int]:
         fulltext, vectors = self._indexes()
@@ -334,17 +480,47 @@ class SqliteStore:
             fulltext.commit()
         return fulltext.size(), vectors.size()
 
+    def indexed_ids(self) -> tuple[list[int], list[int]]:
+        """(chunk ids in tantivy, chunk ids in HNSW): a consistency check against the record."""
+        fulltext, vectors = self._indexes()
+        if fulltext.pending:
+            fulltext.commit()
+        return fulltext.ids(), vectors.ids()
+
     def flush(self) -> None:
-        """Persist the indexes and record that they match the current generation."""
+        """Persist the indexes, record that they match the current generation, and let the
+        next writer in. A store that only read has nothing to save and writes nothing."""
         with self.lock:
-            if self._fulltext is None:
-                return
-            self._fulltext.commit()
-            assert self._vectors is not None
-            self._vectors.save()
-            self._write_state(self._loaded_generation)
+            try:
+                if self._fulltext is None or self._vectors is None:
+                    return
+                if not (self.write_lock.held or self._fulltext.pending or self._vectors.dirty):
+                    return
+                try:
+                    self._fulltext.commit()
+                    self._vectors.save()
+                    self._write_state(self._loaded_generation)
+                except BaseException:
+                    self._discard_indexes()
+                    raise
+            finally:
+                self.write_lock.release()
 
     def close(self) -> None:
         with self.lock:
-            self.flush()
-            self.db.close()
+            try:
+                self.flush()
+            finally:
+                self.db.close()
+
+
+def _fingerprint(path: Path) -> list[int] | None:
+    """[size, crc32] of a file (None if missing): a truncated or garbled file shows."""
+    try:
+        crc = 0
+        with path.open("rb") as f:
+            while block := f.read(1 << 24):
+                crc = zlib.crc32(block, crc)
+        return [path.stat().st_size, crc]
+    except OSError:
+        return None
