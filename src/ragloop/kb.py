@@ -5,14 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from ragloop.config import LOCAL_EMBEDDER, Settings
+from ragloop.config import LOCAL_EMBEDDER, MULTILINGUAL_EMBEDDER, Settings
 from ragloop.embed.base import Embedder
-from ragloop.errors import EmbedderMismatchError, NotFoundError
+from ragloop.errors import EmbedderMismatchError, LanguageMismatchError, NotFoundError
 from ragloop.ingest.pipeline import IngestReport, ingest_paths
 from ragloop.search import Mode, hybrid_search
 from ragloop.store.base import Store
 from ragloop.store.factory import open_store
-from ragloop.types import DocumentInfo, Hit, SectionInfo
+from ragloop.store.languages import ENGLISH, detect_language, get_language
+from ragloop.types import DocumentInfo, Hit, ParsedDocument, SectionInfo
 
 
 def _same_embedder(a: str, b: str) -> bool:
@@ -23,28 +24,42 @@ def _same_embedder(a: str, b: str) -> bool:
 class KnowledgeBase:
     """Documents → sections → chunks, searchable by BM25, vectors or both."""
 
-    def __init__(self, store: Store, settings: Settings, embedder: Embedder | None = None):
+    def __init__(self, store: Store, settings: Settings, embedder: Embedder | None = None,
+                 language: str | None = None):
         self.store = store
         self.settings = settings
+        self.language = _kb_language(store, language or settings.language)
         recorded = store.get_meta("embedder")
-        wanted = (embedder.name if embedder else settings.embedder) or recorded or LOCAL_EMBEDDER
-        if recorded and not _same_embedder(recorded, wanted):
+        self._asked = (embedder.name if embedder else settings.embedder) or None
+        if recorded and self._asked and not _same_embedder(recorded, self._asked):
             raise EmbedderMismatchError(
-                f"This knowledge base was built with the embedder {recorded!r}, not {wanted!r}:"
-                f" its vectors would not be comparable. Open it with --embedder {recorded}"
-                " (or RAGLOOP_EMBEDDER), or ingest into a new --kb folder.")
-        self.embedder_name = recorded or wanted
+                f"This knowledge base was built with the embedder {recorded!r}, not"
+                f" {self._asked!r}: its vectors would not be comparable. Open it with"
+                f" --embedder {recorded} (or RAGLOOP_EMBEDDER), or ingest into a new --kb folder.")
+        self._recorded = recorded
         self._inner = embedder
         self._embedder: Embedder | None = None
 
+    @property
+    def embedder_name(self) -> str:
+        """Recorded, else asked for, else the default for the KB's language (MiniLM for
+        English or a language not yet known, multilingual-e5 for any other)."""
+        if self._recorded or self._asked:
+            return self._recorded or self._asked  # type: ignore[return-value]
+        if self.language in (None, ENGLISH):
+            return LOCAL_EMBEDDER
+        return MULTILINGUAL_EMBEDDER
+
     @classmethod
     def open(cls, path: str | Path | None = None, settings: Settings | None = None,
-             embedder: Embedder | None = None) -> KnowledgeBase:
-        """`path`: a folder (SQLite) or a postgresql:// URL (Postgres)."""
+             embedder: Embedder | None = None, language: str | None = None) -> KnowledgeBase:
+        """`path`: a folder (SQLite) or a postgresql:// URL (Postgres); `language`: an
+        ISO 639-1 code or "mixed" for a new KB (else detected from its first documents), and
+        for an existing one it must be the recorded language."""
         settings = settings or Settings.from_env()
         store = open_store(path or settings.kb)
         try:
-            return cls(store, settings, embedder)
+            return cls(store, settings, embedder, language)
         except Exception:
             store.close()
             raise
@@ -65,13 +80,27 @@ class KnowledgeBase:
         if self.store.get_meta("embedder") is None:
             self.store.set_meta("embedder", self.embedder_name)
             self.store.set_meta("dim", str(emb.dim))
+            self._recorded = self.embedder_name
         return emb
+
+    def _settle_language(self, docs: list[ParsedDocument]) -> None:
+        """Before the first write: the language asked for, else the first documents'."""
+        if self.store.get_meta("language") is not None:
+            return
+        if self.language is None:
+            self.language = detect_language(s.text for d in docs for s in d.sections)
+        set_language = getattr(self.store, "set_language", None)
+        if set_language is not None:
+            set_language(self.language)
+        else:
+            self.store.set_meta("language", self.language)
 
     def ingest(self, paths: Iterable[str | Path] | str | Path,
                progress: bool = False) -> IngestReport:
         if isinstance(paths, str | Path):
             paths = [paths]
-        return ingest_paths(self.store, self._embedder_for_write, paths, self.settings, progress)
+        return ingest_paths(self.store, self._embedder_for_write, paths, self.settings, progress,
+                            before_write=self._settle_language)
 
     def search(self, query: str, k: int | None = None, mode: Mode = "hybrid") -> list[Hit]:
         if self.store.chunk_count() == 0:
@@ -111,6 +140,22 @@ class KnowledgeBase:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _kb_language(store: Store, asked: str | None) -> str | None:
+    """The recorded language (English for a KB made before languages had a record), checked
+    against the one asked for; None for a new KB nobody asked a language of (detected later)."""
+    recorded = store.get_meta("language")
+    if recorded is None and store.chunk_count():
+        recorded = ENGLISH
+    if asked is not None:
+        asked = get_language(asked).code
+    if recorded is not None and asked is not None and asked != recorded:
+        raise LanguageMismatchError(
+            f"This knowledge base is in {get_language(recorded).name} ({recorded!r}), not"
+            f" {asked!r}: its full-text index is built with that language's analyzer. Drop"
+            f" --language (or RAGLOOP_LANGUAGE), or ingest into a new --kb folder.")
+    return recorded or asked
 
 
 def _parent_section(section: str, sections: list[SectionInfo]) -> SectionInfo | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+import numpy as np
+
 from ragloop.embed.base import Embedder
 from ragloop.store.base import Store
 from ragloop.store.query_text import query_terms
@@ -41,24 +43,33 @@ def fused_top(fused: dict[int, float], firsts: list[int], k: int) -> list[int]:
     return sorted([*must, *rest], key=lambda cid: fused[cid], reverse=True)
 
 
+def embed_query(embedder: Embedder, query: str) -> np.ndarray:
+    """The query's vector: through `embed_query` where the model embeds queries and passages
+    differently (e5's "query: " / "passage: " prefixes), else `embed`."""
+    embed = getattr(embedder, "embed_query", None) or embedder.embed
+    return embed([query])[0]
+
+
 def hybrid_search(store: Store, embedder: Embedder | None, query: str, k: int = 8,
                   mode: Mode = "hybrid") -> list[Hit]:
     """Search `store` for `query`; any text is valid, an empty one raises EmptyQueryError."""
     if mode not in MODES:
         raise ValueError(f"unknown search mode {mode!r}; use one of {', '.join(MODES)}")
-    terms = query_terms(query)
+    # the KB's language picks the query's stop words and CJK bigrams, as on the index side
+    language = store.language() if hasattr(store, "language") else None
+    terms = query_terms(query, language)
     depth = candidate_depth(k)
     fused_in_store = getattr(store, "search_hybrid", None)
     if mode == "hybrid" and fused_in_store is not None:  # same RRF, in one round trip
         if embedder is None:
             raise ValueError("vector search needs an embedder")
-        return fused_in_store(terms, embedder.embed([query])[0], k, depth)
+        return fused_in_store(terms, embed_query(embedder, query), k, depth)
     bm25 = store.search_bm25(terms, depth) if mode in ("hybrid", "bm25") else []
     vector: list[tuple[int, float]] = []
     if mode in ("hybrid", "vector"):
         if embedder is None:
             raise ValueError("vector search needs an embedder")
-        vector = store.search_vector(embedder.embed([query])[0], depth)
+        vector = store.search_vector(embed_query(embedder, query), depth)
     if mode == "bm25":
         fused = {cid: score for cid, score in bm25}
     elif mode == "vector":

@@ -96,8 +96,11 @@ class _Batch:
 
 
 def ingest_paths(store: Store, embedder: Callable[[], Embedder], paths: Iterable[str | Path],
-                 settings: Settings, progress: bool = False) -> IngestReport:
-    """Ingest files; `embedder` is called only when some chunk actually needs a vector."""
+                 settings: Settings, progress: bool = False,
+                 before_write: Callable[[list[ParsedDocument]], None] | None = None,
+                 ) -> IngestReport:
+    """Ingest files; `embedder` is called only when some chunk actually needs a vector;
+    `before_write` sees each batch's documents first (the KB settles its language there)."""
     started = time.perf_counter()
     report = IngestReport()
     known = store.content_hashes()
@@ -109,6 +112,8 @@ def ingest_paths(store: Store, embedder: Callable[[], Embedder], paths: Iterable
         nonlocal batch
         if not batch.docs:
             return
+        if before_write is not None:
+            before_write([doc for doc, _, _, _ in batch.docs])
         emb = embedder()
         misses_before = getattr(emb, "misses", 0)
         texts = [[embed_text(doc, c) for c in chunks] for doc, _, chunks, _ in batch.docs]

@@ -34,6 +34,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from ragloop.errors import ConfigError
 from ragloop.store import pg_schema
 from ragloop.store.base import DocumentWrite
+from ragloop.store.languages import get_language
 from ragloop.store.sqlite import index_text
 from ragloop.types import DocumentInfo, Hit, SectionInfo
 
@@ -203,6 +204,7 @@ class PostgresStore:
             pg_schema.apply_migrations(conn, requested or pg_schema.DEFAULT_TS_CONFIG)
             row = conn.execute("SELECT value FROM meta WHERE key='ts_config'").fetchone()
         self.ts_config = row[0] if row else pg_schema.DEFAULT_TS_CONFIG
+        self._ts_requested = bool(requested)
         if requested and requested != self.ts_config:
             raise ConfigError(
                 f"This knowledge base was created with the text search configuration"
@@ -237,6 +239,34 @@ class PostgresStore:
         return f"PostgresStore({redact(self.url)!r})"
 
     # -- meta -----------------------------------------------------------------------------
+
+    def language(self) -> str:
+        """The KB's language code (store/languages.py); a KB from before languages: English."""
+        return get_language(self.get_meta("language")).code
+
+    def set_language(self, code: str) -> None:
+        """Record the KB's language and make its text search configuration the language's
+        (Chinese/Japanese/Korean/Hebrew: `simple`, whole runs as lexemes: see README). A
+        ts_config asked for explicitly wins; an existing one is changed only while the KB
+        holds no chunks (the generated `tsv` column bakes it in)."""
+        wanted = get_language(code).ts_config
+        if not self._ts_requested and wanted != self.ts_config:
+            with self._conn() as conn, conn.transaction():
+                if conn.execute("SELECT 1 FROM chunks LIMIT 1").fetchone() is not None:
+                    raise ConfigError(
+                        f"This knowledge base's full text uses {self.ts_config!r}; the"
+                        f" language {code!r} needs {wanted!r}: ingest into a new database.")
+                pg_schema.check_ts_config(conn, wanted)
+                conn.execute(sql.SQL(
+                    "DROP INDEX IF EXISTS chunks_tsv; ALTER TABLE chunks DROP COLUMN tsv;"
+                    " ALTER TABLE chunks ADD COLUMN tsv tsvector GENERATED ALWAYS AS"
+                    " (strip(to_tsvector({cfg}::regconfig, head || ' ' || text))) STORED;"
+                    " CREATE INDEX chunks_tsv ON chunks USING gin (tsv);"
+                    " DELETE FROM lexeme_stats; DELETE FROM fts_stats;"
+                ).format(cfg=sql.Literal(wanted)))
+                conn.execute("UPDATE meta SET value=%s WHERE key='ts_config'", (wanted,))
+            self.ts_config = wanted
+        self.set_meta("language", get_language(code).code)
 
     def get_meta(self, key: str) -> str | None:
         with self._conn() as conn:

@@ -8,6 +8,7 @@ interrupted or half-written folder heals itself on the next open.
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import threading
 import time
@@ -19,6 +20,7 @@ import numpy as np
 
 from ragloop.store.base import DocumentWrite
 from ragloop.store.indexes import FullTextIndex, VectorIndex
+from ragloop.store.languages import ENGLISH, get_language
 from ragloop.types import DocumentInfo, Hit, SectionInfo
 
 DB_FILE = "ragloop.db"
@@ -233,6 +235,9 @@ class SqliteStore:
             state = json.loads(self._state_path.read_text())
             if state.get("format") != INDEX_FORMAT:
                 return None
+            # built with another analyzer (the KB's language was set after it was made)
+            if state.get("language", ENGLISH) != self.language():
+                return None
             return int(state["generation"])
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
@@ -248,13 +253,18 @@ class SqliteStore:
     def _write_state(self, generation: int | None) -> None:
         self._state_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"generation": generation, "format": INDEX_FORMAT}))
+        tmp.write_text(json.dumps({"generation": generation, "format": INDEX_FORMAT,
+                                   "language": self.language()}))
         tmp.replace(self._state_path)
 
     def _mark_indexes_dirty(self) -> None:
         # only what the file claims: a full check would count the chunks on every write batch
         if self._state_generation() is not None:
             self._write_state(None)
+
+    def language(self) -> str:
+        """The KB's language code (store/languages.py); a KB from before languages: English."""
+        return get_language(self.get_meta("language")).code
 
     def _dim(self) -> int:
         return int(self.get_meta("dim") or 0)
@@ -265,7 +275,8 @@ class SqliteStore:
             current = self.generation()
             fresh = (self._fulltext is not None and self._vectors is not None
                      and self._loaded_generation == current
-                     and self._vectors.dim == (self._dim() or 1))
+                     and self._vectors.dim == (self._dim() or 1)
+                     and self._fulltext.language == self.language())
             if fresh:
                 return self._fulltext, self._vectors  # type: ignore[return-value]
             folder = self.folder / "index"
@@ -274,15 +285,24 @@ class SqliteStore:
             stale = self._saved_generation() != current
             if stale and self._fulltext is not None:
                 self._fulltext.destroy()
+            if stale and self._fulltext_language(folder) != self.language():
+                shutil.rmtree(folder / "fulltext", ignore_errors=True)  # another analyzer
             if stale:
                 for name in (VECTOR_FILE, VECTOR_FILE + ".json", "vectors.usearch"):
                     (folder / name).unlink(missing_ok=True)
-            self._fulltext = FullTextIndex(folder / "fulltext")
+            self._fulltext = FullTextIndex(folder / "fulltext", self.language())
             self._vectors = VectorIndex(folder / VECTOR_FILE, self._dim() or 1)
             if stale:
                 self._rebuild(self._fulltext, self._vectors)
             self._loaded_generation = current
             return self._fulltext, self._vectors
+
+    def _fulltext_language(self, folder: Path) -> str | None:
+        """The language the fulltext files on disk were built with (None: unknown)."""
+        try:
+            return json.loads((folder / "state.json").read_text()).get("language", ENGLISH)
+        except (OSError, ValueError, AttributeError):
+            return None
 
     def _rebuild(self, fulltext: FullTextIndex, vectors: VectorIndex) -> None:
         fulltext.clear()

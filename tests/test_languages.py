@@ -1,0 +1,141 @@
+"""A language per knowledge base: detection, the analyzer on both sides, the KB record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import SMALL_DOCS, write_docs
+
+from ragloop.config import LOCAL_EMBEDDER, MULTILINGUAL_EMBEDDER, Settings
+from ragloop.errors import LanguageMismatchError
+from ragloop.kb import KnowledgeBase
+from ragloop.store.languages import detect_language
+from ragloop.store.query_text import query_terms
+
+FIXTURES = Path(__file__).parent / "fixtures" / "lang"
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        (
+            "La pensione di vecchiaia spetta a chi ha compiuto 67 anni e ha versato i contributi",
+            "it",
+        ),
+        ("大熊猫主要吃竹子，每天要吃十二到三十八公斤的竹子。", "zh"),
+        ("ים המלח הוא המקום הנמוך ביותר על פני כדור הארץ", "he"),
+        ("The sensor is waterproof to a depth of one metre for thirty minutes.", "en"),
+        ("長城は中国の古代の防御施設です。", "ja"),
+        (
+            "The Great Wall 长城是中国古代的军事防御工程 was built over centuries 秦始皇统一中国",
+            "mixed",
+        ),
+        ("", "en"),
+    ],
+)
+def test_language_is_detected_from_text(text: str, code: str) -> None:
+    assert detect_language([text]) == code
+
+
+def test_chinese_queries_become_the_bigrams_the_index_holds() -> None:
+    assert query_terms("大熊猫吃竹子", "zh") == ["大熊", "熊猫", "猫吃", "吃竹", "竹子"]
+    # the English path is unchanged: one token, English stop words
+    assert query_terms("大熊猫吃竹子") == ["大熊猫吃竹子"]
+
+
+def test_italian_stop_words_come_from_its_own_list() -> None:
+    assert query_terms("Dove si trova il vulcano più alto?", "it") == [
+        "trova",
+        "vulcano",
+        "più",
+        "alto",
+    ]
+
+
+def _kb(path: Path, lang: str, **kw: object) -> KnowledgeBase:
+    base = KnowledgeBase.open(path, Settings(kb=str(path)), **kw)
+    base.ingest(FIXTURES / lang)
+    return base
+
+
+@pytest.mark.parametrize(
+    ("lang", "query", "doc_id"),
+    [
+        # Italian stemming: "vulcani attivi" finds "il vulcano attivo" (English saw other words)
+        ("it", "vulcani attivi", "vulcani.md"),
+        # Chinese bigrams: the English analyzer made each sentence a single token
+        ("zh", "熊猫吃什么", "熊猫.md"),
+        # Hebrew: lower-casing only, words as written
+        ("he", "הסולטן סולימאן", "ירושלים.md"),
+    ],
+)
+def test_kb_detects_its_language_and_searches_with_its_analyzer(
+    tmp_path: Path, lang: str, query: str, doc_id: str
+) -> None:
+    with _kb(tmp_path / "kb", lang) as base:
+        assert base.store.get_meta("language") == lang
+        assert base.store.get_meta("embedder") == MULTILINGUAL_EMBEDDER
+        hits = base.search(query, k=1, mode="bm25")
+        assert hits and hits[0].doc_id == doc_id
+    # reopened (a new process would do the same): the index and the queries keep the language
+    with KnowledgeBase.open(tmp_path / "kb", Settings(kb=str(tmp_path / "kb"))) as base:
+        assert base.search(query, k=1, mode="bm25")[0].doc_id == doc_id
+        assert base.search(query, k=1, mode="hybrid")[0].doc_id == doc_id
+
+
+def test_another_language_later_is_a_clear_error(tmp_path: Path) -> None:
+    _kb(tmp_path / "kb", "it").close()
+    with pytest.raises(LanguageMismatchError, match=r"Italian.*'fr'"):
+        KnowledgeBase.open(tmp_path / "kb", Settings(kb=str(tmp_path / "kb")), language="fr")
+
+
+def test_language_asked_for_wins_over_detection(tmp_path: Path) -> None:
+    with _kb(tmp_path / "kb", "it", language="mixed") as base:
+        assert base.store.get_meta("language") == "mixed"
+        # mixed: no stemmer, so the plural does not find the singular; the word itself does
+        assert base.search("Vesuvio", k=1, mode="bm25")[0].doc_id == "vulcani.md"
+
+
+def test_english_kb_keeps_minilm_and_a_kb_without_language_is_english(tmp_path: Path) -> None:
+    docs = write_docs(tmp_path / "docs", SMALL_DOCS)
+    with KnowledgeBase.open(tmp_path / "kb", Settings(kb=str(tmp_path / "kb"))) as base:
+        base.ingest(docs)
+        assert base.store.get_meta("language") == "en"
+        assert base.store.get_meta("embedder") == LOCAL_EMBEDDER
+        base.store.db.execute("DELETE FROM meta WHERE key='language'")  # a KB from before
+    with KnowledgeBase.open(tmp_path / "kb", Settings(kb=str(tmp_path / "kb"))) as base:
+        assert base.language == "en"
+        assert base.search("approved by the line manager", k=1, mode="bm25")
+    with pytest.raises(LanguageMismatchError):
+        KnowledgeBase.open(tmp_path / "kb", Settings(kb=str(tmp_path / "kb")), language="it")
+
+
+def test_e5_embeds_a_sentence_and_its_translation_close() -> None:
+    from ragloop.embed import make_embedder
+
+    e5 = make_embedder(MULTILINGUAL_EMBEDDER)
+    en = e5.embed(
+        [
+            "The cat sleeps on the sofa.",
+            "Paris is the capital of France.",
+            "Photosynthesis converts light into chemical energy.",
+        ]
+    )
+    for other in (
+        [
+            "Il gatto dorme sul divano.",
+            "Parigi è la capitale della Francia.",
+            "La fotosintesi converte la luce in energia chimica.",
+        ],
+        ["猫在沙发上睡觉。", "巴黎是法国的首都。", "光合作用将光转化为化学能。"],
+    ):
+        sims = en @ e5.embed(other).T
+        for i in range(3):  # each translation beats every unrelated pair in its row and column
+            assert sims[i, i] > np.delete(sims[i], i).max() + 0.05
+            assert sims[i, i] > np.delete(sims[:, i], i).max() + 0.05
+    # queries carry e5's "query: " prefix: another vector than the same text as a passage
+    q = e5.embed_query(["capital of France"])[0]
+    assert float(q @ e5.embed(["capital of France"])[0]) < 0.999
+    assert int(np.argmax(en @ q)) == 1
