@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -139,3 +143,92 @@ def test_e5_embeds_a_sentence_and_its_translation_close() -> None:
     q = e5.embed_query(["capital of France"])[0]
     assert float(q @ e5.embed(["capital of France"])[0]) < 0.999
     assert int(np.argmax(en @ q)) == 1
+
+
+def test_a_word_the_analyzer_drops_finds_nothing_instead_of_crashing(small_kb) -> None:
+    # en_stem drops tokens over 40 bytes: a Chinese sentence is one such token in English
+    question = "在燕豪芬举行的2008年欧锦赛中，费尔德海斯打破了什么世界纪录"
+    assert small_kb.search(question, mode="bm25") == []
+
+
+# (language, question, a phrase the answer quotes, the cited doc, an unanswerable question)
+ASK = [
+    (
+        "it",
+        "Quanti anni di contributi servono per la pensione di vecchiaia?",
+        "20 anni di contributi",
+        "pensioni.md",
+        "Chi ha vinto i mondiali di calcio del 2006?",
+    ),
+    ("zh", "大熊猫每天吃多少竹子？", "三十八公斤", "熊猫.md", "谁发明了电话？"),
+    ("he", "כמה תושבים גרים בירושלים?", "כמיליון תושבים", "ירושלים.md", 'מי כתב את התנ"ך?'),
+]
+
+
+@pytest.fixture(scope="module")
+def lang_kbs(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("langkbs")
+    for lang, *_ in ASK:
+        _kb(root / lang, lang).close()
+    return {lang: root / lang for lang, *_ in ASK}
+
+
+def _ask(kb: Path, question: str) -> dict:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ragloop.cli",
+            "ask",
+            question,
+            "--kb",
+            str(kb),
+            "--route",
+            "agent",
+            "--driver",
+            "pipeline",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+        env={**os.environ, "RAGLOOP_MODEL": "offline"},
+    )
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize(("lang", "question", "quote", "doc_id", "unanswerable"), ASK)
+def test_offline_ask_answers_in_the_kb_language_with_a_citation(
+    lang_kbs, lang, question, quote, doc_id, unanswerable
+) -> None:
+    result = _ask(lang_kbs[lang], question)
+    assert result["status"] == "answered"
+    assert quote in result["answer"]
+    assert doc_id in {c["doc_id"] for c in result["citations"]}
+    # a question the KB cannot answer: the fixed phrase the README names, nothing cited
+    result = _ask(lang_kbs[lang], unanswerable)
+    assert result["status"] == "unanswerable"
+    assert result["answer"].startswith("The knowledge base does not say")
+    assert not result["citations"]
+
+
+def test_sentences_end_at_chinese_and_hebrew_punctuation() -> None:
+    from ragloop.agent.text import split_sentences
+
+    assert split_sentences("长城很长。它在中国！你去过吗？“好。”他说") == [
+        "长城很长。",
+        "它在中国！",
+        "你去过吗？",
+        "“好。”",
+        "他说",
+    ]
+    assert split_sentences("ירושלים היא עיר עתיקה. בה גרים כמיליון תושבים.") == [
+        "ירושלים היא עיר עתיקה.",
+        "בה גרים כמיליון תושבים.",
+    ]
+    # English as before: no split before a lower-case word or after an abbreviation
+    assert split_sentences("See e.g. the list. it goes on. Then stop.") == [
+        "See e.g. the list. it goes on.",
+        "Then stop.",
+    ]

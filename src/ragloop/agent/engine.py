@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from ragloop.agent.base import Answerer, Grader, Route
 from ragloop.agent.evidence import check_citations
 from ragloop.agent.run import DriverOutcome, RunContext, RunResult
+from ragloop.agent.text import reading_language
 from ragloop.config import Settings
 from ragloop.errors import ConfigError, RunFailed
 from ragloop.kb import KnowledgeBase
@@ -191,35 +192,37 @@ class Engine:
         used_driver = comps.driver
         parts: list[object] = []
         error: str | None = None
-        try:
-            decided = _route(question, self.kb, route)
-            ctx.emit(EventKind.ROUTE, route=decided.route, reason=decided.reason)
-            if decided.route == "out_of_scope":
-                used_driver = "none"
-                outcome = self._out_of_scope(ctx, decided)
-            elif decided.route == "single":
-                used_driver = "single"
-                answerer = self._answerer(comps.chat)
-                parts = [answerer]
-                single = Toolbox(self.kb, settings.single_k * SINGLE_DEPTH_PER_DOC,
-                                 settings.tool_result_chars)
-                outcome = self._single_shot(ctx, single, answerer, settings.single_k)
-            else:
-                run_driver, parts = self._driver(comps, toolbox)
-                outcome = run_driver.run(ctx)
-        except RunFailed as exc:
-            error = str(exc)
-            ctx.emit(EventKind.ERROR, error=error)
-            gathered = "; ".join(f"[{e.n}] {e.doc_id} §{e.section}" for e in ctx.ledger.items)
-            text = f"The run failed: {error}." + (f" Evidence gathered so far: {gathered}."
-                                                  if gathered else "")
-            outcome = DriverOutcome(checked=check_citations("", ctx.ledger),
-                                    status=RunStatus.FAILED)
-            outcome.checked.text = text
-        except BaseException as exc:
-            self.runs.finish(run_id, {"status": RunStatus.FAILED, "error": repr(exc),
-                                      "steps": ctx.step, "latency_s": ctx.elapsed()})
-            raise
+        # the offline rules read the question with the KB language's stop words
+        with reading_language(self.kb.language):
+            try:
+                decided = _route(question, self.kb, route)
+                ctx.emit(EventKind.ROUTE, route=decided.route, reason=decided.reason)
+                if decided.route == "out_of_scope":
+                    used_driver = "none"
+                    outcome = self._out_of_scope(ctx, decided)
+                elif decided.route == "single":
+                    used_driver = "single"
+                    answerer = self._answerer(comps.chat)
+                    parts = [answerer]
+                    single = Toolbox(self.kb, settings.single_k * SINGLE_DEPTH_PER_DOC,
+                                     settings.tool_result_chars)
+                    outcome = self._single_shot(ctx, single, answerer, settings.single_k)
+                else:
+                    run_driver, parts = self._driver(comps, toolbox)
+                    outcome = run_driver.run(ctx)
+            except RunFailed as exc:
+                error = str(exc)
+                ctx.emit(EventKind.ERROR, error=error)
+                gathered = "; ".join(f"[{e.n}] {e.doc_id} §{e.section}" for e in ctx.ledger.items)
+                text = f"The run failed: {error}." + (f" Evidence gathered so far: {gathered}."
+                                                      if gathered else "")
+                outcome = DriverOutcome(checked=check_citations("", ctx.ledger),
+                                        status=RunStatus.FAILED)
+                outcome.checked.text = text
+            except BaseException as exc:
+                self.runs.finish(run_id, {"status": RunStatus.FAILED, "error": repr(exc),
+                                          "steps": ctx.step, "latency_s": ctx.elapsed()})
+                raise
         for part in parts:
             usage = getattr(part, "usage", None)
             if usage is not None and part is not comps.chat:

@@ -82,7 +82,10 @@ class FullTextIndex:
     def search(self, terms: list[str], k: int) -> list[tuple[int, float]]:
         if not terms:
             return []
-        query = self.index.parse_query(" ".join(terms), ["text"])
+        try:
+            query = self.index.parse_query(" ".join(terms), ["text"])
+        except ValueError:  # the analyzer dropped every term (a word over 40 bytes, e.g. a
+            return []  # whole Chinese sentence under the English analyzer): nothing matches
         searcher = self.index.searcher()
         # equal scores (the same templated section of every quarter's report) come back in
         # segment order, which differs between two ingests of the same files: fetch a margin

@@ -76,8 +76,8 @@ def get_language(code: str | None) -> Language:
 
 # -- CJK character bigrams ----------------------------------------------------------------
 
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
-_CJK_RUN = re.compile(f"[{_CJK}]+")
+CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_CJK_RUN = re.compile(f"[{CJK_CHARS}]+")
 
 
 def cjk_grams(run: str) -> list[str]:
@@ -431,6 +431,21 @@ STOP_WORDS: dict[str, frozenset[str]] = {
 def stop_words(code: str | None) -> frozenset[str]:
     """The query stop words of a non-English language (English's live in query_text)."""
     return STOP_WORDS.get(get_language(code).code, frozenset())
+
+
+_SCRIPT_STOPS = [(re.compile(f"[{CJK_CHARS}]"), STOP_WORDS["zh"] | STOP_WORDS["ja"]),
+                 (re.compile("[\u0590-\u05ff]"), STOP_WORDS["he"])]
+
+
+def script_stop_words(text: str) -> frozenset[str]:
+    """Stop words of the scripts other than Latin that `text` is written in (Chinese /
+    Japanese bigrams, Hebrew): the offline rules add them to their English list, so a
+    Latin-script text is read exactly as before."""
+    found: frozenset[str] = frozenset()
+    for pattern, stops in _SCRIPT_STOPS:
+        if pattern.search(text or ""):
+            found |= stops
+    return found
 
 
 # -- detection ---------------------------------------------------------------------------
