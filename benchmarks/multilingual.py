@@ -50,9 +50,11 @@ def log(msg: str) -> None:
 def load_queries(name: str) -> list[tuple[str, list[str]]]:
     """(question, gold doc ids); a record with an empty question (one in cmrc2018-trial) is
     left out: ragloop rejects an empty query with EmptyQueryError."""
-    return [(r["text"], [str(g) for g in r["gold_doc_ids"]])
-            for r in read_jsonl(DATA / name / "queries.jsonl")
-            if r.get("gold_doc_ids") and _WORD.search(r["text"] or "")]
+    return [
+        (r["text"], [str(g) for g in r["gold_doc_ids"]])
+        for r in read_jsonl(DATA / name / "queries.jsonl")
+        if r.get("gold_doc_ids") and _WORD.search(r["text"] or "")
+    ]
 
 
 def score(rankings: list[list[str]], golds: list[list[str]]) -> tuple[float, float]:
@@ -91,14 +93,16 @@ def bm25s_baseline(name: str, lang: str, queries: list[tuple[str, list[str]]]) -
 
 def build(folder: Path, corpus: Path, language: str, embedder: str) -> tuple[KnowledgeBase, dict]:
     shutil.rmtree(folder, ignore_errors=True)
-    kb = KnowledgeBase.open(folder, Settings(kb=str(folder), embedder=embedder),
-                            language=language)
+    kb = KnowledgeBase.open(folder, Settings(kb=str(folder), embedder=embedder), language=language)
     kb.embedder.embed(["warm-up"])  # model load outside the timing
     started = time.perf_counter()
     report = kb.ingest([corpus])
     seconds = time.perf_counter() - started
-    return kb, {"chunks": report.chunks, "seconds": seconds,
-                "rate": report.chunks / max(seconds, 1e-9)}
+    return kb, {
+        "chunks": report.chunks,
+        "seconds": seconds,
+        "rate": report.chunks / max(seconds, 1e-9),
+    }
 
 
 def run(name: str, limit: int | None, out: Path) -> str:
@@ -110,24 +114,40 @@ def run(name: str, limit: int | None, out: Path) -> str:
     log(f"{name}: bm25s baseline")
     rec, mrr = score(bm25s_baseline(name, lang, queries), golds)
     rows.append(["bm25s (outside baseline)", "bm25", f"{rec:.3f}", f"{mrr:.3f}"])
-    for label, language, embedder in (("before: en analyzer + MiniLM", "en", LOCAL_EMBEDDER),
-                                      (f"after: {lang} analyzer + e5", lang,
-                                       MULTILINGUAL_EMBEDDER)):
+    for label, language, embedder in (
+        ("before: en analyzer + MiniLM", "en", LOCAL_EMBEDDER),
+        (f"after: {lang} analyzer + e5", lang, MULTILINGUAL_EMBEDDER),
+    ):
         log(f"{name}: ingest ({label})")
         kb, ingest = build(out / f"kb-{name}-{language}", corpus, language, embedder)
-        speed.append([label.split(":")[0], embedder, ingest["chunks"],
-                      f"{ingest['seconds']:.1f}", f"{ingest['rate']:.1f}"])
+        speed.append(
+            [
+                label.split(":")[0],
+                embedder,
+                ingest["chunks"],
+                f"{ingest['seconds']:.1f}",
+                f"{ingest['rate']:.1f}",
+            ]
+        )
         with kb:
             for mode in ("bm25", "vector", "hybrid"):
-                rankings = [list(dict.fromkeys(h.doc_id for h in kb.search(q, k=K, mode=mode)))
-                            for q, _ in queries]
+                rankings = [
+                    list(dict.fromkeys(h.doc_id for h in kb.search(q, k=K, mode=mode)))
+                    for q, _ in queries
+                ]
                 rec, mrr = score(rankings, golds)
                 rows.append([label, mode, f"{rec:.3f}", f"{mrr:.3f}"])
                 log(f"  {mode}: recall@10 {rec:.3f} MRR {mrr:.3f}")
-    return "\n".join([
-        f"### {name} ({len(queries)} questions, language {lang})", "",
-        table(["ragloop / baseline", "mode", "recall@10", "MRR@10"], rows), "",
-        table(["ingest", "embedder", "chunks", "seconds", "chunks/s"], speed), ""])
+    return "\n".join(
+        [
+            f"### {name} ({len(queries)} questions, language {lang})",
+            "",
+            table(["ragloop / baseline", "mode", "recall@10", "MRR@10"], rows),
+            "",
+            table(["ingest", "embedder", "chunks", "seconds", "chunks/s"], speed),
+            "",
+        ]
+    )
 
 
 def main() -> None:

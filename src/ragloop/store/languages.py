@@ -433,8 +433,10 @@ def stop_words(code: str | None) -> frozenset[str]:
     return STOP_WORDS.get(get_language(code).code, frozenset())
 
 
-_SCRIPT_STOPS = [(re.compile(f"[{CJK_CHARS}]"), STOP_WORDS["zh"] | STOP_WORDS["ja"]),
-                 (re.compile("[\u0590-\u05ff]"), STOP_WORDS["he"])]
+_SCRIPT_STOPS = [
+    (re.compile(f"[{CJK_CHARS}]"), STOP_WORDS["zh"] | STOP_WORDS["ja"]),
+    (re.compile("[\u0590-\u05ff]"), STOP_WORDS["he"]),
+]
 
 
 def script_stop_words(text: str) -> frozenset[str]:
