@@ -58,7 +58,7 @@ def test_italian_stop_words_come_from_its_own_list() -> None:
     ]
 
 
-def _kb(path: Path, lang: str, **kw: object) -> KnowledgeBase:
+def _kb(path: Path | str, lang: str, **kw: object) -> KnowledgeBase:
     base = KnowledgeBase.open(path, Settings(kb=str(path)), **kw)
     base.ingest(FIXTURES / lang)
     return base
@@ -232,3 +232,13 @@ def test_sentences_end_at_chinese_and_hebrew_punctuation() -> None:
         "See e.g. the list. it goes on.",
         "Then stop.",
     ]
+
+
+def test_postgres_kb_language_picks_its_text_search_configuration(pg_url: str) -> None:
+    with _kb(pg_url, "it") as base:  # detected: the database was created with `english`
+        assert base.store.ts_config == "italian"
+        assert base.store.get_meta("language") == "it"
+        # Italian stemming in Postgres too: the plural finds the singular
+        assert base.search("vulcani attivi", k=1, mode="bm25")[0].doc_id == "vulcani.md"
+    with pytest.raises(LanguageMismatchError):
+        KnowledgeBase.open(pg_url, Settings(kb=pg_url), language="zh")
