@@ -308,6 +308,9 @@ def ingest_corpus(kb: Any, corpus: Path, progress: bool = False,
         nonlocal batch, added
         if not batch:
             return
+        settle = getattr(kb, "_settle_language", None)
+        if settle is not None:  # a new KB takes its language from the corpus, as ingest does
+            settle([doc for doc, _ in batch])
         emb = kb._embedder_for_write()
         texts = [[embed_text(doc, c) for c in chunks] for doc, chunks in batch]
         vectors = emb.embed([t for ts in texts for t in ts])
