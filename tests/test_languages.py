@@ -262,3 +262,17 @@ def test_a_beir_corpus_sets_the_language_of_a_new_kb(tmp_path: Path) -> None:
         assert base.store.get_meta("language") == "it"
         assert base.store.get_meta("embedder") == MULTILINGUAL_EMBEDDER
         assert base.search("attivi", k=1, mode="bm25")[0].doc_id == "etna"
+
+
+def test_postgres_kb_from_before_languages_keeps_its_configuration(pg_url: str) -> None:
+    url = f"{pg_url}&ts_config=italian" if "?" in pg_url else f"{pg_url}?ts_config=italian"
+    with _kb(url, "it") as base:  # ts_config asked for: kept
+        assert base.store.ts_config == "italian"
+        with base.store._conn() as conn:  # as a KB made before languages had a record
+            conn.execute("DELETE FROM meta WHERE key='language'")
+    # reopened without ?ts_config: its configuration's language, and more documents go in
+    with KnowledgeBase.open(pg_url, Settings(kb=pg_url)) as base:
+        assert base.language == "it"
+        base.ingest(FIXTURES / "he")
+        assert base.store.ts_config == "italian"
+        assert base.search("attivi", k=1, mode="bm25")[0].doc_id == "vulcani.md"

@@ -143,11 +143,13 @@ class KnowledgeBase:
 
 
 def _kb_language(store: Store, asked: str | None) -> str | None:
-    """The recorded language (English for a KB made before languages had a record), checked
+    """The recorded language (for a KB made before languages had a record, the store's
+    default: English, or a Postgres KB's ts_config language), checked
     against the one asked for; None for a new KB nobody asked a language of (detected later)."""
     recorded = store.get_meta("language")
     if recorded is None and store.chunk_count():
-        recorded = ENGLISH
+        # SQLite: English; Postgres: the language of its text search configuration
+        recorded = store.language() if hasattr(store, "language") else ENGLISH
     if asked is not None:
         asked = get_language(asked).code
     if recorded is not None and asked is not None and asked != recorded:

@@ -34,7 +34,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from ragloop.errors import ConfigError
 from ragloop.store import pg_schema
 from ragloop.store.base import DocumentWrite
-from ragloop.store.languages import get_language
+from ragloop.store.languages import ENGLISH, LANGUAGES, get_language
 from ragloop.store.sqlite import index_text
 from ragloop.types import DocumentInfo, Hit, SectionInfo
 
@@ -241,31 +241,33 @@ class PostgresStore:
     # -- meta -----------------------------------------------------------------------------
 
     def language(self) -> str:
-        """The KB's language code (store/languages.py); a KB from before languages: English."""
-        return get_language(self.get_meta("language")).code
+        """The KB's language code (store/languages.py); a KB from before languages: the
+        language of its text search configuration (`italian` -> it), else English."""
+        recorded = self.get_meta("language")
+        if recorded is not None:
+            return get_language(recorded).code
+        return next((lang.code for lang in LANGUAGES.values()
+                     if lang.ts_config == self.ts_config), ENGLISH)
 
     def set_language(self, code: str) -> None:
         """Record the KB's language and make its text search configuration the language's
         (Chinese/Japanese/Korean/Hebrew: `simple`, whole runs as lexemes: see README). A
-        ts_config asked for explicitly wins; an existing one is changed only while the KB
-        holds no chunks (the generated `tsv` column bakes it in)."""
+        ts_config asked for explicitly wins, and so does the one of a KB that already holds
+        chunks (one made before languages: the generated `tsv` column bakes it in)."""
         wanted = get_language(code).ts_config
         if not self._ts_requested and wanted != self.ts_config:
             with self._conn() as conn, conn.transaction():
-                if conn.execute("SELECT 1 FROM chunks LIMIT 1").fetchone() is not None:
-                    raise ConfigError(
-                        f"This knowledge base's full text uses {self.ts_config!r}; the"
-                        f" language {code!r} needs {wanted!r}: ingest into a new database.")
-                pg_schema.check_ts_config(conn, wanted)
-                conn.execute(sql.SQL(
-                    "DROP INDEX IF EXISTS chunks_tsv; ALTER TABLE chunks DROP COLUMN tsv;"
-                    " ALTER TABLE chunks ADD COLUMN tsv tsvector GENERATED ALWAYS AS"
-                    " (strip(to_tsvector({cfg}::regconfig, head || ' ' || text))) STORED;"
-                    " CREATE INDEX chunks_tsv ON chunks USING gin (tsv);"
-                    " DELETE FROM lexeme_stats; DELETE FROM fts_stats;"
-                ).format(cfg=sql.Literal(wanted)))
-                conn.execute("UPDATE meta SET value=%s WHERE key='ts_config'", (wanted,))
-            self.ts_config = wanted
+                if conn.execute("SELECT 1 FROM chunks LIMIT 1").fetchone() is None:
+                    pg_schema.check_ts_config(conn, wanted)
+                    conn.execute(sql.SQL(
+                        "DROP INDEX IF EXISTS chunks_tsv; ALTER TABLE chunks DROP COLUMN tsv;"
+                        " ALTER TABLE chunks ADD COLUMN tsv tsvector GENERATED ALWAYS AS"
+                        " (strip(to_tsvector({cfg}::regconfig, head || ' ' || text))) STORED;"
+                        " CREATE INDEX chunks_tsv ON chunks USING gin (tsv);"
+                        " DELETE FROM lexeme_stats; DELETE FROM fts_stats;"
+                    ).format(cfg=sql.Literal(wanted)))
+                    conn.execute("UPDATE meta SET value=%s WHERE key='ts_config'", (wanted,))
+                    self.ts_config = wanted
         self.set_meta("language", get_language(code).code)
 
     def get_meta(self, key: str) -> str | None:
