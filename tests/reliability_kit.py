@@ -25,6 +25,11 @@ class HashEmbedder:
     name = "test:hash32"
     dim = 32
 
+    symmetric = True
+
+    def embed_query(self, texts):
+        return self.embed(texts)
+
     def embed(self, texts: list[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for i, text in enumerate(texts):

@@ -503,6 +503,11 @@ def test_answerer_embeds_only_the_best_lexical_candidates(kb, monkeypatch) -> No
         def __init__(self, inner) -> None:
             self.inner = inner
 
+        symmetric = True
+
+        def embed_query(self, texts):
+            return self.embed(texts)
+
         def embed(self, texts):
             sizes.append(len(texts))
             return self.inner.embed(texts)

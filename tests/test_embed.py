@@ -124,6 +124,11 @@ class CountingEmbedder:
     def __init__(self) -> None:
         self.calls: list[list[str]] = []
 
+    symmetric = True
+
+    def embed_query(self, texts):
+        return self.embed(texts)
+
     def embed(self, texts: list[str]) -> np.ndarray:
         self.calls.append(list(texts))
         out = np.zeros((len(texts), self.dim), dtype=np.float32)

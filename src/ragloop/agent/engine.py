@@ -17,6 +17,7 @@ from ragloop.core.types import Hit, RunStatus
 from ragloop.core.unicode import clean_text
 from ragloop.kb import KnowledgeBase
 from ragloop.llm.base import ChatModel
+from ragloop.offline.text import reading_language
 from ragloop.storage.protocols import RunStore
 
 ROUTES = ("auto", "single", "agent")
@@ -197,37 +198,39 @@ class Engine:
         used_driver = comps.driver
         parts: list[Planner | Grader | Rewriter | Answerer] = []
         error: str | None = None
-        try:
-            decided = _route(question, self.kb, route)
-            ctx.emit(RouteEvent(route=decided.route, reason=decided.reason))
-            if decided.route == "out_of_scope":
-                used_driver = "none"
-                outcome = self._out_of_scope(ctx, decided)
-            elif decided.route == "single":
-                used_driver = "single"
-                answerer = self._answerer(comps.chat)
-                parts = [answerer]
-                single = Toolbox(self.kb, settings.single_k * SINGLE_DEPTH_PER_DOC,
-                                 settings.tool_result_chars)
-                outcome = self._single_shot(ctx, single, answerer, settings.single_k)
-            else:
-                run_driver, parts = self._driver(comps, toolbox)
-                outcome = run_driver.run(ctx)
-        except RunFailed as exc:
-            error = str(exc)
-            ctx.emit(ErrorEvent(error=error))
-            gathered = "; ".join(f"[{e.n}] {e.doc_id} §{e.section}" for e in ctx.ledger.items)
-            refused = isinstance(exc, ModelRefused)
-            text = (f"The model declined to answer: {error}." if refused
-                    else f"The run failed: {error}.")
-            text += f" Evidence gathered so far: {gathered}." if gathered else ""
-            outcome = DriverOutcome(checked=check_citations("", ctx.ledger),
-                                    status=RunStatus.REFUSED if refused else RunStatus.FAILED)
-            outcome.checked.text = text
-        except BaseException as exc:
-            self.runs.finish(run_id, {"status": RunStatus.FAILED, "error": repr(exc),
-                                      "steps": ctx.step, "latency_s": ctx.elapsed()})
-            raise
+        # the offline rules read the question with the KB language's stop words
+        with reading_language(self.kb.language):
+            try:
+                decided = _route(question, self.kb, route)
+                ctx.emit(RouteEvent(route=decided.route, reason=decided.reason))
+                if decided.route == "out_of_scope":
+                    used_driver = "none"
+                    outcome = self._out_of_scope(ctx, decided)
+                elif decided.route == "single":
+                    used_driver = "single"
+                    answerer = self._answerer(comps.chat)
+                    parts = [answerer]
+                    single = Toolbox(self.kb, settings.single_k * SINGLE_DEPTH_PER_DOC,
+                                     settings.tool_result_chars)
+                    outcome = self._single_shot(ctx, single, answerer, settings.single_k)
+                else:
+                    run_driver, parts = self._driver(comps, toolbox)
+                    outcome = run_driver.run(ctx)
+            except RunFailed as exc:
+                error = str(exc)
+                ctx.emit(ErrorEvent(error=error))
+                gathered = "; ".join(f"[{e.n}] {e.doc_id} §{e.section}" for e in ctx.ledger.items)
+                refused = isinstance(exc, ModelRefused)
+                text = (f"The model declined to answer: {error}." if refused
+                        else f"The run failed: {error}.")
+                text += f" Evidence gathered so far: {gathered}." if gathered else ""
+                outcome = DriverOutcome(checked=check_citations("", ctx.ledger),
+                                        status=RunStatus.REFUSED if refused else RunStatus.FAILED)
+                outcome.checked.text = text
+            except BaseException as exc:
+                self.runs.finish(run_id, {"status": RunStatus.FAILED, "error": repr(exc),
+                                          "steps": ctx.step, "latency_s": ctx.elapsed()})
+                raise
         for part in parts:  # the decisions' model calls (the tools loop adds its own)
             ctx.usage.add(part.usage)
         result = RunResult(

@@ -28,7 +28,12 @@ KbOpt = Annotated[str | None, typer.Option(
     " [env RAGLOOP_KB, default ./kb].")]
 EmbedderOpt = Annotated[str | None, typer.Option(
     "--embedder",
-    help="local:all-MiniLM-L6-v2 (default) or openai:<model> [env RAGLOOP_EMBEDDER].")]
+    help="local:all-MiniLM-L6-v2 (default for English), local:multilingual-e5-small (default"
+    " for other languages) or openai:<model> [env RAGLOOP_EMBEDDER].")]
+LanguageOpt = Annotated[str | None, typer.Option(
+    "--language",
+    help="The knowledge base's language for a new KB: en, it, fr, de, es, zh, ja, he, …, or"
+    " mixed; default: detected from the first documents [env RAGLOOP_LANGUAGE].")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 ModelOpt = Annotated[str | None, typer.Option(
     help="offline | anthropic:<model> | openai:<model> | ollama:<model>")]
@@ -41,11 +46,12 @@ def settings_for(kb: str | Path | None, **changes: object) -> Settings:
     return Settings.from_env().with_(kb=str(kb) if kb else None, **changes)
 
 
-def open_kb(kb: str | None, embedder: str | None = None, create: bool = False):
+def open_kb(kb: str | None, embedder: str | None = None, create: bool = False,
+            language: str | None = None):
     """Only ingest creates a knowledge base: elsewhere a mistyped --kb is an error."""
     from ragloop.kb import KnowledgeBase
 
-    settings = settings_for(kb, embedder=embedder)
+    settings = settings_for(kb, embedder=embedder, language=language)
     return KnowledgeBase.open(settings.kb, settings, create=create)
 
 
@@ -55,9 +61,10 @@ def emit_json(obj: object) -> None:
 
 @app.command()
 def ingest(paths: Annotated[list[Path], typer.Argument(help="Files or folders (recursive).")],
-           kb: KbOpt = None, embedder: EmbedderOpt = None, as_json: JsonOpt = False) -> None:
+           kb: KbOpt = None, embedder: EmbedderOpt = None, language: LanguageOpt = None,
+           as_json: JsonOpt = False) -> None:
     """Add or update documents; unchanged files are skipped by content hash."""
-    with open_kb(kb, embedder, create=True) as base:
+    with open_kb(kb, embedder, create=True, language=language) as base:
         report = base.ingest(paths, progress=not as_json and err.is_terminal)
     if as_json:
         emit_json(report.to_dict())

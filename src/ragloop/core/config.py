@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass, fields, replace
 
 LOCAL_EMBEDDER = "local:all-MiniLM-L6-v2"
+# the default of a knowledge base in another language (optional extra `multilingual`)
+MULTILINGUAL_EMBEDDER = "local:multilingual-e5-small"
 # Current, not deprecated, in the installed SDKs' model lists (tests/test_llm_defaults.py).
 DEFAULT_ANTHROPIC_MODEL = "anthropic:claude-sonnet-5-5"
 DEFAULT_OPENAI_MODEL = "openai:gpt-5.4-mini"
@@ -27,6 +29,8 @@ class Settings:
     # None means "whatever the knowledge base records" (LOCAL_EMBEDDER for a new one).
     embedder: str | None = None
     embed_base_url: str | None = None
+    # the KB's language (retrieval/languages.py); None: recorded in the KB, else detected
+    language: str | None = None
     embed_batch_size: int = 32
     chunk_tokens: int = 200
     chunk_overlap: int = 40

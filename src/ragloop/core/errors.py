@@ -27,6 +27,10 @@ class EmbedderMismatchError(UserError):
     pass
 
 
+class LanguageMismatchError(UserError):
+    pass
+
+
 class ConfigError(UserError):
     pass
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from ragloop.core.config import LOCAL_EMBEDDER
+from ragloop.core.config import LOCAL_EMBEDDER, MULTILINGUAL_EMBEDDER
 from ragloop.core.errors import ConfigError
 from ragloop.embed.base import Embedder, normalize
 from ragloop.embed.cache import CachedEmbedder, text_hash
@@ -16,7 +16,8 @@ __all__ = ["CachedEmbedder", "Embedder", "make_embedder", "normalize", "text_has
 
 _LOCAL_SPECS = {"local", "local:default", LOCAL_EMBEDDER}
 _VALID_FORMS = (
-    f"'{LOCAL_EMBEDDER}' (or 'local'), or 'openai:<model>' (e.g. openai:text-embedding-3-small)"
+    f"'{LOCAL_EMBEDDER}' (or 'local'), '{MULTILINGUAL_EMBEDDER}',"
+    " or 'openai:<model>' (e.g. openai:text-embedding-3-small)"
 )
 
 
@@ -29,6 +30,10 @@ def make_embedder(
         from ragloop.embed.local import LocalEmbedder
 
         return LocalEmbedder(batch_size=batch_size or 32)
+    if spec == MULTILINGUAL_EMBEDDER:
+        from ragloop.embed.e5 import E5Embedder
+
+        return E5Embedder(batch_size=batch_size or 32)
     provider, _, model = spec.partition(":")
     if provider == "openai":
         if not model.strip():

@@ -13,8 +13,15 @@ class Embedder(Protocol):
     name: str
     dim: int
 
+    #: False when queries are embedded apart from passages (e5: "query: " / "passage: ")
+    symmetric: bool
+
     def embed(self, texts: list[str]) -> np.ndarray:
         """Return an array of shape (len(texts), dim), float32, each row of unit length."""
+        ...
+
+    def embed_query(self, texts: list[str]) -> np.ndarray:
+        """Search queries as the model wants them embedded (`embed` for a symmetric model)."""
         ...
 
 

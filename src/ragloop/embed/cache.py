@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
@@ -35,21 +36,35 @@ class CachedEmbedder:
     def dim(self) -> int:
         return self.inner.dim
 
+    @property
+    def symmetric(self) -> bool:
+        return self.inner.symmetric
+
     def embed(self, texts: list[str]) -> np.ndarray:
+        return self._embed(texts, self.name, self.inner.embed)
+
+    def embed_query(self, texts: list[str]) -> np.ndarray:
+        """Queries, where the inner model embeds them apart (e5); cached under their own key."""
+        if self.inner.symmetric:
+            return self.embed(texts)
+        return self._embed(texts, self.name + "#query", self.inner.embed_query)
+
+    def _embed(self, texts: list[str], key: str,
+               embed: Callable[[list[str]], np.ndarray]) -> np.ndarray:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.inner.dim), dtype=np.float32)
         hashes = [text_hash(t) for t in texts]
         unique = list(dict.fromkeys(hashes))
-        found = self.cache.get_embeddings(self.name, unique)
+        found = self.cache.get_embeddings(key, unique)
         misses: dict[str, str] = {}
         for h, t in zip(hashes, texts, strict=True):
             if h not in found and h not in misses:
                 misses[h] = t
         if misses:
             self.misses += len(misses)
-            vectors = self.inner.embed(list(misses.values()))
+            vectors = embed(list(misses.values()))
             new = {h: np.asarray(v, dtype=np.float32) for h, v in zip(misses, vectors, strict=True)}
-            self.cache.put_embeddings(self.name, new)
+            self.cache.put_embeddings(key, new)
             found = {**found, **new}
         return np.stack([np.asarray(found[h], dtype=np.float32) for h in hashes])

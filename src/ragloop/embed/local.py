@@ -138,6 +138,11 @@ class LocalEmbedder:
 
     # -- embedding -----------------------------------------------------------------------------
 
+    symmetric = True  # queries and passages are embedded alike
+
+    def embed_query(self, texts: list[str]) -> np.ndarray:
+        return self.embed(texts)
+
     def embed(self, texts: list[str]) -> np.ndarray:
         texts = list(texts)
         if not texts:

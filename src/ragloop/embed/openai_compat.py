@@ -59,6 +59,11 @@ class OpenAICompatEmbedder:
         assert self._dim is not None
         return self._dim
 
+    symmetric = True  # queries and passages are embedded alike
+
+    def embed_query(self, texts: list[str]) -> np.ndarray:
+        return self.embed(texts)
+
     def embed(self, texts: list[str]) -> np.ndarray:
         texts = list(texts)
         if not texts:

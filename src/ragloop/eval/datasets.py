@@ -316,6 +316,7 @@ def ingest_corpus(kb: KnowledgeBase, corpus: Path, progress: bool = False,
         nonlocal batch, added
         if not batch:
             return
+        kb.settle_language([doc for doc, _ in batch])  # a new KB takes the corpus's language
         emb = kb.embedder_for_write()
         texts = [[embed_text(doc, c) for c in chunks] for doc, chunks in batch]
         vectors = emb.embed([t for ts in texts for t in ts])

@@ -146,12 +146,14 @@ class _Batch:
 
 
 def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: Iterable[str | Path],
-                 settings: Settings, progress: bool = False,
-                 admit: Admit | None = None) -> IngestReport:
+                 settings: Settings, progress: bool = False, admit: Admit | None = None,
+                 before_write: Callable[[list[ParsedDocument]], None] | None = None,
+                 ) -> IngestReport:
     """Ingest files; `embedder` is called only when some chunk actually needs a vector.
 
     `admit(doc, content_hash)`, when given, sees every parsed document first; a reason it
-    returns skips the document into `report.conflicts` (the server's uploads use it)."""
+    returns skips the document into `report.conflicts` (the server's uploads use it).
+    `before_write` sees each batch's documents first (the KB settles its language there)."""
     started = time.perf_counter()
     report = IngestReport()
     known = store.content_hashes()
@@ -167,6 +169,8 @@ def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: It
         nonlocal batch
         if not batch.docs:
             return
+        if before_write is not None:
+            before_write([doc for doc, _, _, _ in batch.docs])
         emb = embedder()
         misses_before = emb.misses
         texts = [[embed_text(doc, c) for c in chunks] for doc, _, chunks, _ in batch.docs]

@@ -5,15 +5,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from ragloop.core.config import LOCAL_EMBEDDER, Settings
-from ragloop.core.errors import EmbedderMismatchError, NotFoundError, UserError
-from ragloop.core.types import DocumentInfo, Hit, SectionInfo
+from ragloop.core.config import LOCAL_EMBEDDER, MULTILINGUAL_EMBEDDER, Settings
+from ragloop.core.errors import (
+    EmbedderMismatchError,
+    LanguageMismatchError,
+    NotFoundError,
+    UserError,
+)
+from ragloop.core.types import DocumentInfo, Hit, ParsedDocument, SectionInfo
 from ragloop.core.unicode import clean_text
 from ragloop.embed.base import Embedder
 from ragloop.embed.cache import CachedEmbedder
 from ragloop.ingest.pipeline import Admit, IngestReport, ingest_paths
 from ragloop.kb.search import hybrid_search
 from ragloop.retrieval.fusion import Mode
+from ragloop.retrieval.languages import ENGLISH, detect_language, get_language
 from ragloop.storage.factory import open_store
 from ragloop.storage.protocols import Store
 
@@ -26,29 +32,44 @@ def _same_embedder(a: str, b: str) -> bool:
 class KnowledgeBase:
     """Documents → sections → chunks, searchable by BM25, vectors or both."""
 
-    def __init__(self, store: Store, settings: Settings, embedder: Embedder | None = None):
+    def __init__(self, store: Store, settings: Settings, embedder: Embedder | None = None,
+                 language: str | None = None):
         self.store = store
         self.settings = settings
+        self.language = _kb_language(store, language or settings.language)
         recorded = store.get_meta("embedder")
-        wanted = (embedder.name if embedder else settings.embedder) or recorded or LOCAL_EMBEDDER
-        if recorded and not _same_embedder(recorded, wanted):
+        self._asked = (embedder.name if embedder else settings.embedder) or None
+        if recorded and self._asked and not _same_embedder(recorded, self._asked):
             raise EmbedderMismatchError(
-                f"This knowledge base was built with the embedder {recorded!r}, not {wanted!r}:"
-                f" its vectors would not be comparable. Open it with --embedder {recorded}"
-                " (or RAGLOOP_EMBEDDER), or ingest into a new --kb folder.")
-        self.embedder_name = recorded or wanted
+                f"This knowledge base was built with the embedder {recorded!r}, not"
+                f" {self._asked!r}: its vectors would not be comparable. Open it with"
+                f" --embedder {recorded} (or RAGLOOP_EMBEDDER), or ingest into a new --kb folder.")
+        self._recorded = recorded
         self._inner = embedder
         self._embedder: CachedEmbedder | None = None
 
+    @property
+    def embedder_name(self) -> str:
+        """Recorded, else asked for, else the default for the KB's language (MiniLM for
+        English or a language not yet known, multilingual-e5 for any other)."""
+        if self._recorded or self._asked:
+            return self._recorded or self._asked  # type: ignore[return-value]
+        if self.language in (None, ENGLISH):
+            return LOCAL_EMBEDDER
+        return MULTILINGUAL_EMBEDDER
+
     @classmethod
     def open(cls, path: str | Path | None = None, settings: Settings | None = None,
-             embedder: Embedder | None = None, create: bool = True) -> KnowledgeBase:
+             embedder: Embedder | None = None, create: bool = True,
+             language: str | None = None) -> KnowledgeBase:
         """`path`: a folder (SQLite) or a postgresql:// URL (Postgres). `create=False`: a
-        folder without a knowledge base is a UserError instead of a new empty one."""
+        folder without a knowledge base is a UserError instead of a new empty one. `language`:
+        an ISO 639-1 code or "mixed" for a new KB (else detected from its first documents);
+        for an existing one it must be the recorded language."""
         settings = settings or Settings.from_env()
         store = open_store(path or settings.kb, create=create)
         try:
-            return cls(store, settings, embedder)
+            return cls(store, settings, embedder, language)
         except Exception:
             store.close()
             raise
@@ -73,7 +94,16 @@ class KnowledgeBase:
         if self.store.get_meta("embedder") is None:
             self.store.set_meta("embedder", self.embedder_name)
             self.store.set_meta("dim", str(emb.dim))
+            self._recorded = self.embedder_name
         return emb
+
+    def settle_language(self, docs: list[ParsedDocument]) -> None:
+        """Before the first write: the language asked for, else the first documents'."""
+        if self.store.get_meta("language") is not None:
+            return
+        if self.language is None:
+            self.language = detect_language(s.text for d in docs for s in d.sections)
+        self.store.set_language(self.language)
 
     def ingest(self, paths: Iterable[str | Path] | str | Path,
                progress: bool = False, admit: Admit | None = None) -> IngestReport:
@@ -81,7 +111,7 @@ class KnowledgeBase:
         if isinstance(paths, str | Path):
             paths = [paths]
         return ingest_paths(self.store, self.embedder_for_write, paths, self.settings, progress,
-                            admit)
+                            admit, before_write=self.settle_language)
 
     def search(self, query: str, k: int | None = None, mode: Mode = "hybrid") -> list[Hit]:
         if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
@@ -125,6 +155,24 @@ class KnowledgeBase:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _kb_language(store: Store, asked: str | None) -> str | None:
+    """The recorded language (for a KB made before languages had a record, the store's
+    default: English, or a Postgres KB's ts_config language), checked
+    against the one asked for; None for a new KB nobody asked a language of (detected later)."""
+    recorded = store.get_meta("language")
+    if recorded is None and store.chunk_count():
+        # SQLite: English; Postgres: the language of its text search configuration
+        recorded = store.language()
+    if asked is not None:
+        asked = get_language(asked).code
+    if recorded is not None and asked is not None and asked != recorded:
+        raise LanguageMismatchError(
+            f"This knowledge base is in {get_language(recorded).name} ({recorded!r}), not"
+            f" {asked!r}: its full-text index is built with that language's analyzer. Drop"
+            f" --language (or RAGLOOP_LANGUAGE), or ingest into a new --kb folder.")
+    return recorded or asked
 
 
 def _parent_section(section: str, sections: list[SectionInfo]) -> SectionInfo | None:

@@ -14,15 +14,16 @@ def hybrid_search(store: Store, embedder: Embedder | None, query: str, k: int = 
     """Search `store` for `query`; any text is valid, an empty one raises EmptyQueryError."""
     if mode not in MODES:
         raise ValueError(f"unknown search mode {mode!r}; use one of {', '.join(MODES)}")
-    terms = query_terms(query)
+    # the KB's language picks the query's stop words and CJK bigrams, as on the index side
+    terms = query_terms(query, store.language())
     depth = candidate_depth(k)
     if mode in ("hybrid", "vector") and embedder is None:
         raise ValueError("vector search needs an embedder")
     if mode == "hybrid":  # each store fuses its own way (Postgres: one statement)
         assert embedder is not None
-        return store.search_hybrid(terms, embedder.embed([query])[0], k, depth)
+        return store.search_hybrid(terms, embedder.embed_query([query])[0], k, depth)
     if mode == "bm25":
         return fuse(store.search_bm25(terms, depth), [], k, mode, store.chunks)
     assert embedder is not None
-    return fuse([], store.search_vector(embedder.embed([query])[0], depth), k, mode,
+    return fuse([], store.search_vector(embedder.embed_query([query])[0], depth), k, mode,
                 store.chunks)

@@ -10,11 +10,14 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import lru_cache
 
 from ragloop.core.types import Hit
+from ragloop.retrieval.languages import CJK_CHARS, cjk_grams, script_stop_words, stop_words
 from ragloop.retrieval.query_text import STOP_WORDS
 
 # Words that carry no topic in a question: the search stop words plus question/instruction
@@ -35,7 +38,25 @@ QUESTION_WORDS = frozenset([
 ])
 STOP = STOP_WORDS | QUESTION_WORDS
 
-_WORD = re.compile(r"\d+(?:[.,]\d+)+|[A-Za-z0-9][A-Za-z0-9\-'’]*")
+# The knowledge base's language while a question is answered (Engine.ask sets it): its stop
+# and question words (retrieval/languages.py) join STOP. English, or none set: STOP alone.
+_LANGUAGE: ContextVar[str | None] = ContextVar("ragloop_kb_language", default=None)
+
+
+@contextmanager
+def reading_language(code: str | None) -> Iterator[None]:
+    token = _LANGUAGE.set(code)
+    try:
+        yield
+    finally:
+        _LANGUAGE.reset(token)
+
+# Latin-script words as before, plus the words of scripts with no Latin letters at all
+# (Hebrew, Arabic; CJK runs become character bigrams in words()): Latin text tokenizes as it did.
+_OTHER_SCRIPT = "\u0590-\u05ff\u0600-\u06ff" + CJK_CHARS
+_WORD = re.compile(r"\d+(?:[.,]\d+)+|[A-Za-z0-9][A-Za-z0-9\-'’]*"
+                   f"|[{_OTHER_SCRIPT}][{_OTHER_SCRIPT}\"'׳״]*")
+_CJK_ONLY = re.compile(f"^[{CJK_CHARS}]+$")
 # A token with a digit next to letters: S200, E104, Q3, FY2025, G2, IP67, SR-332.
 _CODE = re.compile(r"^(?=.*\d)(?=.*[a-z])[a-z0-9\-]+$", re.IGNORECASE)
 _YEAR = re.compile(r"^(?:19|20)\d\d$")
@@ -59,7 +80,10 @@ def words(text: str) -> list[str]:
     """The word tokens of `text` (codes like S200 or SR-332 stay whole), original case."""
     out = []
     for w in _WORD.findall(fold_dashes(text or "")):
-        w = w.strip("-'’")
+        if _CJK_ONLY.match(w):  # no spaces between Chinese/Japanese words: bigrams
+            out.extend(cjk_grams(w))
+            continue
+        w = w.strip("-'’\"׳״")
         if w.lower().endswith(("'s", "’s")):
             w = w[:-2]
         if w:
@@ -125,9 +149,11 @@ def content_words(text: str) -> list[str]:
     without repeats (case-insensitive)."""
     seen: set[str] = set()
     out = []
+    # an English KB and Latin text: exactly STOP
+    stops = STOP | stop_words(_LANGUAGE.get()) | script_stop_words(text)
     for w in words(text):
         low = w.lower()
-        if low in STOP or low in seen or (len(low) == 1 and not low.isdigit()):
+        if low in stops or low in seen or (len(low) == 1 and not low.isdigit()):
             continue
         seen.add(low)
         out.append(w)
@@ -196,6 +222,12 @@ _ABBREV = re.compile(r"\b(?:e\.g|i\.e|etc|vs|approx|Mr|Mrs|Ms|Dr|No|Inc|Ltd|Fig|
                      re.IGNORECASE)
 
 
+# ". " before a capital (or a digit, a currency), as in English; ". " before a Hebrew letter
+# (Hebrew has no capitals); after 。！？ (and a closing quote), with or without a space; sof pasuq.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9£$€\u05d0-\u05ea])"
+                           r"|(?<=[。！？])(?![”」』）])\s*|(?<=[。！？][”」』）])\s*|(?<=\u05c3)\s*")
+
+
 def split_sentences(text: str) -> list[str]:
     """Split text into sentences; list items and headings count as sentences."""
     out: list[str] = []
@@ -204,7 +236,7 @@ def split_sentences(text: str) -> list[str]:
         if not block:
             continue
         buf = ""
-        for part in re.split(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9£$€])", block):
+        for part in _SENTENCE_END.split(block):
             buf = f"{buf} {part}".strip() if buf else part
             if _ABBREV.search(buf) or re.search(r"\b[A-Z]\.$", buf):
                 continue

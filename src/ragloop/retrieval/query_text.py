@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from ragloop.core.errors import EmptyQueryError
+from ragloop.retrieval import languages
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
@@ -79,10 +80,12 @@ STOP_WORDS = frozenset(
 )
 
 
-def query_terms(text: str) -> list[str]:
+def query_terms(text: str, language: str | None = None) -> list[str]:
     """Lower-cased words of `text` minus stop words, in order, without repeats.
 
-    Raises EmptyQueryError when the text has no words at all. A text made only of stop
+    `language` is the knowledge base's (None: English): its stop words apply, and in a
+    Chinese/Japanese/Korean (or mixed) KB each CJK run becomes the character bigrams the index
+    holds. Raises EmptyQueryError when the text has no words at all. A text made only of stop
     words keeps them, so "what is it" still searches for something.
     """
     words = [w.lower() for w in _WORD.findall(text or "")]
@@ -90,5 +93,11 @@ def query_terms(text: str) -> list[str]:
         raise EmptyQueryError(
             "The query is empty: give some words to search for (punctuation alone is not a query)."
         )
-    kept = [w for w in words if w not in STOP_WORDS] or words
+    if language in (None, languages.ENGLISH):
+        stops = STOP_WORDS
+    else:
+        if languages.get_language(language).bigrams:
+            words = languages.bigram_text(" ".join(words)).split()
+        stops = languages.stop_words(language)
+    kept = [w for w in words if w not in stops] or words
     return list(dict.fromkeys(kept))

@@ -36,6 +36,7 @@ from ragloop.core.errors import ConfigError
 from ragloop.core.types import DocumentInfo, Hit, SectionInfo
 from ragloop.retrieval.fusion import RRF_K
 from ragloop.retrieval.index_text import index_text
+from ragloop.retrieval.languages import ENGLISH, LANGUAGES, get_language
 from ragloop.storage.postgres import schema as pg_schema
 from ragloop.storage.protocols import DocumentWrite
 
@@ -202,6 +203,7 @@ class PostgresStore:
             pg_schema.apply_migrations(conn, requested or pg_schema.DEFAULT_TS_CONFIG)
             row = conn.execute("SELECT value FROM meta WHERE key='ts_config'").fetchone()
         self.ts_config = row[0] if row else pg_schema.DEFAULT_TS_CONFIG
+        self._ts_requested = bool(requested)
         if requested and requested != self.ts_config:
             raise ConfigError(
                 f"This knowledge base was created with the text search configuration"
@@ -236,6 +238,36 @@ class PostgresStore:
         return f"PostgresStore({redact(self.url)!r})"
 
     # -- meta -----------------------------------------------------------------------------
+
+    def language(self) -> str:
+        """The KB's language code (retrieval/languages.py); a KB from before languages: the
+        language of its text search configuration (`italian` -> it), else English."""
+        recorded = self.get_meta("language")
+        if recorded is not None:
+            return get_language(recorded).code
+        return next((lang.code for lang in LANGUAGES.values()
+                     if lang.ts_config == self.ts_config), ENGLISH)
+
+    def set_language(self, code: str) -> None:
+        """Record the KB's language and make its text search configuration the language's
+        (Chinese/Japanese/Korean/Hebrew: `simple`, whole runs as lexemes: see README). A
+        ts_config asked for explicitly wins, and so does the one of a KB that already holds
+        chunks (one made before languages: the generated `tsv` column bakes it in)."""
+        wanted = get_language(code).ts_config
+        if not self._ts_requested and wanted != self.ts_config:
+            with self._conn() as conn, conn.transaction():
+                if conn.execute("SELECT 1 FROM chunks LIMIT 1").fetchone() is None:
+                    pg_schema.check_ts_config(conn, wanted)
+                    conn.execute(sql.SQL(
+                        "DROP INDEX IF EXISTS chunks_tsv; ALTER TABLE chunks DROP COLUMN tsv;"
+                        " ALTER TABLE chunks ADD COLUMN tsv tsvector GENERATED ALWAYS AS"
+                        " (strip(to_tsvector({cfg}::regconfig, head || ' ' || text))) STORED;"
+                        " CREATE INDEX chunks_tsv ON chunks USING gin (tsv);"
+                        " DELETE FROM lexeme_stats; DELETE FROM fts_stats;"
+                    ).format(cfg=sql.Literal(wanted)))
+                    conn.execute("UPDATE meta SET value=%s WHERE key='ts_config'", (wanted,))
+                    self.ts_config = wanted
+        self.set_meta("language", get_language(code).code)
 
     def get_meta(self, key: str) -> str | None:
         with self._conn() as conn:

@@ -15,6 +15,8 @@ import hnswlib
 import numpy as np
 import tantivy
 
+from ragloop.retrieval import languages
+
 # Below this many vectors an exact scan is both fast and perfect.
 EXACT_SEARCH_BELOW = 20_000
 # HNSW graph: M=16 / ef_construction=128 is the common default; ef_search 96 keeps vector
@@ -27,17 +29,23 @@ TIE_MARGIN = 16
 
 
 class FullTextIndex:
-    """BM25 over chunk text (English stemming); documents are (chunk_id, doc_id, text)."""
+    """BM25 over chunk text with the KB language's analyzer (retrieval/languages.py);
+    documents are (chunk_id, doc_id, text)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, language: str | None = None) -> None:
         self.folder = folder
+        self.language = languages.get_language(language).code
         folder.mkdir(parents=True, exist_ok=True)
+        tokenizer = languages.tokenizer_name(self.language)
         builder = tantivy.SchemaBuilder()
         builder.add_unsigned_field("chunk_id", stored=False, indexed=True, fast=True)
         builder.add_text_field("doc_id", stored=False, tokenizer_name="raw")
-        builder.add_text_field("text", stored=False, tokenizer_name="en_stem", index_option="freq")
+        builder.add_text_field("text", stored=False, tokenizer_name=tokenizer, index_option="freq")
         self.schema = builder.build()
         self.index = tantivy.Index(self.schema, path=str(folder), reuse=True)
+        analyzer = languages.text_analyzer(self.language)
+        if analyzer is not None:  # custom analyzers live in the process, not in the index files
+            self.index.register_tokenizer(tokenizer, analyzer)
         self._writer: tantivy.IndexWriter | None = None
 
     def _w(self) -> tantivy.IndexWriter:
@@ -49,7 +57,7 @@ class FullTextIndex:
         doc = tantivy.Document()
         doc.add_unsigned("chunk_id", int(chunk_id))
         doc.add_text("doc_id", doc_id)
-        doc.add_text("text", text)
+        doc.add_text("text", languages.prepare(self.language, text))
         self._w().add_document(doc)
 
     def delete_doc(self, doc_id: str) -> None:
@@ -80,7 +88,10 @@ class FullTextIndex:
     def search(self, terms: list[str], k: int) -> list[tuple[int, float]]:
         if not terms:
             return []
-        query = self.index.parse_query(" ".join(terms), ["text"])
+        try:
+            query = self.index.parse_query(" ".join(terms), ["text"])
+        except ValueError:  # the analyzer dropped every term (a word over 40 bytes, e.g. a
+            return []  # whole Chinese sentence under the English analyzer): nothing matches
         searcher = self.index.searcher()
         # equal scores (the same templated section of every quarter's report) come back in
         # segment order, which differs between two ingests of the same files: fetch a margin

@@ -23,6 +23,7 @@ from ragloop.core.errors import UserError
 from ragloop.core.types import DocumentInfo, Hit, SectionInfo
 from ragloop.retrieval.fusion import fuse
 from ragloop.retrieval.index_text import index_text
+from ragloop.retrieval.languages import ENGLISH, get_language
 from ragloop.storage.protocols import DocumentWrite
 from ragloop.storage.sqlite.indexes import FullTextIndex, VectorIndex
 from ragloop.storage.sqlite.lock import WriteLock
@@ -312,6 +313,9 @@ class SqliteStore:
             if not isinstance(state, dict) or state.get("format") != INDEX_FORMAT:
                 return None
             int(state["generation"])
+            # built with another analyzer (the KB's language was set after it was made)
+            if state.get("language", ENGLISH) != self.language():
+                return None
             return state
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
@@ -345,6 +349,7 @@ class SqliteStore:
                          files={n: _fingerprint(self._index_folder / n) for n in names})
         self._state_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._state_path.with_suffix(".tmp")
+        state["language"] = self.language()
         tmp.write_text(json.dumps(state))
         tmp.replace(self._state_path)
 
@@ -352,6 +357,15 @@ class SqliteStore:
         # only what the file claims: a full check would count the chunks on every write batch
         if self._state_generation() is not None:
             self._write_state(None)
+
+    def language(self) -> str:
+        """The KB's language code (retrieval/languages.py); a KB from before languages:
+        English."""
+        return get_language(self.get_meta("language")).code
+
+    def set_language(self, code: str) -> None:
+        """Record the KB's language (its analyzer follows at the next index load)."""
+        self.set_meta("language", code)
 
     def _dim(self) -> int:
         return int(self.get_meta("dim") or 0)
@@ -362,7 +376,8 @@ class SqliteStore:
             current = self.generation()
             fresh = (self._fulltext is not None and self._vectors is not None
                      and self._loaded_generation == current
-                     and self._vectors.dim == (self._dim() or 1))
+                     and self._vectors.dim == (self._dim() or 1)
+                     and self._fulltext.language == self.language())
             if fresh:
                 return self._fulltext, self._vectors  # type: ignore[return-value]
             if self._fulltext is not None and self._fulltext.pending:
@@ -389,7 +404,7 @@ class SqliteStore:
         """The saved indexes, or None when a file is damaged (they are rebuilt then)."""
         state = self._state() or {}
         try:
-            fulltext = FullTextIndex(self._index_folder / "fulltext")
+            fulltext = FullTextIndex(self._index_folder / "fulltext", self.language())
             vectors = VectorIndex(self._index_folder / VECTOR_FILE, self._dim() or 1)
             if state.get("fulltext", fulltext.size()) != fulltext.size() \
                     or state.get("vectors", len(vectors)) != len(vectors):
@@ -416,7 +431,7 @@ class SqliteStore:
             shutil.rmtree(folder / "fulltext", ignore_errors=True)
             for name in (VECTOR_FILE, VECTOR_FILE + ".json", "vectors.usearch"):
                 (folder / name).unlink(missing_ok=True)
-            self._fulltext = FullTextIndex(folder / "fulltext")
+            self._fulltext = FullTextIndex(folder / "fulltext", self.language())
             self._vectors = VectorIndex(folder / VECTOR_FILE, self._dim() or 1)
             self._rebuild(self._fulltext, self._vectors)
             return self._fulltext, self._vectors

@@ -1,0 +1,629 @@
+"""The language of a knowledge base: its full-text analyzer, its query stop words, detection.
+
+One code per KB (ISO 639-1, or "mixed"), recorded in the KB meta. What it decides:
+
+- the tantivy analyzer (tantivy-py 0.27's built-in Snowball stemmers for the European
+  languages it has; lower-casing only where there is none, e.g. Hebrew; "en" keeps the
+  built-in `en_stem`, so English indexes are byte-for-byte what they were);
+- Chinese, Japanese and Korean runs become overlapping character bigrams *before* the
+  analyzer sees them (the same function on the index and the query side), so a sentence is no
+  longer one token; a lone character stays a unigram;
+- the Postgres text-search configuration (Chinese/Japanese/Korean/Hebrew: `simple`);
+- the query stop words.
+
+Detection is a script count plus stop-word hits: no model, no dependency, and it only has to
+tell apart the languages this module has an analyzer for (a wrong guess is a worse analyzer,
+never lost data; `--language` overrides it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ragloop.core.errors import ConfigError
+
+ENGLISH = "en"
+MIXED = "mixed"
+
+
+@dataclass(frozen=True)
+class Language:
+    code: str
+    name: str
+    stemmer: str | None  # tantivy Filter.stemmer name
+    ts_config: str  # Postgres text search configuration
+    bigrams: bool = False  # CJK: character bigrams
+
+
+_TABLE = [
+    Language("en", "English", "english", "english"),
+    Language("it", "Italian", "italian", "italian"),
+    Language("fr", "French", "french", "french"),
+    Language("de", "German", "german", "german"),
+    Language("es", "Spanish", "spanish", "spanish"),
+    Language("pt", "Portuguese", "portuguese", "portuguese"),
+    Language("nl", "Dutch", "dutch", "dutch"),
+    Language("sv", "Swedish", "swedish", "swedish"),
+    Language("da", "Danish", "danish", "danish"),
+    Language("no", "Norwegian", "norwegian", "norwegian"),
+    Language("fi", "Finnish", "finnish", "finnish"),
+    Language("hu", "Hungarian", "hungarian", "hungarian"),
+    Language("ro", "Romanian", "romanian", "romanian"),
+    Language("ru", "Russian", "russian", "russian"),
+    Language("el", "Greek", "greek", "greek"),
+    Language("tr", "Turkish", "turkish", "turkish"),
+    Language("ar", "Arabic", "arabic", "arabic"),
+    Language("ta", "Tamil", "tamil", "simple"),
+    Language("he", "Hebrew", None, "simple"),
+    Language("zh", "Chinese", None, "simple", bigrams=True),
+    Language("ja", "Japanese", None, "simple", bigrams=True),
+    Language("ko", "Korean", None, "simple", bigrams=True),
+    Language(MIXED, "mixed (language-neutral)", None, "simple", bigrams=True),
+]
+LANGUAGES = {lang.code: lang for lang in _TABLE}
+
+
+def get_language(code: str | None) -> Language:
+    """The Language for a code ("it", "zh", "mixed"; None means English)."""
+    key = (code or ENGLISH).strip().lower()
+    if key not in LANGUAGES:
+        raise ConfigError(f"unknown language {code!r}; known: {', '.join(LANGUAGES)}")
+    return LANGUAGES[key]
+
+
+# -- CJK character bigrams ----------------------------------------------------------------
+
+CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_CJK_RUN = re.compile(f"[{CJK_CHARS}]+")
+
+
+def cjk_grams(run: str) -> list[str]:
+    """Overlapping bigrams of a run of CJK characters (a single character stays itself)."""
+    if len(run) < 2:
+        return [run] if run else []
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def bigram_text(text: str) -> str:
+    """`text` with every CJK run replaced by its bigrams, space separated; the rest as it was."""
+    return _CJK_RUN.sub(lambda m: " " + " ".join(cjk_grams(m.group())) + " ", text)
+
+
+def prepare(code: str | None, text: str) -> str:
+    """What the full-text analyzer is given for `text` in a KB of language `code`."""
+    return bigram_text(text) if get_language(code).bigrams else text
+
+
+# -- tantivy analyzers -------------------------------------------------------------------
+
+
+def tokenizer_name(code: str | None) -> str:
+    lang = get_language(code)
+    if lang.code == ENGLISH:
+        return "en_stem"  # tantivy's built-in: unchanged for English KBs
+    return f"ragloop_{lang.stemmer or 'plain'}"
+
+
+def text_analyzer(code: str | None):  # -> tantivy.TextAnalyzer | None
+    """The analyzer to register under tokenizer_name(code); None for a built-in one."""
+    import tantivy
+
+    lang = get_language(code)
+    if lang.code == ENGLISH:
+        return None
+    # the same chain as en_stem (simple, remove_long 40, lowercase, stemmer), with its stemmer
+    builder = (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(40))
+        .filter(tantivy.Filter.lowercase())
+    )
+    if lang.stemmer:
+        builder = builder.filter(tantivy.Filter.stemmer(lang.stemmer))
+    return builder.build()
+
+
+# -- stop words (query side) -------------------------------------------------------------
+
+STOP_WORDS: dict[str, frozenset[str]] = {
+    "it": frozenset(
+        [
+            "il",
+            "lo",
+            "la",
+            "i",
+            "gli",
+            "le",
+            "un",
+            "uno",
+            "una",
+            "di",
+            "del",
+            "dello",
+            "della",
+            "dei",
+            "degli",
+            "delle",
+            "a",
+            "al",
+            "allo",
+            "alla",
+            "ai",
+            "agli",
+            "alle",
+            "da",
+            "dal",
+            "dalla",
+            "dai",
+            "dalle",
+            "in",
+            "nel",
+            "nello",
+            "nella",
+            "nei",
+            "negli",
+            "nelle",
+            "su",
+            "sul",
+            "sulla",
+            "sui",
+            "sulle",
+            "con",
+            "per",
+            "tra",
+            "fra",
+            "e",
+            "ed",
+            "o",
+            "è",
+            "sono",
+            "era",
+            "erano",
+            "che",
+            "chi",
+            "cosa",
+            "quale",
+            "quali",
+            "quanto",
+            "quanti",
+            "quanta",
+            "quante",
+            "quando",
+            "dove",
+            "come",
+            "perché",
+            "non",
+            "si",
+            "ci",
+            "ne",
+            "anche",
+            "ma",
+            "se",
+            "questo",
+            "questa",
+            "questi",
+            "queste",
+            "quello",
+            "quella",
+            "essere",
+            "ha",
+            "hanno",
+        ]
+    ),
+    "fr": frozenset(
+        [
+            "le",
+            "la",
+            "les",
+            "un",
+            "une",
+            "des",
+            "de",
+            "du",
+            "d",
+            "l",
+            "à",
+            "au",
+            "aux",
+            "en",
+            "dans",
+            "sur",
+            "par",
+            "pour",
+            "avec",
+            "et",
+            "ou",
+            "est",
+            "sont",
+            "était",
+            "que",
+            "qui",
+            "quoi",
+            "quel",
+            "quelle",
+            "quels",
+            "quelles",
+            "quand",
+            "où",
+            "comment",
+            "pourquoi",
+            "ne",
+            "pas",
+            "se",
+            "ce",
+            "cette",
+            "ces",
+            "il",
+            "elle",
+            "ils",
+            "elles",
+        ]
+    ),
+    "de": frozenset(
+        [
+            "der",
+            "die",
+            "das",
+            "den",
+            "dem",
+            "des",
+            "ein",
+            "eine",
+            "einen",
+            "einem",
+            "einer",
+            "eines",
+            "und",
+            "oder",
+            "ist",
+            "sind",
+            "war",
+            "waren",
+            "in",
+            "im",
+            "an",
+            "am",
+            "auf",
+            "aus",
+            "bei",
+            "mit",
+            "von",
+            "vom",
+            "zu",
+            "zum",
+            "zur",
+            "für",
+            "über",
+            "was",
+            "wer",
+            "wie",
+            "wo",
+            "wann",
+            "warum",
+            "welche",
+            "welcher",
+            "welches",
+            "nicht",
+            "es",
+            "sie",
+            "er",
+        ]
+    ),
+    "es": frozenset(
+        [
+            "el",
+            "la",
+            "los",
+            "las",
+            "un",
+            "una",
+            "unos",
+            "unas",
+            "de",
+            "del",
+            "a",
+            "al",
+            "en",
+            "con",
+            "por",
+            "para",
+            "y",
+            "o",
+            "es",
+            "son",
+            "era",
+            "que",
+            "quién",
+            "quien",
+            "qué",
+            "cuál",
+            "cuáles",
+            "cuándo",
+            "dónde",
+            "cómo",
+            "por",
+            "qué",
+            "no",
+            "se",
+            "lo",
+            "su",
+            "sus",
+        ]
+    ),
+    "pt": frozenset(
+        [
+            "o",
+            "a",
+            "os",
+            "as",
+            "um",
+            "uma",
+            "de",
+            "do",
+            "da",
+            "dos",
+            "das",
+            "em",
+            "no",
+            "na",
+            "nos",
+            "nas",
+            "por",
+            "para",
+            "com",
+            "e",
+            "ou",
+            "é",
+            "são",
+            "era",
+            "que",
+            "quem",
+            "qual",
+            "quais",
+            "quando",
+            "onde",
+            "como",
+            "porque",
+            "não",
+            "se",
+        ]
+    ),
+    "he": frozenset(
+        [
+            "של",
+            "את",
+            "על",
+            "עם",
+            "הוא",
+            "היא",
+            "הם",
+            "הן",
+            "זה",
+            "זו",
+            "זאת",
+            "מה",
+            "מי",
+            "האם",
+            "איך",
+            "למה",
+            "מתי",
+            "איפה",
+            "כמה",
+            "אשר",
+            "או",
+            "גם",
+            "לא",
+            "כי",
+            "אם",
+            "יש",
+            "אין",
+        ]
+    ),
+    "zh": frozenset(
+        ["什么", "哪里", "哪个", "哪些", "怎么", "多少", "为什", "么是", "是什", "的是", "是哪"]
+    ),
+    "ja": frozenset(["なに", "なん", "どこ", "どの", "いつ", "だれ", "です", "ます"]),
+}
+
+
+def stop_words(code: str | None) -> frozenset[str]:
+    """The query stop words of a non-English language (English's live in query_text)."""
+    return STOP_WORDS.get(get_language(code).code, frozenset())
+
+
+_SCRIPT_STOPS = [
+    (re.compile(f"[{CJK_CHARS}]"), STOP_WORDS["zh"] | STOP_WORDS["ja"]),
+    (re.compile("[\u0590-\u05ff]"), STOP_WORDS["he"]),
+]
+
+
+def script_stop_words(text: str) -> frozenset[str]:
+    """Stop words of the scripts other than Latin that `text` is written in (Chinese /
+    Japanese bigrams, Hebrew): the offline rules add them to their English list, so a
+    Latin-script text is read exactly as before."""
+    found: frozenset[str] = frozenset()
+    for pattern, stops in _SCRIPT_STOPS:
+        if pattern.search(text or ""):
+            found |= stops
+    return found
+
+
+# -- detection ---------------------------------------------------------------------------
+
+_SCRIPTS = [
+    ("ja", re.compile("[\u3040-\u30ff]")),
+    ("ko", re.compile("[\uac00-\ud7af]")),
+    ("zh", re.compile("[\u3400-\u4dbf\u4e00-\u9fff]")),
+    ("he", re.compile("[\u0590-\u05ff]")),
+    ("ar", re.compile("[\u0600-\u06ff]")),
+    ("ru", re.compile("[\u0400-\u04ff]")),
+    ("el", re.compile("[\u0370-\u03ff]")),
+    ("latin", re.compile("[A-Za-z\u00c0-\u024f]")),
+]
+_LATIN_STOPS = {
+    "en": frozenset(
+        [
+            "the",
+            "of",
+            "and",
+            "to",
+            "is",
+            "in",
+            "that",
+            "it",
+            "for",
+            "was",
+            "on",
+            "are",
+            "with",
+            "as",
+            "by",
+            "this",
+            "be",
+            "from",
+        ]
+    ),
+    "it": frozenset(
+        [
+            "il",
+            "di",
+            "che",
+            "la",
+            "per",
+            "non",
+            "una",
+            "sono",
+            "della",
+            "nel",
+            "del",
+            "gli",
+            "dei",
+            "alla",
+            "delle",
+            "anche",
+        ]
+    ),
+    "fr": frozenset(
+        [
+            "le",
+            "de",
+            "la",
+            "les",
+            "et",
+            "des",
+            "est",
+            "une",
+            "que",
+            "pour",
+            "dans",
+            "qui",
+            "par",
+            "sur",
+            "pas",
+            "du",
+            "au",
+        ]
+    ),
+    "de": frozenset(
+        [
+            "der",
+            "die",
+            "und",
+            "das",
+            "ist",
+            "nicht",
+            "mit",
+            "von",
+            "den",
+            "des",
+            "für",
+            "auf",
+            "ein",
+            "eine",
+            "sich",
+            "dem",
+        ]
+    ),
+    "es": frozenset(
+        [
+            "el",
+            "la",
+            "de",
+            "que",
+            "y",
+            "los",
+            "las",
+            "en",
+            "es",
+            "por",
+            "una",
+            "para",
+            "con",
+            "del",
+            "se",
+            "al",
+        ]
+    ),
+    "pt": frozenset(
+        [
+            "o",
+            "de",
+            "que",
+            "e",
+            "os",
+            "as",
+            "em",
+            "um",
+            "uma",
+            "para",
+            "com",
+            "não",
+            "da",
+            "do",
+            "dos",
+            "das",
+        ]
+    ),
+    "nl": frozenset(
+        ["de", "het", "een", "van", "en", "is", "dat", "op", "te", "zijn", "niet", "met", "voor"]
+    ),
+}
+_LATIN_WORD = re.compile(r"[a-zà-ÿ]+")
+# a script must hold this share of the letters to decide alone; two above it: mixed
+_DOMINANT, _SECOND = 0.75, 0.25
+# a CJK character carries about a word: weigh it as a short word's letters
+_CJK_WEIGHT = 3
+
+
+def detect_language(texts: Iterable[str], max_chars: int = 200_000) -> str:
+    """The language code of `texts` (e.g. the first documents of a KB); "mixed" when two
+    scripts each hold a large share; English when there is nothing to go on."""
+    sample, size = [], 0
+    for text in texts:
+        sample.append(text)
+        size += len(text)
+        if size >= max_chars:
+            break
+    joined = "\n".join(sample)[:max_chars]
+    counts: Counter[str] = Counter()
+    for name, pattern in _SCRIPTS:
+        weight = _CJK_WEIGHT if name in ("ja", "ko", "zh") else 1
+        counts[name] = weight * len(pattern.findall(joined))
+    # Japanese text is mostly kanji: any kana makes the Han count Japanese
+    if counts["ja"]:
+        counts["ja"] += counts.pop("zh")
+    total = sum(counts.values())
+    if not total:
+        return ENGLISH
+    ranked = [(name, n / total) for name, n in counts.most_common() if n]
+    if len(ranked) > 1 and ranked[1][1] >= _SECOND and ranked[0][1] < _DOMINANT:
+        return MIXED
+    top = ranked[0][0]
+    if top != "latin":
+        return top
+    words = Counter(_LATIN_WORD.findall(joined.lower()))
+    hits = {code: sum(words[w] for w in stops) for code, stops in _LATIN_STOPS.items()}
+    best = max(hits, key=lambda code: hits[code])
+    return best if hits[best] else ENGLISH
