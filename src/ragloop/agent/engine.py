@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from ragloop.agent.evidence import check_citations
 from ragloop.agent.llm_decisions import LLMAnswerer, LLMGrader, LLMPlanner, LLMRewriter
-from ragloop.agent.run import DriverOutcome, RunContext, RunResult
+from ragloop.agent.run import DriverOutcome, RunContext, RunResult, closest_passages
+from ragloop.agent.search_grade import grade_event
 from ragloop.agent.tools import SEARCH, Toolbox
 from ragloop.core.config import Settings
 from ragloop.core.decisions import Answerer, Grader, Planner, Rewriter, Route
@@ -67,13 +68,16 @@ class Components:
 
 
 def _route(question: str, kb: KnowledgeBase, route: str) -> Route:
-    if route == "single":
-        return Route("single", "forced by --route single")
     if route == "agent":
         return Route("agent", "forced by --route agent")
     from ragloop.agent.local import RuleRouter
 
-    return RuleRouter(kb).route(question)
+    router = RuleRouter(kb)
+    if route == "single":
+        # single-shot declines what the knowledge base plainly does not cover, as routing does
+        why = router.out_of_scope(question)
+        return Route("out_of_scope", why) if why else Route("single", "forced by --route single")
+    return router.route(question)
 
 
 class Engine:
@@ -133,36 +137,44 @@ class Engine:
         from ragloop.agent.local import follow_ups_for
 
         answerer = self._answerer(comps.chat)
+        baseline = Toolbox(self.kb, self.settings.single_k * SINGLE_DEPTH_PER_DOC,
+                           self.settings.tool_result_chars)
         driver = PipelineDriver(toolbox, planner, grader, rewriter, answerer,
-                                follow_ups_for(self.kb))
+                                follow_ups_for(self.kb), baseline=baseline,
+                                baseline_docs=self.settings.single_k)
         return driver, [planner, grader, rewriter, answerer]
 
     # -- running ------------------------------------------------------------------------
 
     def _single_shot(self, ctx: RunContext, toolbox: Toolbox, answerer: Answerer,
-                     k: int) -> DriverOutcome:
-        """One search, answered from its top k documents."""
+                     grader: Grader, k: int) -> DriverOutcome:
+        """One search, graded, answered from what the grader kept of its top k documents (the
+        rest stay in the evidence, unconfirmed, in search order)."""
         ctx.step += 1
         try:
             hits = top_documents(toolbox.search(ctx.question), k)
         except ToolError as exc:  # no words to search for ("?!", an emoji): nothing found
             ctx.emit(ToolCallEvent(tool=SEARCH, query=ctx.question, error=str(exc)))
             hits = []
-        for h in hits:
-            ctx.ledger.add_hit(h, ctx.step)
         if hits:
+            grade = grader.grade(ctx.question, hits)
+            kept = {h.chunk_id for h in grade.kept}
+            for h in hits:
+                ctx.ledger.add_hit(h, ctx.step, confirmed=grade.ungraded or h.chunk_id in kept)
             ctx.emit(ToolCallEvent(tool=SEARCH, query=ctx.question, chunks=len(hits),
-                                   kept=len(hits)))
+                                   kept=len(grade.kept)))
+            ctx.emit(grade_event(ctx.question, 0, hits, grade))
         ctx.step += 1
         draft = answerer.answer(ctx.question, [ctx.question], ctx.ledger.items)
         checked = check_citations(draft.text, ctx.ledger)
+        closest = closest_passages(draft.closest, ctx.ledger)
         ctx.emit(AnswerEvent(text=checked.text, citations=checked.citations,
                              invalid_citations=checked.invalid, missing=draft.missing,
-                             conflicts=draft.conflicts))
+                             conflicts=draft.conflicts, closest=closest or None))
         status = RunStatus.UNANSWERABLE if draft.unanswerable or not checked.citations \
             else RunStatus.ANSWERED
         return DriverOutcome(checked=checked, status=status, missing=draft.missing,
-                             conflicts=draft.conflicts)
+                             conflicts=draft.conflicts, closest=closest)
 
     def _out_of_scope(self, ctx: RunContext, route: Route) -> DriverOutcome:
         from ragloop.agent.local import describe_scope
@@ -209,10 +221,12 @@ class Engine:
                 elif decided.route == "single":
                     used_driver = "single"
                     answerer = self._answerer(comps.chat)
-                    parts = [answerer]
+                    grader = self._grader(comps)
+                    parts = [answerer, grader]
                     single = Toolbox(self.kb, settings.single_k * SINGLE_DEPTH_PER_DOC,
                                      settings.tool_result_chars)
-                    outcome = self._single_shot(ctx, single, answerer, settings.single_k)
+                    outcome = self._single_shot(ctx, single, answerer, grader,
+                                                settings.single_k)
                 else:
                     run_driver, parts = self._driver(comps, toolbox)
                     outcome = run_driver.run(ctx)
@@ -240,6 +254,7 @@ class Engine:
             invalid_citations=outcome.checked.invalid, missing=outcome.missing,
             conflicts=outcome.conflicts, steps=ctx.step, max_steps=settings.max_steps,
             usage=ctx.usage, latency_s=ctx.elapsed(),
+            closest=outcome.closest,
             evidence=[{"n": e.n, "doc_id": e.doc_id, "section": e.section,
                        "section_title": e.section_title, "step": e.step,
                        "confirmed": e.confirmed}

@@ -243,6 +243,9 @@ class LLMAnswerer:
         self.usage = Usage()
 
     def answer(self, question: str, sub_questions: list[str], evidence: list[Evidence]) -> Draft:
+        # only what the grader kept may support an answer; unconfirmed nearest passages are
+        # listed beside it by the engine, not handed to the model as sources
+        evidence = [e for e in evidence if e.confirmed]
         if not evidence:
             return Draft(text=NO_EVIDENCE_ANSWER, missing=list(sub_questions) or [question],
                          unanswerable=True)

@@ -22,12 +22,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ragloop.agent.evidence import Ledger, check_citations
-from ragloop.agent.run import DriverOutcome, RunContext
-from ragloop.agent.search_grade import search_and_grade
+from ragloop.agent.run import DriverOutcome, RunContext, closest_passages
+from ragloop.agent.search_grade import grade_event, search_and_grade
 from ragloop.agent.tools import FETCH, SEARCH, Toolbox, page_field
-from ragloop.core.decisions import Answerer, Draft, Grade, Grader, Planner, Rewriter
+from ragloop.core.decisions import (
+    Answerer,
+    Draft,
+    Evidence,
+    Grade,
+    Grader,
+    Planner,
+    Rewriter,
+)
 from ragloop.core.errors import ToolError
-from ragloop.core.events import AnswerEvent, GradeEvent, PlanEvent, RewriteEvent, ToolCallEvent
+from ragloop.core.events import AnswerEvent, PlanEvent, RewriteEvent, ToolCallEvent
 from ragloop.core.types import Hit, RunStatus
 from ragloop.offline.text import absent_codes, query_names_title, term_set
 
@@ -42,14 +50,22 @@ NAMED_PRIORITY = 1.0
 POINTER_DISCOUNT = 1e-3
 # The grade given to a re-query's hit from the document the query names by title.
 NAMED_HIT_SCORE = 0.5
-# Discarded same-titled sections of other documents that make a search page "crowded".
-CROWDED_SIBLINGS = 2
 # Pointers of a section that was itself reached through a pointer are followed last.
 CHAIN_DISCOUNT = 1.0
 # A part the run could not answer shows this many nearest passages (one per document) from its
 # own first search, marked unconfirmed, ranked after all other evidence.
 NEAREST_DOCS = 3
 NEAREST_PRIORITY = -1.0
+# The sub-question index of the whole question's own search when the plan has several parts.
+WHOLE_QUESTION = -1
+# A single-shot document loses its place in the evidence only when the grader is this sure
+# it is irrelevant: no chunk of it scored above this anywhere in the run.
+CONFIDENT_IRRELEVANT = 0.35
+
+
+def top_doc_ids(hits: list[Hit], k: int) -> list[str]:
+    """The first k distinct documents of a search, in rank order."""
+    return list(dict.fromkeys(h.doc_id for h in hits))[:k]
 
 
 @dataclass
@@ -69,7 +85,6 @@ class Part:
     bridged: bool = False  # the spare-step bridge search was made
     first_grade: Grade | None = None
     first_hits: list[Hit] = field(default_factory=list)  # the first search's page, in order
-    deepened: bool = False  # the second page of the question's own search was read
 
     @property
     def enough(self) -> bool:
@@ -97,24 +112,38 @@ class PipelineDriver:
     name = "pipeline"
 
     def __init__(self, toolbox: Toolbox, planner: Planner, grader: Grader, rewriter: Rewriter,
-                 answerer: Answerer, follow_ups: FollowUps | None = None) -> None:
+                 answerer: Answerer, follow_ups: FollowUps | None = None,
+                 baseline: Toolbox | None = None, baseline_docs: int = 5) -> None:
+        """`baseline` searches as single-shot does (its depth); the first `baseline_docs`
+        documents of that search are single-shot's evidence, which the run's evidence keeps
+        in place unless the grader found them irrelevant (see `_final_evidence`)."""
         self.toolbox = toolbox
+        self.baseline = baseline or toolbox
+        self.baseline_docs = baseline_docs
         self.planner = planner
         self.grader = grader
         self.rewriter = rewriter
         self.answerer = answerer
         self.follow_ups = follow_ups or FollowUps()
 
-    def _search(self, ctx: RunContext, part: Part, query: str, page: int = 1) -> None:
+    def _search(self, ctx: RunContext, part: Part, query: str, page: int = 1,
+                toolbox: Toolbox | None = None, reason: str | None = None) -> None:
         ctx.step += 1
         part.tried.append(query)
         try:
-            found = search_and_grade(self.toolbox, self.grader, query, part.question, page)
+            found = search_and_grade(toolbox or self.toolbox, self.grader, query, part.question,
+                                     page)
         except ToolError as exc:
             ctx.emit(ToolCallEvent(tool=SEARCH, query=query, error=str(exc)))
             part.exhausted = True
             return
         hits, grade = found.hits, found.grade
+        if toolbox is self.baseline and not self._single_docs:
+            self._single_docs = top_doc_ids(hits, self.baseline_docs)
+            self._single_hits = hits
+        for h in [*grade.kept, *grade.discarded]:
+            best = self._doc_score.get(h.doc_id, float("-inf"))
+            self._doc_score[h.doc_id] = max(best, 1.0 if grade.ungraded else h.grade_score or 0.0)
         part.last_grade = grade
         if part.first_grade is None:
             part.first_grade, part.first_hits = grade, hits
@@ -134,15 +163,9 @@ class PipelineDriver:
                 part.kept.append(h)
                 known.add(h.chunk_id)
         ctx.emit(ToolCallEvent(tool=SEARCH, query=query, chunks=len(hits),
-                               kept=len(grade.kept), sub_question=part.index,
+                               kept=len(grade.kept), sub_question=part.index, reason=reason,
                                **page_field(page)))
-        ctx.emit(GradeEvent(query=query, sub_question=part.index, chunks=len(hits),
-                            kept=len(grade.kept), enough=grade.enough, missing=grade.missing,
-                            next_query=grade.next_query, ungraded=grade.ungraded or None,
-                            verdicts=[{"chunk_id": h.chunk_id, "doc_id": h.doc_id,
-                                       "section": h.section, "verdict": h.verdict,
-                                       "score": h.grade_score}
-                                      for h in [*grade.kept, *grade.discarded]]))
+        ctx.emit(grade_event(query, part.index, hits, grade))
 
     def _with_query_grade(self, grade: Grade, query: str, hits: list[Hit]) -> Grade:
         """A re-query looks for something the question does not name (the bridge entity, the
@@ -195,7 +218,7 @@ class PipelineDriver:
         self._priority[n] = max(score, self._priority.get(n, float("-inf")))
 
     def _read(self, ctx: RunContext, part: Part, doc_id: str, section: str,
-              priority: float, follow: float | None = None) -> None:
+              priority: float, follow: float | None = None, reason: str | None = None) -> None:
         """Fetch a section into the evidence at `priority`; it joins the part's kept hits
         with `follow` (default: priority) as the order in which its own pointers are read."""
         ctx.step += 1
@@ -216,7 +239,7 @@ class PipelineDriver:
                              verdict="relevant",
                              grade_score=priority if follow is None else follow))
         ctx.emit(ToolCallEvent(tool=FETCH, doc_id=doc_id, section=section,
-                               chars=len(found.text), sub_question=part.index))
+                               chars=len(found.text), sub_question=part.index, reason=reason))
 
     def _known_doc(self, ctx: RunContext, doc_id: str) -> bool:
         return any(e.doc_id == doc_id for e in ctx.ledger.items)
@@ -235,7 +258,8 @@ class PipelineDriver:
             if ctx.ledger.has_section(doc_id, section) or (whole_doc
                                                            and self._known_doc(ctx, doc_id)):
                 continue
-            self._read(ctx, part, doc_id, section, NAMED_PRIORITY)
+            self._read(ctx, part, doc_id, section, NAMED_PRIORITY,
+                       reason="the question names this section")
             read += 1
 
     def _fetch_one(self, ctx: RunContext, part: Part) -> bool:
@@ -251,43 +275,34 @@ class PipelineDriver:
                 # a section reached through a pointer ranks right after its source in the
                 # evidence, but its own pointers wait until every searched chunk's are read
                 score = (hit.grade_score or 0.0) - POINTER_DISCOUNT
-                self._read(ctx, part, doc_id, section, score, follow=score - CHAIN_DISCOUNT)
+                self._read(ctx, part, doc_id, section, score, follow=score - CHAIN_DISCOUNT,
+                           reason=f"a kept chunk of {hit.doc_id} §{hit.section} points here")
                 return True
         return False
 
-    def _bridge(self, ctx: RunContext, part: Part) -> None:
+    def _bridge(self, ctx: RunContext, part: Part) -> bool:
         """One search built from the names in the part's kept chunks that the question
-        lacks (the rewriter's bridge step, with no gap to fill)."""
+        lacks (the rewriter's bridge step, with no gap to fill); False when there are none."""
         part.bridged = True
         grade = Grade(list(part.kept), [], False, "", None)
         query = self.rewriter.rewrite(part.question, grade, part.tried)
-        if not query:
-            return
+        if not query or query.lower() in (t.lower() for t in part.tried):
+            return False
         ctx.emit(RewriteEvent(sub_question=part.index, missing="", query=query))
         answered = part.last_grade
-        self._search(ctx, part, query)
+        self._search(ctx, part, query,
+                     reason="a bridge: names the kept evidence has and the question lacks")
         part.last_grade = answered  # checking the bridge does not undo an answer
+        return True
 
-    @staticmethod
-    def crowded(grade: Grade | None) -> bool:
-        """Sibling documents filled the page: at least CROWDED_SIBLINGS discarded hits sit
-        under the title of a kept hit's section in other documents (the Europe section of
-        every other quarter's report), so what else the knowledge base says about it (a
-        restatement, a newer guide) may be on the next page."""
-        if grade is None or not grade.kept:
-            return False
-        titles = {(h.section_title or "").strip().lower(): h.doc_id for h in grade.kept}
-        siblings = [h for h in grade.discarded
-                    if (t := (h.section_title or "").strip().lower()) and t in titles
-                    and titles[t] != h.doc_id]
-        return len(siblings) >= CROWDED_SIBLINGS
-
-    def _deepen(self, ctx: RunContext, part: Part) -> None:
-        """Read the second page of the part's own search (see `crowded`)."""
-        part.deepened = True
-        answered = part.last_grade
-        self._search(ctx, part, part.question, page=2)
-        part.last_grade = answered  # what the next page adds does not undo an answer
+    def _spare(self, ctx: RunContext, part: Part) -> None:
+        """At most one more step for an answered part, and only with a reason it states: a
+        pointer of a kept chunk (a section it refers to, its own cut-off section, a
+        one-passage document it names), else a bridge search. A two-hop question's first hop
+        often looks like enough to a grader that judges chunks against the question."""
+        if self._fetch_one(ctx, part):
+            return
+        self._bridge(ctx, part)
 
     def _add_nearest(self, ctx: RunContext, part: Part) -> None:
         """A part the run could not answer gets the top passage of each of the first
@@ -317,7 +332,8 @@ class PipelineDriver:
         """Renumber the evidence best-supported first: per sub-question by grade (a section
         read through a pointer right after the chunk that pointed to it), sub-questions
         interleaved, so the first k documents hold the best of every part; unconfirmed
-        nearest passages come after all of them."""
+        nearest passages come after all of them. Then single-shot's documents are put back in
+        their places (see `_keep_single_shot`)."""
         ordered = []
         for confirmed in (True, False):
             queues: dict[int, list] = {}
@@ -330,12 +346,52 @@ class PipelineDriver:
                 for key in sorted(queues):
                     if queues[key]:
                         ordered.append(queues[key].pop(0))
+        ordered = self._keep_single_shot(ctx, ordered)
         ledger = Ledger()
         for i, e in enumerate(ordered):
             ledger.add_hit(Hit(chunk_id=i, doc_id=e.doc_id, section=e.section,
                                section_title=e.section_title, text=e.text), e.step,
                            e.sub_question, e.confirmed)
         ctx.ledger = ledger
+
+    def _keep_single_shot(self, ctx: RunContext, ordered: list[Evidence]) -> list[Evidence]:
+        """Never worse than single-shot: for every k, the first k documents of the evidence
+        hold single-shot's first k documents, except those the grader is sure are irrelevant
+        (CONFIDENT_IRRELEVANT); what the run found beyond single-shot takes their places, then
+        follows. A single-shot document the run did not keep stays as unconfirmed evidence
+        (its best passage of that search): it counts for retrieval, never as support."""
+        single = self._single_docs
+        if not single:
+            return ordered
+        by_doc: dict[str, list[Evidence]] = {}
+        for e in ordered:
+            by_doc.setdefault(e.doc_id, []).append(e)
+        confirmed = {e.doc_id for e in ordered if e.confirmed}
+        irrelevant = {d for d in single if d not in confirmed
+                      and self._doc_score.get(d, 0.0) < CONFIDENT_IRRELEVANT}
+        kept_single = [d for d in single if d not in irrelevant]
+        found = [d for d in by_doc if d not in kept_single]
+        extra = iter(found)
+        docs: list[str] = []
+        for d in single:
+            if d in irrelevant:
+                nxt = next(extra, None)
+                if nxt is not None:
+                    docs.append(nxt)
+            else:
+                docs.append(d)
+        docs += list(extra)
+        out: list[Evidence] = []
+        step = ctx.ledger.items[0].step if ctx.ledger.items else 1
+        for d in docs:
+            if d in by_doc:
+                out.extend(by_doc[d])
+            else:
+                hit = next(h for h in self._single_hits if h.doc_id == d)
+                out.append(Evidence(n=0, doc_id=d, section=hit.section,
+                                    section_title=hit.section_title, text=hit.text,
+                                    step=step, sub_question=WHOLE_QUESTION, confirmed=False))
+        return out
 
     def _follow_up(self, ctx: RunContext, part: Part) -> bool:
         """One more step for a part that is not answered yet: fetch a pointer, else re-query."""
@@ -371,35 +427,34 @@ class PipelineDriver:
         parts = [Part(i, q) for i, q in enumerate(plan.sub_questions or [ctx.question])]
         self._priority: dict[int, float] = {}
         self._pointer_cache: dict[tuple[int, str], list[tuple[str, str]]] = {}
-        # every part gets its first search before any part gets a second
+        self._single_docs: list[str] = []
+        self._single_hits: list[Hit] = []
+        self._doc_score: dict[str, float] = {}
+        # step 1 is single-shot's own search (the whole question, single-shot's depth): the
+        # run starts from the evidence single-shot would answer from
+        whole = parts[0] if len(parts) == 1 else Part(WHOLE_QUESTION, ctx.question)
+        if ctx.tool_steps_left:
+            self._search(ctx, whole, ctx.question, toolbox=self.baseline)
+        # every other part gets its first search before any part gets a second
         for part in parts:
-            if ctx.tool_steps_left:
+            if ctx.tool_steps_left and not part.tried:
                 self._search(ctx, part, part.question)
         # then what the question names outright and the searches did not bring
         for part in parts:
             if ctx.tool_steps_left:
                 self._fetch_named(ctx, part)
-        # then follow-ups round-robin while steps remain
+        # then follow-ups round-robin for the parts not answered yet, while steps remain
         progressed = True
         while ctx.tool_steps_left and progressed:
             progressed = False
             for part in parts:
                 if ctx.tool_steps_left and not part.enough and not part.exhausted:
                     progressed = self._follow_up(ctx, part) or progressed
-        # kept chunks that look cut off / refer elsewhere, for parts that are answered
+        # an answered part is done, but for one step with a stated reason (a pointer or a
+        # bridge); such spare steps never take the last tool step
         for part in parts:
-            while ctx.tool_steps_left and part.enough and self._fetch_one(ctx, part):
-                pass
-        # an answered part whose page was crowded by sibling documents reads the next page
-        for part in parts:
-            if (ctx.tool_steps_left and part.enough and not part.deepened
-                    and self.crowded(part.first_grade)):
-                self._deepen(ctx, part)
-        # spare steps check the bridge of answered parts: the grader judges a chunk against
-        # the question, and a two-hop question's first hop often looks like enough
-        for part in parts:
-            if ctx.tool_steps_left and part.enough and not part.bridged:
-                self._bridge(ctx, part)
+            if ctx.tool_steps_left > 1 and part.enough:
+                self._spare(ctx, part)
         for part in parts:
             self._add_nearest(ctx, part)
         self._final_evidence(ctx)
@@ -407,9 +462,10 @@ class PipelineDriver:
         draft: Draft = self.answerer.answer(ctx.question, [p.question for p in parts],
                                             ctx.ledger.items)
         checked = check_citations(draft.text, ctx.ledger)
+        closest = closest_passages(draft.closest, ctx.ledger)
         ctx.emit(AnswerEvent(text=checked.text, citations=checked.citations,
                              invalid_citations=checked.invalid, missing=draft.missing,
-                             conflicts=draft.conflicts,
+                             conflicts=draft.conflicts, closest=closest or None,
                              unconfirmed=[e.n for e in ctx.ledger.items if not e.confirmed]))
         unanswered = [p for p in parts if not p.enough]
         if draft.unanswerable or not checked.citations:
@@ -419,4 +475,4 @@ class PipelineDriver:
         else:
             status = RunStatus.ANSWERED
         return DriverOutcome(checked=checked, status=status, missing=draft.missing,
-                             conflicts=draft.conflicts)
+                             conflicts=draft.conflicts, closest=closest)

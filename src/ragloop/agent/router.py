@@ -35,7 +35,8 @@ class RuleRouter:
         self.kb = kb
         self.planner = LocalPlanner()
 
-    def _out_of_scope(self, question: str) -> str | None:
+    def out_of_scope(self, question: str) -> str | None:
+        """Why the knowledge base plainly does not cover the question, or None."""
         try:
             bm25 = self.kb.search(question, k=1, mode="bm25")
             vector = self.kb.search(question, k=1, mode="vector")
@@ -51,7 +52,7 @@ class RuleRouter:
         plan = self.planner.plan(question)
         if not plan.need_search:
             return Route("agent", "no search needed (small talk): the planner replies")
-        why = self._out_of_scope(question)
+        why = self.out_of_scope(question)
         if why:
             return Route("out_of_scope", why)
         words = question.split()

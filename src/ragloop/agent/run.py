@@ -30,10 +30,12 @@ def log_line(event: Event) -> str | None:
         if len(query) > QUERY_SHOWN:  # a pasted 100 KB question is not echoed back whole
             query = f"{query[:QUERY_SHOWN]}… ({len(query)} characters)"
         parts.append(f'query="{query}"')
-    for key in ("page", "doc_id", "section", "chunks", "kept", "chars", "documents", "error"):
+    for key in ("page", "doc_id", "section", "chunks", "kept", "chars", "documents", "error",
+                "reason"):
         if key in d:
             value = d[key]
-            parts.append(f'{key}="{value}"' if key == "error" else f"{key}={value}")
+            quoted = key in ("error", "reason")
+            parts.append(f'{key}="{value}"' if quoted else f"{key}={value}")
     return " ".join(parts)
 
 
@@ -57,6 +59,7 @@ class RunResult:
     latency_s: float
     evidence: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    closest: list[dict[str, Any]] = field(default_factory=list)  # see DriverOutcome.closest
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -66,7 +69,7 @@ class RunResult:
             "invalid_citations": self.invalid_citations, "missing": self.missing,
             "conflicts": self.conflicts, "steps": self.steps, "max_steps": self.max_steps,
             "usage": self.usage.to_dict(), "latency_s": round(self.latency_s, 3),
-            "evidence": self.evidence, "error": self.error,
+            "evidence": self.evidence, "error": self.error, "closest": self.closest,
         }
 
 
@@ -114,3 +117,16 @@ class DriverOutcome:
     status: RunStatus
     missing: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
+    # nearest passages nothing confirmed ({n, doc_id, section, text}): "closest passages
+    # (not confirmed)" beside the answer, never in it and never cited
+    closest: list[dict[str, Any]] = field(default_factory=list)
+
+
+def closest_passages(draft_closest: list[tuple[int, str]], ledger: Ledger) -> list[dict[str, Any]]:
+    """The answerer's closest sentences with the place each comes from."""
+    out: list[dict[str, Any]] = []
+    for n, text in draft_closest:
+        ev = ledger.get(n)
+        if ev is not None and not ev.confirmed:
+            out.append({"n": n, "doc_id": ev.doc_id, "section": ev.section, "text": text})
+    return out

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from ragloop.agent.tools import SEARCH, Toolbox, format_hits, wrap
 from ragloop.core.decisions import Grade, Grader
+from ragloop.core.events import GradeEvent
 from ragloop.core.types import Hit
 
 UNGRADED_NOTE = "\n\nThese results were not graded; judge their relevance yourself."
@@ -40,3 +41,14 @@ def graded_result(numbered: list[tuple[int, Hit]], grade: Grade, budget: int) ->
         if grade.next_query:
             text += f" Suggested next query: {grade.next_query}"
     return wrap(SEARCH, text, budget)
+
+
+def grade_event(query: str, sub_question: int, hits: list[Hit], grade: Grade) -> GradeEvent:
+    """The GRADE event of one graded search, with every hit's verdict (kept ones first)."""
+    return GradeEvent(query=query, sub_question=sub_question, chunks=len(hits),
+                      kept=len(grade.kept), enough=grade.enough, missing=grade.missing,
+                      next_query=grade.next_query, ungraded=grade.ungraded or None,
+                      verdicts=[{"chunk_id": h.chunk_id, "doc_id": h.doc_id,
+                                 "section": h.section, "verdict": h.verdict,
+                                 "score": h.grade_score}
+                                for h in [*grade.kept, *grade.discarded]])

@@ -175,6 +175,10 @@ def print_run(result: dict) -> None:
     out.print(f"\n[bold]{escape(result['answer'])}[/]\n")
     for c in result["citations"]:
         out.print(f"[{c['n']}] → {escape(c['doc_id'])} §{escape(c['section'])}")
+    if result.get("closest"):
+        out.print("\nClosest passages (not confirmed):")
+        for c in result["closest"]:
+            out.print(f"- {escape(c['doc_id'])} §{escape(c['section'])}: {escape(c['text'])}")
     if result.get("invalid_citations"):
         out.print(f"[yellow]removed invalid citations:"
                   f" {escape(str(result['invalid_citations']))}[/]")

@@ -57,6 +57,9 @@ class Draft:
     missing: list[str] = field(default_factory=list)  # parts the knowledge base does not cover
     unanswerable: bool = False  # nothing in the evidence answers the question
     conflicts: list[str] = field(default_factory=list)  # disagreements between sources, in words
+    # (evidence number, sentence) of the nearest passages nothing confirmed: listed beside the
+    # answer as "closest passages (not confirmed)", never cited
+    closest: list[tuple[int, str]] = field(default_factory=list)
 
 
 @dataclass

@@ -64,6 +64,8 @@ class ToolCallEvent(BaseEvent):
     documents: int | None = None
     sub_question: int | None = None
     error: str | None = None
+    # why a step beyond a part's first search was spent (the pointer or bridge it follows)
+    reason: str | None = None
 
 
 class GradeEvent(BaseEvent):
@@ -95,6 +97,9 @@ class AnswerEvent(BaseEvent):
     missing: list[str] | None = None
     conflicts: list[str] | None = None
     unconfirmed: list[int] | None = None  # evidence numbers shown as closest, not confirmed
+    # the nearest passages of parts nothing confirmed answers, listed beside the answer
+    # ({n, doc_id, section, text}); never citations
+    closest: list[dict[str, Any]] | None = None
     forced: bool | None = None  # the tools driver's last step: no tools were offered
     cut_off: bool | None = None  # the answer came from a reply cut off at its budget
     uncited: bool | None = None  # evidence was at hand but the answer cites none

@@ -13,6 +13,7 @@ import numpy as np
 from ragloop.core.decisions import Draft, Evidence
 from ragloop.core.types import Usage
 from ragloop.embed.base import Embedder
+from ragloop.offline.focus import question_focus
 from ragloop.offline.text import (
     Quantity,
     absent_codes,
@@ -34,6 +35,8 @@ SENTENCES_PER_PART = 2
 # sentence sharing no term with the question cannot reach MIN_SUPPORT on meaning alone, and
 # embedding every sentence of every evidence item was most of an offline run's time.
 EMBED_CANDIDATES = 24
+# Nearest unconfirmed passages listed beside the answer for a part it cannot answer.
+CLOSEST_PER_PART = 3
 
 
 class ExtractiveAnswerer:
@@ -87,7 +90,7 @@ class ExtractiveAnswerer:
         cands = [c for c in cands if c[0] not in unconfirmed]
         lines: list[str] = []
         missing: list[str] = []
-        closest: dict[str, str] = {}
+        closest: dict[str, list[tuple[int, str]]] = {}
         chosen_all: list[tuple[int, str]] = []
         held = term_set(" ".join(f"{ev.doc_id} {ev.section_title} {ev.text}"
                                  for ev in evidence))
@@ -105,10 +108,14 @@ class ExtractiveAnswerer:
             # when they share no words with the question ("a stronger pound" for "a
             # strengthening of sterling")
             named = self._named_evidence(part)
+            # the attribute and unit the part asks for must be stated, not a neighbour of it
+            focus = None if named else question_focus(part)
             chosen: list[tuple[int, str]] = []
             for score, (n, sentence) in scored:
                 if len(chosen) >= self.per_part or (not named and score < MIN_SUPPORT):
                     break
+                if focus and not focus.met_by(f"{sentence} {self._context.get(n, '')}"):
+                    continue
                 if (not named or n in named) and all(sentence != s for _, s in chosen):
                     chosen.append((n, sentence))
             if not chosen:
@@ -120,26 +127,26 @@ class ExtractiveAnswerer:
             chosen_all.extend(chosen)
             body = " ".join(f"{s.rstrip()} [{n}]" for n, s in chosen)
             lines.append(f"{part.rstrip('?')}: {body}" if len(parts) > 1 else body)
+        # a part nothing confirmed answers is declined in the answer and cites nothing; the
+        # nearest unconfirmed passages go beside the answer, never into it
         for part in missing:
-            if part in closest:
-                lines.append(f"The knowledge base does not say clearly: {part}"
-                             f" The closest passages: {closest[part]}")
-            else:
-                lines.append(f"The knowledge base does not say: {part}")
+            lines.append(f"The knowledge base does not say: {part}")
         conflicts = self._conflicts(chosen_all)
         for c in conflicts:
             lines.append(f"Note: the sources disagree — {c}")
         return Draft(text="\n".join(lines), missing=missing,
-                     unanswerable=len(missing) == len(parts), conflicts=conflicts)
+                     unanswerable=len(missing) == len(parts), conflicts=conflicts,
+                     closest=[item for part in missing for item in closest.get(part, [])])
 
-    def _closest(self, part: str, nearest: list[tuple[int, str]]) -> str:
-        """The best sentence of each nearest passage, cited: what the knowledge base has
-        closest to a part it does not clearly answer."""
+    def _closest(self, part: str, nearest: list[tuple[int, str]]) -> list[tuple[int, str]]:
+        """The best sentence of each nearest passage: what the knowledge base has closest to
+        a part it does not answer."""
         best: dict[int, tuple[float, str]] = {}
         for score, (n, sentence) in zip(self._score(part, nearest), nearest, strict=True):
             if n not in best or score > best[n][0]:
                 best[n] = (score, sentence)
-        return " ".join(f"{best[n][1].rstrip()} [{n}]" for n in sorted(best))
+        top = sorted(best, key=lambda n: -best[n][0])[:CLOSEST_PER_PART]
+        return [(n, best[n][1].strip()) for n in sorted(top)]
 
     def _named_evidence(self, question: str) -> set[int]:
         """Evidence numbers of the sections the question refers to by number (of the document

@@ -1,0 +1,107 @@
+"""The figures of the honest-answers work (issue 16), per path and question type, from the
+results.jsonl of `ragloop eval` runs, before and after side by side.
+
+    .venv/bin/python benchmarks/honest_answers.py BEFORE/results.jsonl AFTER/results.jsonl
+    .venv/bin/python benchmarks/honest_answers.py AFTER/results.jsonl        # one run
+
+Columns: all_gold@5 and @10 (every gold document among the first k of the run's evidence),
+abstained (unanswerable questions the run declined), declined (answerable questions it
+wrongly declined), mean steps, used every step (steps = max_steps), forced (status
+`truncated`: the ceiling stopped work), and the agent's losses against single-shot: questions
+where single-shot's first k documents held every gold document and the agent's did not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ragloop.eval.metrics import abstained, recall_all
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def share(flags: Sequence[bool]) -> float | None:
+    return sum(flags) / len(flags) if flags else None
+
+
+def figures(records: list[dict[str, Any]], single: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    gold = [r for r in records if r.get("gold") and r.get("answerable", True)]
+    out: dict[str, Any] = {"n": len(records)}
+    for k in (5, 10):
+        out[f"all@{k}"] = share([recall_all(r.get("docs") or [], r["gold"], k) for r in gold])
+        lost = 0
+        for r in gold:
+            s = single.get(r["qid"])
+            if s is not None and recall_all(s.get("docs") or [], r["gold"], k) \
+                    and not recall_all(r.get("docs") or [], r["gold"], k):
+                lost += 1
+        out[f"lost@{k}"] = lost
+    out["abst"] = share([abstained(r) for r in records if not r.get("answerable", True)])
+    out["declined"] = share([abstained(r) for r in records if r.get("answerable", True)])
+    out["steps"] = (sum(r.get("steps") or 0 for r in records) / len(records)) if records else None
+    out["every%"] = 100 * share([(r.get("steps") or 0) >= (r.get("max_steps") or 1)
+                                 for r in records]) if records else None
+    out["forced%"] = 100 * share([r.get("status") == "truncated" for r in records]) \
+        if records else None
+    cited = [c for r in records for c in r.get("citation_checks") or []]
+    out["cite_prec"] = share([bool(c.get("supported")) for c in cited])
+    return out
+
+
+COLS = ["n", "all@5", "all@10", "lost@5", "lost@10", "abst", "declined", "steps", "every%",
+        "forced%", "cite_prec"]
+
+
+def fmt(v: object, col: str = "") -> str:
+    if v is None:
+        return "–"
+    if col.endswith("%"):
+        return f"{v:.1f}"
+    if isinstance(v, float):
+        return f"{v:.1f}" if abs(v) >= 10 else f"{v:.3f}" if v < 1 else f"{v:.2f}"
+    return str(v)
+
+
+def report(runs: list[list[dict[str, Any]]]) -> list[str]:
+    """A markdown table: one row per (type, path), each cell `before → after`."""
+    per_run = []
+    for records in runs:
+        single = {r["qid"]: r for r in records if r["path"] == "single"}
+        rows: dict[tuple[str, str], dict[str, Any]] = {}
+        paths = list(dict.fromkeys(r["path"] for r in records))
+        types = ["ALL", *sorted({r.get("type", "") for r in records})]
+        for t in types:
+            for p in paths:
+                chosen = [r for r in records if r["path"] == p
+                          and (t == "ALL" or r.get("type", "") == t)]
+                if chosen:
+                    rows[(t, p)] = figures(chosen, single)
+        per_run.append(rows)
+    keys = list(dict.fromkeys(k for rows in per_run for k in rows))
+    lines = ["| type | path | " + " | ".join(COLS) + " |",
+             "| --- | --- | " + " | ".join("---:" for _ in COLS) + " |"]
+    for key in keys:
+        cells = []
+        for col in COLS:
+            vals = [fmt(rows.get(key, {}).get(col), col) for rows in per_run]
+            cells.append(" → ".join(vals) if len(set(vals)) > 1 else vals[0])
+        lines.append(f"| {key[0]} | {key[1]} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("results", type=Path, nargs="+", help="results.jsonl, before first")
+    args = parser.parse_args(argv)
+    print("\n".join(report([load(p) for p in args.results])))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
