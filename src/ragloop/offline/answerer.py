@@ -64,11 +64,13 @@ class ExtractiveAnswerer:
         for n, sentence in cands:
             have = {stem(t) for t in term_set(sentence)}
             cov = len(terms & have) / len(terms) if terms else 0.0
-            if q_codes and not q_codes & {c.lower() for c in codes(sentence)}:
-                cov *= 0.5
-            # the question's names (CEO, S200, Pulse) must be in the sentence or its section:
-            # a sentence about someone else's salary does not answer "the CEO's salary"
+            # the question's codes and names (CEO, S200, Pulse) must be in the sentence or
+            # the document and section it sits in: "Expected battery life is 5 years" in the
+            # S200 datasheet is about the S200; a sentence about someone else's salary does
+            # not answer "the CEO's salary"
             where = f"{sentence.lower()} {self._context.get(n, '')}"
+            if q_codes and not q_codes & {c.lower() for c in codes(where)}:
+                cov *= 0.5
             if q_entities and sum(e in where for e in q_entities) < len(q_entities) / 2:
                 cov *= 0.3
             lexical.append(cov)
