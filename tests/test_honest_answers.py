@@ -1,0 +1,129 @@
+"""Honest answers on the example knowledge base, offline: every path answers only from what the
+grader kept, declines what the knowledge base does not say, and the agent's evidence never
+drops a single-shot document the grader did not judge irrelevant."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ragloop.agent.engine import Engine
+from ragloop.agent.pipeline_driver import CONFIDENT_IRRELEVANT
+from ragloop.core.decisions import Grade
+from ragloop.core.events import GradeEvent, ToolCallEvent
+from ragloop.core.types import Hit, RunStatus, Usage
+from ragloop.kb import KnowledgeBase
+from ragloop.offline.focus import question_focus
+
+ROOT = Path(__file__).resolve().parents[1]
+DEV_SET = ROOT / "examples" / "evals" / "rag_hard.jsonl"
+
+
+@pytest.fixture(scope="module")
+def example_kb(tmp_path_factory):
+    base = KnowledgeBase.open(tmp_path_factory.mktemp("kb") / "kb")
+    base.ingest([ROOT / "examples" / "kb"])
+    yield base
+    base.close()
+
+
+class _KeepsNothing:
+    usage = Usage()  # no model calls
+
+    def grade(self, question: str, hits: list[Hit]) -> Grade:
+        return Grade([], [replace(h, verdict="irrelevant", grade_score=0.1) for h in hits],
+                     False, missing="nothing relevant found")
+
+
+def test_single_shot_answers_only_from_what_the_grader_kept(example_kb) -> None:
+    engine = Engine(example_kb, grader=_KeepsNothing())
+    result = engine.ask("What is the list price of the S200 sensor?", route="single")
+    assert result.status == RunStatus.UNANSWERABLE
+    assert result.citations == []
+    assert result.answer.startswith("The knowledge base does not say:")
+    assert result.evidence and not any(e["confirmed"] for e in result.evidence)
+    # the nearest passages are beside the answer, never in it
+    assert result.closest and all(c["text"] not in result.answer for c in result.closest)
+
+
+def test_single_shot_with_the_grader_answers_and_cites(example_kb) -> None:
+    result = Engine(example_kb).ask("What is the list price of the S200 sensor?",
+                                    route="single")
+    assert result.status == RunStatus.ANSWERED
+    assert "£289" in result.answer
+    confirmed = {e["n"] for e in result.evidence if e["confirmed"]}
+    assert {c["n"] for c in result.citations} <= confirmed
+
+
+def test_single_shot_declines_what_the_knowledge_base_does_not_cover(example_kb) -> None:
+    result = Engine(example_kb).ask("qwzx blorptang frobnicate?", route="single")
+    assert result.route == "out_of_scope" and result.status == RunStatus.UNANSWERABLE
+
+
+@pytest.mark.parametrize("question", [
+    "How many patents does Halden Instruments hold?",
+    "What is the list price of the S200 in euros?",
+])
+@pytest.mark.parametrize("route", ["single", "agent"])
+def test_a_neighbouring_fact_is_not_the_answer(example_kb, question: str, route: str) -> None:
+    """The passages share most of the question's words but not what it asks for."""
+    result = Engine(example_kb).ask(question, route=route)
+    assert result.status == RunStatus.UNANSWERABLE, result.answer
+    assert result.citations == []
+
+
+def test_question_focus_names_the_attribute_and_unit() -> None:
+    assert question_focus("How many patents does Halden hold?").required == {"patent"}
+    price = question_focus("What is the list price of the S200 in euros?")
+    assert price is not None and price.currency == "€"
+    assert not price.met_by("The list price of the S200 is £289 per unit.")
+    assert price.met_by("The list price of the S200 is €339 per unit.")
+    assert question_focus("Is the S200 waterproof?") is None
+    assert question_focus("Qual è il prezzo del sensore S200?", language="it") is None
+
+
+def _max_scores(events) -> dict[str, float]:
+    best: dict[str, float] = {}
+    for e in events:
+        if isinstance(e, GradeEvent):
+            for v in e.verdicts or []:
+                best[v["doc_id"]] = max(best.get(v["doc_id"], 0.0), v["score"] or 0.0)
+    return best
+
+
+def test_agent_evidence_keeps_single_shot_documents(example_kb) -> None:
+    """At k = 3 and 5, the agent's first k documents hold single-shot's first k, except
+    those no grade of the run scored CONFIDENT_IRRELEVANT or more."""
+    questions = [json.loads(line)["q"] for line in DEV_SET.read_text().splitlines()[::7]]
+    engine = Engine(example_kb, example_kb.settings.with_(single_k=5))
+    for q in questions:
+        single = engine.ask(q, route="single")
+        events = []
+        agent = engine.ask(q, route="agent", on_event=events.append)
+        if agent.route != "agent":
+            continue
+        s_docs = list(dict.fromkeys(e["doc_id"] for e in single.evidence))
+        a_docs = list(dict.fromkeys(e["doc_id"] for e in agent.evidence))
+        confirmed = {e["doc_id"] for e in agent.evidence if e["confirmed"]}
+        scores = _max_scores(events)
+        for k in (3, 5):
+            lost = [d for d in s_docs[:k] if d not in a_docs[:k]]
+            assert all(d not in confirmed and scores.get(d, 0.0) < CONFIDENT_IRRELEVANT
+                       for d in lost), (q, k, lost)
+
+
+def test_the_demo_question_stops_when_enough(example_kb) -> None:
+    """Both parts are answered by their first searches: no step is spent beyond one stated
+    spare, and the run does not use every step."""
+    events = []
+    question = (ROOT / "examples" / "demo_question.txt").read_text().strip()
+    result = Engine(example_kb).ask(question, on_event=events.append)
+    assert result.status == RunStatus.ANSWERED
+    assert result.steps < result.max_steps
+    calls = [e for e in events if isinstance(e, ToolCallEvent)]
+    firsts = 1 + len(next(e for e in events if e.kind == "plan").sub_questions)
+    assert all(c.reason for c in calls[firsts:]), [c.data for c in calls]
+    assert "£4.9m" in result.answer and "£2,500" in result.answer
