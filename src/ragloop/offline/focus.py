@@ -17,11 +17,22 @@ from dataclasses import dataclass
 
 from ragloop.offline.text import content_words, current_language, quantities, stem
 
-# Words that name the kind of value asked for rather than the thing itself: "the warranty
-# period" asks about the warranty, "the total revenue" about revenue.
-_GENERIC = frozenset(["period", "number", "amount", "total", "value", "level", "figure",
-                      "time", "name", "kind", "type", "sort", "part", "share", "size",
-                      "length", "count", "overall", "current", "exact", "approximate"])
+# Words that name the kind of value asked for rather than the thing itself ("the warranty
+# period" asks about the warranty, "the total revenue" about revenue), and answer types a
+# passage states without naming them (an address, a date, a count of people).
+_GENERIC = {
+    "en": frozenset(["period", "number", "amount", "total", "value", "level", "figure", "time",
+                     "name", "kind", "type", "sort", "part", "share", "size", "length", "count",
+                     "overall", "current", "exact", "approximate", "address", "date", "day",
+                     "year", "place", "location", "people", "person", "percentage",
+                     "proportion", "duration"]),
+}
+# A question of several clauses ("… in Q1, and how many of them …") asks for several things:
+# each part is checked when the planner splits it, the whole is not.
+_CLAUSES = {
+    "en": re.compile(r"(?:,|\band\b|;)\s*(?:what|how|who|which|when|where|whose|is|are|does|"
+                     r"do|did|was|were|the|its|their)\b", re.IGNORECASE),
+}
 
 # English wh-question shapes; `focus` is the attribute asked about.
 _PATTERNS = {
@@ -79,6 +90,10 @@ def question_focus(question: str, language: str | None = None) -> Focus | None:
     its language has no patterns). `language` defaults to the one being read."""
     language = language or current_language()
     text = " ".join(question.strip().split())
+    clauses = _CLAUSES.get(language)
+    if clauses is None or clauses.search(text):
+        return None
+    generic = _GENERIC.get(language, frozenset())
     required: set[str] = set()
     who = _WHO.get(language)
     match = who.match(text) if who else None
@@ -90,7 +105,7 @@ def question_focus(question: str, language: str | None = None) -> Focus | None:
             if match:
                 # "API calls per minute", "days of annual leave": the head comes before
                 head = _PREPOSITION.split(match.group("focus"))[0]
-                words = [w for w in content_words(head) if w.lower() not in _GENERIC]
+                words = [w for w in content_words(head) if w.lower() not in generic]
                 if words:
                     required = {stem(words[-1])}  # the head noun
                 break
