@@ -3,6 +3,7 @@ results.jsonl of `ragloop eval` runs, before and after side by side.
 
     .venv/bin/python benchmarks/honest_answers.py BEFORE/results.jsonl AFTER/results.jsonl
     .venv/bin/python benchmarks/honest_answers.py AFTER/results.jsonl        # one run
+    .venv/bin/python benchmarks/honest_answers.py calibrate DATASET --kb KB [--limit N]
 
 Columns: all_gold@5 and @10 (every gold document among the first k of the run's evidence),
 abstained (unanswerable questions the run declined), declined (answerable questions it
@@ -95,7 +96,50 @@ def report(runs: list[list[dict[str, Any]]]) -> list[str]:
     return lines
 
 
+def calibrate(argv: list[str]) -> int:
+    """How sure is the local grader that a single-shot document is irrelevant? For single-shot's
+    top 10 documents: the share scoring below each threshold, and of the gold ones."""
+    from ragloop.agent.engine import SINGLE_DEPTH_PER_DOC, top_documents
+    from ragloop.eval.datasets import load_dataset, resolve_gold
+    from ragloop.kb import KnowledgeBase
+    from ragloop.offline.grader import LocalGrader
+
+    parser = argparse.ArgumentParser(prog="honest_answers.py calibrate")
+    parser.add_argument("dataset", type=Path)
+    parser.add_argument("--kb", required=True)
+    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("-k", type=int, default=10)
+    args = parser.parse_args(argv)
+    data = load_dataset(args.dataset).limit(args.limit)
+    rows: list[tuple[float, bool]] = []
+    with KnowledgeBase.open(args.kb) as kb:
+        resolve_gold(data, [d.doc_id for d in kb.documents()])
+        grader = LocalGrader(kb.embedder)
+        for q in data.questions:
+            if not q.gold_docs:
+                continue
+            hits = top_documents(kb.search(q.q, args.k * SINGLE_DEPTH_PER_DOC), args.k)
+            grade = grader.grade(q.q, hits)
+            best: dict[str, float] = {}
+            for h in [*grade.kept, *grade.discarded]:
+                best[h.doc_id] = max(best.get(h.doc_id, 0.0), h.grade_score or 0.0)
+            rows += [(score, doc in q.gold_docs) for doc, score in best.items()]
+    gold = sum(g for _, g in rows)
+    print(f"{args.dataset}: {len(rows)} single-shot documents, {gold} gold")
+    print("| threshold | documents below | gold documents below |")
+    print("| ---: | ---: | ---: |")
+    for t in (0.25, 0.3, 0.35, 0.4, 0.45, 0.5):
+        below = [g for s, g in rows if s < t]
+        print(f"| {t} | {len(below) / len(rows):.1%} | {sum(below) / max(gold, 1):.1%} |")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    import sys
+
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["calibrate"]:
+        return calibrate(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("results", type=Path, nargs="+", help="results.jsonl, before first")
     args = parser.parse_args(argv)
