@@ -414,7 +414,11 @@ class PipelineDriver:
         if not query or query.lower() in (t.lower() for t in part.tried):
             part.exhausted = True
             return False
-        self._search(ctx, part, query)
+        held = len(part.kept)
+        self._search(ctx, part, query, reason="re-query from the grader's gap")
+        if len(part.kept) == held and not part.enough:
+            # the gap's own query found nothing new: there is no reason left to search again
+            part.exhausted = True
         return True
 
     def run(self, ctx: RunContext) -> DriverOutcome:
