@@ -72,10 +72,15 @@ class Focus:
 
     required: frozenset[str]
     currency: str | None = None
+    phrase: str = ""  # the attribute as asked ("API calls"), for a check by meaning
 
-    def met_by(self, text: str) -> bool:
-        have = {stem(w) for w in content_words(text)}
-        if not self.required <= have:
+    def names_attribute(self, text: str) -> bool:
+        return self.required <= {stem(w) for w in content_words(text)}
+
+    def met_by(self, text: str, close_in_meaning: bool = False) -> bool:
+        """`text` states the attribute (its words, or `close_in_meaning` when the caller
+        found the phrase close to it) and a figure in the currency asked for."""
+        if not (close_in_meaning or self.names_attribute(text)):
             return False
         if self.currency is None:
             return True
@@ -95,10 +100,12 @@ def question_focus(question: str, language: str | None = None) -> Focus | None:
         return None
     generic = _GENERIC.get(language, frozenset())
     required: set[str] = set()
+    phrase = ""
     who = _WHO.get(language)
     match = who.match(text) if who else None
     if match:
-        required = {stem(w) for w in content_words(match.group("focus"))}
+        phrase = match.group("focus")
+        required = {stem(w) for w in content_words(phrase)}
     else:
         for pattern in _PATTERNS.get(language, []):
             match = pattern.match(text)
@@ -108,10 +115,11 @@ def question_focus(question: str, language: str | None = None) -> Focus | None:
                 words = [w for w in content_words(head) if w.lower() not in generic]
                 if words:
                     required = {stem(words[-1])}  # the head noun
+                    phrase = head
                 break
     currency = None
     for m in _IN_UNIT.finditer(text):
         currency = _UNITS.get(language, {}).get(m.group("unit").lower()) or currency
     if not required and currency is None:
         return None
-    return Focus(frozenset(required), currency)
+    return Focus(frozenset(required), currency, phrase)
