@@ -40,7 +40,7 @@ from ragloop.core.types import Hit, RunStatus
 from ragloop.offline.text import absent_codes, query_names_title, term_set
 
 # Follow-up reads per sub-question (fetching referenced, named or cut-off sections).
-MAX_FETCHES_PER_PART = 3
+MAX_FETCHES_PER_PART = 2
 # Sections the question itself names ("section 2.3 of the Remote Work Policy", a document
 # title) that the first search did not bring: read at most this many per sub-question.
 MAX_NAMED_PER_PART = 2
@@ -269,7 +269,10 @@ class PipelineDriver:
         """Read one section a kept chunk points to; False when there is none left to read."""
         if part.fetches >= MAX_FETCHES_PER_PART:
             return False
-        for hit in sorted(part.kept, key=lambda h: -(h.grade_score or 0.0)):
+        # pointers of searched chunks only: a section read through a pointer is not followed
+        # further (a chain of reads wanders from the question with no grade to stop it)
+        for hit in sorted((h for h in part.kept if h.chunk_id >= 0),
+                          key=lambda h: -(h.grade_score or 0.0)):
             for doc_id, section in self._targets(hit, part.question):
                 if ctx.ledger.has_section(doc_id, section) or (doc_id, section) in part.unreadable:
                     continue
