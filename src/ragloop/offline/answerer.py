@@ -120,7 +120,7 @@ class ExtractiveAnswerer:
             for score, (n, sentence) in scored:
                 if len(chosen) >= self.per_part or (not named and score < MIN_SUPPORT):
                     break
-                if focus and not self._states(focus, f"{sentence} {self._context.get(n, '')}"):
+                if focus and not self._states(focus, sentence, self._context.get(n, "")):
                     continue
                 if (not named or n in named) and all(sentence != s for _, s in chosen):
                     chosen.append((n, sentence))
@@ -144,10 +144,12 @@ class ExtractiveAnswerer:
                      unanswerable=len(missing) == len(parts), conflicts=conflicts,
                      closest=[item for part in missing for item in closest.get(part, [])])
 
-    def _states(self, focus: Focus, text: str) -> bool:
+    def _states(self, focus: Focus, sentence: str, context: str) -> bool:
+        """The sentence (with its document and section title) states what the part asks."""
+        text = f"{sentence} {context}"
         if focus.names_attribute(text) or self.embedder is None or not focus.phrase:
             return focus.met_by(text)
-        vecs = np.asarray(self.embedder.embed([focus.phrase, text]))
+        vecs = np.asarray(self.embedder.embed([focus.phrase, sentence]))
         return focus.met_by(text, close_in_meaning=float(vecs[1] @ vecs[0]) >= FOCUS_COSINE)
 
     def _closest(self, part: str, nearest: list[tuple[int, str]]) -> list[tuple[int, str]]:

@@ -60,7 +60,8 @@ _UNITS = {
     "en": {"euro": "€", "euros": "€", "dollar": "$", "dollars": "$", "pound": "£",
            "pounds": "£", "sterling": "£", "yen": "¥"},
 }
-_PREPOSITION = re.compile(r"\s+(?:of|per|in|on|at|for|from|to|by|with)\s+", re.IGNORECASE)
+_PREPOSITION = re.compile(r"\s+(?:of|per|in|on|at|for|from|to|by|with|when|where|that|"
+                          r"which|who)\s+", re.IGNORECASE)
 _CURRENCY_CODES = {"€": "EUR", "$": "USD", "£": "GBP", "¥": "JPY"}
 _IN_UNIT = re.compile(r"\bin\s+(?P<unit>[a-z]+)\b", re.IGNORECASE)
 
@@ -114,7 +115,9 @@ def question_focus(question: str, language: str | None = None) -> Focus | None:
                 head = _PREPOSITION.split(match.group("focus"))[0]
                 words = [w for w in content_words(head) if w.lower() not in generic]
                 if words:
-                    required = {stem(words[-1])}  # the head noun
+                    # the head noun and the word that makes it this attribute: "parking
+                    # spaces" is not any space, "gross margin" not any margin
+                    required = {stem(w) for w in words[-2:]}
                     phrase = head
                 break
     currency = None
