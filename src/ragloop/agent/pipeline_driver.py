@@ -37,7 +37,7 @@ from ragloop.core.decisions import (
 from ragloop.core.errors import ToolError
 from ragloop.core.events import AnswerEvent, PlanEvent, RewriteEvent, ToolCallEvent
 from ragloop.core.types import Hit, RunStatus
-from ragloop.offline.text import absent_codes, query_names_title, term_set
+from ragloop.offline.text import absent_codes, content_words, query_names_title, term_set
 
 # Follow-up reads per sub-question (fetching referenced, named or cut-off sections).
 MAX_FETCHES_PER_PART = 2
@@ -64,6 +64,11 @@ WHOLE_QUESTION = -1
 # below 0.3 fall 16% of those documents and 1.2% of the gold ones (HotpotQA dev, first 200
 # questions; 23% and 0.8% on the example hard dev set).
 CONFIDENT_IRRELEVANT = 0.3
+
+
+def gap_size(missing: str) -> int:
+    """How many things a grader's gap description still names (its content words)."""
+    return len(set(content_words(missing)))
 
 
 def top_doc_ids(hits: list[Hit], k: int) -> list[str]:
@@ -417,10 +422,11 @@ class PipelineDriver:
         if not query or query.lower() in (t.lower() for t in part.tried):
             part.exhausted = True
             return False
-        held = len(part.kept)
+        gap = gap_size(grade.missing)
         self._search(ctx, part, query, reason="re-query from the grader's gap")
-        if len(part.kept) == held and not part.enough:
-            # the gap's own query found nothing new: there is no reason left to search again
+        after = part.last_grade
+        if not part.enough and (after is None or gap_size(after.missing) >= gap):
+            # the gap's own query did not narrow the gap: no reason is left to search again
             part.exhausted = True
         return True
 
