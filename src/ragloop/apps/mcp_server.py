@@ -12,7 +12,6 @@ import argparse
 import logging
 import sys
 import threading
-from pathlib import Path
 from typing import Annotated
 
 from pydantic import Field
@@ -178,14 +177,10 @@ def build_server(kb: KnowledgeBase, settings: Settings):
 
 
 def run(settings: Settings) -> None:
-    """Serve the knowledge base at settings.kb over stdio until the client hangs up."""
-    from ragloop.storage.sqlite.store import DB_FILE
-
-    if not (Path(settings.kb) / DB_FILE).exists():
-        raise UserError(f"No knowledge base at {settings.kb}; run"
-                        f" `ragloop ingest PATH --kb {settings.kb}` first.")
+    """Serve the knowledge base at settings.kb (a folder or a postgresql:// URL) over stdio
+    until the client hangs up."""
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    with KnowledgeBase.open(settings.kb, settings) as kb:
+    with KnowledgeBase.open(settings.kb, settings, create=False) as kb:
         build_server(kb, settings).run("stdio")
 
 
