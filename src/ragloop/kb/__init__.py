@@ -16,7 +16,7 @@ from ragloop.core.types import DocumentInfo, Hit, ParsedDocument, SectionInfo
 from ragloop.core.unicode import clean_text
 from ragloop.embed.base import Embedder
 from ragloop.embed.cache import CachedEmbedder
-from ragloop.ingest.pipeline import Admit, IngestReport, ingest_paths
+from ragloop.ingest.pipeline import Admit, IngestReport, ingest_documents, ingest_paths
 from ragloop.kb.search import hybrid_search
 from ragloop.retrieval.fusion import Mode
 from ragloop.retrieval.languages import ENGLISH, detect_language, get_language
@@ -114,6 +114,12 @@ class KnowledgeBase:
             paths = [paths]
         return ingest_paths(self.store, self.embedder_for_write, paths, self.settings, progress,
                             admit, before_write=self.settle_language)
+
+    def ingest_documents(self, docs: list[ParsedDocument], progress: bool = False,
+                         label: str = "ingest") -> IngestReport:
+        """Documents parsed elsewhere (an eval corpus), written as `ingest` writes files."""
+        return ingest_documents(self.store, self.embedder_for_write, docs, self.settings,
+                                progress, before_write=self.settle_language, label=label)
 
     def search(self, query: str, k: int | None = None, mode: Mode = "hybrid") -> list[Hit]:
         if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
