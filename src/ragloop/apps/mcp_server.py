@@ -12,7 +12,7 @@ import argparse
 import logging
 import sys
 import threading
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
@@ -31,6 +31,9 @@ from ragloop.core.data_block import data_block
 from ragloop.core.decisions import Grader
 from ragloop.core.errors import RagloopError, UserError
 from ragloop.kb import KnowledgeBase
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
 
 log = logging.getLogger("ragloop.mcp")
 
@@ -136,7 +139,7 @@ class KnowledgeBaseTools:
                   f" run={result.run_id}")
 
 
-def build_server(kb: KnowledgeBase, settings: Settings):
+def build_server(kb: KnowledgeBase, settings: Settings) -> MCPServer:
     """An MCPServer exposing `kb`'s tools (not started)."""
     from mcp.server.mcpserver import MCPServer
 

@@ -124,7 +124,7 @@ class RunRecord(TypedDict):
 RUN_COLUMNS = ", ".join(RunRecord.__annotations__)
 
 
-def run_record(row: Sequence[Any]) -> RunRecord:
+def run_record(row: Sequence[object]) -> RunRecord:
     """A RunRecord from a row of RUN_COLUMNS; the JSON columns come as text (SQLite) or
     already decoded (Postgres json)."""
     values = dict(zip(RunRecord.__annotations__, row, strict=True))

@@ -70,7 +70,7 @@ class PgRunStore:
         self._lock = threading.Lock()
 
     @contextmanager
-    def _conn(self):
+    def _conn(self) -> Iterator[psycopg.Connection]:
         with self.pool.connection() as conn:
             yield conn
 
