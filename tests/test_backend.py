@@ -24,8 +24,9 @@ FIELDS = list(RunRecord.__annotations__)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ragloop", *args], capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "ragloop", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_a_missing_folder_is_an_error_and_nothing_is_created(tmp_path) -> None:
@@ -73,9 +74,17 @@ def test_a_worker_on_a_folder_is_refused_and_creates_nothing(tmp_path) -> None:
 def _record_run(backend) -> RunRecord:
     runs = backend.runs
     run_id = runs.start("how waterproof?", driver="pipeline", model="offline", max_steps=4)
-    runs.finish(run_id, {"status": RunStatus.ANSWERED, "answer": "IP67 [1]", "steps": 2,
-                         "citations": [{"n": 1, "doc_id": "a.md", "section": "1"}],
-                         "usage": {"cost_usd": 0.0}, "latency_s": 0.5})
+    runs.finish(
+        run_id,
+        {
+            "status": RunStatus.ANSWERED,
+            "answer": "IP67 [1]",
+            "steps": 2,
+            "citations": [{"n": 1, "doc_id": "a.md", "section": "1"}],
+            "usage": {"cost_usd": 0.0},
+            "latency_s": 0.5,
+        },
+    )
     run = runs.get(run_id)
     assert run is not None and runs.list(1) == [run]
     return run

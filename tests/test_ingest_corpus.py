@@ -38,17 +38,20 @@ def corpus(tmp_path):
 def _rows(kb: KnowledgeBase) -> tuple[list[tuple], list[tuple]]:
     db = sqlite3.connect(kb.store.db_path)
     try:
-        chunks = db.execute("SELECT id, doc_id, section, ord, text, embed_hash FROM chunks"
-                            " ORDER BY id").fetchall()
-        docs = db.execute("SELECT doc_id, title, content_hash FROM documents"
-                          " ORDER BY doc_id").fetchall()
+        chunks = db.execute(
+            "SELECT id, doc_id, section, ord, text, embed_hash FROM chunks ORDER BY id"
+        ).fetchall()
+        docs = db.execute(
+            "SELECT doc_id, title, content_hash FROM documents ORDER BY doc_id"
+        ).fetchall()
     finally:
         db.close()
     return chunks, docs
 
 
-def test_a_corpus_is_written_in_the_pipelines_batches(tmp_path, corpus, embedder,
-                                                      monkeypatch) -> None:
+def test_a_corpus_is_written_in_the_pipelines_batches(
+    tmp_path, corpus, embedder, monkeypatch
+) -> None:
     monkeypatch.setattr(pipeline, "WRITE_BATCH_CHUNKS", 1)  # one document per write
     with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
         assert ingest_corpus(kb, corpus) == 3

@@ -141,18 +141,15 @@ class _Writer:
     written together."""
 
     def __init__(self, store: Store, embedder: Callable[[], CachedEmbedder], settings: Settings,
-                 report: IngestReport, admit: Admit | None,
-                 before_write: Callable[[list[ParsedDocument]], None] | None) -> None:
-        self.store = store
-        self.embedder = embedder
-        self.settings = settings
-        self.report = report
-        self.admit = admit
-        self.before_write = before_write
-        self.known = store.content_hashes()
+                 admit: Admit | None = None,
+                 before_write: Callable[[list[ParsedDocument]], None] | None = None) -> None:
+        self.store, self.embedder, self.settings = store, embedder, settings
+        self.admit, self.before_write = admit, before_write
+        self.report = IngestReport()
+        self.known = store.content_hashes()  # doc_id -> content hash before this ingest
         self.seen: set[str] = set()
         self.batch: list[tuple[ParsedDocument, str, list[Chunk], bool]] = []
-        self.size = 0
+        self.size = 0  # chunks in the batch
 
     def fail(self, where: str | Path, reason: str) -> None:
         self.report.failed.append((shown(where), shown(reason)))
@@ -231,7 +228,7 @@ def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: It
     returns skips the document into `report.conflicts` (the server's uploads use it).
     `before_write` sees each batch's documents first (the KB settles its language there)."""
     started = time.perf_counter()
-    writer = _Writer(store, embedder, settings, IngestReport(), admit, before_write)
+    writer = _Writer(store, embedder, settings, admit, before_write)
     report = writer.report
     files = list(iter_files(paths))
     with _progress("ingest", True, progress) as bar:
@@ -264,7 +261,7 @@ def ingest_documents(store: Store, embedder: Callable[[], CachedEmbedder],
     """Ingest documents parsed elsewhere (an eval corpus) by the same path as files; a
     document's failures are reported under its `source`."""
     started = time.perf_counter()
-    writer = _Writer(store, embedder, settings, IngestReport(), None, before_write)
+    writer = _Writer(store, embedder, settings, before_write=before_write)
     with _progress(label, False, progress) as bar:
         task = bar.add_task("docs", total=len(docs))
         for doc in docs:

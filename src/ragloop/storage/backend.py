@@ -26,50 +26,32 @@ def open_backend(location: str | Path, create: bool = True) -> Backend:
     return SqliteBackend(Path(location), create=create)
 
 
-class SqliteBackend:
-    """A folder: ragloop.db (the record and the runs) beside its tantivy and hnswlib indexes.
-    Runs execute in the process that asks (no shared queue)."""
+class _Backend:
+    """Opens the store and the run store on first use, and closes what it opened."""
 
-    def __init__(self, folder: Path, create: bool = True) -> None:
-        from ragloop.storage.sqlite.store import DB_FILE
+    location: str
 
-        self.folder = folder
-        self.location = str(folder)
-        self.db_path = folder / DB_FILE
-        if folder.exists() and not folder.is_dir():
-            raise UserError(f"{folder} is a file, not a knowledge-base folder.")
-        if not create:
-            self._require_db()
+    def __init__(self) -> None:
         self._store: Store | None = None
         self._runs: RunStore | None = None
 
-    def _require_db(self) -> None:
-        if not self.db_path.exists():
-            raise UserError(f"No knowledge base at {self.folder}; run"
-                            f" `ragloop ingest PATH --kb {self.folder}` first.")
+    def _open_store(self) -> Store:
+        raise NotImplementedError
+
+    def _open_runs(self) -> RunStore:
+        raise NotImplementedError
 
     @property
     def store(self) -> Store:
         if self._store is None:
-            from ragloop.storage.sqlite.store import SqliteStore
-
-            self._store = SqliteStore(self.folder)
+            self._store = self._open_store()
         return self._store
 
     @property
     def runs(self) -> RunStore:
-        """The runs in the knowledge base's own file; it must exist (reading runs creates
-        nothing)."""
         if self._runs is None:
-            from ragloop.storage.sqlite.runs import SqliteRunStore
-
-            self._require_db()
-            self._runs = SqliteRunStore(self.db_path)
+            self._runs = self._open_runs()
         return self._runs
-
-    @property
-    def queue(self) -> RunQueue | None:
-        return None
 
     def close(self) -> None:
         for part in (self._runs, self._store):
@@ -78,37 +60,78 @@ class SqliteBackend:
         self._runs = self._store = None
 
 
-class PostgresBackend:
+class SqliteBackend(_Backend):
+    """A folder: ragloop.db (the record and the runs) beside its tantivy and hnswlib indexes.
+    Runs execute in the process that asks (no shared queue)."""
+
+    def __init__(self, folder: Path, create: bool = True) -> None:
+        from ragloop.storage.sqlite.store import DB_FILE
+
+        super().__init__()
+        self.folder = folder
+        self.location = str(folder)
+        self.db_path = folder / DB_FILE
+        if folder.exists() and not folder.is_dir():
+            raise UserError(f"{folder} is a file, not a knowledge-base folder.")
+        if not create:
+            self._require_db()
+
+    def _require_db(self) -> None:
+        if not self.db_path.exists():
+            raise UserError(
+                f"No knowledge base at {self.folder}; run"
+                f" `ragloop ingest PATH --kb {self.folder}` first."
+            )
+
+    def _open_store(self) -> Store:
+        from ragloop.storage.sqlite.store import SqliteStore
+
+        return SqliteStore(self.folder)
+
+    def _open_runs(self) -> RunStore:
+        """The runs in the knowledge base's own file, which must exist (reading runs creates
+        nothing)."""
+        from ragloop.storage.sqlite.runs import SqliteRunStore
+
+        self._require_db()
+        return SqliteRunStore(self.db_path)
+
+    @property
+    def queue(self) -> RunQueue | None:
+        return None
+
+
+class PostgresBackend(_Backend):
     """A database: documents, runs and the run queue (the runs table itself)."""
 
     def __init__(self, url: str) -> None:
+        super().__init__()
         self.location = url
-        self._store: Store | None = None
-        self._runs: PgRunStore | None = None
+        self._pg_runs: PgRunStore | None = None
 
-    @property
-    def store(self) -> Store:
-        if self._store is None:
-            from ragloop.storage.postgres.store import PostgresStore
+    def _open_store(self) -> Store:
+        from ragloop.storage.postgres.store import PostgresStore
 
-            self._store = PostgresStore(self.location)
-        return self._store
+        return PostgresStore(self.location)
 
-    @property
-    def runs(self) -> PgRunStore:
-        if self._runs is None:
+    def _pg(self) -> PgRunStore:
+        if self._pg_runs is None:
             from ragloop.storage.postgres.runs import PgRunStore
 
-            self._runs = PgRunStore(self.location)
-        return self._runs
+            self._pg_runs = PgRunStore(self.location)
+        return self._pg_runs
+
+    def _open_runs(self) -> RunStore:
+        return self._pg()
 
     @property
     def queue(self) -> RunQueue:
-        return self.runs
+        """The same PgRunStore as `runs`: its table is the queue."""
+        return self._pg()
 
     def close(self) -> None:
-        if self._runs is not None:
-            self._runs.close()
-        if self._store is not None:
-            self._store.close()
-        self._runs = self._store = None
+        self._runs = None  # the same PgRunStore, closed once below
+        super().close()
+        if self._pg_runs is not None:
+            self._pg_runs.close()
+            self._pg_runs = None

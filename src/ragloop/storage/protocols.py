@@ -7,6 +7,7 @@ is probed with hasattr."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,17 @@ class DocumentWrite:
     chunks: list[Chunk]
     vectors: np.ndarray
     embed_hashes: list[str]
+
+    def document_row(self) -> tuple[str, str, str, str, str, float]:
+        """(doc_id, title, source, mime, content_hash, ingested_at) of the documents table."""
+        d = self.doc
+        return d.doc_id, d.title, d.source, d.mime, self.content_hash, time.time()
+
+    def section_rows(self) -> list[tuple[str, str, int, str, str, str]]:
+        """(doc_id, section, ord, title, title_path JSON, text) of the sections table."""
+        d = self.doc
+        return [(d.doc_id, s.section, i, s.title, json.dumps(list(s.title_path)), s.text)
+                for i, s in enumerate(d.sections)]
 
 
 class Store(Protocol):

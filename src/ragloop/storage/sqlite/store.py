@@ -11,7 +11,6 @@ import json
 import shutil
 import sqlite3
 import threading
-import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -151,13 +150,10 @@ class SqliteStore:
                 d = w.doc
                 db.execute(
                     "INSERT INTO documents(doc_id, title, source, mime, content_hash, ingested_at)"
-                    " VALUES (?,?,?,?,?,?)",
-                    (d.doc_id, d.title, d.source, d.mime, w.content_hash, time.time()))
+                    " VALUES (?,?,?,?,?,?)", w.document_row())
                 db.executemany(
                     "INSERT INTO sections(doc_id, section, ord, title, title_path, text)"
-                    " VALUES (?,?,?,?,?,?)",
-                    [(d.doc_id, s.section, i, s.title, json.dumps(list(s.title_path)), s.text)
-                     for i, s in enumerate(d.sections)])
+                    " VALUES (?,?,?,?,?,?)", w.section_rows())
                 paths = {s.section: s.title_path for s in d.sections}
                 for c, h in zip(w.chunks, w.embed_hashes, strict=True):
                     cur = db.execute(
