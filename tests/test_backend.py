@@ -18,6 +18,7 @@ from ragloop.core.config import Settings
 from ragloop.core.errors import UserError
 from ragloop.core.types import RunStatus
 from ragloop.storage.backend import open_backend
+from ragloop.storage.migrate import migrate
 from ragloop.storage.protocols import RUN_COLUMNS, RunRecord
 
 FIELDS = list(RunRecord.__annotations__)
@@ -39,6 +40,9 @@ def test_a_missing_folder_is_an_error_and_nothing_is_created(tmp_path) -> None:
     assert backend.queue is None
     backend.close()
     assert not typo.exists()
+    with pytest.raises(UserError, match="No knowledge base at"):
+        migrate(str(typo), str(tmp_path / "copy"))
+    assert not (tmp_path / "copy").exists()
     for command in ("runs", "stats"):
         res = _cli(command, "--kb", str(typo))
         assert res.returncode == 2 and "No knowledge base at" in res.stderr, res.stderr

@@ -20,7 +20,7 @@ from pgvector import Vector
 
 from ragloop.core.errors import EmbedderMismatchError, UserError
 from ragloop.core.types import Chunk, ParsedDocument, SectionText
-from ragloop.storage.backend import open_backend
+from ragloop.storage.backend import SqliteBackend, open_backend
 from ragloop.storage.location import is_postgres_url
 from ragloop.storage.protocols import DocumentWrite
 
@@ -81,11 +81,7 @@ def _write(doc_row: tuple, sections: list[tuple], chunks: list[tuple]) -> Docume
 
 class _SqliteSource(_Source):
     def __init__(self, folder: Path) -> None:
-        from ragloop.storage.sqlite.store import DB_FILE
-
-        db = folder / DB_FILE
-        if not db.exists():
-            raise UserError(f"No knowledge base at {folder} (no {DB_FILE}).")
+        db = SqliteBackend(folder, create=False).db_path  # "No knowledge base at …" if none
         self.db = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
 
     def meta(self) -> dict[str, str]:
