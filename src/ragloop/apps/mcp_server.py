@@ -12,8 +12,7 @@ import argparse
 import logging
 import sys
 import threading
-from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
@@ -32,6 +31,9 @@ from ragloop.core.data_block import data_block
 from ragloop.core.decisions import Grader
 from ragloop.core.errors import RagloopError, UserError
 from ragloop.kb import KnowledgeBase
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
 
 log = logging.getLogger("ragloop.mcp")
 
@@ -137,7 +139,7 @@ class KnowledgeBaseTools:
                   f" run={result.run_id}")
 
 
-def build_server(kb: KnowledgeBase, settings: Settings):
+def build_server(kb: KnowledgeBase, settings: Settings) -> MCPServer:
     """An MCPServer exposing `kb`'s tools (not started)."""
     from mcp.server.mcpserver import MCPServer
 
@@ -178,14 +180,10 @@ def build_server(kb: KnowledgeBase, settings: Settings):
 
 
 def run(settings: Settings) -> None:
-    """Serve the knowledge base at settings.kb over stdio until the client hangs up."""
-    from ragloop.storage.sqlite.store import DB_FILE
-
-    if not (Path(settings.kb) / DB_FILE).exists():
-        raise UserError(f"No knowledge base at {settings.kb}; run"
-                        f" `ragloop ingest PATH --kb {settings.kb}` first.")
+    """Serve the knowledge base at settings.kb (a folder or a postgresql:// URL) over stdio
+    until the client hangs up."""
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    with KnowledgeBase.open(settings.kb, settings) as kb:
+    with KnowledgeBase.open(settings.kb, settings, create=False) as kb:
         build_server(kb, settings).run("stdio")
 
 

@@ -93,7 +93,7 @@ def grade_summary(event: GradeEvent, chunk_docs: Callable[[list[int]], dict[int,
     return summary
 
 
-def make_record(question: EvalQuestion, path: str, result: Any,
+def make_record(question: EvalQuestion, path: str, result: RunResult,
                 grades: list[dict[str, Any]]) -> dict[str, Any]:
     usage = result.usage
     docs = distinct(str(e["doc_id"]) for e in result.evidence)
