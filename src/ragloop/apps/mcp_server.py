@@ -15,7 +15,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
@@ -27,6 +27,9 @@ from ragloop.core.data_block import data_block
 from ragloop.core.decisions import Grader
 from ragloop.core.errors import RagloopError, ToolError, UserError
 from ragloop.kb import KnowledgeBase
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
 
 log = logging.getLogger("ragloop.mcp")
 
@@ -134,7 +137,7 @@ def _mcp_tool(tool: ToolDef, body: Callable[..., str]) -> Callable[..., str]:
     return handler
 
 
-def build_server(kb: KnowledgeBase, settings: Settings):
+def build_server(kb: KnowledgeBase, settings: Settings) -> MCPServer:
     """An MCPServer exposing `kb`'s tools (not started)."""
     from mcp.server.mcpserver import MCPServer
 
