@@ -29,7 +29,8 @@ from ragloop.storage.protocols import RunStore
 ROUTES = ("auto", "single", "agent")
 DRIVERS = ("tools", "pipeline")
 
-Part = Planner | Grader | Rewriter | Answerer
+# A decision component whose model calls (usage) count toward the run.
+Decision = Planner | Grader | Rewriter | Answerer
 
 
 @dataclass
@@ -105,7 +106,7 @@ class Engine:
 
         return LocalGrader(self.kb.embedder)
 
-    def _driver(self, comps: Components, toolbox: Toolbox) -> tuple[Driver, list[Part]]:
+    def _driver(self, comps: Components, toolbox: Toolbox) -> tuple[Driver, list[Decision]]:
         grader = self._grader(comps)
         if comps.driver == "tools":
             from ragloop.agent.tools_driver import ToolsDriver
@@ -132,8 +133,8 @@ class Engine:
 
     # -- running ------------------------------------------------------------------------
 
-    def _chosen(self, ctx: RunContext, route: Route, comps: Components,
-                settings: Settings) -> tuple[Driver, list[Part]]:
+    def _chosen(self, route: Route, comps: Components,
+                settings: Settings) -> tuple[Driver, list[Decision]]:
         """The driver for the route, and the decisions whose model calls it makes."""
         if route.route == "out_of_scope":
             from ragloop.agent.local import describe_scope
@@ -154,7 +155,7 @@ class Engine:
         try:
             run.route = _route(ctx.question, self.kb, route)
             yield RouteEvent(route=run.route.route, reason=run.route.reason)
-            driver, run.parts = self._chosen(ctx, run.route, comps, settings)
+            driver, run.decisions = self._chosen(run.route, comps, settings)
             run.driver = driver.name
             return (yield from driver.run(ctx))
         except ENDS as exc:
@@ -195,8 +196,8 @@ class Engine:
                 self.runs.finish(run_id, {"status": RunStatus.FAILED, "error": repr(exc),
                                           "steps": ctx.step, "latency_s": ctx.elapsed()})
                 raise
-        for part in run.parts:  # the decisions' model calls (the tools loop adds its own)
-            ctx.usage.add(part.usage)
+        for decision in run.decisions:  # their model calls (the tools loop adds its own)
+            ctx.usage.add(decision.usage)
         result = RunResult(
             run_id=run_id, question=question, status=outcome.status, route=run.route.route,
             route_reason=run.route.reason, driver=run.driver, model=model_name,
@@ -219,5 +220,5 @@ class _Run:
 
     driver: str
     route: Route = field(default_factory=lambda: Route("agent", ""))
-    parts: list[Part] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
     error: str | None = None

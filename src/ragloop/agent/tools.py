@@ -19,6 +19,7 @@ from typing import Annotated, Any, Generic, Protocol, TypeVar
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic_core.core_schema import ValidationInfo
 
+from ragloop.agent.failures import CONTINUES
 from ragloop.core.data_block import data_block
 from ragloop.core.errors import ToolError, UserError
 from ragloop.core.events import ToolCallEvent
@@ -308,5 +309,5 @@ class Toolbox:
             if tool is None:
                 raise ToolError(f"unknown tool {name!r}; the tools are {', '.join(TOOLS)}")
             return tool.call(self, arguments, number)
-        except ToolError as exc:
+        except CONTINUES as exc:
             return ToolOutcome(f"Tool error: {exc}", ToolCallEvent(tool=name, error=str(exc)))
