@@ -22,11 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ragloop.agent.evidence import Ledger, check_citations
-from ragloop.agent.run import DriverOutcome, RunContext
+from ragloop.agent.failures import CONTINUES
+from ragloop.agent.run import DriverOutcome, RunContext, Steps
 from ragloop.agent.search_grade import search_and_grade
-from ragloop.agent.tools import FETCH, SEARCH, Toolbox, page_field
+from ragloop.agent.tools import FETCH, SEARCH, Toolbox, shown_page
 from ragloop.core.decisions import Answerer, Draft, Grade, Grader, Planner, Rewriter
-from ragloop.core.errors import ToolError
 from ragloop.core.events import AnswerEvent, GradeEvent, PlanEvent, RewriteEvent, ToolCallEvent
 from ragloop.core.types import Hit, RunStatus
 from ragloop.offline.text import absent_codes, query_names_title, term_set
@@ -105,13 +105,13 @@ class PipelineDriver:
         self.answerer = answerer
         self.follow_ups = follow_ups or FollowUps()
 
-    def _search(self, ctx: RunContext, part: Part, query: str, page: int = 1) -> None:
+    def _search(self, ctx: RunContext, part: Part, query: str, page: int = 1) -> Steps[None]:
         ctx.step += 1
         part.tried.append(query)
         try:
             found = search_and_grade(self.toolbox, self.grader, query, part.question, page)
-        except ToolError as exc:
-            ctx.emit(ToolCallEvent(tool=SEARCH, query=query, error=str(exc)))
+        except CONTINUES as exc:
+            yield ToolCallEvent(tool=SEARCH, query=query, error=str(exc))
             part.exhausted = True
             return
         hits, grade = found.hits, found.grade
@@ -133,16 +133,16 @@ class PipelineDriver:
             if h.chunk_id not in known:
                 part.kept.append(h)
                 known.add(h.chunk_id)
-        ctx.emit(ToolCallEvent(tool=SEARCH, query=query, chunks=len(hits),
-                               kept=len(grade.kept), sub_question=part.index,
-                               **page_field(page)))
-        ctx.emit(GradeEvent(query=query, sub_question=part.index, chunks=len(hits),
-                            kept=len(grade.kept), enough=grade.enough, missing=grade.missing,
-                            next_query=grade.next_query, ungraded=grade.ungraded or None,
-                            verdicts=[{"chunk_id": h.chunk_id, "doc_id": h.doc_id,
-                                       "section": h.section, "verdict": h.verdict,
-                                       "score": h.grade_score}
-                                      for h in [*grade.kept, *grade.discarded]]))
+        yield ToolCallEvent(tool=SEARCH, query=query, chunks=len(hits),
+                            kept=len(grade.kept), sub_question=part.index,
+                            page=shown_page(page))
+        yield GradeEvent(query=query, sub_question=part.index, chunks=len(hits),
+                         kept=len(grade.kept), enough=grade.enough, missing=grade.missing,
+                         next_query=grade.next_query, ungraded=grade.ungraded or None,
+                         verdicts=[{"chunk_id": h.chunk_id, "doc_id": h.doc_id,
+                                    "section": h.section, "verdict": h.verdict,
+                                    "score": h.grade_score}
+                                   for h in [*grade.kept, *grade.discarded]])
 
     def _with_query_grade(self, grade: Grade, query: str, hits: list[Hit]) -> Grade:
         """A re-query looks for something the question does not name (the bridge entity, the
@@ -195,16 +195,16 @@ class PipelineDriver:
         self._priority[n] = max(score, self._priority.get(n, float("-inf")))
 
     def _read(self, ctx: RunContext, part: Part, doc_id: str, section: str,
-              priority: float, follow: float | None = None) -> None:
+              priority: float, follow: float | None = None) -> Steps[None]:
         """Fetch a section into the evidence at `priority`; it joins the part's kept hits
         with `follow` (default: priority) as the order in which its own pointers are read."""
         ctx.step += 1
         part.fetches += 1
         try:
             found = self.toolbox.fetch(doc_id, section)
-        except ToolError as exc:
-            ctx.emit(ToolCallEvent(tool=FETCH, doc_id=doc_id, section=section,
-                                   error=str(exc)))
+        except CONTINUES as exc:
+            yield ToolCallEvent(tool=FETCH, doc_id=doc_id, section=section,
+                                error=str(exc))
             part.unreadable.add((doc_id, section))
             return
         n = ctx.ledger.add_section(found, ctx.step, part.index)
@@ -215,13 +215,13 @@ class PipelineDriver:
                              doc_title=found.title_path[0] if found.title_path else "",
                              verdict="relevant",
                              grade_score=priority if follow is None else follow))
-        ctx.emit(ToolCallEvent(tool=FETCH, doc_id=doc_id, section=section,
-                               chars=len(found.text), sub_question=part.index))
+        yield ToolCallEvent(tool=FETCH, doc_id=doc_id, section=section,
+                            chars=len(found.text), sub_question=part.index)
 
     def _known_doc(self, ctx: RunContext, doc_id: str) -> bool:
         return any(e.doc_id == doc_id for e in ctx.ledger.items)
 
-    def _fetch_named(self, ctx: RunContext, part: Part) -> None:
+    def _fetch_named(self, ctx: RunContext, part: Part) -> Steps[None]:
         """Read the sections the sub-question names that no evidence holds yet."""
         part.named_done = True
         read = 0
@@ -235,10 +235,10 @@ class PipelineDriver:
             if ctx.ledger.has_section(doc_id, section) or (whole_doc
                                                            and self._known_doc(ctx, doc_id)):
                 continue
-            self._read(ctx, part, doc_id, section, NAMED_PRIORITY)
+            yield from self._read(ctx, part, doc_id, section, NAMED_PRIORITY)
             read += 1
 
-    def _fetch_one(self, ctx: RunContext, part: Part) -> bool:
+    def _fetch_one(self, ctx: RunContext, part: Part) -> Steps[bool]:
         """Read one section a kept chunk points to; False when there is none left to read."""
         if part.fetches >= MAX_FETCHES_PER_PART:
             return False
@@ -251,11 +251,12 @@ class PipelineDriver:
                 # a section reached through a pointer ranks right after its source in the
                 # evidence, but its own pointers wait until every searched chunk's are read
                 score = (hit.grade_score or 0.0) - POINTER_DISCOUNT
-                self._read(ctx, part, doc_id, section, score, follow=score - CHAIN_DISCOUNT)
+                yield from self._read(ctx, part, doc_id, section, score,
+                                      follow=score - CHAIN_DISCOUNT)
                 return True
         return False
 
-    def _bridge(self, ctx: RunContext, part: Part) -> None:
+    def _bridge(self, ctx: RunContext, part: Part) -> Steps[None]:
         """One search built from the names in the part's kept chunks that the question
         lacks (the rewriter's bridge step, with no gap to fill)."""
         part.bridged = True
@@ -263,9 +264,9 @@ class PipelineDriver:
         query = self.rewriter.rewrite(part.question, grade, part.tried)
         if not query:
             return
-        ctx.emit(RewriteEvent(sub_question=part.index, missing="", query=query))
+        yield RewriteEvent(sub_question=part.index, missing="", query=query)
         answered = part.last_grade
-        self._search(ctx, part, query)
+        yield from self._search(ctx, part, query)
         part.last_grade = answered  # checking the bridge does not undo an answer
 
     @staticmethod
@@ -282,11 +283,11 @@ class PipelineDriver:
                     and titles[t] != h.doc_id]
         return len(siblings) >= CROWDED_SIBLINGS
 
-    def _deepen(self, ctx: RunContext, part: Part) -> None:
+    def _deepen(self, ctx: RunContext, part: Part) -> Steps[None]:
         """Read the second page of the part's own search (see `crowded`)."""
         part.deepened = True
         answered = part.last_grade
-        self._search(ctx, part, part.question, page=2)
+        yield from self._search(ctx, part, part.question, page=2)
         part.last_grade = answered  # what the next page adds does not undo an answer
 
     def _add_nearest(self, ctx: RunContext, part: Part) -> None:
@@ -337,9 +338,9 @@ class PipelineDriver:
                            e.sub_question, e.confirmed)
         ctx.ledger = ledger
 
-    def _follow_up(self, ctx: RunContext, part: Part) -> bool:
+    def _follow_up(self, ctx: RunContext, part: Part) -> Steps[bool]:
         """One more step for a part that is not answered yet: fetch a pointer, else re-query."""
-        if self._fetch_one(ctx, part):
+        if (yield from self._fetch_one(ctx, part)):
             return True
         grade = part.last_grade
         if grade is None:
@@ -350,22 +351,21 @@ class PipelineDriver:
             grade = Grade(list(part.kept), [], False, part.gap or grade.missing,
                           grade.next_query)
         query = self.rewriter.rewrite(part.question, grade, part.tried)
-        ctx.emit(RewriteEvent(sub_question=part.index, missing=grade.missing,
-                              query=query))
+        yield RewriteEvent(sub_question=part.index, missing=grade.missing, query=query)
         if not query or query.lower() in (t.lower() for t in part.tried):
             part.exhausted = True
             return False
-        self._search(ctx, part, query)
+        yield from self._search(ctx, part, query)
         return True
 
-    def run(self, ctx: RunContext) -> DriverOutcome:
+    def run(self, ctx: RunContext) -> Steps[DriverOutcome]:
         plan = self.planner.plan(ctx.question)
-        ctx.emit(PlanEvent(need_search=plan.need_search, sub_questions=plan.sub_questions,
-                           reason=plan.reason))
+        yield PlanEvent(need_search=plan.need_search, sub_questions=plan.sub_questions,
+                        reason=plan.reason)
         if not plan.need_search:
             ctx.step += 1
             text = plan.reply or "Hello! Ask me something about the documents."
-            ctx.emit(AnswerEvent(text=text, citations=[], invalid_citations=[]))
+            yield AnswerEvent(text=text, citations=[], invalid_citations=[])
             return DriverOutcome(checked=check_citations(text, ctx.ledger),
                                  status=RunStatus.ANSWERED)
         parts = [Part(i, q) for i, q in enumerate(plan.sub_questions or [ctx.question])]
@@ -374,32 +374,33 @@ class PipelineDriver:
         # every part gets its first search before any part gets a second
         for part in parts:
             if ctx.tool_steps_left:
-                self._search(ctx, part, part.question)
+                yield from self._search(ctx, part, part.question)
         # then what the question names outright and the searches did not bring
         for part in parts:
             if ctx.tool_steps_left:
-                self._fetch_named(ctx, part)
+                yield from self._fetch_named(ctx, part)
         # then follow-ups round-robin while steps remain
         progressed = True
         while ctx.tool_steps_left and progressed:
             progressed = False
             for part in parts:
                 if ctx.tool_steps_left and not part.enough and not part.exhausted:
-                    progressed = self._follow_up(ctx, part) or progressed
+                    progressed = (yield from self._follow_up(ctx, part)) or progressed
         # kept chunks that look cut off / refer elsewhere, for parts that are answered
         for part in parts:
-            while ctx.tool_steps_left and part.enough and self._fetch_one(ctx, part):
+            while (ctx.tool_steps_left and part.enough
+                   and (yield from self._fetch_one(ctx, part))):
                 pass
         # an answered part whose page was crowded by sibling documents reads the next page
         for part in parts:
             if (ctx.tool_steps_left and part.enough and not part.deepened
                     and self.crowded(part.first_grade)):
-                self._deepen(ctx, part)
+                yield from self._deepen(ctx, part)
         # spare steps check the bridge of answered parts: the grader judges a chunk against
         # the question, and a two-hop question's first hop often looks like enough
         for part in parts:
             if ctx.tool_steps_left and part.enough and not part.bridged:
-                self._bridge(ctx, part)
+                yield from self._bridge(ctx, part)
         for part in parts:
             self._add_nearest(ctx, part)
         self._final_evidence(ctx)
@@ -407,10 +408,10 @@ class PipelineDriver:
         draft: Draft = self.answerer.answer(ctx.question, [p.question for p in parts],
                                             ctx.ledger.items)
         checked = check_citations(draft.text, ctx.ledger)
-        ctx.emit(AnswerEvent(text=checked.text, citations=checked.citations,
-                             invalid_citations=checked.invalid, missing=draft.missing,
-                             conflicts=draft.conflicts,
-                             unconfirmed=[e.n for e in ctx.ledger.items if not e.confirmed]))
+        yield AnswerEvent(text=checked.text, citations=checked.citations,
+                          invalid_citations=checked.invalid, missing=draft.missing,
+                          conflicts=draft.conflicts,
+                          unconfirmed=[e.n for e in ctx.ledger.items if not e.confirmed])
         unanswered = [p for p in parts if not p.enough]
         if draft.unanswerable or not checked.citations:
             status = RunStatus.UNANSWERABLE
