@@ -10,7 +10,7 @@ import pytest
 from ragloop.agent.local import LocalFollowUps
 from ragloop.agent.pipeline_driver import PipelineDriver
 from ragloop.agent.router import RuleRouter, describe_scope
-from ragloop.agent.run import RunContext
+from ragloop.agent.run import RunContext, drain
 from ragloop.agent.tools import FETCH, Toolbox
 from ragloop.core.decisions import Evidence, Grade
 from ragloop.core.types import EventKind, Hit, RunStatus, Usage
@@ -412,7 +412,7 @@ def _run(kb, question: str, grader, max_steps: int = 6, baseline: Toolbox | None
                             ExtractiveAnswerer(kb.embedder), LocalFollowUps(kb),
                             baseline=baseline)
     ctx = RunContext(question, max_steps)
-    outcome = driver.run(ctx)
+    outcome = drain(driver.run(ctx), ctx)
     return ctx, outcome
 
 

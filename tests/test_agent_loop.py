@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import inspect
+
 from ragloop.agent.engine import Engine
-from ragloop.agent.run import BUDGET_NOTICE, log_line
+from ragloop.agent.failures import ended_status
+from ragloop.agent.run import BUDGET_NOTICE, RunContext, drain, log_line
+from ragloop.agent.tools import Toolbox
+from ragloop.agent.tools_driver import ToolsDriver
 from ragloop.core.decisions import Grade
-from ragloop.core.errors import ProviderError
+from ragloop.core.errors import ModelRefused, ProviderError, ToolError
 from ragloop.core.types import EventKind, Hit, RunStatus, Usage
 from ragloop.llm.base import ChatResponse, Finish, ForceTool, ModelTraits, ToolCall
 from ragloop.llm.scripted import ScriptedChat
@@ -122,7 +127,58 @@ def test_provider_failure_ends_the_run_cleanly_with_what_was_gathered(small_kb) 
     stored = engine.runs.get(result.run_id)
     assert stored["status"] == "failed"
     kinds = [e.kind for e in engine.runs.events(result.run_id)]
-    assert EventKind.ERROR in kinds and EventKind.TOOL_CALL in kinds
+    assert EventKind.TOOL_CALL in kinds
+    # one error event, recorded where the run ends (the model call used to add a second)
+    assert kinds.count(EventKind.ERROR) == 1 and kinds[-1] == EventKind.ERROR
+
+
+def test_one_rule_says_which_errors_end_a_run() -> None:
+    assert ended_status(ModelRefused("filtered")) == RunStatus.REFUSED
+    assert ended_status(ProviderError("down")) == RunStatus.FAILED
+    from ragloop.agent.failures import CONTINUES, ENDS
+
+    assert issubclass(ToolError, CONTINUES) and not issubclass(ToolError, ENDS)
+    assert issubclass(ModelRefused, ENDS) and issubclass(ProviderError, ENDS)
+
+
+def test_a_driver_yields_its_events_and_the_engine_stores_and_streams_them(small_kb) -> None:
+    chat = ScriptedChat([search_call("approval threshold"), ChatResponse(text="CFO [1].")])
+    ctx = RunContext("Who approves?", 4)
+    steps = ToolsDriver(chat, Toolbox(small_kb), KeepDocs("policies/travel.md")).run(ctx)
+    # a driver stores and streams nothing itself: its events come out as it goes
+    assert inspect.isgenerator(steps) and not ctx.events and not chat.calls
+    outcome = drain(steps, ctx)
+    assert outcome.status == RunStatus.ANSWERED
+    assert [e.kind for e in ctx.events] == [EventKind.TOOL_CALL, EventKind.GRADE,
+                                            EventKind.ANSWER]
+    assert [e.seq for e in ctx.events] == [0, 1, 2] and ctx.events[0].step == 1
+    # through the engine: what is stored is what was streamed, numbered once
+    engine = engine_for(small_kb, ScriptedChat([search_call("approval threshold"),
+                                                ChatResponse(text="CFO [1].")]))
+    streamed = []
+    result = engine.ask("Who approves?", route="agent", driver="tools",
+                        on_event=streamed.append)
+    stored = engine.runs.events(result.run_id)
+    assert [(e.kind, e.step, e.seq, e.data) for e in stored] == \
+        [(e.kind, e.step, e.seq, e.data) for e in streamed]
+    assert [e.kind for e in streamed] == [EventKind.ROUTE, EventKind.TOOL_CALL,
+                                          EventKind.GRADE, EventKind.ANSWER]
+
+
+def test_a_null_query_is_a_tool_error_not_a_search_for_none(small_kb) -> None:
+    chat = ScriptedChat([
+        ChatResponse(text="", tool_calls=[ToolCall("a", "search_knowledge_base",
+                                                   {"query": None})]),
+        ChatResponse(text="The knowledge base does not say."),
+    ])
+    events = []
+    engine_for(small_kb, chat).ask("anything?", route="agent", driver="tools",
+                                   on_event=events.append)
+    tool_msg = next(m for m in chat.calls[1].messages if m.role == "tool")
+    assert tool_msg.is_error and "missing or empty argument 'query'" in tool_msg.content
+    searched = [e.data for e in events if e.kind == EventKind.TOOL_CALL]
+    assert searched == [{"tool": "search_knowledge_base", "query": "",
+                         "error": "missing or empty argument 'query'"}]
 
 
 def test_runs_are_stored_and_metrics_count_them(small_kb) -> None:

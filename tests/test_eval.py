@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from ragloop.agent.engine import SINGLE_DEPTH_PER_DOC, top_documents
 from ragloop.agent.run import RunResult
+from ragloop.agent.single_shot import SINGLE_DEPTH_PER_DOC, top_documents
 from ragloop.core.decisions import Draft, Grade, Route
 from ragloop.core.errors import UserError
 from ragloop.core.events import event_from

@@ -52,9 +52,7 @@ def test_a_misnamed_or_missing_field_is_an_error_where_the_event_is_made() -> No
 def test_runs_stored_before_typed_events_still_load(small_kb) -> None:
     """Rows written in the old shape (dicts as the drivers wrote them, with keys no longer
     known, like the old "grader reply unreadable" gap) load as typed events."""
-    from ragloop.storage.factory import open_run_store
-
-    runs = open_run_store(small_kb.store)
+    runs = small_kb.backend.runs
     run_id = runs.start("old question", driver="pipeline", model="offline", max_steps=6)
     db = sqlite3.connect(small_kb.store.db_path)
     old = [("route", 0, {"route": "agent", "reason": "long"}),

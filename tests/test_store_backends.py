@@ -17,6 +17,7 @@ from ragloop.kb import KnowledgeBase
 from ragloop.kb.search import hybrid_search
 from ragloop.retrieval.fusion import candidate_depth, fused_top, rrf
 from ragloop.retrieval.query_text import query_terms
+from ragloop.storage.backend import open_backend
 
 NASTY = [
     '"foo" AND (bar OR -baz*) NEAR: 🙂',
@@ -253,9 +254,8 @@ def test_section_fetch_and_documents(kb: KnowledgeBase) -> None:
 
 
 def test_embedding_cache(location) -> None:
-    from ragloop.storage.factory import open_store
-
-    store = open_store(location)
+    backend = open_backend(location)
+    store = backend.store
     try:
         a = np.arange(4, dtype=np.float32) / 7
         b = np.ones(3, dtype=np.float32)
@@ -271,13 +271,12 @@ def test_embedding_cache(location) -> None:
         store.put_embeddings("m1", many)
         assert len(store.get_embeddings("m1", list(many))) == 1200
     finally:
-        store.close()
+        backend.close()
 
 
 def test_meta_round_trip(location) -> None:
-    from ragloop.storage.factory import open_store
-
-    store = open_store(location)
+    backend = open_backend(location)
+    store = backend.store
     try:
         assert store.get_meta("nope") is None
         store.set_meta("k", "v1")
@@ -285,7 +284,7 @@ def test_meta_round_trip(location) -> None:
         assert store.get_meta("k") == "v2"
         assert store.chunk_count() == 0 and store.documents() == []
     finally:
-        store.close()
+        backend.close()
 
 
 def test_another_embedder_on_open_is_a_clear_error(kb: KnowledgeBase, location) -> None:

@@ -1,20 +1,25 @@
-"""ask(): route a question, run a driver, check citations, store the run."""
+"""ask(): route a question, run a driver, check citations, store the run.
+
+The engine is where a run's events go: it drains the chosen driver's generator (run.py `drain`)
+into the run store and the listener (SSE, CLI, eval), and ends the run on an error that
+failures.py says ends it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ragloop.agent.evidence import check_citations
+from ragloop.agent.failures import ENDS, ended_answer, ended_status
 from ragloop.agent.llm_decisions import LLMAnswerer, LLMGrader, LLMPlanner, LLMRewriter
-from ragloop.agent.run import DriverOutcome, RunContext, RunResult, closest_passages
-from ragloop.agent.search_grade import grade_event
-from ragloop.agent.tools import SEARCH, Toolbox
+from ragloop.agent.run import Driver, DriverOutcome, RunContext, RunResult, Steps, drain
+from ragloop.agent.single_shot import SINGLE_DEPTH_PER_DOC, OutOfScope, SingleShotDriver
+from ragloop.agent.tools import Toolbox
 from ragloop.core.config import Settings
 from ragloop.core.decisions import Answerer, Grader, Planner, Rewriter, Route
-from ragloop.core.errors import ConfigError, ModelRefused, RunFailed, ToolError
-from ragloop.core.events import AnswerEvent, ErrorEvent, Event, RouteEvent, ToolCallEvent
-from ragloop.core.types import Hit, RunStatus
+from ragloop.core.errors import ConfigError
+from ragloop.core.events import ErrorEvent, Event, RouteEvent
+from ragloop.core.types import RunStatus
 from ragloop.core.unicode import clean_text
 from ragloop.kb import KnowledgeBase
 from ragloop.llm.base import ChatModel
@@ -23,21 +28,9 @@ from ragloop.storage.protocols import RunStore
 
 ROUTES = ("auto", "single", "agent")
 DRIVERS = ("tools", "pipeline")
-# Single-shot searches this many chunks per document it may read (documents span chunks).
-SINGLE_DEPTH_PER_DOC = 3
 
-
-def top_documents(hits: list[Hit], k: int) -> list[Hit]:
-    """The hits, in rank order, of the first k distinct documents they come from."""
-    docs: set[str] = set()
-    out: list[Hit] = []
-    for h in hits:
-        if h.doc_id not in docs:
-            if len(docs) >= k:
-                continue
-            docs.add(h.doc_id)
-        out.append(h)
-    return out
+# A decision component whose model calls (usage) count toward the run.
+Decision = Planner | Grader | Rewriter | Answerer
 
 
 @dataclass
@@ -92,11 +85,8 @@ class Engine:
         self.grader_chat = grader_chat
         self.grader = grader
         self.settings = settings or kb.settings
-        if runs is None:
-            from ragloop.storage.factory import open_run_store
-
-            runs = open_run_store(kb.store)
-        self.runs: RunStore = runs
+        # the knowledge base's own run store (closed with it) unless one is given
+        self.runs: RunStore = runs if runs is not None else kb.backend.runs
 
     # -- components ---------------------------------------------------------------------
 
@@ -116,7 +106,7 @@ class Engine:
 
         return LocalGrader(self.kb.embedder)
 
-    def _driver(self, comps: Components, toolbox: Toolbox):
+    def _driver(self, comps: Components, toolbox: Toolbox) -> tuple[Driver, list[Decision]]:
         grader = self._grader(comps)
         if comps.driver == "tools":
             from ragloop.agent.tools_driver import ToolsDriver
@@ -146,44 +136,41 @@ class Engine:
 
     # -- running ------------------------------------------------------------------------
 
-    def _single_shot(self, ctx: RunContext, toolbox: Toolbox, answerer: Answerer,
-                     grader: Grader, k: int) -> DriverOutcome:
-        """One search, graded, answered from what the grader kept of its top k documents (the
-        rest stay in the evidence, unconfirmed, in search order)."""
-        ctx.step += 1
+    def _chosen(self, route: Route, comps: Components,
+                settings: Settings) -> tuple[Driver, list[Decision]]:
+        """The driver for the route, and the decisions whose model calls it makes."""
+        if route.route == "out_of_scope":
+            from ragloop.agent.local import describe_scope
+
+            return OutOfScope(route.reason, describe_scope(self.kb)), []
+        if route.route == "single":
+            answerer = self._answerer(comps.chat)
+            grader = self._grader(comps)
+            single = Toolbox(self.kb, settings.single_k * SINGLE_DEPTH_PER_DOC,
+                             settings.tool_result_chars)
+            return SingleShotDriver(single, answerer, grader, settings.single_k), [answerer,
+                                                                                   grader]
+        toolbox = Toolbox(self.kb, settings.search_k, settings.tool_result_chars)
+        return self._driver(comps, toolbox)
+
+    def _steps(self, ctx: RunContext, route: str, comps: Components, settings: Settings,
+               run: _Run) -> Steps[DriverOutcome]:
+        """Route, then run the chosen driver; an error that ends the run (failures.py) ends it
+        here with an `error` event and what was gathered."""
         try:
-            hits = top_documents(toolbox.search(ctx.question), k)
-        except ToolError as exc:  # no words to search for ("?!", an emoji): nothing found
-            ctx.emit(ToolCallEvent(tool=SEARCH, query=ctx.question, error=str(exc)))
-            hits = []
-        if hits:
-            grade = grader.grade(ctx.question, hits)
-            kept = {h.chunk_id for h in grade.kept}
-            for h in hits:
-                ctx.ledger.add_hit(h, ctx.step, confirmed=grade.ungraded or h.chunk_id in kept)
-            ctx.emit(ToolCallEvent(tool=SEARCH, query=ctx.question, chunks=len(hits),
-                                   kept=len(grade.kept)))
-            ctx.emit(grade_event(ctx.question, 0, hits, grade))
-        ctx.step += 1
-        draft = answerer.answer(ctx.question, [ctx.question], ctx.ledger.items)
-        checked = check_citations(draft.text, ctx.ledger)
-        closest = closest_passages(draft.closest, ctx.ledger)
-        ctx.emit(AnswerEvent(text=checked.text, citations=checked.citations,
-                             invalid_citations=checked.invalid, missing=draft.missing,
-                             conflicts=draft.conflicts, closest=closest or None))
-        status = RunStatus.UNANSWERABLE if draft.unanswerable or not checked.citations \
-            else RunStatus.ANSWERED
-        return DriverOutcome(checked=checked, status=status, missing=draft.missing,
-                             conflicts=draft.conflicts, closest=closest)
-
-    def _out_of_scope(self, ctx: RunContext, route: Route) -> DriverOutcome:
-        from ragloop.agent.local import describe_scope
-
-        text = (f"The knowledge base does not cover this question ({route.reason}). "
-                f"It covers: {describe_scope(self.kb)}")
-        ctx.emit(AnswerEvent(text=text, citations=[], invalid_citations=[]))
-        return DriverOutcome(checked=check_citations(text, ctx.ledger),
-                             status=RunStatus.UNANSWERABLE, missing=[ctx.question])
+            run.route = _route(ctx.question, self.kb, route)
+            yield RouteEvent(route=run.route.route, reason=run.route.reason)
+            driver, run.decisions = self._chosen(run.route, comps, settings)
+            run.driver = driver.name
+            return (yield from driver.run(ctx))
+        except ENDS as exc:
+            run.error = str(exc)
+            yield ErrorEvent(error=run.error)
+            gathered = "; ".join(f"[{e.n}] {e.doc_id} §{e.section}" for e in ctx.ledger.items)
+            outcome = DriverOutcome(checked=check_citations("", ctx.ledger),
+                                    status=ended_status(exc))
+            outcome.checked.text = ended_answer(exc, gathered)
+            return outcome
 
     def ask(self, question: str, *, route: str = "auto", driver: str | None = None,
             max_steps: int | None = None, on_event: Callable[[Event], None] | None = None,
@@ -199,57 +186,26 @@ class Engine:
         run_id = self.runs.start(question, driver=comps.driver, model=model_name,
                                  max_steps=settings.max_steps, run_id=run_id)
 
-        def record(event: Event) -> None:
+        def record(event: Event) -> None:  # every event: stored, then streamed
             self.runs.add_event(run_id, event)
             if on_event is not None:
                 on_event(event)
 
-        ctx = RunContext(question, settings.max_steps, record)
-        toolbox = Toolbox(self.kb, settings.search_k, settings.tool_result_chars)
-        decided = Route("agent", "")
-        used_driver = comps.driver
-        parts: list[Planner | Grader | Rewriter | Answerer] = []
-        error: str | None = None
+        ctx = RunContext(question, settings.max_steps)
+        run = _Run(driver=comps.driver)
         # the offline rules read the question with the KB language's stop words
         with reading_language(self.kb.language):
             try:
-                decided = _route(question, self.kb, route)
-                ctx.emit(RouteEvent(route=decided.route, reason=decided.reason))
-                if decided.route == "out_of_scope":
-                    used_driver = "none"
-                    outcome = self._out_of_scope(ctx, decided)
-                elif decided.route == "single":
-                    used_driver = "single"
-                    answerer = self._answerer(comps.chat)
-                    grader = self._grader(comps)
-                    parts = [answerer, grader]
-                    single = Toolbox(self.kb, settings.single_k * SINGLE_DEPTH_PER_DOC,
-                                     settings.tool_result_chars)
-                    outcome = self._single_shot(ctx, single, answerer, grader,
-                                                settings.single_k)
-                else:
-                    run_driver, parts = self._driver(comps, toolbox)
-                    outcome = run_driver.run(ctx)
-            except RunFailed as exc:
-                error = str(exc)
-                ctx.emit(ErrorEvent(error=error))
-                gathered = "; ".join(f"[{e.n}] {e.doc_id} §{e.section}" for e in ctx.ledger.items)
-                refused = isinstance(exc, ModelRefused)
-                text = (f"The model declined to answer: {error}." if refused
-                        else f"The run failed: {error}.")
-                text += f" Evidence gathered so far: {gathered}." if gathered else ""
-                outcome = DriverOutcome(checked=check_citations("", ctx.ledger),
-                                        status=RunStatus.REFUSED if refused else RunStatus.FAILED)
-                outcome.checked.text = text
+                outcome = drain(self._steps(ctx, route, comps, settings, run), ctx, record)
             except BaseException as exc:
                 self.runs.finish(run_id, {"status": RunStatus.FAILED, "error": repr(exc),
                                           "steps": ctx.step, "latency_s": ctx.elapsed()})
                 raise
-        for part in parts:  # the decisions' model calls (the tools loop adds its own)
-            ctx.usage.add(part.usage)
+        for decision in run.decisions:  # their model calls (the tools loop adds its own)
+            ctx.usage.add(decision.usage)
         result = RunResult(
-            run_id=run_id, question=question, status=outcome.status, route=decided.route,
-            route_reason=decided.reason, driver=used_driver, model=model_name,
+            run_id=run_id, question=question, status=outcome.status, route=run.route.route,
+            route_reason=run.route.reason, driver=run.driver, model=model_name,
             answer=outcome.checked.text, citations=outcome.checked.citations,
             invalid_citations=outcome.checked.invalid, missing=outcome.missing,
             conflicts=outcome.conflicts, steps=ctx.step, max_steps=settings.max_steps,
@@ -259,6 +215,16 @@ class Engine:
                        "section_title": e.section_title, "step": e.step,
                        "confirmed": e.confirmed}
                       for e in ctx.ledger.items],
-            error=error)
+            error=run.error)
         self.runs.finish(run_id, result.to_dict())
         return result
+
+
+@dataclass
+class _Run:
+    """What the engine learns while a run's steps go: the route, the driver, its decisions."""
+
+    driver: str
+    route: Route = field(default_factory=lambda: Route("agent", ""))
+    decisions: list[Decision] = field(default_factory=list)
+    error: str | None = None

@@ -22,9 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ragloop.agent.evidence import Ledger, check_citations
-from ragloop.agent.run import DriverOutcome, RunContext, closest_passages
+from ragloop.agent.failures import CONTINUES
+from ragloop.agent.run import DriverOutcome, RunContext, Steps, closest_passages
 from ragloop.agent.search_grade import grade_event, search_and_grade
-from ragloop.agent.tools import FETCH, SEARCH, Toolbox, page_field
+from ragloop.agent.tools import FETCH, SEARCH, Toolbox, shown_page
 from ragloop.core.decisions import (
     Answerer,
     Draft,
@@ -34,7 +35,6 @@ from ragloop.core.decisions import (
     Planner,
     Rewriter,
 )
-from ragloop.core.errors import ToolError
 from ragloop.core.events import AnswerEvent, PlanEvent, RewriteEvent, ToolCallEvent
 from ragloop.core.types import Hit, RunStatus
 from ragloop.offline.text import absent_codes, content_words, query_names_title, term_set
@@ -135,14 +135,14 @@ class PipelineDriver:
         self.follow_ups = follow_ups or FollowUps()
 
     def _search(self, ctx: RunContext, part: Part, query: str, page: int = 1,
-                toolbox: Toolbox | None = None, reason: str | None = None) -> None:
+                toolbox: Toolbox | None = None, reason: str | None = None) -> Steps[None]:
         ctx.step += 1
         part.tried.append(query)
         try:
             found = search_and_grade(toolbox or self.toolbox, self.grader, query, part.question,
                                      page)
-        except ToolError as exc:
-            ctx.emit(ToolCallEvent(tool=SEARCH, query=query, error=str(exc)))
+        except CONTINUES as exc:
+            yield ToolCallEvent(tool=SEARCH, query=query, error=str(exc))
             part.exhausted = True
             return
         hits, grade = found.hits, found.grade
@@ -170,10 +170,10 @@ class PipelineDriver:
             if h.chunk_id not in known:
                 part.kept.append(h)
                 known.add(h.chunk_id)
-        ctx.emit(ToolCallEvent(tool=SEARCH, query=query, chunks=len(hits),
-                               kept=len(grade.kept), sub_question=part.index, reason=reason,
-                               **page_field(page)))
-        ctx.emit(grade_event(query, part.index, hits, grade))
+        yield ToolCallEvent(tool=SEARCH, query=query, chunks=len(hits),
+                            kept=len(grade.kept), sub_question=part.index, reason=reason,
+                            page=shown_page(page))
+        yield grade_event(query, part.index, hits, grade)
 
     def _with_query_grade(self, grade: Grade, query: str, hits: list[Hit]) -> Grade:
         """A re-query looks for something the question does not name (the bridge entity, the
@@ -226,16 +226,17 @@ class PipelineDriver:
         self._priority[n] = max(score, self._priority.get(n, float("-inf")))
 
     def _read(self, ctx: RunContext, part: Part, doc_id: str, section: str,
-              priority: float, follow: float | None = None, reason: str | None = None) -> None:
+              priority: float, follow: float | None = None,
+              reason: str | None = None) -> Steps[None]:
         """Fetch a section into the evidence at `priority`; it joins the part's kept hits
         with `follow` (default: priority) as the order in which its own pointers are read."""
         ctx.step += 1
         part.fetches += 1
         try:
             found = self.toolbox.fetch(doc_id, section)
-        except ToolError as exc:
-            ctx.emit(ToolCallEvent(tool=FETCH, doc_id=doc_id, section=section,
-                                   error=str(exc)))
+        except CONTINUES as exc:
+            yield ToolCallEvent(tool=FETCH, doc_id=doc_id, section=section,
+                                error=str(exc))
             part.unreadable.add((doc_id, section))
             return
         n = ctx.ledger.add_section(found, ctx.step, part.index)
@@ -246,13 +247,13 @@ class PipelineDriver:
                              doc_title=found.title_path[0] if found.title_path else "",
                              verdict="relevant",
                              grade_score=priority if follow is None else follow))
-        ctx.emit(ToolCallEvent(tool=FETCH, doc_id=doc_id, section=section,
-                               chars=len(found.text), sub_question=part.index, reason=reason))
+        yield ToolCallEvent(tool=FETCH, doc_id=doc_id, section=section,
+                            chars=len(found.text), sub_question=part.index, reason=reason)
 
     def _known_doc(self, ctx: RunContext, doc_id: str) -> bool:
         return any(e.doc_id == doc_id for e in ctx.ledger.items)
 
-    def _fetch_named(self, ctx: RunContext, part: Part) -> None:
+    def _fetch_named(self, ctx: RunContext, part: Part) -> Steps[None]:
         """Read the sections the sub-question names that no evidence holds yet."""
         part.named_done = True
         read = 0
@@ -266,11 +267,11 @@ class PipelineDriver:
             if ctx.ledger.has_section(doc_id, section) or (whole_doc
                                                            and self._known_doc(ctx, doc_id)):
                 continue
-            self._read(ctx, part, doc_id, section, NAMED_PRIORITY,
+            yield from self._read(ctx, part, doc_id, section, NAMED_PRIORITY,
                        reason="the question names this section")
             read += 1
 
-    def _fetch_one(self, ctx: RunContext, part: Part) -> bool:
+    def _fetch_one(self, ctx: RunContext, part: Part) -> Steps[bool]:
         """Read one section a kept chunk points to; False when there is none left to read."""
         if part.fetches >= MAX_FETCHES_PER_PART:
             return False
@@ -286,12 +287,13 @@ class PipelineDriver:
                 # a section reached through a pointer ranks right after its source in the
                 # evidence, but its own pointers wait until every searched chunk's are read
                 score = (hit.grade_score or 0.0) - POINTER_DISCOUNT
-                self._read(ctx, part, doc_id, section, score, follow=score - CHAIN_DISCOUNT,
-                           reason=f"a kept chunk of {hit.doc_id} §{hit.section} points here")
+                yield from self._read(
+                    ctx, part, doc_id, section, score, follow=score - CHAIN_DISCOUNT,
+                    reason=f"a kept chunk of {hit.doc_id} §{hit.section} points here")
                 return True
         return False
 
-    def _bridge(self, ctx: RunContext, part: Part) -> bool:
+    def _bridge(self, ctx: RunContext, part: Part) -> Steps[bool]:
         """One search built from the names in the part's kept chunks that the question
         lacks (the rewriter's bridge step, with no gap to fill); False when there are none."""
         part.bridged = True
@@ -299,21 +301,21 @@ class PipelineDriver:
         query = self.rewriter.rewrite(part.question, grade, part.tried)
         if not query or query.lower() in (t.lower() for t in part.tried):
             return False
-        ctx.emit(RewriteEvent(sub_question=part.index, missing="", query=query))
+        yield RewriteEvent(sub_question=part.index, missing="", query=query)
         answered = part.last_grade
-        self._search(ctx, part, query,
+        yield from self._search(ctx, part, query,
                      reason="a bridge: names the kept evidence has and the question lacks")
         part.last_grade = answered  # checking the bridge does not undo an answer
         return True
 
-    def _spare(self, ctx: RunContext, part: Part) -> None:
+    def _spare(self, ctx: RunContext, part: Part) -> Steps[None]:
         """At most one more step for an answered part, and only with a reason it states: a
         pointer of a kept chunk (a section it refers to, its own cut-off section, a
         one-passage document it names), else a bridge search. A two-hop question's first hop
         often looks like enough to a grader that judges chunks against the question."""
-        if self._fetch_one(ctx, part):
+        if (yield from self._fetch_one(ctx, part)):
             return
-        self._bridge(ctx, part)
+        yield from self._bridge(ctx, part)
 
     def _add_nearest(self, ctx: RunContext, part: Part) -> None:
         """A part the run could not answer gets the top passage of each of the first
@@ -404,9 +406,9 @@ class PipelineDriver:
                                     step=step, sub_question=WHOLE_QUESTION, confirmed=False))
         return out
 
-    def _follow_up(self, ctx: RunContext, part: Part) -> bool:
+    def _follow_up(self, ctx: RunContext, part: Part) -> Steps[bool]:
         """One more step for a part that is not answered yet: fetch a pointer, else re-query."""
-        if self._fetch_one(ctx, part):
+        if (yield from self._fetch_one(ctx, part)):
             return True
         grade = part.last_grade
         if grade is None:
@@ -417,27 +419,27 @@ class PipelineDriver:
             grade = Grade(list(part.kept), [], False, part.gap or grade.missing,
                           grade.next_query)
         query = self.rewriter.rewrite(part.question, grade, part.tried)
-        ctx.emit(RewriteEvent(sub_question=part.index, missing=grade.missing,
-                              query=query))
+        yield RewriteEvent(sub_question=part.index, missing=grade.missing,
+                           query=query)
         if not query or query.lower() in (t.lower() for t in part.tried):
             part.exhausted = True
             return False
         gap = gap_size(grade.missing)
-        self._search(ctx, part, query, reason="re-query from the grader's gap")
+        yield from self._search(ctx, part, query, reason="re-query from the grader's gap")
         after = part.last_grade
         if not part.enough and (after is None or gap_size(after.missing) >= gap):
             # the gap's own query did not narrow the gap: no reason is left to search again
             part.exhausted = True
         return True
 
-    def run(self, ctx: RunContext) -> DriverOutcome:
+    def run(self, ctx: RunContext) -> Steps[DriverOutcome]:
         plan = self.planner.plan(ctx.question)
-        ctx.emit(PlanEvent(need_search=plan.need_search, sub_questions=plan.sub_questions,
-                           reason=plan.reason))
+        yield PlanEvent(need_search=plan.need_search, sub_questions=plan.sub_questions,
+                        reason=plan.reason)
         if not plan.need_search:
             ctx.step += 1
             text = plan.reply or "Hello! Ask me something about the documents."
-            ctx.emit(AnswerEvent(text=text, citations=[], invalid_citations=[]))
+            yield AnswerEvent(text=text, citations=[], invalid_citations=[])
             return DriverOutcome(checked=check_citations(text, ctx.ledger),
                                  status=RunStatus.ANSWERED)
         parts = [Part(i, q) for i, q in enumerate(plan.sub_questions or [ctx.question])]
@@ -450,27 +452,27 @@ class PipelineDriver:
         # run starts from the evidence single-shot would answer from
         whole = parts[0] if len(parts) == 1 else Part(WHOLE_QUESTION, ctx.question)
         if ctx.tool_steps_left:
-            self._search(ctx, whole, ctx.question, toolbox=self.baseline)
+            yield from self._search(ctx, whole, ctx.question, toolbox=self.baseline)
         # every other part gets its first search before any part gets a second
         for part in parts:
             if ctx.tool_steps_left and not part.tried:
-                self._search(ctx, part, part.question)
+                yield from self._search(ctx, part, part.question)
         # then what the question names outright and the searches did not bring
         for part in parts:
             if ctx.tool_steps_left:
-                self._fetch_named(ctx, part)
+                yield from self._fetch_named(ctx, part)
         # then follow-ups round-robin for the parts not answered yet, while steps remain
         progressed = True
         while ctx.tool_steps_left and progressed:
             progressed = False
             for part in parts:
                 if ctx.tool_steps_left and not part.enough and not part.exhausted:
-                    progressed = self._follow_up(ctx, part) or progressed
+                    progressed = (yield from self._follow_up(ctx, part)) or progressed
         # an answered part is done, but for one step with a stated reason (a pointer or a
         # bridge); such spare steps never take the last tool step
         for part in parts:
             if ctx.tool_steps_left > 1 and part.enough:
-                self._spare(ctx, part)
+                yield from self._spare(ctx, part)
         for part in parts:
             self._add_nearest(ctx, part)
         self._final_evidence(ctx)
@@ -479,10 +481,10 @@ class PipelineDriver:
                                             ctx.ledger.items)
         checked = check_citations(draft.text, ctx.ledger)
         closest = closest_passages(draft.closest, ctx.ledger)
-        ctx.emit(AnswerEvent(text=checked.text, citations=checked.citations,
-                             invalid_citations=checked.invalid, missing=draft.missing,
-                             conflicts=draft.conflicts, closest=closest or None,
-                             unconfirmed=[e.n for e in ctx.ledger.items if not e.confirmed]))
+        yield AnswerEvent(text=checked.text, citations=checked.citations,
+                          invalid_citations=checked.invalid, missing=draft.missing,
+                          conflicts=draft.conflicts, closest=closest or None,
+                          unconfirmed=[e.n for e in ctx.ledger.items if not e.confirmed])
         unanswered = [p for p in parts if not p.enough]
         if draft.unanswerable or not checked.citations:
             status = RunStatus.UNANSWERABLE

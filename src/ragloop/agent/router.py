@@ -10,6 +10,7 @@ from ragloop.core.errors import EmptyQueryError
 from ragloop.kb import KnowledgeBase
 from ragloop.offline.planner import LocalPlanner
 from ragloop.offline.text import content_terms, section_refs
+from ragloop.retrieval.languages import month_pattern
 
 # Below this cosine to the nearest chunk, with no shared term, a question is off topic
 # (MiniLM: on-topic questions score 0.35–0.8 against the example KB, nonsense < 0.2).
@@ -19,8 +20,8 @@ _COMPARE = re.compile(r"\b(compare|compared|versus|vs\.?|differ|difference|betwe
                       r"each of|which of)\b", re.IGNORECASE)
 _CHAIN = re.compile(r"\b(who (?:approves|heads|leads|owns|signs)|whose|the person who|"
                     r"responsible for|according to the)\b", re.IGNORECASE)
-_DATE = re.compile(r"\b(Q[1-4]|FY\s?\d{2,4}|(?:19|20)\d\d|January|February|March|April|May|"
-                   r"June|July|August|September|October|November|December)\b", re.IGNORECASE)
+_DATE = re.compile(rf"\b(Q[1-4]|FY\s?\d{{2,4}}|(?:19|20)\d\d|{month_pattern(short=False)})\b",
+                   re.IGNORECASE)
 
 
 def describe_scope(kb: KnowledgeBase, limit: int = 12) -> str:

@@ -1,12 +1,18 @@
-"""One run's shared state: step counter, events, evidence, usage, and its result."""
+"""One run's shared state (step counter, events, evidence, usage), the shape of a driver, and
+`drain`, the one place a run's events are numbered, kept, logged and handed on.
+
+A driver's `run(ctx)` is a generator: it yields each Event as it happens (nested steps with
+`yield from`) and returns its DriverOutcome. It never stores or streams an event itself; the
+engine drains the generator into the run store and the listener (SSE, CLI, eval).
+"""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from ragloop.agent.evidence import CheckedAnswer, Ledger
 from ragloop.core.events import Event, ToolCallEvent
@@ -74,13 +80,11 @@ class RunResult:
 
 
 class RunContext:
-    """Counts steps, numbers evidence and emits one Event per thing that happened."""
+    """Counts steps, numbers evidence and keeps the run's events (numbered by `record`)."""
 
-    def __init__(self, question: str, max_steps: int,
-                 on_event: Callable[[Event], None] | None = None) -> None:
+    def __init__(self, question: str, max_steps: int) -> None:
         self.question = question
         self.max_steps = max_steps
-        self.on_event = on_event
         self.step = 0
         self.seq = 0
         self.ledger = Ledger()
@@ -88,16 +92,14 @@ class RunContext:
         self.events: list[Event] = []
         self.started = time.perf_counter()
 
-    def emit(self, event: Event) -> Event:
-        """Number the event (this step, the next seq), keep it, log it, hand it on."""
+    def record(self, event: Event) -> Event:
+        """Number the event (this step, the next seq), keep it and log its line."""
         event = event.model_copy(update={"step": self.step, "seq": self.seq})
         self.seq += 1
         self.events.append(event)
         line = log_line(event)
         if line:
             log.info(line)
-        if self.on_event is not None:
-            self.on_event(event)
         return event
 
     @property
@@ -130,3 +132,30 @@ def closest_passages(draft_closest: list[tuple[int, str]], ledger: Ledger) -> li
         if ev is not None and not ev.confirmed:
             out.append({"n": n, "doc_id": ev.doc_id, "section": ev.section, "text": text})
     return out
+
+
+T = TypeVar("T")
+# What a driver's run (and each of its nested steps) is: events yielded as they happen, then
+# its result returned.
+Steps = Generator[Event, None, T]
+
+
+class Driver(Protocol):
+    name: str
+
+    def run(self, ctx: RunContext) -> Steps[DriverOutcome]: ...
+
+
+def drain(steps: Steps[T], ctx: RunContext,
+          sink: Callable[[Event], None] | None = None) -> T:
+    """Run `steps` to the end: each event is numbered and kept on `ctx`, logged, then handed
+    to `sink` (the engine's: the run store, then the listener). Returns the steps' result; an
+    exception raised inside them propagates."""
+    while True:
+        try:
+            event = next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        event = ctx.record(event)
+        if sink is not None:
+            sink(event)

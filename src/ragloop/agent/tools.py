@@ -1,4 +1,9 @@
-"""The agent's three tools: schemas, descriptions, and run_tool -> compact text.
+"""The agent's three tools as typed functions.
+
+Each tool is a function over a Toolbox whose docstring is its description (what comes back,
+when to use it, when not) and whose pydantic argument model gives its JSON schema; `TOOLS` maps
+a tool's name to it. A bad argument becomes a ToolError whose message the model sees. The tools
+driver and the MCP server (apps/mcp_server.py) both read these definitions.
 
 Results are truncated to a character budget and wrapped in <retrieved_data> so the model can
 tell retrieved text (data) from instructions.
@@ -6,12 +11,18 @@ tell retrieved text (data) from instructions.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Generic, Protocol, TypeVar
 
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic_core.core_schema import ValidationInfo
+
+from ragloop.agent.failures import CONTINUES
 from ragloop.core.data_block import data_block
 from ragloop.core.errors import ToolError, UserError
+from ragloop.core.events import ToolCallEvent
 from ragloop.core.types import DocumentInfo, Hit, SectionInfo
 from ragloop.kb import KnowledgeBase
 from ragloop.llm.base import ToolSpec
@@ -23,67 +34,8 @@ MAX_QUERY_CHARS = 300
 FETCH = "fetch_document_section"
 LIST = "list_documents"
 
-
-def tool_specs(k: int = 8) -> list[ToolSpec]:
-    return [
-        ToolSpec(
-            name=SEARCH,
-            description=(
-                f"Hybrid search (keywords + meaning) over the knowledge base. Returns up to {k}"
-                " chunks, each with an evidence number [n], doc_id, section id and title, and"
-                " the chunk text; only chunks a grader judged relevant are shown, and when they"
-                " do not answer the question a suggested next query is included. Use it for any"
-                " factual question about the documents, one topic per query; rephrase with the"
-                " documents' own vocabulary when a search misses. Ask for page 2 of the same"
-                " query when its results are the same section of similar documents (other"
-                " quarters, other models) and you need what else the knowledge base says, such"
-                " as a correction. Do not use it to read a whole section (use"
-                " fetch_document_section) or to see what documents exist."),
-            parameters={
-                "type": "object",
-                "properties": {
-                    # maxLength also bounds a grammar-constrained small model, which can
-                    # otherwise loop inside the string until its token budget runs out
-                    "query": {"type": "string", "maxLength": MAX_QUERY_CHARS,
-                              "description": "Words to search for; plain text, no operators."},
-                    "page": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE,
-                             "description": f"Result page, 1 (default) to {MAX_PAGE}: page 2"
-                                            " holds the results that follow page 1."}},
-                "required": ["query"],
-                "additionalProperties": False,
-            },
-        ),
-        ToolSpec(
-            name=FETCH,
-            description=(
-                "Returns the full text of one section of one document, numbered as evidence"
-                " [n], with its title path; a heading with no text of its own (7, over 7.1-7.4)"
-                " returns its subsections. Use it when a search chunk is cut off, or when a"
-                " text refers to another section (\"see section 4.2\") and you need that"
-                " section. Do not use it to search: you need an exact doc_id and section id,"
-                " taken from a search result or from list_documents."),
-            parameters={
-                "type": "object",
-                "properties": {
-                    "doc_id": {"type": "string", "maxLength": 300,
-                               "description": "Exact doc_id, e.g. policies/travel.md"},
-                    "section": {"type": "string", "maxLength": 40,
-                                "description": "Section id, e.g. 4.2 or p3"},
-                },
-                "required": ["doc_id", "section"],
-                "additionalProperties": False,
-            },
-        ),
-        ToolSpec(
-            name=LIST,
-            description=(
-                "Returns every document in the knowledge base: doc_id, title, number of"
-                " sections and chunks. Use it to learn what the knowledge base covers or to find"
-                " the doc_id of a document you know by name. Do not use it to answer questions:"
-                " it returns no document text."),
-            parameters={"type": "object", "properties": {}, "additionalProperties": False},
-        ),
-    ]
+# Gives each item of a tool result its evidence number [n].
+Numbering = Callable[[Hit | SectionInfo], int]
 
 
 def wrap(source: str, body: str, budget: int) -> str:
@@ -118,40 +70,207 @@ def format_documents(docs: list[DocumentInfo]) -> str:
 
 @dataclass
 class ToolOutcome:
-    """What a tool call produced: the text for the model and the facts for the event log."""
+    """What a tool call produced: the text for the model and its event for the run log."""
 
     text: str
-    data: dict[str, Any]
+    event: ToolCallEvent
+
+    @property
+    def is_error(self) -> bool:
+        return self.event.error is not None
 
 
-def _bad_page(value: Any) -> ToolError:
+# -- arguments ------------------------------------------------------------------------------
+
+def _bad_page(value: object) -> ToolError:
     return ToolError(f"page must be an integer from 1 to {MAX_PAGE}, not {value!r}")
 
 
-def page_arg(arguments: dict[str, Any]) -> int:
-    """The optional `page` of a search call: an integer from 1 to MAX_PAGE."""
-    value = arguments.get("page", 1)
+def _page(value: object) -> int:
+    """The optional `page` of a search call: an integer from 1 to MAX_PAGE (null: page 1)."""
     if value is None:
         return 1
     try:
-        page = int(value)
+        page = int(value)  # type: ignore[call-overload]
     except (TypeError, ValueError):
-        raise _bad_page(value) from None
+        raise ValueError(str(_bad_page(value))) from None
     if not 1 <= page <= MAX_PAGE or (isinstance(value, float) and value != page):
-        raise _bad_page(value)
+        raise ValueError(str(_bad_page(value)))
     return page
 
 
-def page_field(page: int) -> dict[str, int]:
-    """The `page` of a search's TOOL_CALL event: only past the first page."""
-    return {"page": page} if page > 1 else {}
-
-
-def _string_arg(arguments: dict[str, Any], name: str) -> str:
-    value = arguments.get(name)
+def _text(value: object, info: ValidationInfo) -> str:
+    """A required text argument; a number is taken as its text."""
     if not isinstance(value, str | int | float) or not str(value).strip():
-        raise ToolError(f"missing or empty argument {name!r}")
+        raise ValueError(f"missing or empty argument {info.field_name!r}")
     return str(value).strip()
+
+
+Text = Annotated[str, BeforeValidator(_text)]
+Page = Annotated[int, BeforeValidator(_page)]
+
+
+def shown_page(page: int) -> int | None:
+    """The `page` of a search's TOOL_CALL event: only past the first page."""
+    return page if page > 1 else None
+
+
+class _Args(BaseModel):
+    # unknown arguments are ignored; the schema still tells the model there are none
+    model_config = ConfigDict(frozen=True, extra="ignore",
+                              json_schema_extra={"additionalProperties": False})
+
+
+# maxLength is a schema bound, not a check: it keeps a grammar-constrained small model from
+# looping inside the string until its token budget runs out; a longer query is still searched.
+class SearchArgs(_Args):
+    query: Text = Field(description="Words to search for; plain text, no operators.",
+                        json_schema_extra={"maxLength": MAX_QUERY_CHARS})
+    page: Page = Field(1, ge=1, le=MAX_PAGE,
+                       description=f"Result page, 1 (default) to {MAX_PAGE}: page 2 holds the"
+                                   " results that follow page 1.")
+
+
+class FetchArgs(_Args):
+    doc_id: Text = Field(description="Exact doc_id, e.g. policies/travel.md",
+                         json_schema_extra={"maxLength": 300})
+    section: Text = Field(description="Section id, e.g. 4.2 or p3",
+                          json_schema_extra={"maxLength": 40})
+
+
+class ListArgs(_Args):
+    pass
+
+
+def _tool_error(exc: ValidationError) -> ToolError:
+    """The first bad argument, said the way the model can fix it."""
+    err = exc.errors()[0]
+    name = err["loc"][0] if err["loc"] else "arguments"
+    if err["type"] == "missing":
+        return ToolError(f"missing or empty argument {name!r}")
+    cause = (err.get("ctx") or {}).get("error")
+    return ToolError(str(cause) if cause is not None else f"argument {name!r}: {err['msg']}")
+
+
+def _schema(node: object) -> object:
+    """A JSON schema without pydantic's titles and defaults (the descriptions say them)."""
+    if isinstance(node, dict):
+        return {k: _schema(v) for k, v in node.items() if k not in ("title", "default")}
+    if isinstance(node, list):
+        return [_schema(v) for v in node]
+    return node
+
+
+# -- the tool definitions -------------------------------------------------------------------
+
+A = TypeVar("A", bound=_Args)
+
+
+class ToolDef(Protocol):
+    """What the drivers and the MCP server need of a tool, whatever its argument model."""
+
+    @property
+    def name(self) -> str: ...
+    def spec(self, k: int) -> ToolSpec: ...
+    def signature(self) -> inspect.Signature: ...
+    def parse(self, arguments: Mapping[str, Any]) -> BaseModel: ...
+    def call(self, box: Toolbox, arguments: Mapping[str, Any],
+             number: Numbering) -> ToolOutcome: ...
+
+
+@dataclass(frozen=True)
+class Tool(Generic[A]):
+    """A typed tool: its name and description come from `fn`, its schema from `args`."""
+
+    args: type[A]
+    fn: Callable[[Toolbox, A, Numbering], ToolOutcome]
+
+    @property
+    def name(self) -> str:
+        return self.fn.__name__
+
+    def description(self, k: int) -> str:
+        """The docstring as one paragraph, `{k}` being the number of chunks a search returns."""
+        return " ".join((self.fn.__doc__ or "").split()).replace("{k}", str(k))
+
+    def spec(self, k: int) -> ToolSpec:
+        return ToolSpec(name=self.name, description=self.description(k),
+                        parameters=_schema(self.args.model_json_schema()))  # type: ignore[arg-type]
+
+    def signature(self) -> inspect.Signature:
+        """Keyword parameters with the argument model's types and constraints (MCP's SDK builds
+        its schema from a function signature)."""
+        params = []
+        for name, f in self.args.model_fields.items():
+            field = Field(description=f.description, json_schema_extra=f.json_schema_extra)
+            params.append(inspect.Parameter(
+                name, inspect.Parameter.KEYWORD_ONLY,
+                annotation=Annotated[(f.annotation, *f.metadata, field)],  # type: ignore[valid-type]
+                default=inspect.Parameter.empty if f.is_required() else f.default))
+        return inspect.Signature(params, return_annotation=str)
+
+    def parse(self, arguments: Mapping[str, Any]) -> A:
+        """The arguments as the model; a bad one raises ToolError."""
+        try:
+            return self.args.model_validate(dict(arguments))
+        except ValidationError as exc:
+            raise _tool_error(exc) from None
+
+    def call(self, box: Toolbox, arguments: Mapping[str, Any], number: Numbering) -> ToolOutcome:
+        return self.fn(box, self.parse(arguments), number)
+
+
+def search_knowledge_base(box: Toolbox, args: SearchArgs, number: Numbering) -> ToolOutcome:
+    """Hybrid search (keywords + meaning) over the knowledge base. Returns up to {k} chunks, each
+    with an evidence number [n], doc_id, section id and title, and the chunk text; only chunks a
+    grader judged relevant are shown, and when they do not answer the question a suggested next
+    query is included. Use it for any factual question about the documents, one topic per
+    query; rephrase with the documents' own vocabulary when a search misses. Ask for page 2 of
+    the same query when its results are the same section of similar documents (other quarters,
+    other models) and you need what else the knowledge base says, such as a correction. Do not
+    use it to read a whole section (use fetch_document_section) or to see what documents
+    exist."""
+    # ungraded here: the drivers and the MCP server grade around it (search_grade.py)
+    hits = box.search(args.query, args.page)
+    text = format_hits([(number(h), h) for h in hits])
+    return ToolOutcome(wrap(SEARCH, text, box.budget),
+                       ToolCallEvent(tool=SEARCH, query=args.query, chunks=len(hits),
+                                     page=shown_page(args.page)))
+
+
+def fetch_document_section(box: Toolbox, args: FetchArgs, number: Numbering) -> ToolOutcome:
+    """Returns the full text of one section of one document, numbered as evidence [n], with its
+    title path; a heading with no text of its own (7, over 7.1-7.4) returns its subsections. Use
+    it when a search chunk is cut off, or when a text refers to another section ("see section
+    4.2") and you need that section. Do not use it to search: you need an exact doc_id and
+    section id, taken from a search result or from list_documents."""
+    found = box.fetch(args.doc_id, args.section)
+    return ToolOutcome(wrap(FETCH, format_section(number(found), found), box.budget),
+                       ToolCallEvent(tool=FETCH, doc_id=args.doc_id, section=args.section,
+                                     chars=len(found.text)))
+
+
+def list_documents(box: Toolbox, args: ListArgs, number: Numbering) -> ToolOutcome:
+    """Returns every document in the knowledge base: doc_id, title, number of sections and
+    chunks. Use it to learn what the knowledge base covers or to find the doc_id of a document
+    you know by name. Do not use it to answer questions: it returns no document text."""
+    docs = box.documents()
+    return ToolOutcome(wrap(LIST, format_documents(docs), box.budget),
+                       ToolCallEvent(tool=LIST, documents=len(docs)))
+
+
+SEARCH_TOOL = Tool(SearchArgs, search_knowledge_base)
+FETCH_TOOL = Tool(FetchArgs, fetch_document_section)
+LIST_TOOL = Tool(ListArgs, list_documents)
+TOOLS: dict[str, ToolDef] = {t.name: t for t in (SEARCH_TOOL, FETCH_TOOL, LIST_TOOL)}
+
+
+def tool_specs(k: int = 8) -> list[ToolSpec]:
+    return [tool.spec(k) for tool in TOOLS.values()]
+
+
+def _unnumbered(_item: Hit | SectionInfo) -> int:
+    return 0
 
 
 class Toolbox:
@@ -181,28 +300,14 @@ class Toolbox:
     def documents(self) -> list[DocumentInfo]:
         return self.kb.documents()
 
-    def run_tool(self, name: str, arguments: dict[str, Any],
-                 number: Callable[[Hit | SectionInfo], int] | None = None) -> ToolOutcome:
-        """Run one tool call without a grader (the drivers add grading around SEARCH)."""
-        number = number or (lambda _item: 0)
+    def run_tool(self, name: str, arguments: Mapping[str, Any],
+                 number: Numbering = _unnumbered) -> ToolOutcome:
+        """Run one tool call without a grader (the drivers grade around SEARCH); a ToolError
+        comes back as the result, flagged as an error."""
         try:
-            if name == SEARCH:
-                query = _string_arg(arguments, "query")
-                page = page_arg(arguments)
-                hits = self.search(query, page)
-                text = format_hits([(number(h), h) for h in hits])
-                return ToolOutcome(wrap(SEARCH, text, self.budget),
-                                   {"query": query, "chunks": len(hits), **page_field(page)})
-            if name == FETCH:
-                doc_id = _string_arg(arguments, "doc_id")
-                section = _string_arg(arguments, "section")
-                found = self.fetch(doc_id, section)
-                return ToolOutcome(wrap(FETCH, format_section(number(found), found), self.budget),
-                                   {"doc_id": doc_id, "section": section, "chars": len(found.text)})
-            if name == LIST:
-                docs = self.documents()
-                return ToolOutcome(wrap(LIST, format_documents(docs), self.budget),
-                                   {"documents": len(docs)})
-            raise ToolError(f"unknown tool {name!r}; the tools are {SEARCH}, {FETCH}, {LIST}")
-        except ToolError as exc:
-            return ToolOutcome(f"Tool error: {exc}", {"error": str(exc)})
+            tool = TOOLS.get(name)
+            if tool is None:
+                raise ToolError(f"unknown tool {name!r}; the tools are {', '.join(TOOLS)}")
+            return tool.call(self, arguments, number)
+        except CONTINUES as exc:
+            return ToolOutcome(f"Tool error: {exc}", ToolCallEvent(tool=name, error=str(exc)))

@@ -17,14 +17,17 @@ How a reply is handled (the adapters map each provider's stop reason to `Finish`
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ragloop.agent.evidence import check_citations
-from ragloop.agent.run import BUDGET_NOTICE, DriverOutcome, RunContext
+from ragloop.agent.failures import CONTINUES
+from ragloop.agent.run import BUDGET_NOTICE, DriverOutcome, RunContext, Steps
 from ragloop.agent.search_grade import graded_result, search_and_grade
-from ragloop.agent.tools import FETCH, SEARCH, Toolbox, page_arg, page_field
+from ragloop.agent.tools import SEARCH, SEARCH_TOOL, Toolbox, shown_page
 from ragloop.core.decisions import Grader
-from ragloop.core.errors import ModelRefused, ProviderError, ToolError
+from ragloop.core.errors import ModelRefused
 from ragloop.core.events import AnswerEvent, ErrorEvent, GradeEvent, ToolCallEvent
-from ragloop.core.types import RunStatus
+from ragloop.core.types import Hit, RunStatus, SectionInfo
 from ragloop.llm.base import (
     ChatModel,
     ChatResponse,
@@ -35,6 +38,9 @@ from ragloop.llm.base import (
     ToolChoice,
     ToolSpec,
 )
+
+# A tool result for the model, and whether it reports an error.
+ToolReply = tuple[str, bool]
 
 SYSTEM = """You answer questions from a knowledge base that you reach only through tools.
 - Search before answering any factual question; one topic per search. Rephrase with the
@@ -65,96 +71,97 @@ class ToolsDriver:
         self.toolbox = toolbox
         self.grader = grader
         self.max_tokens = max_tokens
+        # tools run by name; the search is graded here, the others run as the toolbox has them
+        self._handlers: dict[str, Callable[[RunContext, ToolCall], Steps[ToolReply]]] = {
+            SEARCH: self._search}
 
     # -- tools --------------------------------------------------------------------------
 
-    def _graded_search(self, ctx: RunContext, query: str, page: int = 1) -> str:
+    def _graded_search(self, ctx: RunContext, query: str, page: int = 1) -> Steps[str]:
         found = search_and_grade(self.toolbox, self.grader, query,
                                  f"{ctx.question}\n(this search: {query})", page)
         grade = found.grade
         numbered = [(ctx.ledger.add_hit(h, ctx.step), h) for h in grade.kept]
-        ctx.emit(ToolCallEvent(tool=SEARCH, query=query, chunks=len(found.hits),
-                               kept=len(grade.kept), **page_field(page)))
-        ctx.emit(GradeEvent(query=query, chunks=len(found.hits), kept=len(grade.kept),
-                            kept_ids=[h.chunk_id for h in grade.kept], enough=grade.enough,
-                            missing=grade.missing, next_query=grade.next_query,
-                            ungraded=grade.ungraded or None))
+        yield ToolCallEvent(tool=SEARCH, query=query, chunks=len(found.hits),
+                            kept=len(grade.kept), page=shown_page(page))
+        yield GradeEvent(query=query, chunks=len(found.hits), kept=len(grade.kept),
+                         kept_ids=[h.chunk_id for h in grade.kept], enough=grade.enough,
+                         missing=grade.missing, next_query=grade.next_query,
+                         ungraded=grade.ungraded or None)
         return graded_result(numbered, grade, self.toolbox.budget)
 
-    def _search(self, ctx: RunContext, call: ToolCall) -> tuple[str, bool]:
-        query = str(call.arguments.get("query", "")).strip()
-        if not query:  # missing query: the toolbox phrases the error
-            outcome = self.toolbox.run_tool(SEARCH, call.arguments)
-            ctx.emit(ToolCallEvent(tool=SEARCH, query="", error=outcome.data["error"]))
-            return outcome.text, True
+    def _search(self, ctx: RunContext, call: ToolCall) -> Steps[ToolReply]:
+        """The graded search: a bad argument, query or page goes back to the model (a
+        ProviderError from the grader is not the model's to fix: it ends the run)."""
         try:
-            return self._graded_search(ctx, query, page_arg(call.arguments)), False
-        except ToolError as exc:  # a bad query or page: tell the model (a ProviderError from
-            # the grader is not the model's to fix: it ends the run)
-            ctx.emit(ToolCallEvent(tool=SEARCH, query=query, error=str(exc)))
+            args = SEARCH_TOOL.parse(call.arguments)
+            return (yield from self._graded_search(ctx, args.query, args.page)), False
+        except CONTINUES as exc:
+            yield ToolCallEvent(tool=SEARCH, query=_query_text(call), error=str(exc))
             return f"Tool error: {exc}", True
 
-    def _run_call(self, ctx: RunContext, call: ToolCall) -> tuple[str, bool]:
+    def _plain(self, ctx: RunContext, call: ToolCall) -> Steps[ToolReply]:
+        """Any other tool, ungraded; a fetched section is numbered as evidence."""
+        def number(item: Hit | SectionInfo) -> int:
+            return ctx.ledger.add_section(item, ctx.step) if isinstance(item, SectionInfo) else 0
+
+        outcome = self.toolbox.run_tool(call.name, call.arguments, number)
+        yield outcome.event
+        return outcome.text, outcome.is_error
+
+    def _run_call(self, ctx: RunContext, call: ToolCall) -> Steps[ToolReply]:
         """The tool result for the model, and whether it reports an error."""
         if call.raw_arguments is not None and not call.arguments:
-            ctx.emit(ToolCallEvent(tool=call.name, error="arguments were not valid JSON"))
+            yield ToolCallEvent(tool=call.name, error="arguments were not valid JSON")
             return "Tool error: the arguments were not valid JSON; send a JSON object.", True
-        if call.name == SEARCH:
-            return self._search(ctx, call)
-        number = (lambda s: ctx.ledger.add_section(s, ctx.step)) if call.name == FETCH else None
-        outcome = self.toolbox.run_tool(call.name, call.arguments, number)  # type: ignore[arg-type]
-        ctx.emit(ToolCallEvent(tool=call.name, **outcome.data))
-        return outcome.text, "error" in outcome.data
+        handler = self._handlers.get(call.name, self._plain)
+        return (yield from handler(ctx, call))
 
     # -- model calls ----------------------------------------------------------------------
 
     def _call(self, ctx: RunContext, messages: list[Message], system: str,
-              tools: list[ToolSpec] | None, tool_choice: ToolChoice) -> ChatResponse:
+              tools: list[ToolSpec] | None, tool_choice: ToolChoice) -> Steps[ChatResponse]:
         """One model call; a truncated reply is asked again once with twice the budget, and a
-        refusal ends the run."""
+        refusal ends the run (a ProviderError ends it too: the engine records it)."""
         budget = self.max_tokens
         for attempt in range(2):
-            try:
-                reply = self.chat.chat(messages, system=system, tools=tools,
-                                       tool_choice=tool_choice, max_tokens=budget,
-                                       temperature=0.0, purpose="loop")
-            except ProviderError as exc:
-                ctx.emit(ErrorEvent(error=str(exc)))
-                raise
+            reply = self.chat.chat(messages, system=system, tools=tools,
+                                   tool_choice=tool_choice, max_tokens=budget,
+                                   temperature=0.0, purpose="loop")
             ctx.usage.add(reply.usage)
             if reply.finish is Finish.REFUSED:
                 raise ModelRefused(reply.refusal or "the model declined to answer")
             if reply.finish is not Finish.TRUNCATED:
                 return reply
             if attempt == 0:
-                ctx.emit(ErrorEvent(error=f"reply cut off at {budget} tokens; asked again"
-                                                f" with {budget * 2}"))
+                yield ErrorEvent(error=f"reply cut off at {budget} tokens; asked again"
+                                       f" with {budget * 2}")
                 budget *= 2
-        ctx.emit(ErrorEvent(error=f"reply cut off again at {budget} tokens; its tool calls"
-                                        " were not run"))
+        yield ErrorEvent(error=f"reply cut off again at {budget} tokens; its tool calls"
+                               " were not run")
         reply.tool_calls = []
         return reply
 
     def _answer_now(self, ctx: RunContext, messages: list[Message],
-                    system: str) -> ChatResponse:
+                    system: str) -> Steps[ChatResponse]:
         """The forced answer: no tools offered; one more ask when it comes back empty."""
         honours = self.chat.traits.honours_tool_choice
         tools = self.toolbox.specs if honours else None
         for _ in range(2):
             messages.append(Message(role="user", content=FORCED_ANSWER))
-            reply = self._call(ctx, messages, system, tools, "none")
+            reply = yield from self._call(ctx, messages, system, tools, "none")
             if reply.text.strip():
                 break
         return reply
 
-    def _first_search_by_driver(self, ctx: RunContext, messages: list[Message]) -> None:
+    def _first_search_by_driver(self, ctx: RunContext, messages: list[Message]) -> Steps[None]:
         """The search the model did not make at step 1, made with the question itself."""
-        results = self._graded_search(ctx, ctx.question)
+        results = yield from self._graded_search(ctx, ctx.question)
         messages.append(Message(role="user", content=FIRST_SEARCH_NOTE + results))
 
     # -- the loop -------------------------------------------------------------------------
 
-    def run(self, ctx: RunContext) -> DriverOutcome:
+    def run(self, ctx: RunContext) -> Steps[DriverOutcome]:
         messages = [Message(role="user", content=ctx.question)]
         system = SYSTEM.format(max_steps=ctx.max_steps)
         traits = self.chat.traits
@@ -164,23 +171,24 @@ class ToolsDriver:
             ctx.step += 1
             if ctx.step >= ctx.max_steps:
                 forced = True
-                final = self._answer_now(ctx, messages, system)
+                final = yield from self._answer_now(ctx, messages, system)
                 break
             first = ctx.step == 1
             choice: ToolChoice = (ForceTool(SEARCH) if first and traits.forced_tool_choice
                                   else "auto")
-            reply = self._call(ctx, messages, system, self.toolbox.specs, choice)
+            reply = yield from self._call(ctx, messages, system, self.toolbox.specs, choice)
             if first and not reply.tool_calls:
-                self._first_search_by_driver(ctx, messages)
+                yield from self._first_search_by_driver(ctx, messages)
                 continue
             if not reply.tool_calls:
-                final = reply if reply.text.strip() else self._answer_now(ctx, messages, system)
+                final = reply if reply.text.strip() else (
+                    yield from self._answer_now(ctx, messages, system))
                 break
             messages.append(Message(role="assistant", content=reply.text,
                                     tool_calls=reply.tool_calls, raw_blocks=reply.raw_blocks))
             budget_over = ctx.step == ctx.max_steps - 1
             for call in reply.tool_calls:
-                result, is_error = self._run_call(ctx, call)
+                result, is_error = yield from self._run_call(ctx, call)
                 if budget_over:
                     result += f"\n\n{BUDGET_NOTICE}"
                 messages.append(Message(role="tool", content=result, tool_call_id=call.id,
@@ -192,10 +200,9 @@ class ToolsDriver:
         # claims with evidence at hand but no citation: flagged on the run, not hidden
         uncited = bool(ctx.ledger.items and checked.text.strip() and not checked.citations
                        and not said_missing)
-        ctx.emit(AnswerEvent(text=checked.text, citations=checked.citations,
-                             invalid_citations=checked.invalid, forced=forced,
-                             **({"cut_off": True} if cut_off else {}),
-                             **({"uncited": True} if uncited else {})))
+        yield AnswerEvent(text=checked.text, citations=checked.citations,
+                          invalid_citations=checked.invalid, forced=forced,
+                          cut_off=cut_off or None, uncited=uncited or None)
         if forced or cut_off:
             status = RunStatus.TRUNCATED
         elif not checked.citations and (said_missing or not ctx.ledger.items):
@@ -203,3 +210,9 @@ class ToolsDriver:
         else:
             status = RunStatus.ANSWERED
         return DriverOutcome(checked=checked, status=status)
+
+
+def _query_text(call: ToolCall) -> str:
+    """The query a failed search call named, as far as it is text ("" when it has none)."""
+    value = call.arguments.get("query")
+    return str(value).strip() if isinstance(value, str | int | float) else ""

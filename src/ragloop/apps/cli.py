@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -15,6 +15,11 @@ from rich.text import Text
 
 from ragloop.core.config import Settings
 from ragloop.core.errors import RagloopError, UserError
+
+if TYPE_CHECKING:
+    from ragloop.core.events import Event
+    from ragloop.kb import KnowledgeBase
+    from ragloop.storage.protocols import Backend
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="ragloop: agentic RAG over a local knowledge base.")
@@ -47,7 +52,7 @@ def settings_for(kb: str | Path | None, **changes: object) -> Settings:
 
 
 def open_kb(kb: str | None, embedder: str | None = None, create: bool = False,
-            language: str | None = None):
+            language: str | None = None) -> KnowledgeBase:
     """Only ingest creates a knowledge base: elsewhere a mistyped --kb is an error."""
     from ragloop.kb import KnowledgeBase
 
@@ -140,7 +145,7 @@ def section(doc_id: str, section_id: Annotated[str, typer.Argument(metavar="SECT
     out.print(escape(found.text))
 
 
-def print_event(event, debug: bool) -> None:
+def print_event(event: Event, debug: bool) -> None:
     from ragloop.agent.run import log_line
     from ragloop.core.events import ErrorEvent, GradeEvent, PlanEvent, RewriteEvent, RouteEvent
 
@@ -171,7 +176,7 @@ def print_event(event, debug: bool) -> None:
         err.print(f"[red]error[/] {escape(event.error)}")
 
 
-def print_run(result: dict) -> None:
+def print_run(result: dict[str, Any]) -> None:
     out.print(f"\n[bold]{escape(result['answer'])}[/]\n")
     for c in result["citations"]:
         out.print(f"[{c['n']}] → {escape(c['doc_id'])} §{escape(c['section'])}")
@@ -208,12 +213,9 @@ def ask(question: str,
 
     settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url)
     with KnowledgeBase.open(settings.kb, settings, create=False) as base:
-        engine = Engine(base, settings)
-        try:
-            result = engine.ask(question, route=route, driver=driver, max_steps=max_steps,
-                                on_event=None if as_json else lambda e: print_event(e, debug))
-        finally:
-            engine.runs.close()
+        engine = Engine(base, settings, base.backend.runs)
+        result = engine.ask(question, route=route, driver=driver, max_steps=max_steps,
+                            on_event=None if as_json else lambda e: print_event(e, debug))
     data = result.to_dict()
     if as_json:
         emit_json(data)
@@ -223,10 +225,11 @@ def ask(question: str,
         raise typer.Exit(1)
 
 
-def open_runs(kb: str | None):
-    from ragloop.storage.factory import open_run_store_at
+def open_backend(kb: str | None) -> Backend:
+    """The storage of an existing knowledge base (its runs are read without its indexes)."""
+    from ragloop.storage.backend import open_backend as open_at
 
-    return open_run_store_at(settings_for(kb).kb)
+    return open_at(settings_for(kb).kb, create=False)
 
 
 @app.command()
@@ -234,8 +237,9 @@ def runs(run_id: Annotated[str | None, typer.Argument(help="Show one run in full
          limit: Annotated[int, typer.Option(help="How many recent runs.")] = 20,
          kb: KbOpt = None, as_json: JsonOpt = False) -> None:
     """List recent runs, or show one with its events."""
-    store = open_runs(kb)
+    backend = open_backend(kb)
     try:
+        store = backend.runs
         if run_id is None:
             rows = store.list(limit)
             if as_json:
@@ -253,7 +257,7 @@ def runs(run_id: Annotated[str | None, typer.Argument(help="Show one run in full
             raise UserError(f"No run {run_id!r}; `ragloop runs` lists them.")
         events = [e.to_dict() for e in store.events(run_id)]
     finally:
-        store.close()
+        backend.close()
     if as_json:
         emit_json({**run, "events": events})
         return
@@ -268,11 +272,11 @@ def runs(run_id: Annotated[str | None, typer.Argument(help="Show one run in full
 @app.command()
 def stats(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
     """Dashboard figures: mean steps, % of runs at MAX_STEPS, % of chunks discarded, latency."""
-    store = open_runs(kb)
+    backend = open_backend(kb)
     try:
-        m = store.metrics()
+        m = backend.runs.metrics()
     finally:
-        store.close()
+        backend.close()
     if as_json:
         emit_json(m.to_dict())
         return
@@ -430,13 +434,8 @@ def worker(kb: KbOpt = None,
     import threading
 
     from ragloop.apps.worker import run_worker
-    from ragloop.storage.location import is_postgres_url
 
     settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url)
-    if not is_postgres_url(settings.kb):
-        raise UserError("`ragloop worker` needs a Postgres knowledge base: --kb"
-                        " postgresql://user@host/db (a SQLite folder is served by"
-                        " `ragloop serve` alone).")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     stop = threading.Event()
 

@@ -17,14 +17,14 @@ import uuid
 from collections.abc import AsyncIterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 
 import anyio
 
 from ragloop.agent.engine import Engine
+from ragloop.agent.run import RunResult
 from ragloop.core.events import Event
 from ragloop.core.types import RunStatus
-from ragloop.storage.protocols import RunStore
+from ragloop.storage.protocols import RunRecord, RunStore
 
 log = logging.getLogger("ragloop.apps.server")
 
@@ -39,12 +39,11 @@ class Pending:
     question: str
     created_at: float = field(default_factory=time.time)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "question": self.question, "status": RunStatus.QUEUED,
-                "route": None, "route_reason": None, "driver": None, "model": None,
-                "answer": None, "citations": [], "usage": {}, "steps": 0, "max_steps": 0,
-                "latency_s": None, "error": None, "created_at": self.created_at,
-                "finished_at": None}
+    def record(self) -> RunRecord:
+        return RunRecord(run_id=self.run_id, question=self.question, status=RunStatus.QUEUED,
+                         route=None, route_reason=None, driver=None, model=None, answer=None,
+                         citations=[], usage={}, steps=0, max_steps=0, latency_s=None,
+                         error=None, created_at=self.created_at, finished_at=None)
 
 
 class JobRunner:
@@ -56,7 +55,7 @@ class JobRunner:
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ragloop-run")
         self.lock = threading.Lock()
         self.pending: dict[str, Pending] = {}
-        self.futures: dict[str, Future] = {}
+        self.futures: dict[str, Future[None]] = {}
         self._waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
 
     # -- running ------------------------------------------------------------------------
@@ -70,9 +69,11 @@ class JobRunner:
                 self._run, run_id, question, route, driver, max_steps)
         return run_id
 
-    def ask(self, question: str, **options: Any) -> Future:
+    def ask(self, question: str, *, route: str = "auto", driver: str | None = None,
+            max_steps: int | None = None) -> Future[RunResult]:
         """A synchronous ask that still counts against the worker limit."""
-        return self.executor.submit(self.engine.ask, question, **options)
+        return self.executor.submit(self.engine.ask, question, route=route, driver=driver,
+                                    max_steps=max_steps)
 
     def _run(self, run_id: str, question: str, route: str, driver: str | None,
              max_steps: int | None) -> None:
@@ -105,7 +106,7 @@ class JobRunner:
 
     # -- reading ------------------------------------------------------------------------
 
-    def get(self, run_id: str) -> dict[str, Any] | None:
+    def get(self, run_id: str) -> RunRecord | None:
         # Pending first: a run leaves `pending` only after its row exists, so this order never
         # misses a run that moves from one to the other between the two reads.
         with self.lock:
@@ -113,7 +114,7 @@ class JobRunner:
         run = self.runs.get(run_id)
         if run is not None:
             return run
-        return queued.to_dict() if queued else None
+        return queued.record() if queued else None
 
     def active(self) -> int:
         with self.lock:
@@ -129,8 +130,9 @@ class JobRunner:
                 loop.call_soon_threadsafe(event.set)
 
     async def follow(self, run_id: str, after_seq: int = -1
-                     ) -> AsyncIterator[Event | dict[str, Any]]:
-        """Every event of `run_id` with seq > `after_seq`, in order, then the final run row.
+                     ) -> AsyncIterator[Event | RunRecord | None]:
+        """Every event of `run_id` with seq > `after_seq`, in order, then the final run row
+        (None if the run is unknown).
 
         Reads the status before the events: the engine writes every event before it marks
         the run finished, so once a finished status was seen, the events read next are all.
@@ -148,7 +150,7 @@ class JobRunner:
                     after_seq = event.seq
                     yield event
                 if run is None or run["status"] not in (RunStatus.RUNNING, RunStatus.QUEUED):
-                    yield run or {"run_id": run_id, "status": "unknown"}
+                    yield run
                     return
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wake.wait(), POLL_S)

@@ -19,14 +19,16 @@ import contextlib
 import logging
 import threading
 import time
-from typing import Any
 
 from ragloop.agent.engine import Engine
 from ragloop.apps.jobs import JobRunner
 from ragloop.core.config import Settings
+from ragloop.core.errors import UserError
 from ragloop.core.events import Event
 from ragloop.core.types import RunStatus
-from ragloop.storage.postgres.runs import PgRunStore
+from ragloop.storage.backend import open_backend
+from ragloop.storage.postgres.runs import worker_name
+from ragloop.storage.protocols import QueuedRun, QueueListener, RunQueue, RunRecord, RunStore
 
 log = logging.getLogger("ragloop.apps.worker")
 
@@ -35,12 +37,15 @@ DEFAULT_POLL_S = 2.0
 
 
 class Worker:
-    """Takes queued runs from `runs` and answers them with `engine`, one at a time."""
+    """Takes runs from `queue` and answers them with `engine` (recording them in `runs`), one
+    at a time."""
 
-    def __init__(self, engine: Engine, runs: PgRunStore, *, lease_s: float = DEFAULT_LEASE_S,
-                 poll_s: float = DEFAULT_POLL_S, event_delay_s: float = 0.0) -> None:
+    def __init__(self, engine: Engine, runs: RunStore, queue: RunQueue, *,
+                 lease_s: float = DEFAULT_LEASE_S, poll_s: float = DEFAULT_POLL_S,
+                 event_delay_s: float = 0.0) -> None:
         self.engine = engine
         self.runs = runs
+        self.queue = queue
         self.lease_s = float(lease_s)
         self.poll_s = float(poll_s)
         self.event_delay_s = float(event_delay_s)
@@ -49,9 +54,9 @@ class Worker:
 
     def run_once(self) -> bool:
         """Re-queue expired runs, then claim and execute one run; False if none was queued."""
-        for run_id, status, attempts in self.runs.requeue_expired():
+        for run_id, status, attempts in self.queue.requeue_expired():
             log.warning("run %s lost its worker (attempt %d): %s", run_id, attempts, status)
-        job = self.runs.claim(self.lease_s)
+        job = self.queue.claim(self.lease_s)
         if job is None:
             return False
         self.busy = True
@@ -62,7 +67,7 @@ class Worker:
             self.done += 1
         return True
 
-    def _execute(self, job: dict[str, Any]) -> None:
+    def _execute(self, job: QueuedRun) -> None:
         run_id = job["run_id"]
         opts = job["options"]
         log.info("run %s: attempt %d/%d", run_id, job["attempts"], job["max_attempts"])
@@ -71,7 +76,7 @@ class Worker:
         def beat() -> None:
             while not stop.wait(self.lease_s / 3):
                 try:
-                    if not self.runs.heartbeat(run_id, self.lease_s):
+                    if not self.queue.heartbeat(run_id, self.lease_s):
                         log.warning("run %s: lease lost", run_id)
                         return
                 except Exception:  # a blip: the next beat (or the lease) decides
@@ -95,13 +100,13 @@ class Worker:
         finally:
             stop.set()
             beater.join(timeout=5)
-            self.runs.release(run_id)
+            self.queue.release(run_id)
 
     def serve(self, stop: threading.Event, max_runs: int | None = None) -> int:
         """Loop until `stop` is set (or `max_runs` runs were done); returns runs done."""
-        listener = None
+        listener: QueueListener | None = None
         try:
-            listener = self.runs.listen(("ragloop_queue",))
+            listener = self.queue.listen(("ragloop_queue",))
         except Exception:
             log.warning("LISTEN unavailable; polling every %.1f s", self.poll_s)
         try:
@@ -123,30 +128,28 @@ class Worker:
                     listener.close()
         return self.done
 
-    def _wait(self, listener: Any, stop: threading.Event) -> None:
+    def _wait(self, listener: QueueListener | None, stop: threading.Event) -> None:
         if listener is None:
             stop.wait(self.poll_s)
             return
         # short slices so a stop request is honoured quickly
         deadline = time.monotonic() + self.poll_s
         while not stop.is_set() and time.monotonic() < deadline:
-            got = False
-            for _ in listener.notifies(timeout=min(0.5, self.poll_s), stop_after=1):
-                got = True
-            if got:
+            if any(True for _ in listener.payloads(min(0.5, self.poll_s), stop_after=1)):
                 return
 
 
 class QueueJobRunner(JobRunner):
     """JobRunner over the Postgres queue: submit() enqueues, `local_workers` threads consume."""
 
-    def __init__(self, engine: Engine, runs: PgRunStore, workers: int = 2,
+    def __init__(self, engine: Engine, runs: RunStore, queue: RunQueue, workers: int = 2,
                  local_workers: int | None = None, *, lease_s: float = DEFAULT_LEASE_S,
                  poll_s: float = DEFAULT_POLL_S) -> None:
         super().__init__(engine, runs, max(1, workers))  # the pool serves synchronous /ask
+        self.queue = queue
         self.stop = threading.Event()
         count = workers if local_workers is None else local_workers
-        self.workers = [Worker(engine, runs, lease_s=lease_s, poll_s=poll_s)
+        self.workers = [Worker(engine, runs, queue, lease_s=lease_s, poll_s=poll_s)
                         for _ in range(max(0, count))]
         self.threads = [threading.Thread(target=w.serve, args=(self.stop,), daemon=True,
                                          name=f"ragloop-queue-{i}")
@@ -159,10 +162,10 @@ class QueueJobRunner(JobRunner):
 
     def submit(self, question: str, *, route: str = "auto", driver: str | None = None,
                max_steps: int | None = None) -> str:
-        return self.runs.enqueue(question, {"route": route, "driver": driver,
-                                            "max_steps": max_steps})
+        return self.queue.enqueue(question, {"route": route, "driver": driver,
+                                             "max_steps": max_steps})
 
-    def get(self, run_id: str) -> dict[str, Any] | None:
+    def get(self, run_id: str) -> RunRecord | None:
         return self.runs.get(run_id)
 
     def active(self) -> int:
@@ -173,20 +176,20 @@ class QueueJobRunner(JobRunner):
         """Wake the followers of a run when any process writes one of its events."""
         while not self.stop.is_set():
             try:
-                conn = self.runs.listen(("ragloop_events",))
+                listener = self.queue.listen(("ragloop_events",))
             except Exception:
                 if self.stop.wait(2.0):
                     return
                 continue
             try:
                 while not self.stop.is_set():
-                    for note in conn.notifies(timeout=0.5):
-                        self.notify(note.payload)
+                    for run_id in listener.payloads(0.5):
+                        self.notify(run_id)
             except Exception:
                 log.warning("event listener lost its connection; reconnecting")
             finally:
                 with contextlib.suppress(Exception):
-                    conn.close()
+                    listener.close()
 
     def shutdown(self) -> None:
         self.stop.set()
@@ -200,19 +203,27 @@ def run_worker(settings: Settings, *, lease_s: float = DEFAULT_LEASE_S,
                poll_s: float = DEFAULT_POLL_S, max_runs: int | None = None,
                event_delay_s: float = 0.0,
                stop: threading.Event | None = None) -> int:
-    """`ragloop worker`: open the knowledge base and serve the queue until stopped."""
+    """`ragloop worker`: open the knowledge base and serve its queue until stopped."""
     from ragloop.kb import KnowledgeBase
 
     stop = stop or threading.Event()
-    runs = PgRunStore(settings.kb, lease_s=lease_s)
+    backend = open_backend(settings.kb)  # opens nothing yet: a folder is refused below
+    queue = backend.queue
+    if queue is None:
+        backend.close()
+        raise UserError("`ragloop worker` needs a Postgres knowledge base: --kb"
+                        " postgresql://user@host/db (a SQLite folder is served by"
+                        " `ragloop serve` alone).")
     try:
-        with KnowledgeBase.open(settings.kb, settings) as kb:
-            if kb.store.chunk_count():
-                kb.search("warm up", k=1)  # load the embedder before the first claim
-            engine = Engine(kb, settings, runs)
-            worker = Worker(engine, runs, lease_s=lease_s, poll_s=poll_s,
-                            event_delay_s=event_delay_s)
-            log.info("worker %s ready", runs.worker)
-            return worker.serve(stop, max_runs)
-    finally:
-        runs.close()
+        kb = KnowledgeBase(backend, settings)
+    except Exception:
+        backend.close()
+        raise
+    with kb:
+        if kb.store.chunk_count():
+            kb.search("warm up", k=1)  # load the embedder before the first claim
+        engine = Engine(kb, settings, backend.runs)
+        worker = Worker(engine, backend.runs, queue, lease_s=lease_s, poll_s=poll_s,
+                        event_delay_s=event_delay_s)
+        log.info("worker %s ready", worker_name())
+        return worker.serve(stop, max_runs)

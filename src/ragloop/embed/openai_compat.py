@@ -6,12 +6,15 @@ with backoff. Inputs go in batches; rows come back in input order, L2-normalised
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ragloop.core.errors import ProviderError
 from ragloop.embed.base import normalize
+
+if TYPE_CHECKING:
+    from openai import OpenAI
 
 _DIM_PROBE = "dimension probe"
 
@@ -36,10 +39,10 @@ class OpenAICompatEmbedder:
         self._api_key = api_key or "not-needed"
         self._timeout = timeout
         self._max_retries = max_retries
-        self._client: Any = None
+        self._client: OpenAI | None = None
 
     @property
-    def client(self) -> Any:
+    def client(self) -> OpenAI:
         if self._client is None:
             from openai import OpenAI
 

@@ -294,58 +294,11 @@ def iter_corpus(path: Path) -> Iterator[ParsedDocument]:
                              sections=[SectionText("0", (title,) if title else (), text or title)])
 
 
-def ingest_corpus(kb: KnowledgeBase, corpus: Path, progress: bool = False,
-                  batch_chunks: int = 512) -> int:
-    """Add the corpus documents the knowledge base does not hold yet; returns how many."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from ragloop.embed.cache import text_hash
-    from ragloop.ingest.chunking import chunk_document
-    from ragloop.ingest.pipeline import document_hash, embed_text, unique_chunks
-    from ragloop.storage.protocols import DocumentWrite
-
+def ingest_corpus(kb: KnowledgeBase, corpus: Path, progress: bool = False) -> int:
+    """Add the corpus documents the knowledge base does not hold yet (by doc_id), through the
+    ingest write path; returns how many were written."""
     known = kb.store.content_hashes()
     todo = [d for d in iter_corpus(corpus) if d.doc_id not in known]
     if not todo:
         return 0
-    settings = kb.settings
-    added = 0
-    batch: list[tuple[ParsedDocument, list]] = []
-
-    def flush() -> None:
-        nonlocal batch, added
-        if not batch:
-            return
-        kb.settle_language([doc for doc, _ in batch])  # a new KB takes the corpus's language
-        emb = kb.embedder_for_write()
-        texts = [[embed_text(doc, c) for c in chunks] for doc, chunks in batch]
-        vectors = emb.embed([t for ts in texts for t in ts])
-        writes, start = [], 0
-        for (doc, chunks), ts in zip(batch, texts, strict=True):
-            writes.append(DocumentWrite(doc=doc, content_hash=document_hash(doc, settings),
-                                        chunks=chunks, vectors=vectors[start:start + len(chunks)],
-                                        embed_hashes=[text_hash(t) for t in ts]))
-            start += len(chunks)
-        kb.store.write_documents(writes)
-        added += len(batch)
-        batch = []
-
-    bar = Progress(TextColumn("[bold]ingest corpus[/]"), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn(), disable=not progress, transient=True)
-    with bar:
-        task = bar.add_task("docs", total=len(todo))
-        size = 0
-        for doc in todo:
-            chunks = unique_chunks(
-                doc, chunk_document(doc, settings.chunk_tokens, settings.chunk_overlap))
-            bar.update(task, advance=1)
-            if not chunks:
-                continue
-            batch.append((doc, chunks))
-            size += len(chunks)
-            if size >= batch_chunks:
-                flush()
-                size = 0
-        flush()
-    kb.store.flush()
-    return added
+    return kb.ingest_documents(todo, progress=progress, label="ingest corpus").added

@@ -9,7 +9,10 @@ import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 # (key template, label, kind): kind "share" prints as %, "pct" is already a percentage.
 ROWS: list[tuple[str, str, str]] = [
@@ -99,7 +102,7 @@ def to_json(report: dict[str, Any]) -> dict[str, Any]:
 
 # -- plots -----------------------------------------------------------------------------------
 
-def _png(fig: Any) -> str:
+def _png(fig: Figure) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     import matplotlib.pyplot as plt

@@ -93,7 +93,7 @@ def grade_summary(event: GradeEvent, chunk_docs: Callable[[list[int]], dict[int,
     return summary
 
 
-def make_record(question: EvalQuestion, path: str, result: Any,
+def make_record(question: EvalQuestion, path: str, result: RunResult,
                 grades: list[dict[str, Any]]) -> dict[str, Any]:
     usage = result.usage
     docs = distinct(str(e["doc_id"]) for e in result.evidence)
@@ -236,7 +236,6 @@ def run_eval(dataset: Dataset, engine_factory: EngineFactory, options: EvalOptio
     data = dataset.limit(options.limit)
     options.out.mkdir(parents=True, exist_ok=True)
     per_thread: dict[int, EvalEngine] = {}  # one engine per worker thread
-    engines: list[EvalEngine] = []
     engines_lock = threading.Lock()
 
     def engine() -> EvalEngine:
@@ -245,7 +244,6 @@ def run_eval(dataset: Dataset, engine_factory: EngineFactory, options: EvalOptio
             made = engine_factory()
             with engines_lock:
                 per_thread[ident] = made
-                engines.append(made)
         return per_thread[ident]
 
     first = engine()
@@ -277,35 +275,31 @@ def run_eval(dataset: Dataset, engine_factory: EngineFactory, options: EvalOptio
                    TextColumn("{task.fields[what]}", markup=False), TimeElapsedColumn(),
                    TimeRemainingColumn(), console=Console(stderr=True, emoji=False),
                    disable=not options.progress, transient=True)
-    try:
-        with bar:
-            task = bar.add_task("eval", total=len(todo), what="")
-            if options.workers <= 1:
-                for q, p in todo:
-                    bar.update(task, what=f"{p} {q.id}"[:40])
-                    rec = work(q, p)
-                    fresh[(q.id, p)] = rec
-                    bar.update(task, advance=1)
-                    if on_record:
-                        on_record(rec)
-            else:
-                with ThreadPoolExecutor(max_workers=options.workers) as pool:
-                    futures = {pool.submit(work, q, p): (q, p) for q, p in todo}
-                    try:
-                        for fut in as_completed(futures):
-                            q, p = futures[fut]
-                            rec = fut.result()
-                            fresh[(q.id, p)] = rec
-                            bar.update(task, advance=1, what=f"{p} {q.id}"[:40])
-                            if on_record:
-                                on_record(rec)
-                    except BaseException:
-                        for f in futures:
-                            f.cancel()
-                        raise
-    finally:
-        for e in engines:
-            e.runs.close()
+    with bar:
+        task = bar.add_task("eval", total=len(todo), what="")
+        if options.workers <= 1:
+            for q, p in todo:
+                bar.update(task, what=f"{p} {q.id}"[:40])
+                rec = work(q, p)
+                fresh[(q.id, p)] = rec
+                bar.update(task, advance=1)
+                if on_record:
+                    on_record(rec)
+        else:
+            with ThreadPoolExecutor(max_workers=options.workers) as pool:
+                futures = {pool.submit(work, q, p): (q, p) for q, p in todo}
+                try:
+                    for fut in as_completed(futures):
+                        q, p = futures[fut]
+                        rec = fut.result()
+                        fresh[(q.id, p)] = rec
+                        bar.update(task, advance=1, what=f"{p} {q.id}"[:40])
+                        if on_record:
+                            on_record(rec)
+                except BaseException:
+                    for f in futures:
+                        f.cancel()
+                    raise
     records = []
     for q in data.questions:
         for p in options.paths:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -135,14 +135,87 @@ def embed_text(doc: ParsedDocument, chunk: Chunk) -> str:
     return index_text(doc.title, path, chunk.text)
 
 
-class _Batch:
-    def __init__(self) -> None:
-        self.docs: list[tuple[ParsedDocument, str, list[Chunk], bool]] = []
-        self.size = 0
+class _Writer:
+    """The one write path, for files and for documents read elsewhere (an eval corpus): each
+    document is checked, chunked and batched; a batch's chunks are embedded (cached) and
+    written together."""
 
-    def add(self, doc: ParsedDocument, content_hash: str, chunks: list[Chunk], new: bool) -> None:
-        self.docs.append((doc, content_hash, chunks, new))
+    def __init__(self, store: Store, embedder: Callable[[], CachedEmbedder], settings: Settings,
+                 admit: Admit | None = None,
+                 before_write: Callable[[list[ParsedDocument]], None] | None = None) -> None:
+        self.store, self.embedder, self.settings = store, embedder, settings
+        self.admit, self.before_write = admit, before_write
+        self.report = IngestReport()
+        self.known = store.content_hashes()  # doc_id -> content hash before this ingest
+        self.seen: set[str] = set()
+        self.batch: list[tuple[ParsedDocument, str, list[Chunk], bool]] = []
+        self.size = 0  # chunks in the batch
+
+    def fail(self, where: str | Path, reason: str) -> None:
+        self.report.failed.append((shown(where), shown(reason)))
+
+    def add(self, doc: ParsedDocument, where: str | Path) -> None:
+        """Queue `doc` (read from `where`) for writing, unless it is unchanged or refused."""
+        problem = _doc_problem(doc)
+        if problem is not None:
+            self.fail(where, problem)
+            return
+        if doc.doc_id in self.seen:
+            self.fail(where, f"duplicate doc_id {doc.doc_id!r} skipped")
+            return
+        self.seen.add(doc.doc_id)
+        content_hash = document_hash(doc, self.settings)
+        refused = self.admit(doc, content_hash) if self.admit else None
+        if refused:
+            self.report.conflicts.append((doc.doc_id, refused))
+            return
+        if self.known.get(doc.doc_id) == content_hash:
+            self.report.unchanged += 1
+            return
+        chunks = unique_chunks(
+            doc, chunk_document(doc, self.settings.chunk_tokens, self.settings.chunk_overlap))
+        if not chunks:
+            self.fail(where, f"{doc.doc_id}: no text to index")
+            return
+        self.batch.append((doc, content_hash, chunks, doc.doc_id not in self.known))
         self.size += len(chunks)
+        if self.size >= WRITE_BATCH_CHUNKS:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.batch:
+            return
+        report = self.report
+        if self.before_write is not None:
+            self.before_write([doc for doc, _, _, _ in self.batch])
+        emb = self.embedder()
+        misses_before = emb.misses
+        texts = [[embed_text(doc, c) for c in chunks] for doc, _, chunks, _ in self.batch]
+        vectors = emb.embed([t for doc_texts in texts for t in doc_texts])
+        writes, start = [], 0
+        for (doc, content_hash, chunks, new), doc_texts in zip(self.batch, texts, strict=True):
+            writes.append(DocumentWrite(doc=doc, content_hash=content_hash, chunks=chunks,
+                                        vectors=vectors[start:start + len(chunks)],
+                                        embed_hashes=[text_hash(t) for t in doc_texts]))
+            start += len(chunks)
+            report.chunks += len(chunks)
+            report.added += new
+            report.updated += not new
+        self.store.write_documents(writes)
+        report.embedded += emb.misses - misses_before
+        self.batch, self.size = [], 0
+
+    def finish(self, started: float) -> IngestReport:
+        self.flush()
+        self.store.flush()
+        self.report.seconds = time.perf_counter() - started
+        return self.report
+
+
+def _progress(label: str, with_names: bool, progress: bool) -> Progress:
+    names = [TextColumn("{task.fields[name]}", markup=False)] if with_names else []
+    return Progress(TextColumn(f"[bold]{label}[/]"), BarColumn(), MofNCompleteColumn(), *names,
+                    TimeElapsedColumn(), disable=not progress, transient=True)
 
 
 def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: Iterable[str | Path],
@@ -155,48 +228,15 @@ def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: It
     returns skips the document into `report.conflicts` (the server's uploads use it).
     `before_write` sees each batch's documents first (the KB settles its language there)."""
     started = time.perf_counter()
-    report = IngestReport()
-    known = store.content_hashes()
-    seen: set[str] = set()
+    writer = _Writer(store, embedder, settings, admit, before_write)
+    report = writer.report
     files = list(iter_files(paths))
-
-    def fail(path: Path, reason: str) -> None:
-        report.failed.append((shown(path), shown(reason)))
-
-    batch = _Batch()
-
-    def flush() -> None:
-        nonlocal batch
-        if not batch.docs:
-            return
-        if before_write is not None:
-            before_write([doc for doc, _, _, _ in batch.docs])
-        emb = embedder()
-        misses_before = emb.misses
-        texts = [[embed_text(doc, c) for c in chunks] for doc, _, chunks, _ in batch.docs]
-        vectors = emb.embed([t for doc_texts in texts for t in doc_texts])
-        writes, start = [], 0
-        for (doc, content_hash, chunks, new), doc_texts in zip(batch.docs, texts, strict=True):
-            writes.append(DocumentWrite(doc=doc, content_hash=content_hash, chunks=chunks,
-                                        vectors=vectors[start:start + len(chunks)],
-                                        embed_hashes=[text_hash(t) for t in doc_texts]))
-            start += len(chunks)
-            report.chunks += len(chunks)
-            report.added += new
-            report.updated += not new
-        store.write_documents(writes)
-        report.embedded += emb.misses - misses_before
-        batch = _Batch()
-
-    bar = Progress(TextColumn("[bold]ingest[/]"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("{task.fields[name]}", markup=False), TimeElapsedColumn(),
-                   disable=not progress, transient=True)
-    with bar:
+    with _progress("ingest", True, progress) as bar:
         task = bar.add_task("files", total=len(files), name="")
         for path, doc_id, skip in files:
             bar.update(task, advance=1, name=shown(doc_id)[-50:])
             if skip is not None:
-                fail(path, skip)
+                writer.fail(path, skip)
                 continue
             if path.suffix.lower() not in SUPPORTED_SUFFIXES:
                 report.unsupported.append(shown(path))
@@ -204,37 +244,27 @@ def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: It
             try:
                 docs = read_file(path, doc_id)
             except ReaderError as exc:
-                fail(path, str(exc))
+                writer.fail(path, str(exc))
                 continue
             except Exception as exc:  # a reader bug must not lose the rest of the folder
-                fail(path, f"unexpected {type(exc).__name__}: {exc}")
+                writer.fail(path, f"unexpected {type(exc).__name__}: {exc}")
                 continue
             for doc in docs:
-                problem = _doc_problem(doc)
-                if problem is not None:
-                    fail(path, problem)
-                    continue
-                if doc.doc_id in seen:
-                    fail(path, f"duplicate doc_id {doc.doc_id!r} skipped")
-                    continue
-                seen.add(doc.doc_id)
-                content_hash = document_hash(doc, settings)
-                refused = admit(doc, content_hash) if admit else None
-                if refused:
-                    report.conflicts.append((doc.doc_id, refused))
-                    continue
-                if known.get(doc.doc_id) == content_hash:
-                    report.unchanged += 1
-                    continue
-                chunks = unique_chunks(
-                    doc, chunk_document(doc, settings.chunk_tokens, settings.chunk_overlap))
-                if not chunks:
-                    fail(path, f"{doc.doc_id}: no text to index")
-                    continue
-                batch.add(doc, content_hash, chunks, doc.doc_id not in known)
-                if batch.size >= WRITE_BATCH_CHUNKS:
-                    flush()
-        flush()
-    store.flush()
-    report.seconds = time.perf_counter() - started
-    return report
+                writer.add(doc, path)
+        return writer.finish(started)
+
+
+def ingest_documents(store: Store, embedder: Callable[[], CachedEmbedder],
+                     docs: Sequence[ParsedDocument], settings: Settings, progress: bool = False,
+                     before_write: Callable[[list[ParsedDocument]], None] | None = None,
+                     label: str = "ingest") -> IngestReport:
+    """Ingest documents parsed elsewhere (an eval corpus) by the same path as files; a
+    document's failures are reported under its `source`."""
+    started = time.perf_counter()
+    writer = _Writer(store, embedder, settings, before_write=before_write)
+    with _progress(label, False, progress) as bar:
+        task = bar.add_task("docs", total=len(docs))
+        for doc in docs:
+            bar.update(task, advance=1)
+            writer.add(doc, doc.source)
+        return writer.finish(started)

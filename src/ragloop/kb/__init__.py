@@ -16,12 +16,12 @@ from ragloop.core.types import DocumentInfo, Hit, ParsedDocument, SectionInfo
 from ragloop.core.unicode import clean_text
 from ragloop.embed.base import Embedder
 from ragloop.embed.cache import CachedEmbedder
-from ragloop.ingest.pipeline import Admit, IngestReport, ingest_paths
+from ragloop.ingest.pipeline import Admit, IngestReport, ingest_documents, ingest_paths
 from ragloop.kb.search import hybrid_search
 from ragloop.retrieval.fusion import Mode
 from ragloop.retrieval.languages import ENGLISH, detect_language, get_language
-from ragloop.storage.factory import open_store
-from ragloop.storage.protocols import Store
+from ragloop.storage.backend import open_backend
+from ragloop.storage.protocols import Backend, Store
 
 
 def _same_embedder(a: str, b: str) -> bool:
@@ -32,9 +32,11 @@ def _same_embedder(a: str, b: str) -> bool:
 class KnowledgeBase:
     """Documents → sections → chunks, searchable by BM25, vectors or both."""
 
-    def __init__(self, store: Store, settings: Settings, embedder: Embedder | None = None,
+    def __init__(self, backend: Backend, settings: Settings, embedder: Embedder | None = None,
                  language: str | None = None):
-        self.store = store
+        #: the storage: its store, and the run store and queue an engine borrows
+        self.backend = backend
+        self.store = store = backend.store
         self.settings = settings
         self.language = _kb_language(store, language or settings.language)
         recorded = store.get_meta("embedder")
@@ -67,11 +69,11 @@ class KnowledgeBase:
         an ISO 639-1 code or "mixed" for a new KB (else detected from its first documents);
         for an existing one it must be the recorded language."""
         settings = settings or Settings.from_env()
-        store = open_store(path or settings.kb, create=create)
+        backend = open_backend(path or settings.kb, create=create)
         try:
-            return cls(store, settings, embedder, language)
+            return cls(backend, settings, embedder, language)
         except Exception:
-            store.close()
+            backend.close()
             raise
 
     @property
@@ -113,6 +115,12 @@ class KnowledgeBase:
         return ingest_paths(self.store, self.embedder_for_write, paths, self.settings, progress,
                             admit, before_write=self.settle_language)
 
+    def ingest_documents(self, docs: list[ParsedDocument], progress: bool = False,
+                         label: str = "ingest") -> IngestReport:
+        """Documents parsed elsewhere (an eval corpus), written as `ingest` writes files."""
+        return ingest_documents(self.store, self.embedder_for_write, docs, self.settings,
+                                progress, before_write=self.settle_language, label=label)
+
     def search(self, query: str, k: int | None = None, mode: Mode = "hybrid") -> list[Hit]:
         if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
             raise UserError(f"k (the number of hits) must be a whole number of at least 1,"
@@ -148,7 +156,8 @@ class KnowledgeBase:
         return self.store.remove_document(doc_id)
 
     def close(self) -> None:
-        self.store.close()
+        """Closes the backend: the store and, if one was borrowed, the run store."""
+        self.backend.close()
 
     def __enter__(self) -> KnowledgeBase:
         return self

@@ -15,6 +15,7 @@ import re
 from ragloop.core.decisions import Plan
 from ragloop.core.types import Usage
 from ragloop.offline.text import content_words, entities, is_period
+from ragloop.retrieval.languages import month_pattern
 
 MAX_PARTS = 3
 
@@ -32,8 +33,7 @@ _GREETING_PREFIX = re.compile(
     r"^(?:hi|hello|hey|hiya|good\s+(?:morning|afternoon|evening))(?:\s+there)?[\s,!.:;-]+",
     re.IGNORECASE)
 
-_MONTH = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
-          r"|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)")
+_MONTH = month_pattern()
 DATE = (rf"(?:(?:Q[1-4]|H[12])\s*(?:FY\s?)?'?\d{{2,4}}|(?:Q[1-4]|H[12])\s+of\s+(?:FY\s?)?\d{{2,4}}"
         rf"|FY\s?'?\d{{2,4}}|{_MONTH}\s+(?:\d{{1,2}},?\s+)?(?:19|20)\d\d|(?:19|20)\d\d)")
 # A code-bearing entity: optional capitalised word + a token with digits (Edge G2, S200).

@@ -17,7 +17,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ragloop.core.types import Hit
-from ragloop.retrieval.languages import CJK_CHARS, cjk_grams, script_stop_words, stop_words
+from ragloop.retrieval.languages import (
+    CJK_CHARS,
+    cjk_grams,
+    month_names,
+    month_pattern,
+    script_stop_words,
+    stop_words,
+)
 from ragloop.retrieval.query_text import STOP_WORDS
 
 # Words that carry no topic in a question: the search stop words plus question/instruction
@@ -66,10 +73,8 @@ _CJK_ONLY = re.compile(f"^[{CJK_CHARS}]+$")
 _CODE = re.compile(r"^(?=.*\d)(?=.*[a-z])[a-z0-9\-]+$", re.IGNORECASE)
 _YEAR = re.compile(r"^(?:19|20)\d\d$")
 
-MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
-          "september", "october", "november", "december")
-_MONTH_RE = "|".join(m.capitalize() for m in MONTHS) + "|" + "|".join(
-    m.capitalize()[:3] for m in MONTHS)
+MONTHS = month_names()
+_MONTH_RE = month_pattern()
 
 
 # A dash other than "-" joining two words (Norse–Gaels): read as a hyphen.

@@ -74,6 +74,32 @@ def get_language(code: str | None) -> Language:
     return LANGUAGES[key]
 
 
+# -- month names --------------------------------------------------------------------------
+
+# The offline rules' date reading (quantities, the planner's date split, the router's date
+# cue) is English; each month's spellings, the full name first. Another language adds its row.
+_MONTHS: dict[str, tuple[tuple[str, ...], ...]] = {
+    ENGLISH: (("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"),
+              ("may",), ("june", "jun"), ("july", "jul"), ("august", "aug"),
+              ("september", "sept", "sep"), ("october", "oct"), ("november", "nov"),
+              ("december", "dec")),
+}
+
+
+def month_names(code: str | None = ENGLISH) -> tuple[str, ...]:
+    """The twelve full month names, lower case, January first."""
+    return tuple(spellings[0] for spellings in _MONTHS[code or ENGLISH])
+
+
+def month_pattern(code: str | None = ENGLISH, *, short: bool = True) -> str:
+    """A non-capturing regex group matching a month name, capitalised as written in running
+    text (compile with IGNORECASE for any case); `short` adds the abbreviations (Jan, Sept),
+    each tried after its month's longer spellings."""
+    rows = _MONTHS[code or ENGLISH]
+    names = [name for row in rows for name in (row if short else row[:1])]
+    return "(?:" + "|".join(name.capitalize() for name in names) + ")"
+
+
 # -- CJK character bigrams ----------------------------------------------------------------
 
 CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"

@@ -20,7 +20,7 @@ from pgvector import Vector
 
 from ragloop.core.errors import EmbedderMismatchError, UserError
 from ragloop.core.types import Chunk, ParsedDocument, SectionText
-from ragloop.storage.factory import open_store
+from ragloop.storage.backend import SqliteBackend, open_backend
 from ragloop.storage.location import is_postgres_url
 from ragloop.storage.protocols import DocumentWrite
 
@@ -53,7 +53,7 @@ class _Source:
     def close(self) -> None: ...
 
 
-def _array(value: Any) -> np.ndarray:
+def _array(value: Vector | np.ndarray | list[float]) -> np.ndarray:
     """A vector as float32 numpy (pgvector's Vector, a numpy array or a list)."""
     if isinstance(value, Vector):
         value = value.to_numpy()
@@ -81,11 +81,7 @@ def _write(doc_row: tuple, sections: list[tuple], chunks: list[tuple]) -> Docume
 
 class _SqliteSource(_Source):
     def __init__(self, folder: Path) -> None:
-        from ragloop.storage.sqlite.store import DB_FILE
-
-        db = folder / DB_FILE
-        if not db.exists():
-            raise UserError(f"No knowledge base at {folder} (no {DB_FILE}).")
+        db = SqliteBackend(folder, create=False).db_path  # "No knowledge base at …" if none
         self.db = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
 
     def meta(self) -> dict[str, str]:
@@ -188,8 +184,9 @@ def migrate(src: str, dst: str) -> MigrateReport:
         model = meta.get("embedder")
         if not model:
             raise UserError(f"{src} has no embedder recorded: it is empty (nothing to copy).")
-        store = open_store(str(dst))
+        backend = open_backend(str(dst))
         try:
+            store = backend.store
             recorded = store.get_meta("embedder")
             if recorded and recorded != model:
                 raise EmbedderMismatchError(
@@ -214,7 +211,7 @@ def migrate(src: str, dst: str) -> MigrateReport:
             store.bulk_load(_batches(docs, report))
             store.flush()
         finally:
-            store.close()
+            backend.close()
     finally:
         source.close()
     report.seconds = time.perf_counter() - started

@@ -1,14 +1,17 @@
 """The storage protocols: Store (the record of documents, sections and chunks, with BM25 and
-vector search), RunStore (runs and their events, beside the store) and RunQueue (a run queue
-shared by workers, which only a database backend has). Each backend declares what it is; nothing
+vector search), RunStore (runs and their events, beside the store), RunQueue (a run queue
+shared by workers, which only a database backend has) and Backend (the three of one knowledge
+base, from `storage.backend.open_backend(location)`). Each backend declares what it is; nothing
 is probed with hasattr."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+import time
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 import numpy as np
 
@@ -25,6 +28,17 @@ class DocumentWrite:
     chunks: list[Chunk]
     vectors: np.ndarray
     embed_hashes: list[str]
+
+    def document_row(self) -> tuple[str, str, str, str, str, float]:
+        """(doc_id, title, source, mime, content_hash, ingested_at) of the documents table."""
+        d = self.doc
+        return d.doc_id, d.title, d.source, d.mime, self.content_hash, time.time()
+
+    def section_rows(self) -> list[tuple[str, str, int, str, str, str]]:
+        """(doc_id, section, ord, title, title_path JSON, text) of the sections table."""
+        d = self.doc
+        return [(d.doc_id, s.section, i, s.title, json.dumps(list(s.title_path)), s.text)
+                for i, s in enumerate(d.sections)]
 
 
 class Store(Protocol):
@@ -97,17 +111,76 @@ class Metrics:
         return self.truncated_pct > TRUNCATED_WARN_PCT
 
 
+class RunRecord(TypedDict):
+    """A stored run, as both run stores return it and the API and CLI send it (JSON as is)."""
+
+    run_id: str
+    question: str
+    status: str
+    route: str | None
+    route_reason: str | None
+    driver: str | None
+    model: str | None
+    answer: str | None
+    citations: list[dict[str, Any]]
+    usage: dict[str, Any]
+    steps: int
+    max_steps: int
+    latency_s: float | None
+    error: str | None
+    created_at: float
+    finished_at: float | None
+
+
+#: the runs table's columns in RunRecord order (both stores' SELECT lists)
+RUN_COLUMNS = ", ".join(RunRecord.__annotations__)
+
+
+def run_record(row: Sequence[object]) -> RunRecord:
+    """A RunRecord from a row of RUN_COLUMNS; the JSON columns come as text (SQLite) or
+    already decoded (Postgres json)."""
+    values = dict(zip(RunRecord.__annotations__, row, strict=True))
+    for key, empty in (("citations", []), ("usage", {})):
+        value = values[key]
+        values[key] = json.loads(value) if isinstance(value, str) else (value or empty)
+    return RunRecord(**values)  # type: ignore[typeddict-item]
+
+
+class QueuedRun(TypedDict):
+    """A run a worker claimed from the queue."""
+
+    run_id: str
+    question: str
+    options: dict[str, Any]  # the ask() options it was queued with (route, driver, max_steps)
+    attempts: int
+    max_attempts: int
+
+
+class QueueListener(Protocol):
+    """Wake-ups from the shared database (Postgres LISTEN/NOTIFY); the caller closes it."""
+
+    def payloads(self, timeout: float, stop_after: int | None = None) -> Iterator[str]:
+        """The payloads of the notifications that arrive within `timeout` seconds, as they
+        come (at most `stop_after`)."""
+        ...
+    def close(self) -> None: ...
+
+
 class RunQueue(Protocol):
     """Runs waiting for a worker, in the shared database: claimed by exactly one worker under a
     lease that a heartbeat extends; an expired lease puts the run back."""
 
     def enqueue(self, question: str, options: dict[str, Any] | None = None, *,
                 run_id: str | None = None, max_attempts: int = 3) -> str: ...
-    def claim(self, lease_s: float | None = None) -> dict[str, Any] | None: ...
+    def claim(self, lease_s: float | None = None) -> QueuedRun | None: ...
     def heartbeat(self, run_id: str, lease_s: float | None = None) -> bool: ...
     def release(self, run_id: str) -> None: ...
     def requeue_expired(self) -> list[tuple[str, str, int]]: ...
     def queue_depth(self) -> int: ...
+    def listen(self, channels: tuple[str, ...]) -> QueueListener:
+        """Wake-ups on `channels`: "ragloop_queue" (a run was queued), "ragloop_events"
+        (a run wrote an event; the payload is its run_id)."""
+        ...
 
 
 class RunStore(Protocol):
@@ -117,14 +190,26 @@ class RunStore(Protocol):
               run_id: str | None = None) -> str: ...
     def add_event(self, run_id: str, event: Event) -> None: ...
     def finish(self, run_id: str, result: dict[str, Any]) -> None: ...
-    def get(self, run_id: str) -> dict[str, Any] | None: ...
+    def get(self, run_id: str) -> RunRecord | None: ...
     def events(self, run_id: str, after_seq: int = -1) -> list[Event]: ...
-    def list(self, limit: int = 20) -> list[dict[str, Any]]: ...
+    def list(self, limit: int = 20) -> list[RunRecord]: ...
     def metrics(self) -> Metrics: ...
     def mark_interrupted(self) -> list[str]: ...
     def close(self) -> None: ...
 
+
+class Backend(Protocol):
+    """One knowledge base's storage: its Store, its RunStore and its RunQueue (None where runs
+    execute in-process). Each is opened on first use and closed by close(): the one who opened
+    the backend closes it, everyone else borrows."""
+
+    #: a folder path or a postgresql:// URL
+    location: str
+
     @property
-    def queue(self) -> RunQueue | None:
-        """The shared run queue of a database backend; None where runs execute in-process."""
-        ...
+    def store(self) -> Store: ...
+    @property
+    def runs(self) -> RunStore: ...
+    @property
+    def queue(self) -> RunQueue | None: ...
+    def close(self) -> None: ...

@@ -44,7 +44,7 @@ from ragloop.core.events import BaseEvent, Event
 from ragloop.core.types import RunStatus
 from ragloop.eval.metrics import percentile
 from ragloop.kb import KnowledgeBase
-from ragloop.storage.protocols import TRUNCATED_WARN_PCT, RunStore
+from ragloop.storage.protocols import TRUNCATED_WARN_PCT, RunRecord, RunStore
 
 log = logging.getLogger("ragloop.apps.server")
 
@@ -278,11 +278,9 @@ def create_app(settings: Settings | None = None, *, kb: KnowledgeBase | None = N
 
 def _open_state(settings: Settings, kb: KnowledgeBase | None, workers: int, limit: int,
                 grader: Grader | None = None, local_workers: int | None = None) -> ServerState:
-    from ragloop.storage.factory import open_run_store
-
     owns = kb is None
     kb = kb if kb is not None else KnowledgeBase.open(settings.kb, settings)
-    runs = open_run_store(kb.store)
+    runs = kb.backend.runs  # borrowed: the knowledge base's backend closes it
     interrupted = runs.mark_interrupted()
     if interrupted:
         log.warning("marked %d interrupted run(s) failed: %s", len(interrupted),
@@ -291,10 +289,12 @@ def _open_state(settings: Settings, kb: KnowledgeBase | None, workers: int, limi
         # Load the model and open both indexes once, before two workers race for them.
         kb.search("warm up", k=1)
     engine = Engine(kb, settings, runs, grader=grader)
-    if runs.queue is not None:  # Postgres: runs go through the shared queue
+    queue = kb.backend.queue
+    jobs: JobRunner
+    if queue is not None:  # Postgres: runs go through the shared queue
         from ragloop.apps.worker import QueueJobRunner
 
-        jobs = QueueJobRunner(engine, runs, workers, local_workers)
+        jobs = QueueJobRunner(engine, runs, queue, workers, local_workers)
     else:
         jobs = JobRunner(engine, runs, workers)
     return ServerState(kb=kb, runs=runs, engine=engine, jobs=jobs, settings=settings,
@@ -303,9 +303,8 @@ def _open_state(settings: Settings, kb: KnowledgeBase | None, workers: int, limi
 
 def _close_state(state: ServerState) -> None:
     state.jobs.shutdown()
-    state.runs.close()
     if state.owns_kb:
-        state.kb.close()
+        state.kb.close()  # and its run store
 
 
 def _add_error_handlers(app: FastAPI) -> None:
@@ -403,8 +402,8 @@ def _add_routes(app: FastAPI, upload_limit: int) -> None:
         """Recent runs, newest first."""
         return {"runs": _state(request).runs.list(limit)}
 
-    @app.get("/runs/{run_id}", tags=["runs"])
-    def get_run(run_id: str, request: Request) -> dict[str, Any]:
+    @app.get("/runs/{run_id}", tags=["runs"], response_model=None)
+    def get_run(run_id: str, request: Request) -> RunRecord:
         """Status, answer, citations, usage, steps and latency of one run."""
         run = _state(request).jobs.get(run_id)
         if run is None:
@@ -438,10 +437,13 @@ def _add_routes(app: FastAPI, upload_limit: int) -> None:
                 if isinstance(item, BaseEvent):
                     yield ServerSentEvent(data=_event_payload(run_id, item), event="step",
                                           id=str(item.seq))
+                elif item is None:  # the run is gone
+                    end = {"run_id": run_id, "status": "unknown", "error": None, "steps": None,
+                           "latency_s": None}
+                    yield ServerSentEvent(data=json.dumps(end), event="end")
                 else:
-                    end = {"run_id": run_id, "status": item.get("status"),
-                           "error": item.get("error"), "steps": item.get("steps"),
-                           "latency_s": item.get("latency_s")}
+                    end = {"run_id": run_id, "status": item["status"], "error": item["error"],
+                           "steps": item["steps"], "latency_s": item["latency_s"]}
                     yield ServerSentEvent(data=json.dumps(end), event="end")
 
         return EventSourceResponse(stream(), ping=SSE_PING_S,

@@ -1,4 +1,4 @@
-"""Runs, their events and the run queue in Postgres (same interface as runs.store.RunStore).
+"""Runs, their events and the run queue in Postgres (the RunStore and the RunQueue).
 
 The queue is the runs table itself: a queued run is a row with status `queued` and its
 options; a worker claims the oldest one with `SELECT … FOR UPDATE SKIP LOCKED` (two workers
@@ -20,6 +20,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -31,7 +32,7 @@ from ragloop.core.events import Event, event_from
 from ragloop.core.types import EventKind, RunStatus
 from ragloop.storage.postgres import schema as pg_schema
 from ragloop.storage.postgres.store import connect, redact, split_url
-from ragloop.storage.protocols import Metrics
+from ragloop.storage.protocols import RUN_COLUMNS, Metrics, QueuedRun, RunRecord, run_record
 
 # A run started directly (`ragloop ask`, the server's synchronous /ask) holds this lease,
 # extended by each event; if its process dies the run is marked failed when it runs out.
@@ -39,9 +40,6 @@ DIRECT_LEASE_S = 600.0
 DEFAULT_MAX_ATTEMPTS = 3
 NOW = "extract(epoch FROM clock_timestamp())"
 
-_COLUMNS = ("run_id, question, status, route, route_reason, driver, model, answer,"
-            " citations, usage, steps, max_steps, latency_s, error, created_at, finished_at")
-_KEYS = [c.strip() for c in _COLUMNS.split(",")]
 
 
 def worker_name() -> str:
@@ -72,7 +70,7 @@ class PgRunStore:
         self._lock = threading.Lock()
 
     @contextmanager
-    def _conn(self):
+    def _conn(self) -> Iterator[psycopg.Connection]:
         with self.pool.connection() as conn:
             yield conn
 
@@ -140,19 +138,11 @@ class PgRunStore:
             self._attempts.pop(run_id, None)
             self._leases.pop(run_id, None)
 
-    @staticmethod
-    def _row(row: tuple) -> dict[str, Any]:
-        run = dict(zip(_KEYS, row, strict=True))
-        for key, empty in (("citations", []), ("usage", {})):
-            value = run[key]
-            run[key] = json.loads(value) if isinstance(value, str) else (value or empty)
-        return run
-
-    def get(self, run_id: str) -> dict[str, Any] | None:
+    def get(self, run_id: str) -> RunRecord | None:
         with self._conn() as conn:
-            row = conn.execute(f"SELECT {_COLUMNS} FROM runs WHERE run_id=%s",
+            row = conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id=%s",
                                (run_id,)).fetchone()
-        return self._row(row) if row else None
+        return run_record(row) if row else None
 
     def events(self, run_id: str, after_seq: int = -1) -> list[Event]:
         with self._conn() as conn:
@@ -162,11 +152,12 @@ class PgRunStore:
         return [event_from(k, s, json.loads(d) if isinstance(d, str) else d, ts=t, seq=q)
                 for k, s, d, t, q in rows]
 
-    def list(self, limit: int = 20) -> list[dict[str, Any]]:
+    def list(self, limit: int = 20) -> list[RunRecord]:
         with self._conn() as conn:
-            rows = conn.execute(f"SELECT {_COLUMNS} FROM runs ORDER BY created_at DESC LIMIT %s",
-                                (limit,)).fetchall()
-        return [self._row(r) for r in rows]
+            rows = conn.execute(
+                f"SELECT {RUN_COLUMNS} FROM runs ORDER BY created_at DESC LIMIT %s",
+                (limit,)).fetchall()
+        return [run_record(r) for r in rows]
 
     def metrics(self) -> Metrics:
         """The dashboard figures over finished runs (as RunStore.metrics)."""
@@ -199,11 +190,6 @@ class PgRunStore:
         their last attempt. Runs other processes still hold are left alone."""
         return [run_id for run_id, _, _ in self.requeue_expired()]
 
-    @property
-    def queue(self) -> PgRunStore:
-        """The runs table is also the shared queue (FOR UPDATE SKIP LOCKED)."""
-        return self
-
     def close(self) -> None:
         self.pool.close()
 
@@ -220,7 +206,7 @@ class PgRunStore:
                  time.time()))
         return run_id
 
-    def claim(self, lease_s: float | None = None) -> dict[str, Any] | None:
+    def claim(self, lease_s: float | None = None) -> QueuedRun | None:
         """Take the oldest queued run (exactly one worker gets it); None when the queue is
         empty. The run is `running`, held by this worker for `lease_s`."""
         lease = self.lease_s if lease_s is None else float(lease_s)
@@ -239,8 +225,8 @@ class PgRunStore:
             self._attempts[run_id] = attempts
             self._leases[run_id] = lease
         opts = json.loads(options) if isinstance(options, str) else (options or {})
-        return {"run_id": run_id, "question": question, "options": opts,
-                "attempts": attempts, "max_attempts": max_attempts}
+        return QueuedRun(run_id=run_id, question=question, options=opts, attempts=attempts,
+                         max_attempts=max_attempts)
 
     def heartbeat(self, run_id: str, lease_s: float | None = None) -> bool:
         """Extend this worker's lease on `run_id`; False if it was lost (expired, re-queued)."""
@@ -294,9 +280,23 @@ class PgRunStore:
             return int(conn.execute("SELECT count(*) FROM runs WHERE status = 'queued'")
                        .fetchone()[0])
 
-    def listen(self, channels: tuple[str, ...] = ("ragloop_queue",)) -> psycopg.Connection:
+    def listen(self, channels: tuple[str, ...] = ("ragloop_queue",)) -> PgListener:
         """A dedicated autocommit connection LISTENing on `channels` (caller closes it)."""
         conn = connect(self.url, autocommit=True)
         for ch in channels:
             conn.execute(f"LISTEN {ch}")
-        return conn
+        return PgListener(conn)
+
+
+class PgListener:
+    """NOTIFY payloads from a LISTENing connection (the QueueListener of Postgres)."""
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        self.conn = conn
+
+    def payloads(self, timeout: float, stop_after: int | None = None) -> Iterator[str]:
+        for note in self.conn.notifies(timeout=timeout, stop_after=stop_after):
+            yield note.payload
+
+    def close(self) -> None:
+        self.conn.close()

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
@@ -315,14 +314,11 @@ class PostgresStore:
             conn.execute("DELETE FROM documents WHERE doc_id=%s", (d.doc_id,))
         conn.execute(
             "INSERT INTO documents(doc_id, title, source, mime, content_hash, ingested_at)"
-            " VALUES (%s, %s, %s, %s, %s, %s)",
-            (d.doc_id, d.title, d.source, d.mime, w.content_hash, time.time()))
+            " VALUES (%s, %s, %s, %s, %s, %s)", w.document_row())
         with conn.cursor() as cur:
             cur.executemany(
                 "INSERT INTO sections(doc_id, section, ord, title, title_path, text)"
-                " VALUES (%s, %s, %s, %s, %s, %s)",
-                [(d.doc_id, s.section, i, s.title, json.dumps(list(s.title_path)), s.text)
-                 for i, s in enumerate(d.sections)])
+                " VALUES (%s, %s, %s, %s, %s, %s)", w.section_rows())
             paths = {s.section: s.title_path for s in d.sections}
             vectors = np.asarray(w.vectors, dtype=np.float32)
             cur.executemany(
@@ -358,20 +354,17 @@ class PostgresStore:
     def _copy_batch(self, conn: psycopg.Connection, writes: list[DocumentWrite]) -> int:
         ids = [w.doc.doc_id for w in writes]
         conn.execute("DELETE FROM documents WHERE doc_id = ANY(%s)", (ids,))
-        now = time.time()
         n = 0
         with conn.cursor() as cur:
             with cur.copy("COPY documents (doc_id, title, source, mime, content_hash,"
                           " ingested_at) FROM STDIN") as copy:
                 for w in writes:
-                    d = w.doc
-                    copy.write_row((d.doc_id, d.title, d.source, d.mime, w.content_hash, now))
+                    copy.write_row(w.document_row())
             with cur.copy("COPY sections (doc_id, section, ord, title, title_path, text)"
                           " FROM STDIN") as copy:
                 for w in writes:
-                    for i, s in enumerate(w.doc.sections):
-                        copy.write_row((w.doc.doc_id, s.section, i, s.title,
-                                        json.dumps(list(s.title_path)), s.text))
+                    for row in w.section_rows():
+                        copy.write_row(row)
             with cur.copy("COPY chunks (doc_id, section, ord, text, embed_hash, head, embedding)"
                           " FROM STDIN WITH (FORMAT BINARY)") as copy:
                 copy.set_types(["text", "text", "int4", "text", "text", "text", "vector"])

@@ -12,7 +12,8 @@ from typing import Any
 
 from ragloop.core.events import Event, event_from
 from ragloop.core.types import EventKind, RunStatus
-from ragloop.storage.protocols import Metrics
+from ragloop.storage.protocols import RUN_COLUMNS, Metrics, RunRecord, run_record
+from ragloop.storage.sqlite.store import not_a_knowledge_base
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -33,9 +34,13 @@ class SqliteRunStore:
         self.lock = threading.RLock()
         self.db = sqlite3.connect(str(db_path), check_same_thread=False, isolation_level=None,
                                   timeout=30)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA foreign_keys=ON")
-        self.db.executescript(SCHEMA)
+        try:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA foreign_keys=ON")
+            self.db.executescript(SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            self.db.close()
+            raise not_a_knowledge_base(Path(db_path), exc) from None
 
     def start(self, question: str, *, driver: str = "", model: str = "",
               max_steps: int = 0, run_id: str | None = None) -> str:
@@ -67,23 +72,11 @@ class SqliteRunStore:
                  result.get("steps", 0), result.get("latency_s"), result.get("error"),
                  time.time(), run_id))
 
-    def _row(self, row: sqlite3.Row | tuple) -> dict[str, Any]:
-        keys = ["run_id", "question", "status", "route", "route_reason", "driver", "model",
-                "answer", "citations", "usage", "steps", "max_steps", "latency_s", "error",
-                "created_at", "finished_at"]
-        run = dict(zip(keys, row, strict=True))
-        run["citations"] = json.loads(run["citations"])
-        run["usage"] = json.loads(run["usage"])
-        return run
-
-    _COLUMNS = ("run_id, question, status, route, route_reason, driver, model, answer,"
-                " citations, usage, steps, max_steps, latency_s, error, created_at, finished_at")
-
-    def get(self, run_id: str) -> dict[str, Any] | None:
+    def get(self, run_id: str) -> RunRecord | None:
         with self.lock:
-            row = self.db.execute(f"SELECT {self._COLUMNS} FROM runs WHERE run_id=?",
+            row = self.db.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id=?",
                                   (run_id,)).fetchone()
-        return self._row(row) if row else None
+        return run_record(row) if row else None
 
     def events(self, run_id: str, after_seq: int = -1) -> list[Event]:
         with self.lock:
@@ -92,12 +85,12 @@ class SqliteRunStore:
                 " ORDER BY seq", (run_id, after_seq)).fetchall()
         return [event_from(k, s, json.loads(d), ts=t, seq=q) for k, s, d, t, q in rows]
 
-    def list(self, limit: int = 20) -> list[dict[str, Any]]:
+    def list(self, limit: int = 20) -> list[RunRecord]:
         with self.lock:
             rows = self.db.execute(
-                f"SELECT {self._COLUMNS} FROM runs ORDER BY created_at DESC LIMIT ?",
+                f"SELECT {RUN_COLUMNS} FROM runs ORDER BY created_at DESC LIMIT ?",
                 (limit,)).fetchall()
-        return [self._row(r) for r in rows]
+        return [run_record(r) for r in rows]
 
     def metrics(self) -> Metrics:
         """The dashboard figures over finished runs."""
@@ -137,11 +130,6 @@ class SqliteRunStore:
                 (RunStatus.FAILED, "interrupted by server restart", time.time(),
                  RunStatus.RUNNING))
         return ids
-
-    @property
-    def queue(self) -> None:
-        """No shared queue: a SQLite knowledge base runs its questions in-process."""
-        return None
 
     def close(self) -> None:
         with self.lock:

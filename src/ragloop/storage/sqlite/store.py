@@ -11,7 +11,6 @@ import json
 import shutil
 import sqlite3
 import threading
-import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -60,17 +59,19 @@ PROBES = {"documents": "doc_id, title, source, mime, content_hash, ingested_at",
           "embeddings": "model, hash, vector", "meta": "key, value"}
 
 
+def not_a_knowledge_base(db_path: Path, exc: sqlite3.DatabaseError) -> UserError:
+    """A ragloop.db that SQLite cannot read as ours (garbage, truncated, another program's)."""
+    return UserError(f"{db_path} is not a ragloop knowledge base ({exc}). Restore it from a"
+                     " backup, or ingest into a new --kb folder.")
+
+
 class SqliteStore:
-    def __init__(self, folder: str | Path, create: bool = True) -> None:
-        """`create=False`: a folder without a ragloop.db is an error, not a new empty KB."""
+    def __init__(self, folder: str | Path) -> None:
+        """Opens (or creates) the knowledge base in `folder`; storage.backend checks first
+        that a read-only command names an existing one."""
         self.folder = Path(folder)
         self.location = str(folder)
         self.db_path = self.folder / DB_FILE
-        if self.folder.exists() and not self.folder.is_dir():
-            raise UserError(f"{self.folder} is a file, not a knowledge-base folder.")
-        if not create and not self.db_path.exists():
-            raise UserError(f"No knowledge base at {self.folder}; run"
-                            f" `ragloop ingest PATH --kb {self.folder}` first.")
         self.folder.mkdir(parents=True, exist_ok=True)
         self.lock = threading.RLock()
         self.write_lock = WriteLock(self.folder)
@@ -93,9 +94,7 @@ class SqliteStore:
         except sqlite3.DatabaseError as exc:
             if db is not None:
                 db.close()
-            raise UserError(
-                f"{self.db_path} is not a ragloop knowledge base ({exc}). Restore it from a"
-                " backup, or ingest into a new --kb folder.") from None
+            raise not_a_knowledge_base(self.db_path, exc) from None
         return db
 
     # -- record -----------------------------------------------------------------------
@@ -151,13 +150,10 @@ class SqliteStore:
                 d = w.doc
                 db.execute(
                     "INSERT INTO documents(doc_id, title, source, mime, content_hash, ingested_at)"
-                    " VALUES (?,?,?,?,?,?)",
-                    (d.doc_id, d.title, d.source, d.mime, w.content_hash, time.time()))
+                    " VALUES (?,?,?,?,?,?)", w.document_row())
                 db.executemany(
                     "INSERT INTO sections(doc_id, section, ord, title, title_path, text)"
-                    " VALUES (?,?,?,?,?,?)",
-                    [(d.doc_id, s.section, i, s.title, json.dumps(list(s.title_path)), s.text)
-                     for i, s in enumerate(d.sections)])
+                    " VALUES (?,?,?,?,?,?)", w.section_rows())
                 paths = {s.section: s.title_path for s in d.sections}
                 for c, h in zip(w.chunks, w.embed_hashes, strict=True):
                     cur = db.execute(
