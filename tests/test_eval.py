@@ -363,11 +363,14 @@ SINGLE_USAGE = Usage(input_tokens=50, output_tokens=5, cost_usd=0.0005, calls=1)
 
 
 class KeyedGrader:
-    """Keeps every hit of the one document the search's first word names (see KEYS)."""
+    """Keeps every hit of the one document the search's first word names (see KEYS); a
+    question with no such word (single-shot grades the question itself) keeps every hit."""
     usage = Usage()  # no model calls
 
     def grade(self, question: str, hits):
         query = question.rsplit("(this search: ", 1)[-1].rstrip(")").lower()
+        if query.split()[0] not in KEYS:
+            return Grade(kept=list(hits), discarded=[], enough=bool(hits))
         doc = KEYS[query.split()[0]]
         kept = [h for h in hits if h.doc_id == doc]
         for h in hits:
@@ -543,7 +546,7 @@ def test_eval_with_a_scripted_model_over_a_real_kb(scripted, small_kb, tmp_path)
     gold_kept = t + s + 3 * t  # a's travel, b's sensor, d's travel
     assert agent["grader_precision"] == pytest.approx(gold_kept / kept)
     assert agent["grader_recall"] is None  # the tools driver's GRADE events name kept chunks
-    assert single["discarded_pct"] is None
+    assert single["discarded_pct"] == 0.0  # single-shot grades its search (this grader keeps all)
     # router: a (multi_hop → agent) right, b (simple → single) right, d (section_ref) wrong
     assert router["router_n"] == 3 and router["router_accuracy"] == pytest.approx(2 / 3)
     assert report["by_type"]["section_ref"]["router"]["router_accuracy"] == 0.0
@@ -666,6 +669,13 @@ def test_a_crashing_run_is_recorded_as_failed(tmp_path) -> None:
 
 # -- the command line ------------------------------------------------------------------------
 
+class KeepsAll:
+    usage = Usage()  # no model calls
+
+    def grade(self, question, hits):
+        return Grade(kept=list(hits), discarded=[], enough=bool(hits))
+
+
 class CitesFirst:
     usage = Usage()  # no model calls
 
@@ -681,7 +691,8 @@ def test_cli_eval_ingests_a_beir_corpus_and_resumes(tmp_path, monkeypatch) -> No
 
     class CliEngine(engine_mod.Engine):
         def __init__(self, kb, settings=None, **kw):
-            super().__init__(kb, settings, chat=ScriptedChat([], name="scripted:cli"))
+            super().__init__(kb, settings, chat=ScriptedChat([], name="scripted:cli"),
+                             grader=KeepsAll())
 
         def _answerer(self, chat):
             return CitesFirst()
