@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ragloop.agent.citation_judge import LLMSupportJudge
+from ragloop.agent.citations import CitationCheck
 from ragloop.agent.evidence import check_citations
 from ragloop.agent.llm_decisions import LLMAnswerer, LLMGrader, LLMPlanner, LLMRewriter
 from ragloop.agent.run import DriverOutcome, RunContext, RunResult
@@ -12,7 +14,14 @@ from ragloop.agent.tools import SEARCH, Toolbox
 from ragloop.core.config import Settings
 from ragloop.core.decisions import Answerer, Grader, Planner, Rewriter, Route
 from ragloop.core.errors import ConfigError, ModelRefused, RunFailed, ToolError
-from ragloop.core.events import AnswerEvent, ErrorEvent, Event, RouteEvent, ToolCallEvent
+from ragloop.core.events import (
+    AnswerEvent,
+    ErrorEvent,
+    Event,
+    PlanEvent,
+    RouteEvent,
+    ToolCallEvent,
+)
 from ragloop.core.types import Hit, RunStatus
 from ragloop.core.unicode import clean_text
 from ragloop.kb import KnowledgeBase
@@ -22,6 +31,7 @@ from ragloop.storage.protocols import RunStore
 
 ROUTES = ("auto", "single", "agent")
 DRIVERS = ("tools", "pipeline")
+CITATION_CHECKS = ("auto", "offline", "off")
 # Single-shot searches this many chunks per document it may read (documents span chunks).
 SINGLE_DEPTH_PER_DOC = 3
 
@@ -137,6 +147,19 @@ class Engine:
                                 follow_ups_for(self.kb))
         return driver, [planner, grader, rewriter, answerer]
 
+    def _citation_check(self, comps: Components, ctx: RunContext) -> CitationCheck | None:
+        """Checks every citation of the answer against its passage (agent/citations.py)."""
+        mode = self.settings.citation_check
+        if mode == "off":
+            return None
+        from ragloop.offline.support import SupportChecker
+
+        judge_chat = comps.grader_chat if mode == "auto" else None
+        judge = LLMSupportJudge(judge_chat, max_tokens=self.settings.decision_max_tokens) \
+            if judge_chat is not None else None
+        return CitationCheck(SupportChecker(self.kb.embedder), judge, labels=lambda: [
+            q for e in ctx.events if isinstance(e, PlanEvent) for q in e.sub_questions])
+
     # -- running ------------------------------------------------------------------------
 
     def _single_shot(self, ctx: RunContext, toolbox: Toolbox, answerer: Answerer,
@@ -179,6 +202,9 @@ class Engine:
         if route not in ROUTES:
             raise ConfigError(f"--route must be one of {', '.join(ROUTES)}, not {route!r}")
         settings = self.settings.with_(max_steps=max_steps)
+        if settings.citation_check not in CITATION_CHECKS:
+            raise ConfigError(f"RAGLOOP_CITATION_CHECK must be one of"
+                              f" {', '.join(CITATION_CHECKS)}, not {settings.citation_check!r}")
         if settings.max_steps < 2:
             raise ConfigError("--max-steps must be at least 2 (one search and the answer)")
         question = clean_text(question)  # undecodable bytes of a command-line argument
@@ -193,6 +219,8 @@ class Engine:
                 on_event(event)
 
         ctx = RunContext(question, settings.max_steps, record)
+        citation_check = self._citation_check(comps, ctx)
+        ctx.ledger.support_check = citation_check
         toolbox = Toolbox(self.kb, settings.search_k, settings.tool_result_chars)
         decided = Route("agent", "")
         used_driver = comps.driver
@@ -233,6 +261,8 @@ class Engine:
                 raise
         for part in parts:  # the decisions' model calls (the tools loop adds its own)
             ctx.usage.add(part.usage)
+        if citation_check is not None:
+            ctx.usage.add(citation_check.usage)
         result = RunResult(
             run_id=run_id, question=question, status=outcome.status, route=decided.route,
             route_reason=decided.reason, driver=used_driver, model=model_name,
@@ -244,6 +274,8 @@ class Engine:
                        "section_title": e.section_title, "step": e.step,
                        "confirmed": e.confirmed}
                       for e in ctx.ledger.items],
-            error=error)
+            error=error, unsupported=outcome.checked.unsupported,
+            citations_unchecked=outcome.checked.unchecked,
+            citation_support=outcome.checked.support)
         self.runs.finish(run_id, result.to_dict())
         return result

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragloop.agent.evidence import CheckedAnswer, Ledger
-from ragloop.core.events import Event, ToolCallEvent
+from ragloop.core.events import AnswerEvent, Event, ToolCallEvent
 from ragloop.core.types import RunStatus, Usage
 
 log = logging.getLogger("ragloop.agent")
@@ -57,6 +57,9 @@ class RunResult:
     latency_s: float
     evidence: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    unsupported: list[dict[str, Any]] = field(default_factory=list)  # citations taken out
+    citations_unchecked: bool = False  # the model's support verdict was unreadable
+    citation_support: dict[str, Any] | None = None  # the offline support figures (the eval)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -67,6 +70,8 @@ class RunResult:
             "conflicts": self.conflicts, "steps": self.steps, "max_steps": self.max_steps,
             "usage": self.usage.to_dict(), "latency_s": round(self.latency_s, 3),
             "evidence": self.evidence, "error": self.error,
+            "unsupported": self.unsupported, "citations_unchecked": self.citations_unchecked,
+            "citation_support": self.citation_support,
         }
 
 
@@ -87,7 +92,15 @@ class RunContext:
 
     def emit(self, event: Event) -> Event:
         """Number the event (this step, the next seq), keep it, log it, hand it on."""
-        event = event.model_copy(update={"step": self.step, "seq": self.seq})
+        update: dict[str, Any] = {"step": self.step, "seq": self.seq}
+        support = self.ledger.last_support
+        if isinstance(event, AnswerEvent) and support is not None and support.text == event.text:
+            # what the support check took out of this answer (check_citations ran it)
+            if support.unsupported:
+                update["unsupported"] = support.unsupported
+            if support.unchecked:
+                update["citations_unchecked"] = True
+        event = event.model_copy(update=update)
         self.seq += 1
         self.events.append(event)
         line = log_line(event)

@@ -178,6 +178,11 @@ def print_run(result: dict) -> None:
     if result.get("invalid_citations"):
         out.print(f"[yellow]removed invalid citations:"
                   f" {escape(str(result['invalid_citations']))}[/]")
+    for u in result.get("unsupported") or []:
+        out.print(f"[yellow]removed unsupported citation [{u['n']}]: its passage does not"
+                  f" support \"{escape(u['sentence'])}\"[/]")
+    if result.get("citations_unchecked"):
+        out.print("[yellow]citations not checked: the model's verdict was unreadable[/]")
     usage = result["usage"]
     out.print(f"\n[dim]status={result['status']} route={escape(str(result['route']))} "
               f"({escape(result.get('route_reason') or '')}) steps={result['steps']}"
