@@ -13,6 +13,7 @@ import pytest
 import ragloop.agent.engine as engine_mod
 from ragloop.agent.citations import uncited_claims
 from ragloop.core.decisions import Draft, Route
+from ragloop.core.errors import ProviderError
 from ragloop.core.events import AnswerEvent, event_from
 from ragloop.core.types import EventKind, Usage
 from ragloop.llm.base import ChatResponse
@@ -114,6 +115,7 @@ def test_claims_pair_each_citation_with_the_words_it_follows() -> None:
     ]
     assert uncited_claims("The S200 is rated IP67 [1]. It is blue. The knowledge base does not"
                           " say: its colour.") == 1
+    assert uncited_claims("The S200 is rated IP67. [1] It weighs 180 g. [2]") == 0
 
 
 class FixedAnswer:
@@ -161,6 +163,17 @@ def test_a_run_drops_and_reports_a_citation_its_passage_does_not_support(example
     assert "removed unsupported citation [1]" in capsys.readouterr().out
 
 
+def test_the_offline_agent_checks_its_extractive_answer(example_kb) -> None:
+    """The pipeline renumbers its evidence into a new ledger before answering: the check goes
+    with it, and its quoted sentences are supported by the passages they come from."""
+    result = engine_mod.Engine(example_kb).ask(
+        "Is the S200 waterproof, and how long does its battery last?", route="agent")
+    assert result.citations and result.citation_support is not None
+    assert result.citation_support["checked"] >= len(result.citations)
+    assert result.citation_support["supported"] == result.citation_support["checked"]
+    assert result.unsupported == []
+
+
 def test_old_answer_events_still_load() -> None:
     old = event_from("answer", 3, {"text": "CFO [1].", "citations": [], "invalid_citations": []})
     assert isinstance(old, AnswerEvent) and old.unsupported is None
@@ -188,6 +201,15 @@ def test_an_unreadable_judge_keeps_the_citations_unchecked(example_kb) -> None:
     assert result.status == "answered" and result.answer.count("[1]") == 2
     assert result.unsupported == [] and result.citations_unchecked
     assert next(e for e in events if e.kind == EventKind.ANSWER).citations_unchecked
+    # nor does a provider failure at that point fail a run whose answer is written
+
+    def overloaded(messages, tools, tool_choice):
+        raise ProviderError("openai: HTTP 529: overloaded")
+
+    engine = engine_with(example_kb, "The S200 carries a 12-year warranty",
+                         chat=ScriptedChat([overloaded]))
+    result = engine.ask("What battery does the S200 use?", route="single")
+    assert result.status == "answered" and result.citations_unchecked
 
 
 def test_the_check_can_be_offline_or_off(example_kb) -> None:
@@ -204,5 +226,5 @@ def test_the_check_can_be_offline_or_off(example_kb) -> None:
 
 @pytest.fixture(autouse=True)
 def _single_route(monkeypatch):
-    monkeypatch.setattr(engine_mod, "_route",
-                        lambda q, kb, how: Route("single", f"forced by --route {how}"))
+    monkeypatch.setattr(engine_mod, "_route", lambda q, kb, how: Route(
+        "agent" if how == "agent" else "single", f"forced by --route {how}"))

@@ -1,7 +1,8 @@
 """The model's check of an answer's citations: one batched call for every (sentence, cited
 passage) pair of the answer, `{verdicts: [{id, supported}]}` through the JSON-schema path of
-the other decisions (jsonparse.ask_json). An unreadable reply, or one that leaves a pair out,
-returns None for that pair: the caller keeps those citations and reports them unchecked.
+the other decisions (jsonparse.ask_json). An unreadable reply, one that leaves a pair out, or a
+provider error or refusal (the answer is already written: the run must not fail now) returns
+None for those pairs: the caller keeps those citations and reports them unchecked.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pydantic import BaseModel, ConfigDict
 from ragloop.agent.jsonparse import ask_json
 from ragloop.agent.prompts import DATA_RULE, JSON_RULE, clip
 from ragloop.core.data_block import data_block
+from ragloop.core.errors import RunFailed
 from ragloop.core.types import Usage
 from ragloop.llm.base import ChatModel
 
@@ -60,8 +62,11 @@ class LLMSupportJudge:
         """Per pair: supported, unsupported, or None (the model gave no readable verdict)."""
         if not pairs:
             return []
-        reply, ok = ask_json(self.chat, JUDGE_SYSTEM, judge_user(pairs), JudgeReply,
-                             fallback=None, usage=self.usage, max_tokens=self.max_tokens)
+        try:
+            reply, ok = ask_json(self.chat, JUDGE_SYSTEM, judge_user(pairs), JudgeReply,
+                                 fallback=None, usage=self.usage, max_tokens=self.max_tokens)
+        except RunFailed:
+            return [None] * len(pairs)
         if not ok or not isinstance(reply, JudgeReply):
             return [None] * len(pairs)
         said: dict[int, bool] = {}

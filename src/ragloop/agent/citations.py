@@ -19,8 +19,15 @@ from typing import Any
 from ragloop.agent.citation_judge import LLMSupportJudge
 from ragloop.core.decisions import Evidence
 from ragloop.core.types import Usage
-from ragloop.offline.support import CITATION, Claim, Passage, SupportChecker, claims
-from ragloop.offline.text import content_words, split_sentences
+from ragloop.offline.support import (
+    CITATION,
+    Claim,
+    Passage,
+    SupportChecker,
+    answer_sentences,
+    claims,
+)
+from ragloop.offline.text import content_words
 
 # Sentences that say what the knowledge base lacks are not claims about the sources.
 NOT_CLAIMS = ("does not say", "doesn't say", "not in the knowledge base", "does not cover",
@@ -38,7 +45,7 @@ class SupportOutcome:
 def uncited_claims(text: str) -> int:
     """Sentences of the answer that state something but cite nothing."""
     n = 0
-    for sentence in split_sentences(text):
+    for sentence in answer_sentences(text):
         low = sentence.casefold()
         if CITATION.search(sentence) or any(m in low for m in NOT_CLAIMS):
             continue

@@ -111,6 +111,19 @@ class RunContext:
         return event
 
     @property
+    def ledger(self) -> Ledger:
+        return self._ledger
+
+    @ledger.setter
+    def ledger(self, ledger: Ledger) -> None:
+        """A driver may renumber the evidence into a new ledger (the pipeline's final order):
+        the support check set on the first goes with it."""
+        old = getattr(self, "_ledger", None)
+        if old is not None and ledger.support_check is None:
+            ledger.support_check = old.support_check
+        self._ledger = ledger
+
+    @property
     def tool_steps_left(self) -> int:
         """Steps that may still call a tool: the last step is reserved for the answer."""
         return max(0, self.max_steps - 1 - self.step)

@@ -127,12 +127,17 @@ def _strip_label(text: str, labels: Sequence[str]) -> str:
     return text
 
 
+def answer_sentences(answer: str) -> list[str]:
+    """The answer's sentences, each with the citations that follow it ("fact. [1]")."""
+    text = _AFTER_STOP.sub(lambda m: f" {m.group(3).strip()}{m.group(1)}{m.group(2)}", answer)
+    return split_sentences(text)
+
+
 def claims(answer: str, labels: Sequence[str] = ()) -> list[Claim]:
     """The cited claims of an answer, in order; `labels` are prefixes that are not claims
     (the sub-questions an answer heads its parts with)."""
     out: list[Claim] = []
-    text = _AFTER_STOP.sub(lambda m: f" {m.group(3).strip()}{m.group(1)}{m.group(2)}", answer)
-    for sentence in split_sentences(text):
+    for sentence in answer_sentences(answer):
         plain = _without_markers(sentence)
         # "[1][2]" and "[1] [2]" are one citation of two passages
         groups: list[tuple[int, int, list[int]]] = []
