@@ -116,6 +116,8 @@ def test_claims_pair_each_citation_with_the_words_it_follows() -> None:
     assert uncited_claims("The S200 is rated IP67 [1]. It is blue. The knowledge base does not"
                           " say: its colour.") == 1
     assert uncited_claims("The S200 is rated IP67. [1] It weighs 180 g. [2]") == 0
+    assert uncited_claims("The knowledge base does not say clearly: Is it blue? Will it fit?"
+                          " The closest passages: It weighs 180 g. [1]") == 0
 
 
 class FixedAnswer:

@@ -43,13 +43,15 @@ class SupportOutcome:
 
 
 def uncited_claims(text: str) -> int:
-    """Sentences of the answer that state something but cite nothing."""
+    """Sentences of the answer that state something but cite nothing (a question, such as the
+    part an offline answer could not answer, quoted, states nothing)."""
     n = 0
     for sentence in answer_sentences(text):
         low = sentence.casefold()
         if CITATION.search(sentence) or any(m in low for m in NOT_CLAIMS):
             continue
-        if low.startswith("note:") or not content_words(CITATION.sub(" ", sentence)):
+        if low.startswith("note:") or low.rstrip().endswith(("?", "？")) \
+                or not content_words(CITATION.sub(" ", sentence)):
             continue
         n += 1
     return n
