@@ -449,7 +449,9 @@ def scripted(small_kb, tmp_path, monkeypatch):
             return FixedAnswerer()
 
     def factory():
-        return ScriptedEngine(small_kb, small_kb.settings.with_(max_steps=4),
+        # the support check offline: the script does not answer a citation judge's call
+        return ScriptedEngine(small_kb, small_kb.settings.with_(max_steps=4,
+                                                                citation_check="offline"),
                               chat=scripted_chat(lead), grader=KeyedGrader())
 
     path = tmp_path / "set.jsonl"
@@ -691,8 +693,8 @@ def test_cli_eval_ingests_a_beir_corpus_and_resumes(tmp_path, monkeypatch) -> No
 
     class CliEngine(engine_mod.Engine):
         def __init__(self, kb, settings=None, **kw):
-            super().__init__(kb, settings, chat=ScriptedChat([], name="scripted:cli"),
-                             grader=KeepsAll())
+            super().__init__(kb, (settings or kb.settings).with_(citation_check="offline"),
+                             chat=ScriptedChat([], name="scripted:cli"), grader=KeepsAll())
 
         def _answerer(self, chat):
             return CitesFirst()

@@ -56,6 +56,12 @@ def test_the_run_store_interface(runs: PgRunStore) -> None:
     assert m.discarded_pct == pytest.approx(100 * 6 / 10)
     assert m.mean_latency_s == 3.0 and m.mean_cost_usd == 0.25
     assert m.by_status == {"answered": 1, "truncated": 1}
+    assert m.used_all_steps_pct == 0.0  # 3 of 6 steps; the other run has no ceiling recorded
+    full = runs.start("third", max_steps=4)
+    runs.finish(full, {"status": RunStatus.ANSWERED, "steps": 4, "latency_s": 1.0,
+                       "usage": {"cost_usd": 0.0}})
+    m = runs.metrics()
+    assert (m.used_all_steps_pct, m.truncated_pct) == (100.0 / 3, 100.0 / 3)
 
 
 def test_queue_claims_are_exclusive(runs: PgRunStore, pg_url) -> None:

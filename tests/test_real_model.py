@@ -161,3 +161,22 @@ def test_a_run_through_the_server_streams_its_steps(llama_server, small_kb):
     assert kinds[0] == "route" and "tool_call" in kinds and kinds[-1] == "answer"
     assert events[-1][0] == "end" and events[-1][2]["status"] in ("answered", "truncated",
                                                                   "unanswerable")
+
+
+def test_the_citation_judge_reply_is_schema_valid_through_constrained_output(llama_server):
+    """One batched call for every (sentence, passage) pair; the grammar keeps the reply
+    schema-valid (whether a 135M model judges well is not the point)."""
+    from ragloop.agent.citation_judge import JudgeReply, LLMSupportJudge
+
+    wire = WireLog()
+    judge = LLMSupportJudge(chat(llama_server, wire, "llamacpp"), max_tokens=96)
+    said = judge.judge([("The T9 is rated IP67.", "The T9 sensor is rated IP67."),
+                        ("The T9 runs for 9 years.", "The T9 battery lasts 5 years.")])
+    assert len(said) == 2 and all(s in (True, False, None) for s in said)
+    # one call for both pairs (asked again only when cut off or unreadable)
+    assert wire.exchanges and "id=2" in wire.exchanges[0][0]["messages"][-1]["content"]
+    for req, _ in wire.exchanges:
+        assert req["response_format"]["schema"] == strict_schema(JudgeReply)
+    resp = wire.exchanges[0][1]
+    if resp["choices"][0]["finish_reason"] == "stop":
+        parse_json_object(resp["choices"][0]["message"]["content"], JudgeReply)

@@ -221,10 +221,16 @@ def test_runs_list_and_metrics(client):
     assert len(listed) == 1
     m = client.get("/metrics").json()
     assert m["runs"] >= 1
-    for key in ("mean_steps", "truncated_pct", "discarded_pct", "mean_latency_s",
-                "mean_cost_usd", "p95_latency_s", "warn_truncated", "by_status"):
+    for key in ("mean_steps", "truncated_pct", "used_all_steps_pct", "discarded_pct",
+                "mean_latency_s", "mean_cost_usd", "p95_latency_s", "warn_truncated",
+                "warn_used_all_steps", "by_status"):
         assert key in m
     assert m["mean_steps"] > 0 and m["mean_latency_s"] > 0
+    # the runs that reached their ceiling, whatever their status
+    done = [r for r in client.get("/runs", params={"limit": 500}).json()["runs"]
+            if r["status"] not in ("running", "queued")]
+    at_ceiling = [r for r in done if r["max_steps"] and r["steps"] >= r["max_steps"]]
+    assert m["used_all_steps_pct"] == 100.0 * len(at_ceiling) / len(done)
 
 
 # -- documents and search -------------------------------------------------------------------

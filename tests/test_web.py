@@ -130,6 +130,10 @@ def test_dashboard_shows_figures_and_flags_truncation(live, page):
     assert int(page.locator("#m-runs .value").inner_text()) >= 2
     truncated = page.locator("#m-truncated")
     assert "warn" in (truncated.get_attribute("class") or "")
+    # they also used every step: a figure of its own, beside "forced to answer"
+    every = page.locator("#m-all-steps")
+    assert "used every step" in every.inner_text() and "forced" in truncated.inner_text()
+    assert "warn" in (every.get_attribute("class") or "")
     color = truncated.locator(".value").evaluate("e => getComputedStyle(e).color")
     assert color == "rgb(179, 38, 30)"  # red
     assert page.locator("#chart-latency rect").count() >= 2

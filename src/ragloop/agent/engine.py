@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ragloop.agent.citation_judge import LLMSupportJudge
+from ragloop.agent.citations import CitationCheck
 from ragloop.agent.evidence import check_citations
 from ragloop.agent.failures import ENDS, ended_answer, ended_status
 from ragloop.agent.llm_decisions import LLMAnswerer, LLMGrader, LLMPlanner, LLMRewriter
@@ -18,7 +20,7 @@ from ragloop.agent.tools import Toolbox
 from ragloop.core.config import Settings
 from ragloop.core.decisions import Answerer, Grader, Planner, Rewriter, Route
 from ragloop.core.errors import ConfigError
-from ragloop.core.events import ErrorEvent, Event, RouteEvent
+from ragloop.core.events import ErrorEvent, Event, PlanEvent, RouteEvent
 from ragloop.core.types import RunStatus
 from ragloop.core.unicode import clean_text
 from ragloop.kb import KnowledgeBase
@@ -28,6 +30,7 @@ from ragloop.storage.protocols import RunStore
 
 ROUTES = ("auto", "single", "agent")
 DRIVERS = ("tools", "pipeline")
+CITATION_CHECKS = ("auto", "offline", "off")
 
 # A decision component whose model calls (usage) count toward the run.
 Decision = Planner | Grader | Rewriter | Answerer
@@ -134,6 +137,19 @@ class Engine:
                                 baseline_docs=self.settings.single_k)
         return driver, [planner, grader, rewriter, answerer]
 
+    def _citation_check(self, comps: Components, ctx: RunContext) -> CitationCheck | None:
+        """Checks every citation of the answer against its passage (agent/citations.py)."""
+        mode = self.settings.citation_check
+        if mode == "off":
+            return None
+        from ragloop.offline.support import SupportChecker
+
+        judge_chat = comps.grader_chat if mode == "auto" else None
+        judge = LLMSupportJudge(judge_chat, max_tokens=self.settings.decision_max_tokens) \
+            if judge_chat is not None else None
+        return CitationCheck(SupportChecker(self.kb.embedder), judge, labels=lambda: [
+            q for e in ctx.events if isinstance(e, PlanEvent) for q in e.sub_questions])
+
     # -- running ------------------------------------------------------------------------
 
     def _chosen(self, route: Route, comps: Components,
@@ -178,6 +194,9 @@ class Engine:
         if route not in ROUTES:
             raise ConfigError(f"--route must be one of {', '.join(ROUTES)}, not {route!r}")
         settings = self.settings.with_(max_steps=max_steps)
+        if settings.citation_check not in CITATION_CHECKS:
+            raise ConfigError(f"RAGLOOP_CITATION_CHECK must be one of"
+                              f" {', '.join(CITATION_CHECKS)}, not {settings.citation_check!r}")
         if settings.max_steps < 2:
             raise ConfigError("--max-steps must be at least 2 (one search and the answer)")
         question = clean_text(question)  # undecodable bytes of a command-line argument
@@ -193,6 +212,8 @@ class Engine:
 
         ctx = RunContext(question, settings.max_steps)
         run = _Run(driver=comps.driver)
+        citation_check = self._citation_check(comps, ctx)
+        ctx.ledger.support_check = citation_check
         # the offline rules read the question with the KB language's stop words
         with reading_language(self.kb.language):
             try:
@@ -203,6 +224,8 @@ class Engine:
                 raise
         for decision in run.decisions:  # their model calls (the tools loop adds its own)
             ctx.usage.add(decision.usage)
+        if citation_check is not None:
+            ctx.usage.add(citation_check.usage)
         result = RunResult(
             run_id=run_id, question=question, status=outcome.status, route=run.route.route,
             route_reason=run.route.reason, driver=run.driver, model=model_name,
@@ -215,7 +238,9 @@ class Engine:
                        "section_title": e.section_title, "step": e.step,
                        "confirmed": e.confirmed}
                       for e in ctx.ledger.items],
-            error=run.error)
+            error=run.error, unsupported=outcome.checked.unsupported,
+            citations_unchecked=outcome.checked.unchecked,
+            citation_support=outcome.checked.support)
         self.runs.finish(run_id, result.to_dict())
         return result
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ragloop.core.decisions import Evidence
 from ragloop.core.types import Hit, SectionInfo
@@ -18,6 +20,10 @@ class Ledger:
     def __init__(self) -> None:
         self.items: list[Evidence] = []
         self._by_key: dict[tuple[str, str, str], int] = {}
+        # the support check (agent/citations.CitationCheck) the engine sets, and what it
+        # found in the last answer checked: drivers report it without knowing of it
+        self.support_check: Callable[[str, Callable[[int], Evidence | None]], Any] | None = None
+        self.last_support: CheckedAnswer | None = None
 
     def add_hit(self, hit: Hit, step: int, sub_question: int = 0,
                 confirmed: bool = True) -> int:
@@ -51,6 +57,10 @@ class CheckedAnswer:
     text: str
     citations: list[dict[str, object]] = field(default_factory=list)  # {n, doc_id, section}
     invalid: list[int] = field(default_factory=list)  # cited numbers with no evidence: removed
+    # citations whose passage does not support their sentence: removed, {n, sentence}
+    unsupported: list[dict[str, Any]] = field(default_factory=list)
+    unchecked: bool = False  # the model's support verdict was unreadable: citations kept
+    support: dict[str, Any] | None = None  # the offline support figures (the eval's)
 
 
 def _numbers(group: str) -> list[int]:
@@ -66,7 +76,9 @@ def _numbers(group: str) -> list[int]:
 
 
 def check_citations(text: str, ledger: Ledger) -> CheckedAnswer:
-    """Keep citations that name real evidence; drop (and report) the others."""
+    """Keep citations that name real evidence; drop (and report) the others. With a support
+    check on the ledger, also drop (and report) the citations whose passage does not support
+    their sentence."""
     invalid: list[int] = []
     used: list[int] = []
 
@@ -83,12 +95,22 @@ def check_citations(text: str, ledger: Ledger) -> CheckedAnswer:
 
     cleaned = _CITATION.sub(replace, text)
     cleaned = re.sub(r"[ \t]+([.,;:])", r"\1", cleaned)
+    support = None
+    if ledger.support_check is not None and used:
+        support = ledger.support_check(cleaned, ledger.get)
+        cleaned = support.text
+        used = [n for n in used if f"[{n}]" in cleaned]
     citations = []
     for n in used:
         ev = ledger.get(n)
         assert ev is not None
         citations.append({"n": n, "doc_id": ev.doc_id, "section": ev.section})
-    return CheckedAnswer(text=cleaned, citations=citations, invalid=sorted(set(invalid)))
+    checked = CheckedAnswer(text=cleaned, citations=citations, invalid=sorted(set(invalid)))
+    if support is not None:
+        checked.unsupported, checked.unchecked = support.unsupported, support.unchecked
+        checked.support = support.summary
+        ledger.last_support = checked
+    return checked
 
 
 def sources_block(checked: CheckedAnswer) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from ragloop.agent.evidence import CheckedAnswer, Ledger
-from ragloop.core.events import Event, ToolCallEvent
+from ragloop.core.events import AnswerEvent, Event, ToolCallEvent
 from ragloop.core.types import RunStatus, Usage
 
 log = logging.getLogger("ragloop.agent")
@@ -66,6 +66,9 @@ class RunResult:
     evidence: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
     closest: list[dict[str, Any]] = field(default_factory=list)  # see DriverOutcome.closest
+    unsupported: list[dict[str, Any]] = field(default_factory=list)  # citations taken out
+    citations_unchecked: bool = False  # the model's support verdict was unreadable
+    citation_support: dict[str, Any] | None = None  # the offline support figures (the eval)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -76,6 +79,8 @@ class RunResult:
             "conflicts": self.conflicts, "steps": self.steps, "max_steps": self.max_steps,
             "usage": self.usage.to_dict(), "latency_s": round(self.latency_s, 3),
             "evidence": self.evidence, "error": self.error, "closest": self.closest,
+            "unsupported": self.unsupported, "citations_unchecked": self.citations_unchecked,
+            "citation_support": self.citation_support,
         }
 
 
@@ -87,20 +92,40 @@ class RunContext:
         self.max_steps = max_steps
         self.step = 0
         self.seq = 0
-        self.ledger = Ledger()
+        self._ledger = Ledger()
         self.usage = Usage()
         self.events: list[Event] = []
         self.started = time.perf_counter()
 
     def record(self, event: Event) -> Event:
-        """Number the event (this step, the next seq), keep it and log its line."""
-        event = event.model_copy(update={"step": self.step, "seq": self.seq})
+        """Number the event (this step, the next seq), keep it and log its line; an answer
+        carries what the support check took out of it (check_citations ran the check)."""
+        update: dict[str, Any] = {"step": self.step, "seq": self.seq}
+        support = self.ledger.last_support
+        if isinstance(event, AnswerEvent) and support is not None and support.text == event.text:
+            if support.unsupported:
+                update["unsupported"] = support.unsupported
+            if support.unchecked:
+                update["citations_unchecked"] = True
+        event = event.model_copy(update=update)
         self.seq += 1
         self.events.append(event)
         line = log_line(event)
         if line:
             log.info(line)
         return event
+
+    @property
+    def ledger(self) -> Ledger:
+        return self._ledger
+
+    @ledger.setter
+    def ledger(self, ledger: Ledger) -> None:
+        """A driver may renumber the evidence into a new ledger (the pipeline's final order):
+        the support check set on the first goes with it."""
+        if ledger.support_check is None:
+            ledger.support_check = self._ledger.support_check
+        self._ledger = ledger
 
     @property
     def tool_steps_left(self) -> int:

@@ -187,6 +187,11 @@ def print_run(result: dict[str, Any]) -> None:
     if result.get("invalid_citations"):
         out.print(f"[yellow]removed invalid citations:"
                   f" {escape(str(result['invalid_citations']))}[/]")
+    for u in result.get("unsupported") or []:
+        out.print(f"[yellow]removed unsupported citation [{u['n']}]: its passage does not"
+                  f" support \"{escape(u['sentence'])}\"[/]")
+    if result.get("citations_unchecked"):
+        out.print("[yellow]citations not checked: the model's verdict was unreadable[/]")
     usage = result["usage"]
     out.print(f"\n[dim]status={result['status']} route={escape(str(result['route']))} "
               f"({escape(result.get('route_reason') or '')}) steps={result['steps']}"
@@ -271,7 +276,8 @@ def runs(run_id: Annotated[str | None, typer.Argument(help="Show one run in full
 
 @app.command()
 def stats(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
-    """Dashboard figures: mean steps, % of runs at MAX_STEPS, % of chunks discarded, latency."""
+    """Dashboard figures: mean steps, % of runs that used every step, % forced to answer, % of
+    chunks discarded, latency."""
     backend = open_backend(kb)
     try:
         m = backend.runs.metrics()
@@ -282,14 +288,19 @@ def stats(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
         return
     out.print(f"runs                       {m.runs}")
     out.print(f"mean steps per question    {m.mean_steps:.2f}")
-    out.print(f"runs that hit MAX_STEPS    {m.truncated_pct:.1f}%")
+    out.print(f"runs that used every step  {m.used_all_steps_pct:.1f}%")
+    out.print(f"runs forced to answer      {m.truncated_pct:.1f}%  (status truncated)")
     out.print(f"chunks discarded by grader {m.discarded_pct:.1f}%")
     out.print(f"mean latency               {m.mean_latency_s:.2f} s")
     out.print(f"mean cost per question     ${m.mean_cost_usd:.4f}")
     out.print(f"by status                  {escape(str(m.by_status))}")
     if m.warn_truncated:
-        err.print(f"[yellow]warning:[/] {m.truncated_pct:.0f}% of runs hit MAX_STEPS (above 10%):"
-                  " raise --max-steps or look at what the searches miss (`ragloop runs`).")
+        err.print(f"[yellow]warning:[/] {m.truncated_pct:.0f}% of runs were forced to answer at"
+                  " MAX_STEPS (above 10%): raise --max-steps or look at what the searches miss"
+                  " (`ragloop runs`).")
+    elif m.warn_used_all_steps:
+        err.print(f"[yellow]warning:[/] {m.used_all_steps_pct:.0f}% of runs used every step"
+                  " (above 10%): look at what the spare steps searched for (`ragloop runs`).")
 
 
 @app.command(name="eval")

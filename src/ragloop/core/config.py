@@ -50,6 +50,9 @@ class Settings:
     # Output budgets; thinking tokens count against them on current models.
     loop_max_tokens: int = 8192  # a tools-loop step and an LLM answer
     decision_max_tokens: int = 2048  # planner, grader, rewriter
+    # Who checks that a cited passage supports its sentence: "auto" (the model, in one
+    # batched call, when one is configured; else offline), "offline", or "off".
+    citation_check: str = "auto"
 
     @classmethod
     def from_env(cls) -> Settings:

@@ -103,6 +103,9 @@ class AnswerEvent(BaseEvent):
     forced: bool | None = None  # the tools driver's last step: no tools were offered
     cut_off: bool | None = None  # the answer came from a reply cut off at its budget
     uncited: bool | None = None  # evidence was at hand but the answer cites none
+    # citations taken out because their passage does not support the sentence: {n, sentence}
+    unsupported: list[dict[str, Any]] | None = None
+    citations_unchecked: bool | None = None  # the model's support verdict was unreadable
 
 
 class ErrorEvent(BaseEvent):

@@ -17,6 +17,14 @@ OUT/results.jsonl alone. Conventions:
   reference answer that are answerable; abstention the unanswerable ones.
 - p95 is the nearest-rank percentile: the ceil(0.95·n)-th smallest value.
 - Shares are fractions in [0, 1] except the `_pct` figures, which are percentages.
+- Steps: `used_all_steps_pct` counts the runs whose steps reached their ceiling however they
+  ended; `truncated_pct` the runs forced to answer (status truncated). They differ: a run
+  can spend every step and end `answered`, and one can end truncated before its ceiling (a
+  reply cut off at its token budget, the pipeline's parts left unanswered).
+- Citations (from each record's `citation_support`, the offline checker's verdicts on the
+  answer as written): `citation_precision` is the share of (claim, cited passage) pairs whose
+  passage supports the claim; `all_claims_supported` the share of answers stating anything
+  whose every claim is cited and every citation supported.
 - A metric with nothing to count is None.
 """
 
@@ -225,6 +233,8 @@ def summarize(records: Sequence[dict[str, Any]], k: int) -> dict[str, Any]:
         "tokens_mean": mean([float(r.get("tokens") or 0) for r in records]),
         "cost_mean": mean([float(r.get("cost_usd") or 0.0) for r in records]),
         "steps_mean": mean([float(r.get("steps") or 0) for r in records]),
+        "used_all_steps_pct": 100.0 * share([used_all_steps(r) for r in records])
+        if n else None,
         "truncated_pct": 100.0 * share([r.get("status") == "truncated" for r in records])
         if n else None,
         "failed_pct": 100.0 * share([r.get("status") == "failed" for r in records])
@@ -235,8 +245,28 @@ def summarize(records: Sequence[dict[str, Any]], k: int) -> dict[str, Any]:
         if counts["kept_known"] else None,
         "grader_recall": counts["gold_seen_kept"] / counts["gold_seen"]
         if counts["gold_seen"] else None,
+        **citation_figures(records),
         "router_accuracy": share([r.get("route") == want for r, want in scored_routes]),
         "router_n": len(scored_routes),
+    }
+
+
+def used_all_steps(record: dict[str, Any]) -> bool:
+    """The run's steps reached its ceiling (a record without a ceiling never does)."""
+    ceiling = int(record.get("max_steps") or 0)
+    return ceiling > 0 and int(record.get("steps") or 0) >= ceiling
+
+
+def citation_figures(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    support = [r["citation_support"] for r in records if r.get("citation_support")]
+    checked = sum(int(s.get("checked") or 0) for s in support)
+    stated = [s for s in support if s.get("claims")]
+    return {
+        "citation_precision": sum(int(s.get("supported") or 0) for s in support) / checked
+        if checked else None,
+        "citations_checked": checked,
+        "all_claims_supported": share([bool(s.get("all_supported")) for s in stated]),
+        "claims_answers_n": len(stated),
     }
 
 

@@ -34,7 +34,10 @@ ROWS: list[tuple[str, str, str]] = [
     ("tokens_mean", "tokens per question (mean)", "num0"),
     ("cost_mean", "cost per question (mean, $)", "cost"),
     ("steps_mean", "steps (mean)", "num2"),
-    ("truncated_pct", "hit MAX_STEPS", "pct"),
+    ("used_all_steps_pct", "used every step", "pct"),
+    ("truncated_pct", "forced to answer (truncated)", "pct"),
+    ("citation_precision", "citation precision (cited passage supports its claim)", "share"),
+    ("all_claims_supported", "answers with every claim cited and supported", "share"),
     ("discarded_pct", "chunks discarded by grader", "pct"),
     ("grader_precision", "grader precision (kept from gold docs)", "share"),
     ("grader_recall", "grader recall (gold chunks kept)", "share"),
@@ -92,7 +95,23 @@ def markdown(report: dict[str, Any]) -> str:
                               *(fmt(per_path[p].get(c), "share") for c in columns
                                 for p in paths)])
         text += "\n\n" + _table(header, type_rows)
+        text += "\n\n" + _steps_and_citations_by_type(report, paths)
     return text
+
+
+# per type: the step ceiling and the citations, beside the retrieval table above
+_BY_TYPE_MORE = [("used_all_steps_pct", "every step", "pct"),
+                 ("truncated_pct", "forced", "pct"),
+                 ("citation_precision", "cite prec", "share"),
+                 ("all_claims_supported", "all supported", "share")]
+
+
+def _steps_and_citations_by_type(report: dict[str, Any], paths: list[str]) -> str:
+    header = ["type", *(f"{p} {label}" for _, label, _ in _BY_TYPE_MORE for p in paths)]
+    rows = [[t or "(none)", *(fmt(per_path[p].get(key), kind)
+                              for key, _, kind in _BY_TYPE_MORE for p in paths)]
+            for t, per_path in report["by_type"].items()]
+    return _table(header, rows)
 
 
 def to_json(report: dict[str, Any]) -> dict[str, Any]:

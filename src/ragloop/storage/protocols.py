@@ -89,7 +89,8 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
-# Above this share of runs hitting MAX_STEPS the ceiling is too low or retrieval is failing.
+# Above this share of runs forced to answer at MAX_STEPS, or of runs that used every step,
+# the ceiling is too low, retrieval is failing or the loop spends steps it does not need.
 TRUNCATED_WARN_PCT = 10.0
 
 
@@ -102,6 +103,10 @@ class Metrics:
     mean_latency_s: float
     mean_cost_usd: float
     by_status: dict[str, int]
+    # runs whose steps reached their ceiling, however they ended: a run can spend every step
+    # and still end `answered` (it is then not in truncated_pct, which counts the runs forced
+    # to answer: status truncated)
+    used_all_steps_pct: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -109,6 +114,15 @@ class Metrics:
     @property
     def warn_truncated(self) -> bool:
         return self.truncated_pct > TRUNCATED_WARN_PCT
+
+    @property
+    def warn_used_all_steps(self) -> bool:
+        return self.used_all_steps_pct > TRUNCATED_WARN_PCT
+
+
+def used_all_steps(steps: int | None, max_steps: int | None) -> bool:
+    """A run that reached its step ceiling (runs recorded without a ceiling never do)."""
+    return bool(max_steps) and (steps or 0) >= (max_steps or 0)
 
 
 class RunRecord(TypedDict):

@@ -535,13 +535,15 @@ def _add_routes(app: FastAPI, upload_limit: int) -> None:
     @app.get("/metrics", tags=["meta"])
     def metrics(request: Request,
                 recent: Annotated[int, Query(ge=1, le=5000)] = 200) -> dict[str, Any]:
-        """Mean steps per question, % of runs at MAX_STEPS, % of chunks the grader discarded,
-        latency and cost; p50/p95 latency over the `recent` runs."""
+        """Mean steps per question, % of runs that used every step, % forced to answer (status
+        truncated), % of chunks the grader discarded, latency and cost; p50/p95 latency over
+        the `recent` runs."""
         state = _state(request)
         m = state.runs.metrics()
         latencies = [r["latency_s"] for r in state.runs.list(recent)
                      if r["latency_s"] is not None]
         return {**m.to_dict(), "warn_truncated": m.warn_truncated,
+                "warn_used_all_steps": m.warn_used_all_steps,
                 "truncated_warn_pct": TRUNCATED_WARN_PCT,
                 "p50_latency_s": percentile(latencies, 50) or 0.0,
                 "p95_latency_s": percentile(latencies, 95) or 0.0,

@@ -32,7 +32,14 @@ from ragloop.core.events import Event, event_from
 from ragloop.core.types import EventKind, RunStatus
 from ragloop.storage.postgres import schema as pg_schema
 from ragloop.storage.postgres.store import connect, redact, split_url
-from ragloop.storage.protocols import RUN_COLUMNS, Metrics, QueuedRun, RunRecord, run_record
+from ragloop.storage.protocols import (
+    RUN_COLUMNS,
+    Metrics,
+    QueuedRun,
+    RunRecord,
+    run_record,
+    used_all_steps,
+)
 
 # A run started directly (`ragloop ask`, the server's synchronous /ask) holds this lease,
 # extended by each event; if its process dies the run is marked failed when it runs out.
@@ -164,7 +171,7 @@ class PgRunStore:
         with self._conn() as conn:
             rows = conn.execute(
                 "SELECT status, steps, coalesce(latency_s, 0),"
-                " coalesce((usage->>'cost_usd')::float8, 0) FROM runs"
+                " coalesce((usage->>'cost_usd')::float8, 0), max_steps FROM runs"
                 " WHERE status NOT IN ('running', 'queued')").fetchall()
             seen, kept = conn.execute(
                 "SELECT coalesce(sum((data->>'chunks')::int), 0),"
@@ -183,6 +190,8 @@ class PgRunStore:
             mean_latency_s=sum(r[2] for r in rows) / n if n else 0.0,
             mean_cost_usd=sum(r[3] for r in rows) / n if n else 0.0,
             by_status=by_status,
+            used_all_steps_pct=100.0 * sum(used_all_steps(r[1], r[4]) for r in rows) / n if n
+            else 0.0,
         )
 
     def mark_interrupted(self) -> list[str]:

@@ -12,7 +12,13 @@ from typing import Any
 
 from ragloop.core.events import Event, event_from
 from ragloop.core.types import EventKind, RunStatus
-from ragloop.storage.protocols import RUN_COLUMNS, Metrics, RunRecord, run_record
+from ragloop.storage.protocols import (
+    RUN_COLUMNS,
+    Metrics,
+    RunRecord,
+    run_record,
+    used_all_steps,
+)
 from ragloop.storage.sqlite.store import not_a_knowledge_base
 
 SCHEMA = """
@@ -96,7 +102,7 @@ class SqliteRunStore:
         """The dashboard figures over finished runs."""
         with self.lock:
             rows = self.db.execute(
-                "SELECT status, steps, latency_s, usage FROM runs WHERE status != ?",
+                "SELECT status, steps, latency_s, usage, max_steps FROM runs WHERE status != ?",
                 (RunStatus.RUNNING,)).fetchall()
             grades = self.db.execute(
                 "SELECT data FROM events WHERE kind=?", (EventKind.GRADE,)).fetchall()
@@ -118,6 +124,8 @@ class SqliteRunStore:
             mean_cost_usd=sum(json.loads(r[3]).get("cost_usd", 0.0) for r in rows) / n if n
             else 0.0,
             by_status=by_status,
+            used_all_steps_pct=100.0 * sum(used_all_steps(r[1], r[4]) for r in rows) / n if n
+            else 0.0,
         )
 
     def mark_interrupted(self) -> list[str]:

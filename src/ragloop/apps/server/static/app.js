@@ -294,6 +294,7 @@ async function loadDashboard() {
     const [m, list] = await Promise.all([api("/metrics"), api("/runs?limit=100")]);
     setMetric("m-runs", String(m.runs));
     setMetric("m-steps", m.mean_steps.toFixed(2));
+    setMetric("m-all-steps", `${m.used_all_steps_pct.toFixed(1)}%`, m.warn_used_all_steps);
     setMetric("m-truncated", `${m.truncated_pct.toFixed(1)}%`, m.truncated_pct > m.truncated_warn_pct);
     setMetric("m-discarded", `${m.discarded_pct.toFixed(1)}%`);
     setMetric("m-latency", `${m.mean_latency_s.toFixed(2)} s (${m.p95_latency_s.toFixed(2)} s)`);

@@ -1,0 +1,335 @@
+"""Does a cited passage support its sentence? The offline citation checker.
+
+An answer's sentences are split (offline/text.split_sentences, which knows 。！？) and each
+citation [n] is paired with the words it follows: the whole sentence, or, when a sentence cites
+several times, the stretch since the previous citation. A pair is supported when
+
+- lexically, every figure (numbers with thousands separators and currency signs normalised,
+  "£15.8m" = "£15.8 million", English number words, runs of Chinese numerals) and every code
+  (S200, IP67, FY2025, E104) of the claim is in the passage, and every name (a capitalised word
+  that does not start the sentence; "l'Etna" reads as "Etna") is in the passage or in its
+  document id and section title; and
+- on meaning, the claim's content terms are covered by the passage (stems; CJK bigrams), or
+  the claim is close to one of the passage's sentences in the knowledge base's embedder.
+
+A figure or name the passage lacks is the strong signal: "the S200 lasts 7 years" cited to a
+passage saying 5 is never supported. Right words in a wrong relation ("above £2,500: the
+department head") pass the lexical test and are left to meaning, which catches few of them:
+benchmarks/citation_checker.py measures how many on a hand-labelled set.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ragloop.embed.base import Embedder
+from ragloop.offline.text import (
+    STOP,
+    content_terms,
+    is_code,
+    quantities,
+    split_sentences,
+    stem,
+    term_set,
+    words,
+)
+
+# Tuned on the dev half of examples/evals/citation_support.jsonl only (see RESULTS.md).
+MIN_COVERAGE = 0.6  # share of the claim's content terms the passage holds
+MIN_SIMILARITY = 0.8  # cosine of the claim with the passage's closest sentence
+# A claim with fewer content terms than this is judged on its figures, codes and names alone.
+MIN_TERMS = 2
+
+# [3], [3, 5], [3-4]: as agent/evidence.py reads them.
+CITATION = re.compile(r"\[(\d+(?:\s*[,;–-]\s*\d+)*)\]")
+# "… fact. [1]" → "… fact [1]." so the citation stays with the sentence it follows.
+_AFTER_STOP = re.compile(r"([.!?。！？])(\s*)((?:\[\d+(?:\s*[,;–-]\s*\d+)*\]\s*)+)")
+_THOUSANDS = re.compile(r"(?<=\d)[,.\u00a0\u202f'’](?=\d{3}(?!\d))")
+# a number, not the digits of a code (S200, FY2025, E104)
+_FIGURE = re.compile(r"(?<![A-Za-z\d.])\d+(?:\.\d+)?")
+_NUMBER_WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+                 "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "twenty": 20, "thirty": 30,
+                 "forty": 40, "fifty": 50, "hundred": 100}
+_NUMBER_WORD = re.compile(r"\b(" + "|".join(_NUMBER_WORDS) + r")\b", re.IGNORECASE)
+# A figure with its unit ("8.5 Ah", "±50 g", "915 MHz"): "5 Ah" is not in a passage that says
+# "5 years" and "8.5 Ah".
+_UNIT = re.compile(r"(?<![A-Za-z\d.,£$€¥])(\d+(?:\.\d+)?)\s?"
+                   r"(ah|mah|v|mv|w|kw|g|kg|mm|cm|m|km|hz|khz|mhz|ghz|gb|mb|tb|°c|°f|db|%)"
+                   r"(?![\w°])", re.IGNORECASE)
+_CJK_NUMERALS = re.compile(r"[零〇一二两三四五六七八九十百千万亿]{2,}")
+# "l'Etna", "dell'INPS", "d'Europa": an elided article before a name
+_ELISION = re.compile(r"^[A-Za-zÀ-ÿ]{1,4}['’](?=\w)")
+# The answerers' own labels, not claims about the sources.
+_LABELS = re.compile(r"^(?:note:\s*the sources disagree\s*[—–-]\s*"
+                     r"|the knowledge base does not say clearly:.*?the closest passages:\s*)",
+                     re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Words of an answer and the evidence numbers cited for them."""
+
+    sentence: str  # the sentence as written, without its citation markers
+    text: str  # what the citations vouch for (the sentence, or its part before a citation)
+    cited: tuple[int, ...]
+    marked: tuple[int, ...] = ()  # every number cited for it, in the answer's order
+
+
+@dataclass
+class Verdict:
+    n: int
+    claim: Claim
+    supported: bool
+    reason: str = ""  # why not: "not in the passage: £16.2m" / "meaning 0.41"
+    coverage: float = 0.0
+    similarity: float | None = None
+
+
+@dataclass(frozen=True)
+class Passage:
+    text: str
+    context: str = ""  # doc_id and section title: names a passage leaves to its headings
+
+
+@dataclass
+class _Items:
+    figures: list[str] = field(default_factory=list)
+    codes: list[str] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+
+
+def citation_numbers(group: str) -> list[int]:
+    out: list[int] = []
+    for part in re.split(r"\s*[,;]\s*", group):
+        bounds = re.split(r"\s*[–-]\s*", part)
+        if len(bounds) == 2 and 0 <= int(bounds[1]) - int(bounds[0]) < 20:
+            out.extend(range(int(bounds[0]), int(bounds[1]) + 1))
+        else:
+            out.extend(int(b) for b in bounds)
+    return out
+
+
+def _without_markers(text: str) -> str:
+    return re.sub(r"\s+([.,;:!?。！？])", r"\1", " ".join(CITATION.sub(" ", text).split()))
+
+
+def _strip_label(text: str, labels: Sequence[str]) -> str:
+    text = _LABELS.sub("", text)
+    low = text.casefold()
+    for label in labels:  # "<sub-question>: <answer>" (the extractive answerer's parts)
+        head = label.strip().rstrip("?？").casefold()
+        if head and low.startswith(head) and text[len(head):].lstrip("?？ ").startswith(":"):
+            return text[len(head):].lstrip("?？ ")[1:].strip()
+    return text
+
+
+def answer_sentences(answer: str) -> list[str]:
+    """The answer's sentences, each with the citations that follow it ("fact. [1]")."""
+    text = _AFTER_STOP.sub(lambda m: f" {m.group(3).strip()}{m.group(1)}{m.group(2)}", answer)
+    return split_sentences(text)
+
+
+def claims(answer: str, labels: Sequence[str] = ()) -> list[Claim]:
+    """The cited claims of an answer, in order; `labels` are prefixes that are not claims
+    (the sub-questions an answer heads its parts with)."""
+    out: list[Claim] = []
+    for sentence in answer_sentences(answer):
+        plain = _without_markers(sentence)
+        # "[1][2]" and "[1] [2]" are one citation of two passages
+        groups: list[tuple[int, int, list[int]]] = []
+        for m in CITATION.finditer(sentence):
+            nums = citation_numbers(m.group(1))
+            if groups and not sentence[groups[-1][1]:m.start()].strip():
+                groups[-1] = (groups[-1][0], m.end(), groups[-1][2] + nums)
+            else:
+                groups.append((m.start(), m.end(), nums))
+        start = 0
+        for i, (g_start, g_end, nums) in enumerate(groups):
+            # one citation: the whole sentence; several: each vouches for the words before it
+            if len(groups) == 1:
+                part = sentence
+            else:
+                part = sentence[start:g_start]
+                if i + 1 == len(groups):
+                    part += sentence[g_end:]
+            start = g_end
+            part = _strip_label(_without_markers(part), labels)
+            out.append(Claim(sentence=plain, text=part, cited=tuple(dict.fromkeys(nums)),
+                             marked=tuple(nums)))
+    return out
+
+
+def _normalise(text: str) -> str:
+    text = _THOUSANDS.sub("", text)
+    return _NUMBER_WORD.sub(lambda m: str(_NUMBER_WORDS[m.group(1).lower()]), text)
+
+
+def _money(text: str) -> set[str]:
+    return {f"{q.kind}={q.value}" for q in quantities(text) if q.kind.startswith("money")}
+
+
+def _units(text: str) -> set[str]:
+    return {f"{float(m.group(1)):g} {m.group(2).lower()}" for m in _UNIT.finditer(text)}
+
+
+def _figures(text: str) -> set[str]:
+    """Numbers as values ("3,350" = "3.350" = "3350"), amounts of money with their currency
+    and scale (£2.5m = £2,500,000), figures with their unit, runs of Chinese numerals."""
+    text = _normalise(text)
+    out = {f"{float(m.group()):g}" for m in _FIGURE.finditer(text)}
+    return out | _money(text) | _units(text) | set(_CJK_NUMERALS.findall(text))
+
+
+def _items(text: str) -> _Items:
+    items = _Items()
+    norm = _normalise(text)
+    money = _money(norm)
+    written = {_THOUSANDS.sub("", q.text) for q in quantities(norm) if q.kind.startswith("money")}
+    units = _units(norm)
+    # an amount must be there in its currency ("$45" is not "£45"), a measure with its unit
+    items.figures = sorted(money) + sorted(units)
+    held = {f"{float(m.group()):g}" for w in written for m in _FIGURE.finditer(w)}
+    held |= {u.split()[0] for u in units}
+    items.figures += [f for f in (f"{float(m.group()):g}" for m in _FIGURE.finditer(norm))
+                      if f not in held]
+    items.figures.extend(_CJK_NUMERALS.findall(norm))
+    toks = words(text)
+    for i, w in enumerate(toks):
+        if is_code(w) and not re.fullmatch(r"\d+[a-z]{1,3}", w, re.IGNORECASE):
+            items.codes.append(w.upper())  # "15.8m", "8.5Ah" are figures, not codes
+            continue
+        w = _ELISION.sub("", w)
+        if i == 0 and not _ELISION.match(toks[0]):
+            continue  # a sentence's first word is capitalised anyway
+        if len(w) > 1 and w[0].isupper() and not any(c.isdigit() for c in w) \
+                and w.lower() not in STOP and not _UNIT.fullmatch(f"1 {w}"):
+            items.names.append(w)
+    items.figures = list(dict.fromkeys(items.figures))
+    items.codes = list(dict.fromkeys(items.codes))
+    items.names = list(dict.fromkeys(items.names))
+    return items
+
+
+def _acronyms(text: str) -> set[str]:
+    """"cfo" for "Chief Financial Officer", "rma" for "Return Merchandise Authorisation"."""
+    out: set[str] = set()
+    for run in re.findall(r"[A-Z][a-z]+(?:\s+(?:of\s+|and\s+)?[A-Z][a-z]+)+", text):
+        initials = "".join(w[0] for w in run.split() if w[0].isupper()).lower()
+        out.update(initials[i:j] for i in range(len(initials))
+                   for j in range(i + 2, len(initials) + 1))
+    return out
+
+
+class _PassageIndex:
+    """What a passage holds, computed once per passage."""
+
+    def __init__(self, passage: Passage) -> None:
+        # "products/pulse-pricing" names Pulse
+        both = f"{passage.text} {re.sub(r'[-_/.]+', ' ', passage.context)}"
+        self.figures = _figures(both)
+        self.codes = {w.upper() for w in words(both)}
+        self.lower = {_ELISION.sub("", w).lower() for w in words(both)}
+        self.stems = {stem(_ELISION.sub("", w)) for w in words(both)} | term_set(both)
+        self.lower |= _acronyms(both)
+        self.stems |= self.lower
+        self.sentences = [s for s in split_sentences(passage.text) if len(s) > 1] or \
+            [passage.text]
+
+    def lacks(self, items: _Items) -> list[str]:
+        out = [f.split("=")[-1] for f in items.figures if f not in self.figures]
+        out += [c for c in items.codes if c not in self.codes]
+        out += [n for n in items.names if n.lower() not in self.lower
+                and stem(n) not in self.stems]
+        return out
+
+    def coverage(self, terms: list[str]) -> float:
+        if not terms:
+            return 1.0
+        return sum(t in self.stems for t in terms) / len(terms)
+
+
+class SupportChecker:
+    """Offline support of (claim, passage) pairs: lexical always, embedding when an embedder is
+    given (the knowledge base's, so the same model that indexed the passages)."""
+
+    def __init__(self, embedder: Embedder | None = None, *, min_coverage: float = MIN_COVERAGE,
+                 min_similarity: float = MIN_SIMILARITY) -> None:
+        self.embedder = embedder
+        self.min_coverage = min_coverage
+        self.min_similarity = min_similarity
+
+    def check(self, pairs: Sequence[tuple[str, Passage]]) -> list[Verdict]:
+        """One verdict per (claim text, passage) pair, with n=0 (see `check_claims`)."""
+        claims_ = [Claim(sentence=t, text=t, cited=(0,)) for t, _ in pairs]
+        return self._verdicts([(c, 0, p) for c, (_, p) in zip(claims_, pairs, strict=True)])
+
+    def check_claims(self, found: Sequence[Claim],
+                     passages: dict[int, Passage]) -> list[Verdict]:
+        """A verdict for every (claim, cited number) whose number has a passage."""
+        triples = [(c, n, passages[n]) for c in found for n in c.cited if n in passages]
+        verdicts = self._verdicts(triples)
+        # a claim cited to several passages may take its facts from each: a passage that
+        # fails alone is supported when the passages together support the claim and it holds
+        # some of the claim's figures, codes or names, or half its terms
+        joint: dict[Claim, Verdict] = {}
+        for v, (claim, _, passage) in zip(verdicts, triples, strict=True):
+            ns = [m for m in claim.cited if m in passages]
+            if v.supported or len(ns) < 2:
+                continue
+            if claim not in joint:
+                union = Passage(" ".join(passages[m].text for m in ns),
+                                " ".join(passages[m].context for m in ns))
+                joint[claim] = self._verdicts([(claim, 0, union)])[0]
+            items = _items(claim.text)
+            held = len(items.figures) + len(items.codes) + len(items.names) - \
+                len(_PassageIndex(passage).lacks(items))
+            if joint[claim].supported and (held > 0 or v.coverage >= 0.5):
+                v.supported, v.reason = True, ""
+        return verdicts
+
+    def _verdicts(self, triples: list[tuple[Claim, int, Passage]]) -> list[Verdict]:
+        indexes: dict[Passage, _PassageIndex] = {}
+        out: list[Verdict] = []
+        need_meaning: list[int] = []
+        for claim, n, passage in triples:
+            index = indexes.setdefault(passage, _PassageIndex(passage))
+            items = _items(claim.text)
+            lacking = index.lacks(items)
+            terms = [stem(t) for t in content_terms(_ELISION.sub("", claim.text))]
+            terms = list(dict.fromkeys(terms))
+            cov = index.coverage(terms)
+            if lacking:
+                out.append(Verdict(n, claim, False, "not in the passage: " + ", ".join(lacking),
+                                   coverage=cov))
+                continue
+            # a claim that is only figures and names ("versus £2.4m") stands on them
+            ok = cov >= self.min_coverage or len(terms) < MIN_TERMS
+            out.append(Verdict(n, claim, ok, "" if ok else f"coverage {cov:.2f}",
+                               coverage=cov))
+            if not ok and self.embedder is not None:
+                need_meaning.append(len(out) - 1)
+        if need_meaning:
+            self._by_meaning([out[i] for i in need_meaning],
+                             [indexes[triples[i][2]] for i in need_meaning])
+        return out
+
+    def _by_meaning(self, verdicts: list[Verdict], indexes: list[_PassageIndex]) -> None:
+        assert self.embedder is not None
+        texts: list[str] = []
+        for v, index in zip(verdicts, indexes, strict=True):
+            texts.append(v.claim.text)
+            texts.extend(index.sentences)
+        uniq = list(dict.fromkeys(texts))
+        vecs = np.asarray(self.embedder.embed(uniq))
+        row = {t: vecs[i] for i, t in enumerate(uniq)}
+        for v, index in zip(verdicts, indexes, strict=True):
+            sims = [float(row[s] @ row[v.claim.text]) for s in index.sentences]
+            v.similarity = max(sims) if sims else 0.0
+            if v.similarity >= self.min_similarity:
+                v.supported, v.reason = True, ""
+            else:
+                v.reason = f"coverage {v.coverage:.2f}, meaning {v.similarity:.2f}"
