@@ -370,8 +370,8 @@ class PipelineDriver:
     def _keep_single_shot(self, ctx: RunContext, ordered: list[Evidence]) -> list[Evidence]:
         """Never worse than single-shot: for every k, the first k documents of the evidence
         hold single-shot's first k documents, except those the grader is sure are irrelevant
-        (CONFIDENT_IRRELEVANT); what the run found beyond single-shot takes their places, then
-        follows. A single-shot document the run did not keep stays as unconfirmed evidence
+        (CONFIDENT_IRRELEVANT); what the run confirmed beyond single-shot takes their places,
+        then follows. A single-shot document the run did not keep stays as unconfirmed evidence
         (its best passage of that search): it counts for retrieval, never as support."""
         single = self._single_docs
         if not single:
@@ -382,18 +382,17 @@ class PipelineDriver:
         confirmed = {e.doc_id for e in ordered if e.confirmed}
         irrelevant = {d for d in single if d not in confirmed
                       and self._doc_score.get(d, 0.0) < CONFIDENT_IRRELEVANT}
-        kept_single = [d for d in single if d not in irrelevant]
-        found = [d for d in by_doc if d not in kept_single]
+        # only what the run confirmed may take a single-shot document's place; a place no
+        # confirmed find takes stays with single-shot's document
+        found = [d for d in by_doc if d not in single and d in confirmed]
         extra = iter(found)
         docs: list[str] = []
         for d in single:
-            if d in irrelevant:
-                nxt = next(extra, None)
-                if nxt is not None:
-                    docs.append(nxt)
-            else:
-                docs.append(d)
+            nxt = next(extra, None) if d in irrelevant else None
+            docs.append(nxt if nxt is not None else d)
         docs += list(extra)
+        docs += [d for d in by_doc if d not in docs]
+        docs += [d for d in single if d not in docs]
         out: list[Evidence] = []
         step = ctx.ledger.items[0].step if ctx.ledger.items else 1
         for d in docs:
