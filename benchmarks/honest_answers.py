@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ragloop.eval.metrics import abstained, recall_all
+from ragloop.eval.metrics import abstained, citation_figures, recall_all
 
 
 def load(path: Path) -> list[dict[str, Any]]:
@@ -50,8 +50,7 @@ def figures(records: list[dict[str, Any]], single: dict[str, dict[str, Any]]) ->
                                  for r in records]) if records else None
     out["forced%"] = 100 * share([r.get("status") == "truncated" for r in records]) \
         if records else None
-    cited = [c for r in records for c in r.get("citation_checks") or []]
-    out["cite_prec"] = share([bool(c.get("supported")) for c in cited])
+    out["cite_prec"] = citation_figures(records)["citation_precision"]
     return out
 
 

@@ -116,7 +116,7 @@ def make_record(question: EvalQuestion, path: str, result: RunResult,
         "tokens": usage.input_tokens + usage.output_tokens,
         "cost_usd": usage.cost_usd, "grades": grades, "error": result.error,
         # the offline support check of the answer's citations (agent/citations.py)
-        "citation_support": getattr(result, "citation_support", None),
+        "citation_support": result.citation_support,
     }
 
 
