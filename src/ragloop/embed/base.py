@@ -25,6 +25,19 @@ class Embedder(Protocol):
         ...
 
 
+class SymmetricEmbedder:
+    """For embedders whose queries are embedded as their passages are (MiniLM, an
+    OpenAI-compatible endpoint): `embed_query` is `embed`."""
+
+    symmetric = True
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def embed_query(self, texts: list[str]) -> np.ndarray:
+        return self.embed(texts)
+
+
 def normalize(vectors: np.ndarray) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)

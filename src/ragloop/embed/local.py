@@ -26,7 +26,7 @@ import numpy as np
 
 from ragloop.core.config import LOCAL_EMBEDDER
 from ragloop.core.errors import ConfigError
-from ragloop.embed.base import normalize
+from ragloop.embed.base import SymmetricEmbedder, normalize
 from ragloop.embed.model_files import LOCAL_MODEL_DIM, LOCAL_MODEL_MAX_TOKENS, local_model_dir
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ def _available_cpus() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-class LocalEmbedder:
+class LocalEmbedder(SymmetricEmbedder):
     """all-MiniLM-L6-v2, 384 dimensions, queries and passages embedded the same way."""
 
     name = LOCAL_EMBEDDER
@@ -142,11 +142,6 @@ class LocalEmbedder:
                     self._model = model
 
     # -- embedding -----------------------------------------------------------------------------
-
-    symmetric = True  # queries and passages are embedded alike
-
-    def embed_query(self, texts: list[str]) -> np.ndarray:
-        return self.embed(texts)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         texts = list(texts)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ragloop.core.errors import ProviderError
-from ragloop.embed.base import normalize
+from ragloop.embed.base import SymmetricEmbedder, normalize
 
 if TYPE_CHECKING:
     from openai import OpenAI
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 _DIM_PROBE = "dimension probe"
 
 
-class OpenAICompatEmbedder:
+class OpenAICompatEmbedder(SymmetricEmbedder):
     def __init__(
         self,
         model: str,
@@ -61,11 +61,6 @@ class OpenAICompatEmbedder:
             self.embed([_DIM_PROBE])
         assert self._dim is not None
         return self._dim
-
-    symmetric = True  # queries and passages are embedded alike
-
-    def embed_query(self, texts: list[str]) -> np.ndarray:
-        return self.embed(texts)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         texts = list(texts)
