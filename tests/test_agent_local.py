@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from ragloop.agent.local import LocalFollowUps
-from ragloop.agent.pipeline_driver import PipelineDriver
+from ragloop.agent.pipeline_driver import WHOLE_QUESTION, PipelineDriver
 from ragloop.agent.router import RuleRouter, describe_scope
 from ragloop.agent.run import RunContext, drain
 from ragloop.agent.tools import FETCH, Toolbox
@@ -477,14 +477,19 @@ def test_driver_shows_the_nearest_passages_when_what_it_kept_does_not_answer(kb)
     # single-shot's documents keep their places: none was judged clearly irrelevant
     assert list(dict.fromkeys(e.doc_id for e in ctx.ledger.items))[:len(first)] == first
     answered, _ = _run(kb, question, _OnlyDocs({held}, enough=True))
-    assert all(e.confirmed for e in answered.ledger.items)
+    # an answered part gets no nearest passages; single-shot's documents it did not confirm
+    # keep their places unconfirmed
+    assert all(e.confirmed for e in answered.ledger.items if e.sub_question != WHOLE_QUESTION)
 
 
 def test_driver_shows_no_nearest_passages_for_a_code_no_source_mentions(kb) -> None:
-    """The S400 is in no document: the nearest passages are about other sensors."""
+    """The S400 is in no document: the nearest passages are about other sensors. Single-shot's
+    documents stay in the evidence (unconfirmed, never quoted), no part's nearest passages."""
     ctx, outcome = _run(kb, "What is the battery life of the S400?",
                         _OnlyDocs(set(), enough=False))
-    assert ctx.ledger.items == []
+    assert not any(e.confirmed for e in ctx.ledger.items)
+    assert all(e.sub_question == WHOLE_QUESTION for e in ctx.ledger.items)
+    assert outcome.closest == []
     assert outcome.status == RunStatus.UNANSWERABLE
     assert "does not say" in outcome.checked.text and not outcome.checked.citations
 
