@@ -3,18 +3,20 @@
 Each decision is a separate component (LLM JSON calls or local rules); with the local ones the
 whole run needs no generative model. Steps count tool calls; the last step is the answer.
 
-Order of work: every sub-question's first search; the sections the question names outright
+Order of work: step 1 is single-shot's own search (the whole question, single-shot's depth);
+every other sub-question gets its first search; then the sections the question names outright
 (a section reference, a document title) that the searches did not bring; then, round-robin
-while steps remain, for unanswered parts a pointer read (a cut-off chunk's section, a section
-a kept chunk refers to, a one-passage document it names) or else a rewrite from the gap; for
-answered parts their remaining pointers and one bridge search (a name in the kept chunks the
-question lacks). A re-query's hits are graded against the re-query too, so a second hop is
-not discarded for sharing little with the question. Only relevant chunks are confirmed
-evidence; a part the run could not answer also shows the nearest passages of its own first
-search (one per document it does not hold yet), unconfirmed and ranked after every confirmed
-one, unless the part names a code no passage mentions.
-The evidence is finally renumbered best-supported first, sub-questions interleaved, so the
-first k documents hold the best of every part.
+while steps remain, for parts not answered yet a pointer read (a cut-off chunk's section, a
+section a kept chunk refers to, a one-passage document it names) or else a rewrite from the gap,
+until the gap stops narrowing. A part the grader judged enough is done: a spare step for it
+helped on HotpotQA but lost ground on the held-out hard set, so there is none. A re-query's
+hits are graded against the re-query too, so a second hop is not discarded for sharing little
+with the question. Only relevant chunks are confirmed evidence; a part the run could not answer
+also shows the nearest passages of its own first search (one per document it does not hold
+yet), unconfirmed, unless the part names a code no passage mentions.
+The evidence is finally renumbered best-supported first, sub-questions interleaved, and
+single-shot's documents keep their places unless the grader is sure they are irrelevant
+(`_keep_single_shot`).
 """
 
 from __future__ import annotations
@@ -90,7 +92,6 @@ class Part:
     unreadable: set[tuple[str, str]] = field(default_factory=set)  # pointers that led nowhere
     named_done: bool = False
     gap: str = ""  # the last gap described by a grade that kept something
-    bridged: bool = False  # the spare-step bridge search was made
     first_grade: Grade | None = None
     first_hits: list[Hit] = field(default_factory=list)  # the first search's page, in order
 
@@ -293,30 +294,6 @@ class PipelineDriver:
                 return True
         return False
 
-    def _bridge(self, ctx: RunContext, part: Part) -> Steps[bool]:
-        """One search built from the names in the part's kept chunks that the question
-        lacks (the rewriter's bridge step, with no gap to fill); False when there are none."""
-        part.bridged = True
-        grade = Grade(list(part.kept), [], False, "", None)
-        query = self.rewriter.rewrite(part.question, grade, part.tried)
-        if not query or query.lower() in (t.lower() for t in part.tried):
-            return False
-        yield RewriteEvent(sub_question=part.index, missing="", query=query)
-        answered = part.last_grade
-        yield from self._search(ctx, part, query,
-                     reason="a bridge: names the kept evidence has and the question lacks")
-        part.last_grade = answered  # checking the bridge does not undo an answer
-        return True
-
-    def _spare(self, ctx: RunContext, part: Part) -> Steps[None]:
-        """At most one more step for an answered part, and only with a reason it states: a
-        pointer of a kept chunk (a section it refers to, its own cut-off section, a
-        one-passage document it names), else a bridge search. A two-hop question's first hop
-        often looks like enough to a grader that judges chunks against the question."""
-        if (yield from self._fetch_one(ctx, part)):
-            return
-        yield from self._bridge(ctx, part)
-
     def _add_nearest(self, ctx: RunContext, part: Part) -> None:
         """A part the run could not answer gets the top passage of each of the first
         NEAREST_DOCS documents of its own search that the evidence does not hold yet, as
@@ -467,11 +444,6 @@ class PipelineDriver:
             for part in parts:
                 if ctx.tool_steps_left and not part.enough and not part.exhausted:
                     progressed = (yield from self._follow_up(ctx, part)) or progressed
-        # an answered part is done, but for one step with a stated reason (a pointer or a
-        # bridge); such spare steps never take the last tool step
-        for part in parts:
-            if ctx.tool_steps_left > 1 and part.enough:
-                yield from self._spare(ctx, part)
         for part in parts:
             self._add_nearest(ctx, part)
         self._final_evidence(ctx)

@@ -13,7 +13,6 @@ import numpy as np
 from ragloop.core.decisions import Draft, Evidence
 from ragloop.core.types import Usage
 from ragloop.embed.base import Embedder
-from ragloop.offline.focus import Focus, question_focus
 from ragloop.offline.text import (
     Quantity,
     absent_codes,
@@ -37,10 +36,6 @@ SENTENCES_PER_PART = 2
 EMBED_CANDIDATES = 24
 # Nearest unconfirmed passages listed beside the answer for a part it cannot answer.
 CLOSEST_PER_PART = 3
-# A sentence that does not name the asked-for attribute ("API calls") still states it when
-# the attribute phrase is this close to it in meaning ("60 requests per minute"; MiniLM:
-# 0.26–0.35 for such paraphrases, 0.13–0.25 for neighbouring facts on the example KB).
-FOCUS_COSINE = 0.27
 
 
 class ExtractiveAnswerer:
@@ -114,14 +109,10 @@ class ExtractiveAnswerer:
             # when they share no words with the question ("a stronger pound" for "a
             # strengthening of sterling")
             named = self._named_evidence(part)
-            # the attribute and unit the part asks for must be stated, not a neighbour of it
-            focus = None if named else question_focus(part)
             chosen: list[tuple[int, str]] = []
             for score, (n, sentence) in scored:
                 if len(chosen) >= self.per_part or (not named and score < MIN_SUPPORT):
                     break
-                if focus and not self._states(focus, sentence, self._context.get(n, "")):
-                    continue
                 if (not named or n in named) and all(sentence != s for _, s in chosen):
                     chosen.append((n, sentence))
             if not chosen:
@@ -143,14 +134,6 @@ class ExtractiveAnswerer:
         return Draft(text="\n".join(lines), missing=missing,
                      unanswerable=len(missing) == len(parts), conflicts=conflicts,
                      closest=[item for part in missing for item in closest.get(part, [])])
-
-    def _states(self, focus: Focus, sentence: str, context: str) -> bool:
-        """The sentence (with its document and section title) states what the part asks."""
-        text = f"{sentence} {context}"
-        if focus.names_attribute(text) or self.embedder is None or not focus.phrase:
-            return focus.met_by(text)
-        vecs = np.asarray(self.embedder.embed([focus.phrase, sentence]))
-        return focus.met_by(text, close_in_meaning=float(vecs[1] @ vecs[0]) >= FOCUS_COSINE)
 
     def _closest(self, part: str, nearest: list[tuple[int, str]]) -> list[tuple[int, str]]:
         """The best sentence of each nearest passage: what the knowledge base has closest to

@@ -58,11 +58,6 @@ def reading_language(code: str | None) -> Iterator[None]:
     finally:
         _LANGUAGE.reset(token)
 
-
-def current_language() -> str:
-    """The language set by `reading_language` ("en" when none is)."""
-    return _LANGUAGE.get() or "en"
-
 # Latin-script words as before, plus the words of scripts with no Latin letters at all
 # (Hebrew, Arabic; CJK runs become character bigrams in words()): Latin text tokenizes as it did.
 _OTHER_SCRIPT = "\u0590-\u05ff\u0600-\u06ff" + CJK_CHARS

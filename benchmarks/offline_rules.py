@@ -1,0 +1,54 @@
+"""One offline rule switched off, the eval run again: what does the rule do on a set?
+
+    .venv/bin/python benchmarks/offline_rules.py RULE DATASET --kb KB --out OUT [eval options]
+    .venv/bin/python benchmarks/honest_answers.py WITH/results.jsonl OUT/results.jsonl
+
+RULE is one of the names below (or `none` for the rules as shipped). The rule is switched off
+in this process only (the code is patched here, not configured), then `ragloop eval` runs with
+the remaining arguments. Compare the two runs with honest_answers.py: a rule stays only if it
+helps on a set other than the one it was written for (offline/README.md lists the results).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+
+def _no_gap_stop() -> None:
+    import itertools
+
+    import ragloop.agent.pipeline_driver as driver
+
+    smaller = itertools.count(0, -1)
+    driver.gap_size = lambda missing: next(smaller)  # every re-query "narrows" the gap
+
+
+def _no_single_shot_places() -> None:
+    import ragloop.agent.pipeline_driver as driver
+
+    driver.PipelineDriver._keep_single_shot = lambda self, ctx, ordered: ordered
+
+
+RULES: dict[str, Callable[[], None]] = {
+    "none": lambda: None,
+    "gap-stop": _no_gap_stop,  # a re-query that does not narrow the gap ends the part
+    "single-shot-places": _no_single_shot_places,  # the evidence keeps single-shot's places
+}
+
+
+def main() -> int:
+    if len(sys.argv) < 2 or sys.argv[1] not in RULES:
+        print(__doc__)
+        print("rules:", ", ".join(RULES))
+        return 2
+    RULES[sys.argv[1]]()
+    from ragloop.apps.cli import main as cli_main
+
+    sys.argv = ["ragloop", "eval", *sys.argv[2:]]
+    cli_main()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
