@@ -52,7 +52,8 @@ NAMED_PRIORITY = 1.0
 POINTER_DISCOUNT = 1e-3
 # The grade given to a re-query's hit from the document the query names by title.
 NAMED_HIT_SCORE = 0.5
-# Pointers of a section that was itself reached through a pointer are followed last.
+# A section read through a pointer is not read further, but a discarded hit it points to is
+# kept (`_with_pointed`) ranked this far below what searched chunks point to.
 CHAIN_DISCOUNT = 1.0
 # A part the run could not answer shows this many nearest passages (one per document) from its
 # own first search, marked unconfirmed, ranked after all other evidence.
@@ -90,10 +91,8 @@ class Part:
     fetches: int = 0
     exhausted: bool = False
     unreadable: set[tuple[str, str]] = field(default_factory=set)  # pointers that led nowhere
-    named_done: bool = False
     gap: str = ""  # the last gap described by a grade that kept something
-    first_grade: Grade | None = None
-    first_hits: list[Hit] = field(default_factory=list)  # the first search's page, in order
+    first_hits: list[Hit] | None = None  # the first search's page, in order
 
     @property
     def enough(self) -> bool:
@@ -154,8 +153,8 @@ class PipelineDriver:
             best = self._doc_score.get(h.doc_id, float("-inf"))
             self._doc_score[h.doc_id] = max(best, 1.0 if grade.ungraded else h.grade_score or 0.0)
         part.last_grade = grade
-        if part.first_grade is None:
-            part.first_grade, part.first_hits = grade, hits
+        if part.first_hits is None:
+            part.first_hits = hits
         if grade.kept:
             part.gap = grade.missing
         # the evidence ranks by what a hit says about the question: a hit kept for matching a
@@ -230,7 +229,7 @@ class PipelineDriver:
               priority: float, follow: float | None = None,
               reason: str | None = None) -> Steps[None]:
         """Fetch a section into the evidence at `priority`; it joins the part's kept hits
-        with `follow` (default: priority) as the order in which its own pointers are read."""
+        with grade `follow` (default: priority), which ranks the hits its pointers promote."""
         ctx.step += 1
         part.fetches += 1
         try:
@@ -242,7 +241,8 @@ class PipelineDriver:
             return
         n = ctx.ledger.add_section(found, ctx.step, part.index)
         self._rank(n, priority)
-        # what was read is kept evidence too: its own pointers and names are followed next
+        # what was read is kept evidence too: its names feed re-queries, and discarded hits
+        # it points to are kept
         part.kept.append(Hit(chunk_id=-n, doc_id=found.doc_id, section=found.section,
                              section_title=found.title, text=found.text,
                              doc_title=found.title_path[0] if found.title_path else "",
@@ -256,7 +256,6 @@ class PipelineDriver:
 
     def _fetch_named(self, ctx: RunContext, part: Part) -> Steps[None]:
         """Read the sections the sub-question names that no evidence holds yet."""
-        part.named_done = True
         read = 0
         # a referenced section is read unless that very section is held (another section of
         # its document is not it); a named passage unless its document is held
@@ -269,7 +268,7 @@ class PipelineDriver:
                                                            and self._known_doc(ctx, doc_id)):
                 continue
             yield from self._read(ctx, part, doc_id, section, NAMED_PRIORITY,
-                       reason="the question names this section")
+                                  reason="the question names this section")
             read += 1
 
     def _fetch_one(self, ctx: RunContext, part: Part) -> Steps[bool]:
@@ -286,7 +285,7 @@ class PipelineDriver:
                 if doc_id != hit.doc_id and self._known_doc(ctx, doc_id):
                     continue  # a document the evidence already holds
                 # a section reached through a pointer ranks right after its source in the
-                # evidence, but its own pointers wait until every searched chunk's are read
+                # evidence
                 score = (hit.grade_score or 0.0) - POINTER_DISCOUNT
                 yield from self._read(
                     ctx, part, doc_id, section, score, follow=score - CHAIN_DISCOUNT,
