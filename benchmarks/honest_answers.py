@@ -16,19 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ragloop.eval.metrics import abstained, citation_figures, recall_all
+from ragloop.eval.metrics import abstained, citation_figures, recall_all, share
 
 
 def load(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def share(flags: Sequence[bool]) -> float | None:
-    return sum(flags) / len(flags) if flags else None
 
 
 def figures(records: list[dict[str, Any]], single: dict[str, dict[str, Any]]) -> dict[str, Any]:
