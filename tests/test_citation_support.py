@@ -9,10 +9,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from graders import KeepsAll
 
 import ragloop.agent.engine as engine_mod
 from ragloop.agent.citations import uncited_claims
-from ragloop.core.decisions import Draft, Grade, Route
+from ragloop.core.decisions import Draft, Route
 from ragloop.core.errors import ProviderError
 from ragloop.core.events import AnswerEvent, event_from
 from ragloop.core.types import EventKind, Usage
@@ -134,21 +135,12 @@ class FixedAnswer:
         return Draft(text=f"{first} [1]. {self.tail} [1].")
 
 
-class KeepsAll:
-    """A grader that keeps what it is given: the chat here is for the citation judge only."""
-
-    usage = Usage()
-
-    def grade(self, question, hits):
-        return Grade(kept=list(hits), discarded=[], enough=bool(hits))
-
-
 def engine_with(kb, tail: str, **kw):
     class Fixed(engine_mod.Engine):
         def _answerer(self, chat):
             return FixedAnswer(tail)
 
-    return Fixed(kb, grader=KeepsAll(), **kw)
+    return Fixed(kb, grader=KeepsAll(), **kw)  # the scripted chat is the citation judge's
 
 
 def test_a_run_drops_and_reports_a_citation_its_passage_does_not_support(example_kb,

@@ -7,6 +7,7 @@ import json
 import math
 
 import pytest
+from graders import KeepsAll
 
 from ragloop.agent.run import RunResult
 from ragloop.agent.single_shot import SINGLE_DEPTH_PER_DOC, top_documents
@@ -670,13 +671,6 @@ def test_a_crashing_run_is_recorded_as_failed(tmp_path) -> None:
 
 
 # -- the command line ------------------------------------------------------------------------
-
-class KeepsAll:
-    usage = Usage()  # no model calls
-
-    def grade(self, question, hits):
-        return Grade(kept=list(hits), discarded=[], enough=bool(hits))
-
 
 class CitesFirst:
     usage = Usage()  # no model calls
