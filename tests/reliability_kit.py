@@ -51,6 +51,14 @@ def write_files(root: Path, docs: dict[str, str]) -> Path:
     return root
 
 
+def ingested_kb(root: Path) -> Path:
+    """A knowledge base of DOCS at root/kb (the files at root/docs), closed: tests copy it."""
+    docs = write_files(root / "docs", DOCS)
+    with open_kb(root / "kb") as kb:
+        kb.ingest([docs])
+    return root / "kb"
+
+
 def record_ids(kb: KnowledgeBase) -> list[int]:
     return sorted(r[0] for r in kb.store.db.execute("SELECT id FROM chunks"))
 

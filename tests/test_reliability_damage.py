@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from reliability_kit import DOCS, assert_consistent, open_kb, top_doc, write_files
+from reliability_kit import assert_consistent, ingested_kb, open_kb, top_doc, write_files
 
 from ragloop.core.errors import UserError
 from ragloop.storage.sqlite.lock import WriteLock
@@ -18,11 +18,7 @@ from ragloop.storage.sqlite.lock import WriteLock
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory):
-    root = tmp_path_factory.mktemp("damage")
-    docs = write_files(root / "docs", DOCS)
-    with open_kb(root / "kb") as kb:
-        kb.ingest([docs])
-    return root / "kb"
+    return ingested_kb(tmp_path_factory.mktemp("damage"))
 
 
 def index_files(folder) -> list[str]:

@@ -11,7 +11,15 @@ import sys
 import threading
 
 import pytest
-from reliability_kit import DOCS, HashEmbedder, assert_consistent, open_kb, top_doc, write_files
+from reliability_kit import (
+    DOCS,
+    HashEmbedder,
+    assert_consistent,
+    ingested_kb,
+    open_kb,
+    top_doc,
+    write_files,
+)
 
 from ragloop.core.errors import UserError
 from ragloop.ingest import pipeline
@@ -22,11 +30,7 @@ from ragloop.storage.sqlite.store import SqliteStore
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory):
-    root = tmp_path_factory.mktemp("write")
-    docs = write_files(root / "docs", DOCS)
-    with open_kb(root / "kb") as kb:
-        kb.ingest([docs])
-    return root / "kb"
+    return ingested_kb(tmp_path_factory.mktemp("write"))
 
 
 @pytest.fixture
