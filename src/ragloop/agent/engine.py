@@ -109,7 +109,14 @@ class Engine:
 
         return LocalGrader(self.kb.embedder)
 
-    def _driver(self, comps: Components, toolbox: Toolbox) -> tuple[Driver, list[Decision]]:
+    def _single_toolbox(self, settings: Settings) -> Toolbox:
+        """Single-shot's search: deep enough for its single_k documents. The pipeline's first
+        step is this same search."""
+        return Toolbox(self.kb, settings.single_k * SINGLE_DEPTH_PER_DOC,
+                       settings.tool_result_chars)
+
+    def _driver(self, comps: Components, toolbox: Toolbox,
+                settings: Settings) -> tuple[Driver, list[Decision]]:
         grader = self._grader(comps)
         if comps.driver == "tools":
             from ragloop.agent.tools_driver import ToolsDriver
@@ -130,11 +137,9 @@ class Engine:
         from ragloop.agent.local import follow_ups_for
 
         answerer = self._answerer(comps.chat)
-        baseline = Toolbox(self.kb, self.settings.single_k * SINGLE_DEPTH_PER_DOC,
-                           self.settings.tool_result_chars)
         driver = PipelineDriver(toolbox, planner, grader, rewriter, answerer,
-                                follow_ups_for(self.kb), baseline=baseline,
-                                baseline_docs=self.settings.single_k)
+                                follow_ups_for(self.kb), baseline=self._single_toolbox(settings),
+                                baseline_docs=settings.single_k)
         return driver, [planner, grader, rewriter, answerer]
 
     def _citation_check(self, comps: Components, ctx: RunContext) -> CitationCheck | None:
@@ -162,12 +167,10 @@ class Engine:
         if route.route == "single":
             answerer = self._answerer(comps.chat)
             grader = self._grader(comps)
-            single = Toolbox(self.kb, settings.single_k * SINGLE_DEPTH_PER_DOC,
-                             settings.tool_result_chars)
-            return SingleShotDriver(single, answerer, grader, settings.single_k), [answerer,
-                                                                                   grader]
+            return SingleShotDriver(self._single_toolbox(settings), answerer, grader,
+                                    settings.single_k), [answerer, grader]
         toolbox = Toolbox(self.kb, settings.search_k, settings.tool_result_chars)
-        return self._driver(comps, toolbox)
+        return self._driver(comps, toolbox, settings)
 
     def _steps(self, ctx: RunContext, route: str, comps: Components, settings: Settings,
                run: _Run) -> Steps[DriverOutcome]:
