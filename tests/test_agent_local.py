@@ -217,6 +217,8 @@ def test_rewriter_follows_a_bridge_entity(kb) -> None:
     grade = Grade(kept=kept, discarded=[], enough=False, missing="no kept chunk mentions: life")
     queries = LocalRewriter().candidates(question, grade)
     assert any("S200" in q and "life" in q for q in queries)
+    # bridge queries, then the gap; no pseudo-relevance terms (no measured effect, removed)
+    assert queries == ["S200 life", "S200", "E102 life", "life"]
 
 
 def test_section_helpers(kb) -> None:
@@ -345,9 +347,11 @@ def test_a_query_names_the_title_of_the_page_it_looks_for() -> None:
     assert not query_names_title("The song", "The")
 
 
-def test_select_keeps_close_seconds_but_not_noise() -> None:
-    assert select([0.62, 0.50, 0.30]) == [0, 1]  # 0.50 is within the margin of the best
-    assert select([0.52, 0.41, 0.39]) == [0, 1]  # 0.39 is under the relative floor
+def test_select_keeps_what_reaches_the_threshold_else_the_best_above_the_floor() -> None:
+    # no relative floor: a second hit close to the best but under the threshold is not kept
+    # (offline/README.md: that rule helped on no set it was measured on)
+    assert select([0.62, 0.50, 0.30]) == [0]
+    assert select([0.52, 0.41, 0.39]) == [0]
     assert select([0.80, 0.60, 0.58]) == [0, 1, 2]
     assert select([0.90, 0.55]) == [0]  # 0.55 is under the threshold and 0.35 behind
     assert select([0.45, 0.44]) == []  # nothing reaches the floor

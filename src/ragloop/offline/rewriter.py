@@ -6,9 +6,7 @@ Candidates, in order, the first one not yet tried wins:
    reference the question does not mention) + the uncovered terms — the multi-hop step:
    "battery life of the sensor that raises E102" → kept chunk says "The S200 raises E102"
    → "S200 battery life";
-3. the uncovered terms + pseudo-relevance-feedback terms (characteristic words of the kept
-   chunks);
-4. the uncovered terms alone.
+3. the uncovered terms alone (with, then without, the question's covered entities).
 Built from `grade.missing` and `grade.kept` (plus the question's entities as context), never
 from the history of queries; a query equal to a tried one (same words, any order) is skipped.
 
@@ -32,7 +30,6 @@ from ragloop.offline.text import (
     section_refs,
     split_sentences,
     stem,
-    tfidf_terms,
 )
 
 __all__ = ["LocalRewriter", "bridge_entities", "fetch_targets", "looks_cut_off",
@@ -80,9 +77,8 @@ def bridge_entities(question: str, kept: list[Hit], limit: int = 3) -> list[str]
 
 
 class LocalRewriter:
-    def __init__(self, max_words: int = MAX_QUERY_WORDS, prf_terms: int = 3):
+    def __init__(self, max_words: int = MAX_QUERY_WORDS):
         self.max_words = max_words
-        self.prf_terms = prf_terms
         self.usage = Usage()  # no model calls
 
     def candidates(self, question: str, grade: Grade) -> list[str]:
@@ -105,12 +101,6 @@ class LocalRewriter:
             for b in bridges:
                 out.append(" ".join([b, *target]))
                 out.append(b)  # the bridge alone: the page about it (second hop)
-            exclude = {stem(w) for w in content_words(question)} | gap_stems
-            prf = tfidf_terms([context_text(h) for h in grade.kept], exclude,
-                              n=self.prf_terms)
-            if prf:
-                out.append(" ".join([*context, *gap, *prf] if gap else [*context, *plain,
-                                                                          *prf]))
         if gap:
             out.append(" ".join([*context, *gap]))
             out.append(" ".join(gap))

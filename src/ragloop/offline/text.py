@@ -7,9 +7,7 @@ durations) and section references. Pure functions, no model.
 
 from __future__ import annotations
 
-import math
 import re
-from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -358,32 +356,6 @@ def looks_cut_off(hit: Hit | str) -> bool:
     if last_line.startswith(("#", "|", "-", "*", "•")) or re.match(r"\d+[.)]\s", last_line):
         return False  # a heading, table row or list item ends without a full stop
     return not re.search(r"[.!?…\"')\]»”’]$", text)
-
-
-# --- term weights ------------------------------------------------------------------------
-
-def tfidf_terms(texts: Iterable[str], exclude: set[str], n: int = 5,
-                background: Iterable[str] = ()) -> list[str]:
-    """The `n` most characteristic content words of `texts` (tf in them × idf over them and
-    `background`), skipping stems in `exclude`; returned as written (first spelling)."""
-    texts = list(texts)
-    docs = [list(content_words(t)) for t in [*texts, *background]]
-    df: Counter[str] = Counter()
-    for d in docs:
-        df.update({stem(w) for w in d})
-    tf: Counter[str] = Counter()
-    spelling: dict[str, str] = {}
-    for d in docs[: len(texts)]:
-        for w in words(" ".join(d)):
-            s = stem(w)
-            if s in exclude or w.lower() in STOP or len(s) < 3 or is_number(w):
-                continue
-            tf[s] += 1
-            spelling.setdefault(s, w)
-    total = max(len(docs), 1)
-    scored = {s: c * (1.0 + math.log((1 + total) / (1 + df[s]))) for s, c in tf.items()}
-    best = sorted(scored, key=lambda s: (-scored[s], s))[:n]
-    return [spelling[s] for s in best]
 
 
 # --- names of documents ------------------------------------------------------------------
