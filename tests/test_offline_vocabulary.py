@@ -23,8 +23,10 @@ def test_the_rules_read_the_english_file() -> None:
     assert text.QUESTION_WORDS <= text.STOP
     # every ordinal of the file turns a spelled-out quarter into the code documents write
     for word, n in data["periods"]["quarter"]["ordinals"].items():
-        assert planner.quarter_codes(f"Revenue in the {word} quarter of 2024") == \
-            f"Revenue in Q{n} 2024"
+        assert (
+            planner.quarter_codes(f"Revenue in the {word} quarter of 2024")
+            == f"Revenue in Q{n} 2024"
+        )
     for word in data["periods"]["year_phrases"]:
         assert text.is_period(f"{word}-2025") and not text.is_code(f"{word}-2025")
     assert all(text.is_period(c) for c in ("Q1", "Q4", "H2", "FY2025", "FY25"))

@@ -44,7 +44,7 @@ class Vocabulary:
         return "(?:" + "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in self.data[key]) + ")"
 
     def period_code(self, kind: str) -> str:
-        """"Q[1-4]" for quarters, "H[1-2]" for halves: the code and its numbers."""
+        """ "Q[1-4]" for quarters, "H[1-2]" for halves: the code and its numbers."""
         p = self.periods[kind]
         return f"{re.escape(p['code'])}[1-{p['count']}]"
 
