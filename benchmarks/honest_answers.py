@@ -8,8 +8,12 @@ results.jsonl of `ragloop eval` runs, before and after side by side.
 Columns: all_gold@5 and @10 (every gold document among the first k of the run's evidence),
 abstained (unanswerable questions the run declined), declined (answerable questions it
 wrongly declined), mean steps, used every step (steps = max_steps), forced (status
-`truncated`: the ceiling stopped work), and the agent's losses against single-shot: questions
-where single-shot's first k documents held every gold document and the agent's did not.
+`truncated`: the ceiling stopped work), the agent's losses against single-shot (questions
+where single-shot's first k documents held every gold document and the agent's did not), and
+`facts`: per answerable question, the share of its reference answer's figures (words with a
+digit: £11.8m, IP65, 3.4%) that the answer states, averaged. Each part of a multi-part
+reference ("£11.8m in Q1 FY2024 and £14.9m in Q1 FY2025") carries its own figures, so the
+column scores a multi-part answer part by part, which the retrieval columns do not see.
 """
 
 from __future__ import annotations
@@ -19,7 +23,27 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ragloop.eval.metrics import abstained, citation_figures, recall_all, share
+from ragloop.eval.metrics import (
+    abstained,
+    citation_figures,
+    mean,
+    normalize_answer,
+    recall_all,
+    share,
+)
+
+
+def figures_of(text: str) -> set[str]:
+    """The words with a digit of a text, normalised as the eval normalises answers."""
+    return {w for w in normalize_answer(text).split() if any(c.isdigit() for c in w)}
+
+
+def facts_stated(record: dict[str, Any]) -> float | None:
+    """Share of the reference's figures the answer states; None when it has none."""
+    wanted = figures_of(record.get("reference") or "")
+    if not wanted:
+        return None
+    return len(wanted & figures_of(record.get("answer") or "")) / len(wanted)
 
 
 def load(path: Path) -> list[dict[str, Any]]:
@@ -46,11 +70,13 @@ def figures(records: list[dict[str, Any]], single: dict[str, dict[str, Any]]) ->
     out["forced%"] = 100 * share([r.get("status") == "truncated" for r in records]) \
         if records else None
     out["cite_prec"] = citation_figures(records)["citation_precision"]
+    stated = [facts_stated(r) for r in records if r.get("answerable", True)]
+    out["facts"] = mean([f for f in stated if f is not None])
     return out
 
 
 COLS = ["n", "all@5", "all@10", "lost@5", "lost@10", "abst", "declined", "steps", "every%",
-        "forced%", "cite_prec"]
+        "forced%", "cite_prec", "facts"]
 
 
 def fmt(v: object, col: str = "") -> str:

@@ -36,17 +36,6 @@ def _no_agreement() -> None:
     grader.AGREEMENT_FLOOR = float("inf")  # retrievers agreeing no longer keeps a hit
 
 
-def _no_relative_floor() -> None:
-    import ragloop.offline.grader as grader
-
-    select = grader.select
-
-    def absolute_only(scores, threshold, floor, max_keep, relative_floor, margin):
-        return select(scores, threshold, floor, max_keep, float("inf"), margin)
-
-    grader.select = absolute_only
-
-
 def _no_code_penalty() -> None:
     import ragloop.offline.grader as grader
 
@@ -72,10 +61,42 @@ def _no_title_links() -> None:
     LocalFollowUps._titled = lambda self, text, skip=None, question=None: []
 
 
-def _no_prf_terms() -> None:
-    import ragloop.offline.rewriter as rewriter
+def _no_answer_entities() -> None:
+    import ragloop.offline.answerer as answerer
 
-    rewriter.tfidf_terms = lambda texts, exclude, n=5, **kw: []
+    answerer.entities = lambda text: []  # a sentence need not name the question's names
+
+
+def _no_answer_codes() -> None:
+    import ragloop.offline.answerer as answerer
+
+    answerer.codes = lambda text: []  # a sentence need not name the question's codes
+
+
+def _no_absent_codes() -> None:
+    import ragloop.offline.answerer as answerer
+
+    answerer.absent_codes = lambda question, held: []  # a code no evidence names: answer anyway
+
+
+def _no_conflict_notes() -> None:
+    from ragloop.offline.answerer import ExtractiveAnswerer
+
+    ExtractiveAnswerer._conflicts = lambda self, chosen: []
+
+
+def _no_section_reads() -> None:
+    import ragloop.offline.rewriter as rewriter
+    from ragloop.agent.local import LocalFollowUps
+
+    rewriter.section_links = lambda text: []  # a kept chunk's "see section 4.2"
+    LocalFollowUps.referenced = lambda self, text: []  # the question's "section 2.3 of …"
+
+
+def _no_nearest() -> None:
+    from ragloop.agent.pipeline_driver import PipelineDriver
+
+    PipelineDriver._add_nearest = lambda self, ctx, part: None
 
 
 RULES: dict[str, Callable[[], None]] = {
@@ -83,11 +104,15 @@ RULES: dict[str, Callable[[], None]] = {
     "gap-stop": _no_gap_stop,  # a re-query that does not narrow the gap ends the part
     "single-shot-places": _no_single_shot_places,  # the evidence keeps single-shot's places
     "agreement": _no_agreement,  # grader: a hit both retrievers rank near the top is kept
-    "relative-floor": _no_relative_floor,  # grader: hits near the best one are kept too
     "code-penalty": _no_code_penalty,  # grader: a hit naming another code of the family
     "planner-split": _no_planner_split,  # planner: dates, halves, comparisons, lists, clauses
     "title-links": _no_title_links,  # follow-ups: one-passage documents a chunk names
-    "prf-terms": _no_prf_terms,  # rewriter: pseudo-relevance terms of the kept chunks
+    "answer-entities": _no_answer_entities,  # answerer: the question's names in the sentence
+    "answer-codes": _no_answer_codes,  # answerer: the question's codes in the sentence
+    "absent-codes": _no_absent_codes,  # answerer: decline a part whose code no source names
+    "conflict-notes": _no_conflict_notes,  # answerer: "the sources disagree" notes
+    "section-reads": _no_section_reads,  # driver: read the sections a chunk or question cites
+    "nearest": _no_nearest,  # driver: an unanswered part's nearest passages, unconfirmed
 }
 
 

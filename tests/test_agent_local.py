@@ -24,9 +24,8 @@ from ragloop.offline.rewriter import (
     bridge_entities,
     fetch_targets,
     looks_cut_off,
-    section_refs,
 )
-from ragloop.offline.text import TitleIndex, name_spans
+from ragloop.offline.text import TitleIndex, name_spans, section_refs
 
 DOCS = {
     "products/s200.md": """# S200 Sensor Datasheet
@@ -217,6 +216,8 @@ def test_rewriter_follows_a_bridge_entity(kb) -> None:
     grade = Grade(kept=kept, discarded=[], enough=False, missing="no kept chunk mentions: life")
     queries = LocalRewriter().candidates(question, grade)
     assert any("S200" in q and "life" in q for q in queries)
+    # bridge queries, then the gap; no pseudo-relevance terms (no measured effect, removed)
+    assert queries == ["S200 life", "S200", "E102 life", "life"]
 
 
 def test_section_helpers(kb) -> None:
@@ -227,7 +228,8 @@ def test_section_helpers(kb) -> None:
     assert not looks_cut_off("The S200 supports HaldenMesh on 868 MHz.")
     definition = _hit(kb, "financial record definition", "policies/data-retention.md",
                       "section 4.2")
-    assert ("policies/data-retention.md", "4.2") in fetch_targets(definition, kb.documents())
+    # a section a chunk refers to is not a target (offline/README.md: no measured effect)
+    assert fetch_targets(definition) == []
 
 
 # -- answerer ---------------------------------------------------------------------------
@@ -345,9 +347,11 @@ def test_a_query_names_the_title_of_the_page_it_looks_for() -> None:
     assert not query_names_title("The song", "The")
 
 
-def test_select_keeps_close_seconds_but_not_noise() -> None:
-    assert select([0.62, 0.50, 0.30]) == [0, 1]  # 0.50 is within the margin of the best
-    assert select([0.52, 0.41, 0.39]) == [0, 1]  # 0.39 is under the relative floor
+def test_select_keeps_what_reaches_the_threshold_else_the_best_above_the_floor() -> None:
+    # no relative floor: a second hit close to the best but under the threshold is not kept
+    # (offline/README.md: that rule helped on no set it was measured on)
+    assert select([0.62, 0.50, 0.30]) == [0]
+    assert select([0.52, 0.41, 0.39]) == [0]
     assert select([0.80, 0.60, 0.58]) == [0, 1, 2]
     assert select([0.90, 0.55]) == [0]  # 0.55 is under the threshold and 0.35 behind
     assert select([0.45, 0.44]) == []  # nothing reaches the floor
@@ -362,7 +366,7 @@ def test_bridge_entities_are_whole_names(kb) -> None:
     assert "Chief Financial Officer" in LocalRewriter().candidates(question, grade)
 
 
-def test_follow_ups_name_one_passage_documents_and_question_references(kb) -> None:
+def test_follow_ups_name_one_passage_documents(kb) -> None:
     follow = LocalFollowUps(kb)
     album = _hit(kb, "Harrow Vale debut album", "wiki/harrow-vale.md", "Quiet Orchards")
     linked = [doc for doc, _ in follow(album)]
@@ -371,8 +375,8 @@ def test_follow_ups_name_one_passage_documents_and_question_references(kb) -> No
     travel = _hit(kb, "meal allowance Netherlands", "policies/travel.md", "€55")
     assert follow(travel) == []  # multi-section documents are not linked by title
     question = "What does section 4.2 of the Data Retention Policy say?"
-    assert follow.referenced(question) == [("policies/data-retention.md", "4.2")]
     assert follow.named(question) == []  # a multi-section document is no passage
+    assert not hasattr(follow, "referenced")  # sections named by number are not read
 
 
 class _OnlyDocs:
@@ -606,12 +610,23 @@ class _OnlySection(_OnlyDocs):
         return super().grade(question, [h for h in hits if h.section == self.section])
 
 
-def test_driver_reads_a_referenced_section_of_a_document_it_already_holds(kb) -> None:
-    """Another section of the named document in the evidence is not the one asked about."""
+def test_driver_spends_no_step_reading_a_section_named_by_number(kb) -> None:
+    """Section references are no reason for a read any more (offline/README.md: reading them
+    changed no figure on the held-out hard set or HotpotQA); the searches find what they
+    find."""
     question = "What does section 4.2 of the Data Retention Policy say?"
     ctx, _ = _run(kb, question, _OnlySection("policies/data-retention.md", "2.1"))
     fetches = [(e.data["doc_id"], e.data["section"]) for e in ctx.events
                if e.kind == EventKind.TOOL_CALL and e.data.get("tool") == FETCH]
-    assert ("policies/data-retention.md", "4.2") in fetches
-    assert ("policies/data-retention.md", "4.2") in {(e.doc_id, e.section)
-                                                    for e in ctx.ledger.items}
+    assert ("policies/data-retention.md", "4.2") not in fetches
+
+
+def test_answer_sentence_of_a_second_hop_need_not_name_the_question_entities() -> None:
+    """HotpotQA's second hop: the sentence that answers rarely names the entities of the
+    question. The answerer no longer discounts such a sentence (offline/README.md: that check
+    cost HotpotQA answers and helped on no other set)."""
+    evidence = [Evidence(1, "wiki/power-pop-bands.md", "2", "History",
+                         "The group formed in the year 2009 in New York.", 1, 0)]
+    draft = ExtractiveAnswerer(None).answer("In what year was Tinted Windows formed?", [],
+                                            evidence)
+    assert not draft.unanswerable and "2009" in draft.text and _cited(draft.text) == {1}

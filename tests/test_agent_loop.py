@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from dataclasses import replace
 
 from ragloop.agent.engine import Engine
 from ragloop.agent.failures import ended_status
@@ -12,7 +13,7 @@ from ragloop.agent.tools_driver import ToolsDriver
 from ragloop.core.decisions import Grade
 from ragloop.core.errors import ModelRefused, ProviderError, ToolError
 from ragloop.core.types import EventKind, Hit, RunStatus, Usage
-from ragloop.llm.base import ChatResponse, Finish, ForceTool, ModelTraits, ToolCall
+from ragloop.llm.base import ChatResponse, Finish, ModelTraits, ToolCall
 from ragloop.llm.scripted import ScriptedChat
 
 
@@ -58,20 +59,22 @@ def test_a_model_that_never_stops_hits_the_ceiling_and_still_answers(small_kb) -
                                             driver="tools", on_event=events.append)
     assert result.status == RunStatus.TRUNCATED
     assert result.steps == 4
-    # step 1 must search (the tool is named), the last step offers no tools
-    assert [c.tool_choice for c in chat.calls] == [ForceTool("search_knowledge_base"), "auto",
-                                                   "auto", "none"]
+    # step 1 is the driver's own search (no model call), the last step offers no tools
+    assert [c.tool_choice for c in chat.calls] == ["auto", "auto", "none"]
     # the tool results of step 3 (MAX_STEPS-1) carry the budget notice, earlier ones do not
-    step3_tool_msgs = [m for m in chat.calls[3].messages if m.role == "tool"]
+    step3_tool_msgs = [m for m in chat.calls[2].messages if m.role == "tool"]
     assert BUDGET_NOTICE in step3_tool_msgs[-1].content
     assert all(BUDGET_NOTICE not in m.content for m in step3_tool_msgs[:-1])
     assert result.answer.startswith("Approvals above £2,500")
     assert result.citations[0]["doc_id"] == "policies/travel.md"
     lines = [log_line(e) for e in events if e.kind == EventKind.TOOL_CALL]
-    assert lines[0].startswith('step=1 tool=search_knowledge_base query="approval threshold"'
+    assert lines[0].startswith('step=1 tool=search_knowledge_base'
+                               ' query="Who approves big travel expenses?" chunks=')
+    assert lines[1].startswith('step=2 tool=search_knowledge_base query="approval threshold"'
                                ' chunks=')
-    assert lines[0].endswith(" kept=" + str(events[2].data["kept"]))
-    assert result.usage.input_tokens == 300
+    model_search = [e for e in events if e.kind == EventKind.TOOL_CALL][1]
+    assert lines[1].endswith(" kept=" + str(model_search.data["kept"]))
+    assert result.usage.input_tokens == 200
 
 
 def test_only_graded_chunks_reach_the_model(small_kb) -> None:
@@ -84,7 +87,8 @@ def test_only_graded_chunks_reach_the_model(small_kb) -> None:
     assert "policies/travel.md" in tool_msg.content
     assert "products/sensor.md" not in tool_msg.content  # discarded by the grader
     assert result.status == RunStatus.ANSWERED
-    assert grader.questions and "T9 battery and approvals" in grader.questions[0]
+    assert grader.questions[0] == "approval?"  # step 1: single-shot's search
+    assert "T9 battery and approvals" in grader.questions[1]
 
 
 def test_unknown_tool_and_bad_arguments_go_back_to_the_model(small_kb) -> None:
@@ -150,9 +154,9 @@ def test_a_driver_yields_its_events_and_the_engine_stores_and_streams_them(small
     assert inspect.isgenerator(steps) and not ctx.events and not chat.calls
     outcome = drain(steps, ctx)
     assert outcome.status == RunStatus.ANSWERED
-    assert [e.kind for e in ctx.events] == [EventKind.TOOL_CALL, EventKind.GRADE,
-                                            EventKind.ANSWER]
-    assert [e.seq for e in ctx.events] == [0, 1, 2] and ctx.events[0].step == 1
+    assert [e.kind for e in ctx.events] == [EventKind.TOOL_CALL, EventKind.GRADE] * 2 + [
+        EventKind.ANSWER]
+    assert [e.seq for e in ctx.events] == [0, 1, 2, 3, 4] and ctx.events[0].step == 1
     # through the engine: what is stored is what was streamed, numbered once
     engine = engine_for(small_kb, ScriptedChat([search_call("approval threshold"),
                                                 ChatResponse(text="CFO [1].")]))
@@ -162,8 +166,9 @@ def test_a_driver_yields_its_events_and_the_engine_stores_and_streams_them(small
     stored = engine.runs.events(result.run_id)
     assert [(e.kind, e.step, e.seq, e.data) for e in stored] == \
         [(e.kind, e.step, e.seq, e.data) for e in streamed]
-    assert [e.kind for e in streamed] == [EventKind.ROUTE, EventKind.TOOL_CALL,
-                                          EventKind.GRADE, EventKind.ANSWER]
+    assert [e.kind for e in streamed] == [EventKind.ROUTE, *[EventKind.TOOL_CALL,
+                                                             EventKind.GRADE] * 2,
+                                          EventKind.ANSWER]
 
 
 def test_a_null_query_is_a_tool_error_not_a_search_for_none(small_kb) -> None:
@@ -177,7 +182,7 @@ def test_a_null_query_is_a_tool_error_not_a_search_for_none(small_kb) -> None:
                                    on_event=events.append)
     tool_msg = next(m for m in chat.calls[1].messages if m.role == "tool")
     assert tool_msg.is_error and "missing or empty argument 'query'" in tool_msg.content
-    searched = [e.data for e in events if e.kind == EventKind.TOOL_CALL]
+    searched = [e.data for e in events if e.kind == EventKind.TOOL_CALL][1:]
     assert searched == [{"tool": "search_knowledge_base", "query": "",
                          "error": "missing or empty argument 'query'"}]
 
@@ -219,11 +224,13 @@ def test_the_model_can_ask_for_the_next_page(small_kb) -> None:
     engine.ask("anything?", route="agent", driver="tools", on_event=events.append)
     calls = [e.data for e in events if e.kind == EventKind.TOOL_CALL]
     ranked = [h.chunk_id for h in small_kb.search(query, 4)]
-    grades = [e.data for e in events if e.kind == EventKind.GRADE]
+    grades = [e.data for e in events if e.kind == EventKind.GRADE][1:]  # after single-shot's
+    calls = calls[1:]
     assert grades[0]["kept_ids"] == ranked[:2] and grades[1]["kept_ids"] == ranked[2:4]
     assert "page" not in calls[0] and calls[1]["page"] == 2
-    assert log_line(events[[e.kind for e in events].index(EventKind.TOOL_CALL, 2)]) \
-        .startswith(f'step=1 tool=search_knowledge_base query="{query}" page=2 chunks=2')
+    paged = [e for e in events if e.kind == EventKind.TOOL_CALL][2]
+    assert log_line(paged).startswith(
+        f'step=2 tool=search_knowledge_base query="{query}" page=2 chunks=2')
     tool_msgs = [m.content for m in chat.calls[1].messages if m.role == "tool"]
     assert "page must be an integer from 1 to 5" in tool_msgs[2]
     assert "page must be an integer from 1 to 5" in tool_msgs[3]
@@ -266,24 +273,65 @@ def test_an_empty_answer_gets_one_answer_now(small_kb) -> None:
     assert "Answer the question now" in chat.calls[2].messages[-1].content
 
 
-def test_a_model_that_cannot_be_forced_still_searches_first(small_kb) -> None:
-    """Ollama ignores tool_choice: step 1 cannot be forced, the model answers from memory; the
-    driver searches with the question, and the last step sends no tools at all."""
+def test_a_model_that_cannot_be_forced_still_sees_the_search_first(small_kb) -> None:
+    """Ollama ignores tool_choice: nothing is forced. Step 1 is the driver's own search of the
+    question, so the model's first call already holds its results; the last step sends no
+    tools at all."""
     ollama = ModelTraits(forced_tool_choice=False, honours_tool_choice=False)
 
     def reply(messages, tools, tool_choice):
         if tools is None:
             return ChatResponse(text="Above £2,500 the CFO approves [1].")
-        return search_call("approval") if len(messages) > 1 else ChatResponse(text="Surely 42.")
+        return search_call("approval", len(messages))
 
     chat = ScriptedChat([reply], repeat_last=True, traits=ollama)
     events = []
     result = engine_for(small_kb, chat).ask("Who approves travel expenses above £2,500?",
                                             route="agent", driver="tools",
                                             on_event=events.append)
-    assert chat.calls[0].tool_choice == "auto"
+    assert all(c.tool_choice == "auto" for c in chat.calls[:-1])
     first = next(e for e in events if e.kind == EventKind.TOOL_CALL)
     assert first.step == 1 and first.data["query"] == "Who approves travel expenses above £2,500?"
-    assert "42" not in result.answer
+    assert "policies/travel.md" in chat.calls[0].messages[0].content
     assert chat.calls[-1].tools is None  # the forced answer offers no tools
     assert result.status == RunStatus.TRUNCATED and result.citations
+
+
+class ScoredDocs:
+    """A grader with a score per document: keeps those at 0.5 or more."""
+    usage = Usage()  # no model calls
+
+    def __init__(self, scores: dict[str, float]) -> None:
+        self.scores = scores
+
+    def grade(self, question: str, hits: list[Hit]) -> Grade:
+        scored = [replace(h, grade_score=self.scores.get(h.doc_id, 0.0)) for h in hits]
+        kept = [replace(h, verdict="relevant") for h in scored if h.grade_score >= 0.5]
+        rest = [replace(h, verdict="irrelevant") for h in scored if h.grade_score < 0.5]
+        return Grade(kept=kept, discarded=rest, enough=bool(kept), missing="")
+
+
+def test_the_tools_run_starts_from_single_shots_search_and_keeps_its_documents(small_kb) -> None:
+    """Step 1 is single-shot's search of the whole question at single-shot's depth, made by
+    the driver; its documents stay in the evidence in single-shot's order, the ones the grader
+    did not keep unconfirmed, except the one the grader is sure is irrelevant (< 0.3)."""
+    question = "Who approves travel expenses and what is the T9 sensor battery life?"
+    settings = small_kb.settings.with_(max_steps=3, citation_check="offline", search_k=1)
+    single = Engine(small_kb, settings).ask(question, route="single")
+    single_docs = list(dict.fromkeys(e["doc_id"] for e in single.evidence))
+    assert len(single_docs) == 3
+    sure, unsure, kept = single_docs[2], single_docs[1], single_docs[0]
+    grader = ScoredDocs({kept: 0.9, unsure: 0.4, sure: 0.1})
+    chat = ScriptedChat([ChatResponse(text="The CFO approves [1].")])
+    events = []
+    result = Engine(small_kb, settings, chat=chat, grader=grader).ask(
+        question, route="agent", driver="tools", on_event=events.append)
+    first = next(e for e in events if e.kind == EventKind.TOOL_CALL)
+    # the driver's search, not the model's, at single-shot's depth (search_k=1 is the model's)
+    assert first.step == 1 and first.data["query"] == question and first.data["chunks"] > 1
+    assert len(chat.calls) == 1 and "[1]" in chat.calls[0].messages[0].content
+    docs = list(dict.fromkeys(e["doc_id"] for e in result.evidence))
+    assert docs == [kept, unsure]  # single-shot's order; the sure-irrelevant one is gone
+    confirmed = {e["doc_id"]: e["confirmed"] for e in result.evidence}
+    assert confirmed == {kept: True, unsure: False}
+    assert "not confirmed relevant" in chat.calls[0].messages[0].content

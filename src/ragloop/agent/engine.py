@@ -110,8 +110,8 @@ class Engine:
         return LocalGrader(self.kb.embedder)
 
     def _single_toolbox(self, settings: Settings) -> Toolbox:
-        """Single-shot's search: deep enough for its single_k documents. The pipeline's first
-        step is this same search."""
+        """Single-shot's search: deep enough for its single_k documents. The first step of
+        both loop drivers (pipeline and tools) is this same search."""
         return Toolbox(self.kb, settings.single_k * SINGLE_DEPTH_PER_DOC,
                        settings.tool_result_chars)
 
@@ -123,7 +123,9 @@ class Engine:
 
             assert comps.chat is not None
             return ToolsDriver(comps.chat, toolbox, grader,
-                               max_tokens=self.settings.loop_max_tokens), [grader]
+                               max_tokens=self.settings.loop_max_tokens,
+                               baseline=self._single_toolbox(settings),
+                               baseline_docs=settings.single_k), [grader]
         from ragloop.agent.pipeline_driver import PipelineDriver
 
         if comps.chat is not None:

@@ -12,11 +12,10 @@ from ragloop.kb import KnowledgeBase
 from ragloop.offline.answerer import ExtractiveAnswerer
 from ragloop.offline.grader import LocalGrader
 from ragloop.offline.planner import LocalPlanner
-from ragloop.offline.rewriter import LocalRewriter, doc_for_title, fetch_targets
+from ragloop.offline.rewriter import LocalRewriter, fetch_targets
 from ragloop.offline.text import (
     TitleIndex,
     content_words,
-    section_links,
     split_sentences,
     stem,
 )
@@ -53,10 +52,10 @@ def catalogue(kb: KnowledgeBase) -> _Catalogue:
 
 
 class LocalFollowUps(FollowUps):
-    """What a kept chunk points to: its own section when cut off, the sections it refers to,
-    and the one-passage documents it names by title (the bridge of a two-hop question:
-    "… the band Tinted Windows …" → the document titled "Tinted Windows"). `named` does the
-    same for the question itself (section references and titles it names)."""
+    """What a kept chunk points to: its own section when cut off, and the one-passage
+    documents it names by title (the bridge of a two-hop question: "… the band Tinted Windows
+    …" → the document titled "Tinted Windows"). `named` does the same for the question itself
+    (the titles it names)."""
 
     def __init__(self, kb: KnowledgeBase) -> None:
         self.kb = kb
@@ -94,17 +93,8 @@ class LocalFollowUps(FollowUps):
         return out
 
     def __call__(self, hit: Hit, question: str | None = None) -> list[tuple[str, str]]:
-        out = fetch_targets(hit, self.cat.documents)
+        out = fetch_targets(hit)
         out += self._titled(hit.text, skip=hit.doc_id, question=question)
-        return list(dict.fromkeys(out))
-
-    def referenced(self, text: str) -> list[tuple[str, str]]:
-        out: list[tuple[str, str]] = []
-        for ref in section_links(text):
-            if ref.doc_title:
-                doc = doc_for_title(ref.doc_title, self.cat.documents)
-                if doc is not None:
-                    out.append((doc, ref.section))
         return list(dict.fromkeys(out))
 
     def named(self, text: str) -> list[tuple[str, str]]:

@@ -4,10 +4,10 @@ Each decision is a separate component (LLM JSON calls or local rules); with the 
 whole run needs no generative model. Steps count tool calls; the last step is the answer.
 
 Order of work: step 1 is single-shot's own search (the whole question, single-shot's depth);
-every other sub-question gets its first search; then the sections the question names outright
-(a section reference, a document title) that the searches did not bring; then, round-robin
-while steps remain, for parts not answered yet a pointer read (a cut-off chunk's section, a
-section a kept chunk refers to, a one-passage document it names) or else a rewrite from the gap,
+every other sub-question gets its first search; then the one-passage documents the question
+names by title that the searches did not bring; then, round-robin while steps remain, for parts
+not answered yet a pointer read (a cut-off chunk's section, a one-passage document a kept chunk
+names) or else a rewrite from the gap,
 until the gap stops narrowing. A part the grader judged enough is done: a spare step for it
 helped on HotpotQA but lost ground on the held-out hard set, so there is none. A re-query's
 hits are graded against the re-query too, so a second hop is not discarded for sharing little
@@ -41,10 +41,10 @@ from ragloop.core.events import AnswerEvent, PlanEvent, RewriteEvent, ToolCallEv
 from ragloop.core.types import Hit, RunStatus
 from ragloop.offline.text import absent_codes, content_words, query_names_title, term_set
 
-# Follow-up reads per sub-question (fetching referenced, named or cut-off sections).
+# Follow-up reads per sub-question (fetching named documents or cut-off sections).
 MAX_FETCHES_PER_PART = 2
-# Sections the question itself names ("section 2.3 of the Remote Work Policy", a document
-# title) that the first search did not bring: read at most this many per sub-question.
+# One-passage documents the question itself names by title that the first search did not
+# bring: read at most this many per sub-question.
 MAX_NAMED_PER_PART = 2
 # Final evidence order: a section read because the question named it ranks with this score;
 # one read through a kept chunk's pointer ranks just below that chunk.
@@ -100,15 +100,11 @@ class Part:
 
 
 class FollowUps:
-    """Which sections a kept chunk points to: referenced ones ("see section 4.2") or its own
-    section when the chunk is cut off. Supplied by the local decision module."""
+    """Which sections a kept chunk points to (its own section when the chunk is cut off, a
+    one-passage document it names). Supplied by the local decision module."""
 
     def __call__(self, hit: Hit, question: str | None = None) -> list[tuple[str, str]]:
         """(doc_id, section) pairs; `question` may order them by what it asks."""
-        return []
-
-    def referenced(self, text: str) -> list[tuple[str, str]]:
-        """Sections a question refers to outright ("section 2.3 of the Remote Work Policy")."""
         return []
 
     def named(self, text: str) -> list[tuple[str, str]]:
@@ -196,9 +192,9 @@ class PipelineDriver:
         return Grade(ordered, discarded, grade.enough, grade.missing, grade.next_query)
 
     def _with_pointed(self, part: Part, grade: Grade, asked: dict[int, float]) -> Grade:
-        """A discarded hit that a kept chunk points to (a section it refers to, the
-        one-passage document it names) is the next hop already in hand: kept, ranked just
-        below the chunk that points to it, with no fetch step spent on it."""
+        """A discarded hit that a kept chunk points to (the one-passage document it names, its
+        own cut-off section) is the next hop already in hand: kept, ranked just below the
+        chunk that points to it, with no fetch step spent on it."""
         if not grade.discarded:
             return grade
         pointers: dict[tuple[str, str], float] = {}
@@ -255,20 +251,17 @@ class PipelineDriver:
         return any(e.doc_id == doc_id for e in ctx.ledger.items)
 
     def _fetch_named(self, ctx: RunContext, part: Part) -> Steps[None]:
-        """Read the sections the sub-question names that no evidence holds yet."""
+        """Read the one-passage documents the sub-question names by title that no evidence
+        holds yet. (Sections it names by number are not read: that rule changed no figure on
+        the held-out hard set or HotpotQA; offline/README.md.)"""
         read = 0
-        # a referenced section is read unless that very section is held (another section of
-        # its document is not it); a named passage unless its document is held
-        wanted = [(d, s, False) for d, s in self.follow_ups.referenced(part.question)]
-        wanted += [(d, s, True) for d, s in self.follow_ups.named(part.question)]
-        for doc_id, section, whole_doc in wanted:
+        for doc_id, section in self.follow_ups.named(part.question):
             if read >= MAX_NAMED_PER_PART or not ctx.tool_steps_left:
                 return
-            if ctx.ledger.has_section(doc_id, section) or (whole_doc
-                                                           and self._known_doc(ctx, doc_id)):
+            if ctx.ledger.has_section(doc_id, section) or self._known_doc(ctx, doc_id):
                 continue
             yield from self._read(ctx, part, doc_id, section, NAMED_PRIORITY,
-                                  reason="the question names this section")
+                                  reason="the question names this document")
             read += 1
 
     def _fetch_one(self, ctx: RunContext, part: Part) -> Steps[bool]:

@@ -10,6 +10,7 @@ from ragloop.core.errors import EmptyQueryError
 from ragloop.kb import KnowledgeBase
 from ragloop.offline.planner import LocalPlanner
 from ragloop.offline.text import content_terms, section_refs
+from ragloop.offline.vocabulary import ENGLISH_WORDS
 from ragloop.retrieval.languages import month_pattern
 
 # Below this cosine to the nearest chunk, with no shared term, a question is off topic
@@ -20,8 +21,9 @@ _COMPARE = re.compile(r"\b(compare|compared|versus|vs\.?|differ|difference|betwe
                       r"each of|which of)\b", re.IGNORECASE)
 _CHAIN = re.compile(r"\b(who (?:approves|heads|leads|owns|signs)|whose|the person who|"
                     r"responsible for|according to the)\b", re.IGNORECASE)
-_DATE = re.compile(rf"\b(Q[1-4]|FY\s?\d{{2,4}}|(?:19|20)\d\d|{month_pattern(short=False)})\b",
-                   re.IGNORECASE)
+_QUARTER, _FY = ENGLISH_WORDS.period_code("quarter"), ENGLISH_WORDS.year_code
+_MONTHS = month_pattern(short=False)
+_DATE = re.compile(rf"\b({_QUARTER}|{_FY}\s?\d{{2,4}}|(?:19|20)\d\d|{_MONTHS})\b", re.IGNORECASE)
 
 
 def describe_scope(kb: KnowledgeBase, limit: int = 12) -> str:

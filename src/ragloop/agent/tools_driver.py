@@ -1,10 +1,14 @@
 """The `tools` driver: the model calls the three tools itself, in a loop with a ceiling.
 
+Step 1 is single-shot's own search, made by the driver with no model call (as the pipeline
+driver's step 1): the whole question at single-shot's depth, its first `baseline_docs`
+documents graded. Single-shot's documents stay in the evidence, in single-shot's order, unless
+the grader is sure they are irrelevant (no chunk of the document scores CONFIDENT_IRRELEVANT);
+the ones the grader did not keep are shown to the model as unconfirmed. The model's first
+call sees the question with those results, so a tools run starts from what single-shot would
+answer from and never holds less of it.
+
 How a reply is handled (the adapters map each provider's stop reason to `Finish`):
-- Step 1 searches: it names `search_knowledge_base` in tool_choice where the model accepts a
-  forced tool (`traits.forced_tool_choice`); where it does not (Claude models that think by
-  default, Ollama), or when the model still answers without a tool call, the driver runs that
-  first search itself with the question and hands the model its results.
 - A reply cut off at its token budget is asked again once with twice the budget; the tool calls
   of a reply that is still cut off are never run.
 - A refusal ends the run with status `refused` and the provider's reason.
@@ -21,9 +25,11 @@ from collections.abc import Callable
 
 from ragloop.agent.evidence import check_citations
 from ragloop.agent.failures import CONTINUES
+from ragloop.agent.pipeline_driver import CONFIDENT_IRRELEVANT
 from ragloop.agent.run import BUDGET_NOTICE, DriverOutcome, RunContext, Steps
-from ragloop.agent.search_grade import graded_result, search_and_grade
-from ragloop.agent.tools import SEARCH, SEARCH_TOOL, Toolbox, shown_page
+from ragloop.agent.search_grade import grade_event, graded_result, search_and_grade
+from ragloop.agent.single_shot import top_documents
+from ragloop.agent.tools import SEARCH, SEARCH_TOOL, Toolbox, format_hits, shown_page, wrap
 from ragloop.core.decisions import Grader
 from ragloop.core.errors import ModelRefused
 from ragloop.core.events import AnswerEvent, ErrorEvent, GradeEvent, ToolCallEvent
@@ -32,7 +38,6 @@ from ragloop.llm.base import (
     ChatModel,
     ChatResponse,
     Finish,
-    ForceTool,
     Message,
     ToolCall,
     ToolChoice,
@@ -55,8 +60,10 @@ SYSTEM = """You answer questions from a knowledge base that you reach only throu
 
 FORCED_ANSWER = ("Answer the question now from the evidence above, citing [n]. Say plainly what "
                  "the knowledge base does not cover.")
-FIRST_SEARCH_NOTE = ("Before answering, the knowledge base was searched for the question itself."
+FIRST_SEARCH_NOTE = ("\n\nThe knowledge base was searched for the question itself first."
                      " Results:\n")
+UNCONFIRMED_NOTE = ("\n\nAlso among the first results, not confirmed relevant by the grader"
+                    " (use them only if they answer the question):\n")
 
 NOT_SAID_MARKERS = ("does not say", "doesn't say", "not in the knowledge base",
                     "no information", "does not contain", "does not cover", "not mentioned")
@@ -66,11 +73,16 @@ class ToolsDriver:
     name = "tools"
 
     def __init__(self, chat: ChatModel, toolbox: Toolbox, grader: Grader, *,
-                 max_tokens: int = 8192) -> None:
+                 max_tokens: int = 8192, baseline: Toolbox | None = None,
+                 baseline_docs: int = 5) -> None:
+        """`baseline` searches as single-shot does (its depth); step 1 is its search of the
+        question, of which the first `baseline_docs` documents are single-shot's evidence."""
         self.chat = chat
         self.toolbox = toolbox
         self.grader = grader
         self.max_tokens = max_tokens
+        self.baseline = baseline or toolbox
+        self.baseline_docs = baseline_docs
         # tools run by name; the search is graded here, the others run as the toolbox has them
         self._handlers: dict[str, Callable[[RunContext, ToolCall], Steps[ToolReply]]] = {
             SEARCH: self._search}
@@ -154,17 +166,44 @@ class ToolsDriver:
                 break
         return reply
 
-    def _first_search_by_driver(self, ctx: RunContext, messages: list[Message]) -> Steps[None]:
-        """The search the model did not make at step 1, made with the question itself."""
-        results = yield from self._graded_search(ctx, ctx.question)
-        messages.append(Message(role="user", content=FIRST_SEARCH_NOTE + results))
+    def _single_shot_search(self, ctx: RunContext) -> Steps[str]:
+        """Step 1, with no model call: single-shot's search of the whole question. Its
+        documents enter the evidence in single-shot's order (the kept chunks confirmed, the
+        others not), except a document the grader is sure is irrelevant."""
+        ctx.step += 1
+        try:
+            hits = top_documents(self.baseline.search(ctx.question), self.baseline_docs)
+        except CONTINUES as exc:  # no words to search for: nothing found
+            yield ToolCallEvent(tool=SEARCH, query=ctx.question, error=str(exc))
+            return f"Tool error: {exc}"
+        grade = self.grader.grade(ctx.question, hits)
+        kept = {h.chunk_id for h in grade.kept}
+        best: dict[str, float] = {}
+        for h in [*grade.kept, *grade.discarded]:
+            score = 1.0 if grade.ungraded or h.chunk_id in kept else h.grade_score or 0.0
+            best[h.doc_id] = max(best.get(h.doc_id, 0.0), score)
+        confirmed: list[tuple[int, Hit]] = []
+        unconfirmed: list[tuple[int, Hit]] = []
+        for h in hits:
+            if grade.ungraded or h.chunk_id in kept:
+                confirmed.append((ctx.ledger.add_hit(h, ctx.step), h))
+            elif best.get(h.doc_id, 0.0) >= CONFIDENT_IRRELEVANT:
+                unconfirmed.append((ctx.ledger.add_hit(h, ctx.step, confirmed=False), h))
+        yield ToolCallEvent(tool=SEARCH, query=ctx.question, chunks=len(hits),
+                            kept=len(grade.kept), reason="single-shot's search")
+        yield grade_event(ctx.question, 0, hits, grade)
+        text = graded_result(confirmed, grade, self.toolbox.budget)
+        if unconfirmed:
+            text += wrap(SEARCH, UNCONFIRMED_NOTE.strip() + "\n" + format_hits(unconfirmed),
+                         self.toolbox.budget)
+        return text
 
     # -- the loop -------------------------------------------------------------------------
 
     def run(self, ctx: RunContext) -> Steps[DriverOutcome]:
-        messages = [Message(role="user", content=ctx.question)]
+        first = yield from self._single_shot_search(ctx)
+        messages = [Message(role="user", content=ctx.question + FIRST_SEARCH_NOTE + first)]
         system = SYSTEM.format(max_steps=ctx.max_steps)
-        traits = self.chat.traits
         final: ChatResponse | None = None
         forced = False
         while ctx.step < ctx.max_steps:
@@ -173,13 +212,7 @@ class ToolsDriver:
                 forced = True
                 final = yield from self._answer_now(ctx, messages, system)
                 break
-            first = ctx.step == 1
-            choice: ToolChoice = (ForceTool(SEARCH) if first and traits.forced_tool_choice
-                                  else "auto")
-            reply = yield from self._call(ctx, messages, system, self.toolbox.specs, choice)
-            if first and not reply.tool_calls:
-                yield from self._first_search_by_driver(ctx, messages)
-                continue
+            reply = yield from self._call(ctx, messages, system, self.toolbox.specs, "auto")
             if not reply.tool_calls:
                 final = reply if reply.text.strip() else (
                     yield from self._answer_now(ctx, messages, system))

@@ -16,10 +16,8 @@ from ragloop.embed.base import Embedder
 from ragloop.offline.text import (
     Quantity,
     absent_codes,
-    codes,
     content_terms,
     content_words,
-    entities,
     quantities,
     section_links,
     split_sentences,
@@ -46,7 +44,6 @@ class ExtractiveAnswerer:
 
     def _candidates(self, evidence: list[Evidence]) -> list[tuple[int, str]]:
         out: list[tuple[int, str]] = []
-        self._context = {ev.n: f"{ev.doc_id} {ev.section_title}".lower() for ev in evidence}
         self._section = {ev.n: ev.section for ev in evidence}
         self._doc = {ev.n: ev.doc_id.lower() for ev in evidence}
         for ev in evidence:
@@ -57,22 +54,13 @@ class ExtractiveAnswerer:
 
     def _score(self, question: str, cands: list[tuple[int, str]]) -> list[float]:
         terms = {stem(t) for t in content_terms(question)}
-        q_codes = {c.lower() for c in codes(question)}
-        q_entities = {e.lower() for e in entities(question)}
+        # no separate check that a sentence names the question's codes and names: it cost
+        # HotpotQA answers (the answer sentence of a second hop seldom names the question's
+        # entities) and helped on no other set (offline/README.md)
         lexical = []
-        for n, sentence in cands:
+        for _n, sentence in cands:
             have = {stem(t) for t in term_set(sentence)}
-            cov = len(terms & have) / len(terms) if terms else 0.0
-            # the question's codes and names (CEO, S200, Pulse) must be in the sentence or
-            # the document and section it sits in: "Expected battery life is 5 years" in the
-            # S200 datasheet is about the S200; a sentence about someone else's salary does
-            # not answer "the CEO's salary"
-            where = f"{sentence.lower()} {self._context.get(n, '')}"
-            if q_codes and not q_codes & {c.lower() for c in codes(where)}:
-                cov *= 0.5
-            if q_entities and sum(e in where for e in q_entities) < len(q_entities) / 2:
-                cov *= 0.3
-            lexical.append(cov)
+            lexical.append(len(terms & have) / len(terms) if terms else 0.0)
         if self.embedder is None or not cands:
             return lexical
         best = sorted((i for i, lex in enumerate(lexical) if lex > 0),

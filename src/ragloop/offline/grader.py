@@ -45,13 +45,6 @@ W_VEC = 0.6
 THRESHOLD = 0.575
 # When nothing reaches the threshold, the best hit is still kept if it reaches FLOOR.
 FLOOR = 0.505
-# A hit below the threshold is still kept when it scores at least RELATIVE_FLOOR and within
-# MARGIN of the best hit of the same search: on passage corpora (HotpotQA) the grader's
-# absolute scores barely separate gold from distractor paragraphs (top-m by grade ≈ top-m by
-# retrieval), and the second gold paragraph of a two-hop question scores like a distractor,
-# so an absolute cut alone threw away what the question needed.
-RELATIVE_FLOOR = 0.40
-MARGIN = 0.15
 # A hit that one retriever ranks first, or both rank in their top AGREEMENT_RANK, is kept
 # when it scores at least AGREEMENT_FLOOR: on HotpotQA such hits that the score cut
 # discarded were gold 56% of the time (140 of 4,800 first-search hits), more often than the
@@ -153,18 +146,14 @@ def combine(cos: float, cov: float, penalty: float, w_vec: float = W_VEC) -> flo
 
 
 def select(scores: list[float], threshold: float = THRESHOLD, floor: float = FLOOR,
-           max_keep: int = 6, relative_floor: float = RELATIVE_FLOOR,
-           margin: float = MARGIN) -> list[int]:
-    """Indexes of the hits to keep, best first (at most max_keep): all ≥ threshold, plus those
-    ≥ relative_floor within `margin` of the best; when none of those qualify, the single best
-    one if it reaches floor."""
+           max_keep: int = 6) -> list[int]:
+    """Indexes of the hits to keep, best first (at most max_keep): all ≥ threshold; when none
+    qualify, the single best one if it reaches floor."""
     order = sorted(range(len(scores)), key=lambda i: -scores[i])
     if not order:
         return []
     best = scores[order[0]]
-    kept = [i for i in order if scores[i] >= threshold
-            or (best >= floor and scores[i] >= relative_floor and scores[i] >= best - margin)]
-    kept = kept[:max_keep]
+    kept = [i for i in order if scores[i] >= threshold][:max_keep]
     if not kept and best >= floor:
         kept = [order[0]]
     return kept
@@ -178,8 +167,7 @@ class LocalGrader:
     def __init__(self, embedder: Embedder | None = None, threshold: float = THRESHOLD,
                  floor: float = FLOOR, w_vec: float = W_VEC, max_keep: int = 6,
                  enough_coverage: float = ENOUGH_COVERAGE,
-                 enough_cosine: float = ENOUGH_COSINE,
-                 relative_floor: float = RELATIVE_FLOOR, margin: float = MARGIN):
+                 enough_cosine: float = ENOUGH_COSINE):
         self.embedder = embedder
         self.threshold = threshold
         self.usage = Usage()  # no model calls
@@ -188,8 +176,6 @@ class LocalGrader:
         self.max_keep = max_keep
         self.enough_coverage = enough_coverage
         self.enough_cosine = enough_cosine
-        self.relative_floor = relative_floor
-        self.margin = margin
 
     # -- scoring --------------------------------------------------------------------------
 
@@ -226,8 +212,7 @@ class LocalGrader:
 
     def grade(self, question: str, hits: list[Hit]) -> Grade:
         scores, cos, penalties = self._scored(question, hits)
-        keep = select(scores, self.threshold, self.floor, self.max_keep, self.relative_floor,
-                      self.margin)
+        keep = select(scores, self.threshold, self.floor, self.max_keep)
         # retrievers agreeing on a sibling document (another quarter's report, another
         # sensor's datasheet) is no evidence: the question names a code the hit contradicts
         agreed = [i for i, h in enumerate(hits) if i not in keep

@@ -15,6 +15,7 @@ import re
 from ragloop.core.decisions import Plan
 from ragloop.core.types import Usage
 from ragloop.offline.text import content_words, entities, is_period
+from ragloop.offline.vocabulary import ENGLISH_WORDS
 from ragloop.retrieval.languages import month_pattern
 
 MAX_PARTS = 3
@@ -34,8 +35,14 @@ _GREETING_PREFIX = re.compile(
     re.IGNORECASE)
 
 _MONTH = month_pattern()
-DATE = (rf"(?:(?:Q[1-4]|H[12])\s*(?:FY\s?)?'?\d{{2,4}}|(?:Q[1-4]|H[12])\s+of\s+(?:FY\s?)?\d{{2,4}}"
-        rf"|FY\s?'?\d{{2,4}}|{_MONTH}\s+(?:\d{{1,2}},?\s+)?(?:19|20)\d\d|(?:19|20)\d\d)")
+_V = ENGLISH_WORDS
+# a quarter or half code (Q3, H1) and a financial year (FY2025), from the vocabulary's data
+_QH = f"(?:{_V.period_code('quarter')}|{_V.period_code('half')})"
+_FY = _V.year_code
+_OF = _V.alternatives("of_words")
+_THE = _V.alternatives("articles")
+DATE = (rf"(?:{_QH}\s*(?:{_FY}\s?)?'?\d{{2,4}}|{_QH}\s+of\s+(?:{_FY}\s?)?\d{{2,4}}"
+        rf"|{_FY}\s?'?\d{{2,4}}|{_MONTH}\s+(?:\d{{1,2}},?\s+)?(?:19|20)\d\d|(?:19|20)\d\d)")
 # A code-bearing entity: optional capitalised word + a token with digits (Edge G2, S200).
 CODE_ENT = r"(?:[A-Z][\w\-]*\s+)?[A-Za-z\-]*\d[\w\-]*"
 # A capitalised name of up to four words (Pulse Standard, Austin, Data Retention Policy).
@@ -50,22 +57,25 @@ def _clean(text: str) -> str:
     return text[:1].upper() + text[1:] if text else text
 
 
-_YEAR_RE = r"((?:FY\s?)?(?:19|20)\d\d)"
-_QUARTER_NUMBER = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3,
-                   "fourth": 4, "4th": 4, "last": 4, "final": 4}
-_QUARTER_PHRASE = re.compile(rf"\b(?:the\s+)?({'|'.join(_QUARTER_NUMBER)})\s+quarter\s+"
-                             rf"(?:of\s+|in\s+)?{_YEAR_RE}\b", re.IGNORECASE)
-_HALF_NUMBER = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "last": 2, "final": 2}
-_HALF_PHRASE = re.compile(rf"\b(?:the\s+)?(?:({'|'.join(_HALF_NUMBER)})\s+half\s+"
-                          rf"(?:of\s+|in\s+)?|H([12])\s+(?:of\s+)?){_YEAR_RE}\b",
-                          re.IGNORECASE)
+_YEAR_RE = rf"((?:{_FY}\s?)?(?:19|20)\d\d)"
+_QUARTER = _V.periods["quarter"]
+_HALF = _V.periods["half"]
+_QUARTER_NUMBER: dict[str, int] = _QUARTER["ordinals"]
+_QUARTER_PHRASE = re.compile(rf"\b(?:{_THE}\s+)?({'|'.join(_QUARTER_NUMBER)})\s+"
+                             rf"{re.escape(_QUARTER['word'])}\s+(?:{_OF}\s+)?{_YEAR_RE}\b",
+                             re.IGNORECASE)
+_HALF_NUMBER: dict[str, int] = _HALF["ordinals"]
+_HALF_PHRASE = re.compile(rf"\b(?:{_THE}\s+)?(?:({'|'.join(_HALF_NUMBER)})\s+"
+                          rf"{re.escape(_HALF['word'])}\s+(?:{_OF}\s+)?"
+                          rf"|{re.escape(_HALF['code'])}([1-{_HALF['count']}])\s+(?:of\s+)?)"
+                          rf"{_YEAR_RE}\b", re.IGNORECASE)
 
 
 def quarter_codes(q: str) -> str:
     """"the third quarter of 2024" → "Q3 2024": reports name quarters by code, and a
     spelled-out quarter shares no word with them (the year alone matches every quarter)."""
     return _QUARTER_PHRASE.sub(
-        lambda m: f"Q{_QUARTER_NUMBER[m.group(1).lower()]} {m.group(2)}", q)
+        lambda m: f"{_QUARTER['code']}{_QUARTER_NUMBER[m.group(1).lower()]} {m.group(2)}", q)
 
 
 def _half_parts(q: str) -> list[str] | None:
@@ -76,7 +86,9 @@ def _half_parts(q: str) -> list[str] | None:
         return None
     word, digit, year = m.groups()
     half = int(digit) if digit else _HALF_NUMBER[word.lower()]
-    return [_clean(f"{q[: m.start()]}Q{n} {year}{q[m.end():]}") for n in (2 * half - 1, 2 * half)]
+    code = _QUARTER["code"]
+    return [_clean(f"{q[: m.start()]}{code}{n} {year}{q[m.end():]}")
+            for n in (2 * half - 1, 2 * half)]
 
 
 def _date_parts(q: str) -> list[str] | None:

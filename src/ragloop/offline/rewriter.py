@@ -2,18 +2,16 @@
 
 Candidates, in order, the first one not yet tried wins:
 1. the grader's own `next_query` (the uncovered terms plus the question's covered entities);
-2. bridge entities found in kept chunks (a product code, a capitalised name, a section
-   reference the question does not mention) + the uncovered terms — the multi-hop step:
+2. bridge entities found in kept chunks (a product code, a capitalised name the question does
+   not mention) + the uncovered terms — the multi-hop step:
    "battery life of the sensor that raises E102" → kept chunk says "The S200 raises E102"
    → "S200 battery life";
-3. the uncovered terms + pseudo-relevance-feedback terms (characteristic words of the kept
-   chunks);
-4. the uncovered terms alone.
+3. the uncovered terms alone (with, then without, the question's covered entities).
 Built from `grade.missing` and `grade.kept` (plus the question's entities as context), never
 from the history of queries; a query equal to a tried one (same words, any order) is skipped.
 
-Also the helpers the driver uses to decide on `fetch_document_section`: `section_refs`,
-`looks_cut_off`, `fetch_targets`.
+Also the helpers the driver uses to decide on `fetch_document_section`: `looks_cut_off`,
+`fetch_targets`.
 """
 
 from __future__ import annotations
@@ -22,21 +20,16 @@ from ragloop.core.decisions import Grade
 from ragloop.core.types import DocumentInfo, Hit, Usage
 from ragloop.offline.grader import context_text, gap_terms
 from ragloop.offline.text import (
-    SectionRef,
     content_words,
     entities,
     is_code,
     looks_cut_off,
     name_spans,
-    section_links,
-    section_refs,
     split_sentences,
     stem,
-    tfidf_terms,
 )
 
-__all__ = ["LocalRewriter", "bridge_entities", "fetch_targets", "looks_cut_off",
-           "section_refs"]
+__all__ = ["LocalRewriter", "bridge_entities", "fetch_targets", "looks_cut_off"]
 
 MAX_QUERY_WORDS = 10
 
@@ -48,7 +41,7 @@ def _key(query: str) -> frozenset[str]:
 def bridge_entities(question: str, kept: list[Hit], limit: int = 3) -> list[str]:
     """Names in kept chunks that the question does not use, best first: multi-word names as
     written ("Chief Financial Officer", "Tinted Windows"), codes weighted double, a chunk's
-    weight falling with its rank; section references as "section 4.2"."""
+    weight falling with its rank."""
     asked = {stem(w) for w in content_words(question)} | {stem(e) for e in entities(question)}
     counts: dict[str, float] = {}
     for rank, hit in enumerate(kept):
@@ -72,17 +65,13 @@ def bridge_entities(question: str, kept: list[Hit], limit: int = 3) -> list[str]
             bonus = 2.0 if any(is_code(w) for w in name.split()) else 1.0
             bonus *= 1.0 + 0.5 * context.get(name, 0)
             counts[name] = counts.get(name, 0.0) + weight * bonus
-        for ref in section_links(hit.text):
-            label = f"section {ref.section}"
-            counts[label] = counts.get(label, 0.0) + 0.5 * weight
     ranked = sorted(counts, key=lambda e: (-counts[e], e))
     return ranked[:limit]
 
 
 class LocalRewriter:
-    def __init__(self, max_words: int = MAX_QUERY_WORDS, prf_terms: int = 3):
+    def __init__(self, max_words: int = MAX_QUERY_WORDS):
         self.max_words = max_words
-        self.prf_terms = prf_terms
         self.usage = Usage()  # no model calls
 
     def candidates(self, question: str, grade: Grade) -> list[str]:
@@ -105,12 +94,6 @@ class LocalRewriter:
             for b in bridges:
                 out.append(" ".join([b, *target]))
                 out.append(b)  # the bridge alone: the page about it (second hop)
-            exclude = {stem(w) for w in content_words(question)} | gap_stems
-            prf = tfidf_terms([context_text(h) for h in grade.kept], exclude,
-                              n=self.prf_terms)
-            if prf:
-                out.append(" ".join([*context, *gap, *prf] if gap else [*context, *plain,
-                                                                          *prf]))
         if gap:
             out.append(" ".join([*context, *gap]))
             out.append(" ".join(gap))
@@ -142,22 +125,8 @@ def doc_for_title(title: str, documents: list[DocumentInfo]) -> str | None:
     return best if best_score >= 0.6 else None
 
 
-def fetch_targets(hit: Hit, documents: list[DocumentInfo] | None = None) -> list[tuple[str, str]]:
+def fetch_targets(hit: Hit) -> list[tuple[str, str]]:
     """(doc_id, section) pairs worth fetching whole for a kept hit: its own section when the
-    chunk looks cut off, and every section it refers to ("see section 4.2" → same document;
-    "section 2.1 of the Data Retention Policy" → that document, matched by title among
-    `documents`, e.g. `kb.documents()`)."""
-    out: list[tuple[str, str]] = []
-    if looks_cut_off(hit):
-        out.append((hit.doc_id, hit.section))
-    refs: list[SectionRef] = section_links(hit.text)
-    for ref in refs:
-        doc = hit.doc_id
-        if ref.doc_title:
-            found = doc_for_title(ref.doc_title, documents or [])
-            if found is None and documents is not None:
-                continue
-            doc = found or doc
-        if (doc, ref.section) != (hit.doc_id, hit.section):
-            out.append((doc, ref.section))
-    return list(dict.fromkeys(out))
+    chunk looks cut off. The sections a chunk refers to ("see section 4.2") are not read: that
+    rule changed no figure on the held-out hard set or HotpotQA (offline/README.md)."""
+    return [(hit.doc_id, hit.section)] if looks_cut_off(hit) else []

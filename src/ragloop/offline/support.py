@@ -37,6 +37,7 @@ from ragloop.offline.text import (
     term_set,
     words,
 )
+from ragloop.offline.vocabulary import ENGLISH_WORDS
 
 # Tuned on the dev half of examples/evals/citation_support.jsonl only (see RESULTS.md).
 MIN_COVERAGE = 0.6  # share of the claim's content terms the passage holds
@@ -51,9 +52,9 @@ _AFTER_STOP = re.compile(r"([.!?。！？])(\s*)((?:\[\d+(?:\s*[,;–-]\s*\d+)*\
 _THOUSANDS = re.compile(r"(?<=\d)[,.\u00a0\u202f'’](?=\d{3}(?!\d))")
 # a number, not the digits of a code (S200, FY2025, E104)
 _FIGURE = re.compile(r"(?<![A-Za-z\d.])\d+(?:\.\d+)?")
-_NUMBER_WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-                 "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "twenty": 20, "thirty": 30,
-                 "forty": 40, "fifty": 50, "hundred": 100}
+# number words a claim may state a figure with (not "one": "one of the …" is no figure)
+_NUMBER_WORDS = {w: ENGLISH_WORDS.table("number_words")[w]
+                 for w in ENGLISH_WORDS.words("claim_number_words")}
 _NUMBER_WORD = re.compile(r"\b(" + "|".join(_NUMBER_WORDS) + r")\b", re.IGNORECASE)
 # A figure with its unit ("8.5 Ah", "±50 g", "915 MHz"): "5 Ah" is not in a passage that says
 # "5 years" and "8.5 Ah".

@@ -7,9 +7,7 @@ durations) and section references. Pure functions, no model.
 
 from __future__ import annotations
 
-import math
 import re
-from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -17,6 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ragloop.core.types import Hit
+from ragloop.offline.vocabulary import ENGLISH_WORDS
 from ragloop.retrieval.languages import (
     CJK_CHARS,
     cjk_grams,
@@ -28,21 +27,9 @@ from ragloop.retrieval.languages import (
 from ragloop.retrieval.query_text import STOP_WORDS
 
 # Words that carry no topic in a question: the search stop words plus question/instruction
-# vocabulary ("list", "describe", "tell me").
-QUESTION_WORDS = frozenset([
-    "also", "any", "all", "both", "each", "every", "other", "some", "many", "much", "more",
-    "most", "less", "least", "very", "just", "only", "same", "own", "here", "out", "up", "down",
-    "over", "under", "again", "further", "once", "too", "been", "being", "am", "may", "might",
-    "must", "shall", "we", "you", "your", "our", "my", "me", "he", "she", "him", "her", "his",
-    "them", "us", "one", "ones", "get", "got", "give", "list", "name", "names", "tell", "describe",
-    "explain", "show", "please", "know", "want", "need", "like", "kind", "sort", "type", "types",
-    "thing", "things", "way", "ways", "compare", "compared", "comparison", "versus", "vs",
-    "difference", "differences", "between", "whether", "which", "whose", "much", "often",
-    "long", "say", "says", "said", "mean", "means", "use", "used", "using", "there", "those",
-    "after", "before", "during", "per", "each", "via", "any", "anything", "something",
-    "make", "makes", "made", "go", "goes", "take", "takes", "according", "under", "within",
-    "exactly", "currently", "current", "new", "old", "happen", "happens", "etc", "e", "g",
-])
+# vocabulary ("list", "describe", "tell me"), from the language's data file (vocabulary.py).
+VOCABULARY = ENGLISH_WORDS
+QUESTION_WORDS = frozenset(VOCABULARY.words("question_words"))
 STOP = STOP_WORDS | QUESTION_WORDS
 
 # The knowledge base's language while a question is answered (Engine.ask sets it): its stop
@@ -97,10 +84,10 @@ def words(text: str) -> list[str]:
 
 
 # "mid-2025", "end-2024": a year with a word of when, written as one token; not a code.
-_YEAR_PHRASE = re.compile(r"^(?:mid|early|late|end|start|pre|post)-(?:19|20)\d\d$",
-                          re.IGNORECASE)
+_YEAR_PHRASE = re.compile(rf"^{VOCABULARY.year_phrase}-(?:19|20)\d\d$", re.IGNORECASE)
 # Periods: a quarter, a half or a financial year (and the year phrases above).
-_PERIOD = re.compile(r"^(?:Q[1-4]|H[12]|FY\d{2}(?:\d{2})?)$", re.IGNORECASE)
+_PERIOD = re.compile(rf"^(?:{VOCABULARY.period_code('quarter')}|{VOCABULARY.period_code('half')}"
+                     rf"|{VOCABULARY.year_code}\d{{2}}(?:\d{{2}})?)$", re.IGNORECASE)
 
 
 def is_code(word: str) -> bool:
@@ -223,8 +210,7 @@ def code_family(code: str) -> str:
 
 # --- sentences ---------------------------------------------------------------------------
 
-_ABBREV = re.compile(r"\b(?:e\.g|i\.e|etc|vs|approx|Mr|Mrs|Ms|Dr|No|Inc|Ltd|Fig|Sec|cf)\.$",
-                     re.IGNORECASE)
+_ABBREV = re.compile(rf"\b{VOCABULARY.alternatives('abbreviations')}\.$", re.IGNORECASE)
 
 
 # ". " before a capital (or a digit, a currency), as in English; ". " before a Hebrew letter
@@ -261,22 +247,25 @@ class Quantity:
     text: str  # as written
 
 
-_MONEY = re.compile(r"(?:([£$€¥])\s?(\d(?:[\d,]*\d)?(?:\.\d+)?)\s*"
-                    r"(million|billion|thousand|bn|k|m)?\b"
-                    r"|\b(USD|GBP|EUR)\s?(\d(?:[\d,]*\d)?(?:\.\d+)?)\s*(million|billion|bn|k|m)?\b)",
+_SCALE = {w: float(v) for w, v in VOCABULARY.table("money_scales").items()}
+_CURRENCY = VOCABULARY.table("currency_codes")
+_SCALE_RE = "(" + "|".join(map(re.escape, _SCALE)) + ")?"
+_AMOUNT = r"(\d(?:[\d,]*\d)?(?:\.\d+)?)"
+_MONEY = re.compile(rf"(?:([£$€¥])\s?{_AMOUNT}\s*{_SCALE_RE}\b"
+                    rf"|\b({'|'.join(map(re.escape, _CURRENCY))})\s?{_AMOUNT}\s*{_SCALE_RE}\b)",
                     re.IGNORECASE)
-_PERCENT = re.compile(r"(\d+(?:\.\d+)?)\s?(?:%|per ?cent\b)", re.IGNORECASE)
+_PERCENT = re.compile(rf"(\d+(?:\.\d+)?)\s?(?:%|{VOCABULARY.alternatives('percent_words')}\b)",
+                      re.IGNORECASE)
 _DATE = re.compile(rf"\b(?:(\d{{1,2}})\s+({_MONTH_RE})\.?,?\s+((?:19|20)\d\d)"
                    rf"|({_MONTH_RE})\.?\s+(\d{{1,2}}),?\s+((?:19|20)\d\d)"
                    r"|((?:19|20)\d\d)-(\d\d)-(\d\d))\b")
-_DURATION = re.compile(r"\b(\d+(?:\.\d+)?|one|two|three|four|five|six|seven|eight|nine|ten|"
-                       r"twelve|eighteen|twenty|thirty|sixty|ninety)[\s-]"
-                       r"(business days?|working days?|days?|weeks?|months?|years?|hours?|"
-                       r"minutes?)\b", re.IGNORECASE)
-_NUMWORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-             "eight": 8, "nine": 9, "ten": 10, "twelve": 12, "eighteen": 18, "twenty": 20,
-             "thirty": 30, "sixty": 60, "ninety": 90}
-_SCALE = {"k": 1e3, "thousand": 1e3, "m": 1e6, "million": 1e6, "bn": 1e9, "billion": 1e9}
+_NUMWORDS = {w: VOCABULARY.table("number_words")[w]
+             for w in VOCABULARY.words("duration_number_words")}
+_PLURAL = re.escape(VOCABULARY.data["plural_suffix"])
+_UNITS = "|".join(f"{re.escape(u)}{_PLURAL}?" for u in VOCABULARY.words("duration_units"))
+_DURATION = re.compile(rf"\b(\d+(?:\.\d+)?|{'|'.join(map(re.escape, _NUMWORDS))})[\s-]"
+                       rf"({_UNITS})\b", re.IGNORECASE)
+_UNIT_SYNONYMS = VOCABULARY.table("unit_synonyms")
 
 
 def _num(s: str) -> float:
@@ -289,7 +278,7 @@ def quantities(text: str) -> list[Quantity]:
         cur = m.group(1) or m.group(4).upper()
         amount = _num(m.group(2) or m.group(5)) * _SCALE.get((m.group(3) or m.group(6) or "")
                                                              .lower(), 1.0)
-        cur = {"GBP": "£", "USD": "$", "EUR": "€"}.get(cur, cur)
+        cur = _CURRENCY.get(cur, cur)
         out.append(Quantity(f"money:{cur}", f"{amount:g}", m.group(0).strip()))
     for m in _PERCENT.finditer(text):
         out.append(Quantity("percent", f"{float(m.group(1)):g}", m.group(0)))
@@ -306,8 +295,9 @@ def quantities(text: str) -> list[Quantity]:
     for m in _DURATION.finditer(text):
         n = m.group(1).lower()
         value = float(_NUMWORDS.get(n, 0)) if n in _NUMWORDS else float(n)
-        unit = m.group(2).lower().rstrip("s")
-        unit = unit.replace("working", "business")
+        unit = m.group(2).lower().removesuffix(VOCABULARY.data["plural_suffix"])
+        for word, same in _UNIT_SYNONYMS.items():
+            unit = unit.replace(word, same)
         out.append(Quantity(f"duration:{unit}", f"{value:g}", m.group(0)))
     return out
 
@@ -322,10 +312,11 @@ class SectionRef:
 
 
 _SECTION_REF = re.compile(
-    r"\b(?:see\s+(?:also\s+)?)?(?:sections?|§|clause|paragraph|para\.?)\s*(\d+(?:\.\d+)*[a-z]?)"
-    r"(?:\s+(?:of|in)\s+(?:the\s+)?((?:[A-Z][\w&\-]*\s*){1,6}?"
-    r"(?:Policy|Procedure|Standard|Guide|Handbook|Manual|Datasheet|Agreement|Plan|Report"
-    r"|Overview|Terms|Notes?|Code|Charter|Glossary)\b))?",
+    rf"\b(?:{VOCABULARY.alternatives('see_words')}\s+)?{VOCABULARY.alternatives('section_words')}"
+    r"\s*(\d+(?:\.\d+)*[a-z]?)"
+    rf"(?:\s+{VOCABULARY.alternatives('of_words')}\s+(?:{VOCABULARY.alternatives('articles')}\s+)?"
+    r"((?:[A-Z][\w&\-]*\s*){1,6}?"
+    rf"{VOCABULARY.alternatives('document_kinds')}\b))?",
     re.IGNORECASE)
 
 
@@ -358,32 +349,6 @@ def looks_cut_off(hit: Hit | str) -> bool:
     if last_line.startswith(("#", "|", "-", "*", "•")) or re.match(r"\d+[.)]\s", last_line):
         return False  # a heading, table row or list item ends without a full stop
     return not re.search(r"[.!?…\"')\]»”’]$", text)
-
-
-# --- term weights ------------------------------------------------------------------------
-
-def tfidf_terms(texts: Iterable[str], exclude: set[str], n: int = 5,
-                background: Iterable[str] = ()) -> list[str]:
-    """The `n` most characteristic content words of `texts` (tf in them × idf over them and
-    `background`), skipping stems in `exclude`; returned as written (first spelling)."""
-    texts = list(texts)
-    docs = [list(content_words(t)) for t in [*texts, *background]]
-    df: Counter[str] = Counter()
-    for d in docs:
-        df.update({stem(w) for w in d})
-    tf: Counter[str] = Counter()
-    spelling: dict[str, str] = {}
-    for d in docs[: len(texts)]:
-        for w in words(" ".join(d)):
-            s = stem(w)
-            if s in exclude or w.lower() in STOP or len(s) < 3 or is_number(w):
-                continue
-            tf[s] += 1
-            spelling.setdefault(s, w)
-    total = max(len(docs), 1)
-    scored = {s: c * (1.0 + math.log((1 + total) / (1 + df[s]))) for s, c in tf.items()}
-    best = sorted(scored, key=lambda s: (-scored[s], s))[:n]
-    return [spelling[s] for s in best]
 
 
 # --- names of documents ------------------------------------------------------------------
@@ -442,8 +407,7 @@ class TitleIndex:
 
 
 _SPAN_TOKEN = re.compile(r"[^\W_][\w\-'’.&]*")
-_CONNECTORS = frozenset(["of", "the", "de", "da", "del", "la", "le", "von", "van", "for",
-                         "&"])
+_CONNECTORS = frozenset(VOCABULARY.words("name_connectors"))
 
 
 def name_spans(text: str) -> list[str]:

@@ -1,0 +1,79 @@
+"""The words the offline rules read, per language, from data files (`offline/lang/<code>.json`).
+
+Question words, period codes and their ordinals ("third quarter" → Q3), number words,
+duration units, money scales, section-reference words, document kinds, name connectors and
+sentence-final abbreviations live there, not in regexes in code; the helpers here turn them
+into the patterns `text.py` and `planner.py` use. Month names and stop words live in
+`retrieval/languages.py`, which the index shares. Only English is written: a language with no
+file reads English's, as the offline rules always have (see offline/README.md).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from ragloop.retrieval.languages import ENGLISH
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    code: str
+    data: dict[str, Any]
+
+    def words(self, key: str) -> list[str]:
+        return list(self.data[key])
+
+    def table(self, key: str) -> dict[str, Any]:
+        return dict(self.data[key])
+
+    @property
+    def periods(self) -> dict[str, Any]:
+        return self.data["periods"]
+
+    # -- patterns built from the words ----------------------------------------------------
+
+    def alternatives(self, key: str) -> str:
+        """A non-capturing group of the words under `key`, in the file's order (put a longer
+        spelling first: "sections" before "section"); a space in a word matches any run of
+        white space ("see  also")."""
+        return "(?:" + "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in self.data[key]) + ")"
+
+    def period_code(self, kind: str) -> str:
+        """ "Q[1-4]" for quarters, "H[1-2]" for halves: the code and its numbers."""
+        p = self.periods[kind]
+        return f"{re.escape(p['code'])}[1-{p['count']}]"
+
+    @property
+    def year_code(self) -> str:
+        return re.escape(self.periods["financial_year"]["code"])
+
+    @property
+    def year_phrase(self) -> str:
+        """A group of the words that join a year as one token ("mid-2025", "end-2024")."""
+        return "(?:" + "|".join(map(re.escape, self.periods["year_phrases"])) + ")"
+
+
+def vocabulary(code: str | None = ENGLISH) -> Vocabulary:
+    """The vocabulary of a language; English's when the language has no file."""
+    return _load((code or ENGLISH).strip().lower())
+
+
+@cache
+def _load(code: str) -> Vocabulary:
+    folder = resources.files("ragloop.offline") / "lang"
+    path = folder / f"{code}.json"
+    if not path.is_file():
+        return _load(ENGLISH) if code != ENGLISH else _missing()
+    return Vocabulary(code, json.loads(path.read_text(encoding="utf-8")))
+
+
+def _missing() -> Vocabulary:
+    raise FileNotFoundError("ragloop/offline/lang/en.json is missing from the installation")
+
+
+ENGLISH_WORDS = vocabulary(ENGLISH)
