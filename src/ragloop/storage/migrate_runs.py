@@ -4,6 +4,8 @@
 A run still `queued` or `running` in SRC belongs to SRC's workers: DST gets it as recorded but
 `failed`, with an "interrupted" error (what mark_interrupted does to a run whose process died),
 so DST's queue never runs it and no DST run waits forever for a worker that is elsewhere.
+Only the columns both backends' run tables have (RunRecord's) are copied: Postgres's queue
+bookkeeping (options, attempts, worker, lease) stays behind, as no copy is ever queued.
 """
 
 from __future__ import annotations
