@@ -493,7 +493,7 @@ def check_model_cmd(model: Annotated[str | None, typer.Argument(
 def migrate_(src: Annotated[str, typer.Argument(help="Source: a folder or postgresql:// URL.")],
              dst: Annotated[str, typer.Argument(help="Destination: a folder or URL.")],
              as_json: JsonOpt = False) -> None:
-    """Copy a knowledge base between SQLite and Postgres (either way), vectors included."""
+    """Copy a knowledge base between SQLite and Postgres (either way): vectors and runs too."""
     from ragloop.storage.migrate import migrate
 
     report = migrate(src, dst)

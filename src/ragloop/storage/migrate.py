@@ -1,8 +1,11 @@
 """`ragloop migrate SRC DST`: copy a knowledge base between SQLite folders and Postgres URLs.
 
-Copies documents, sections, chunks with their vectors (no re-embedding), the embedding cache
-and the meta (embedder name, dim). Either side may be SQLite or Postgres. Documents already in
-DST with the same doc_id are replaced; others are kept. Runs are not copied.
+Copies documents, sections, chunks with their vectors (no re-embedding), the embedding cache,
+the meta (embedder name, dim), and the runs with their events (storage.migrate_runs). Either
+side may be SQLite or Postgres. Documents already in DST with the same doc_id are replaced;
+others are kept. Runs keep their run_id: one already in DST is left alone, so migrating twice
+copies no run twice. A run still queued or running in SRC is copied as failed (interrupted):
+DST's workers never run it.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from ragloop.core.errors import EmbedderMismatchError, UserError
 from ragloop.core.types import Chunk, ParsedDocument, SectionText
 from ragloop.storage.backend import SqliteBackend, open_backend
 from ragloop.storage.location import is_postgres_url
-from ragloop.storage.protocols import DocumentWrite
+from ragloop.storage.migrate_runs import IN_FLIGHT, has_runs_table, run_pages, settled
+from ragloop.storage.protocols import DocumentWrite, RunCopy, RunStore
 
 BATCH_CHUNKS = 2000
 # Meta keys that belong to one backend's internals, never copied.
@@ -34,14 +38,29 @@ class MigrateReport:
     documents: int = 0
     chunks: int = 0
     embeddings: int = 0
+    runs: int = 0
+    events: int = 0
+    runs_interrupted: int = 0  # copied as failed: still queued or running in SRC
+    runs_present: int = 0  # already in DST (same run_id), left alone
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
     def summary(self) -> str:
-        return (f"copied {self.documents} documents, {self.chunks} chunks and"
-                f" {self.embeddings} cached embeddings in {self.seconds:.1f} s")
+        text = (
+            f"copied {self.documents} documents, {self.chunks} chunks,"
+            f" {self.embeddings} cached embeddings, {self.runs} runs and {self.events}"
+            f" run events in {self.seconds:.1f} s"
+        )
+        if self.runs_interrupted:
+            text += (
+                f"; {self.runs_interrupted} run(s) still queued or running in the source"
+                " were copied as failed (interrupted)"
+            )
+        if self.runs_present:
+            text += f"; {self.runs_present} run(s) already there were left alone"
+        return text
 
 
 class _Source:
@@ -50,6 +69,7 @@ class _Source:
     def meta(self) -> dict[str, str]: ...
     def documents(self, model: str) -> Iterator[DocumentWrite]: ...
     def embeddings(self) -> Iterator[tuple[str, str, np.ndarray]]: ...
+    def runs(self) -> Iterator[list[RunCopy]]: ...
     def close(self) -> None: ...
 
 
@@ -64,19 +84,32 @@ def _write(doc_row: tuple, sections: list[tuple], chunks: list[tuple]) -> Docume
     """doc_row (doc_id, title, source, mime, hash); sections (section, title_path, text);
     chunks (section, section_title, ord, text, embed_hash, vector)."""
     doc_id, title, source, mime, content_hash = doc_row
-    doc = ParsedDocument(doc_id=doc_id, title=title, source=source, mime=mime,
-                         sections=[SectionText(s, tuple(p), t) for s, p, t in sections])
+    doc = ParsedDocument(
+        doc_id=doc_id,
+        title=title,
+        source=source,
+        mime=mime,
+        sections=[SectionText(s, tuple(p), t) for s, p, t in sections],
+    )
     missing = [c for c in chunks if c[5] is None]
     if missing:
-        raise UserError(f"{doc_id}: {len(missing)} chunk(s) have no stored vector in the"
-                        " source; re-ingest it there first (`ragloop ingest`).")
-    vectors = (np.vstack([_array(c[5]) for c in chunks]) if chunks
-               else np.zeros((0, 0), dtype=np.float32))
+        raise UserError(
+            f"{doc_id}: {len(missing)} chunk(s) have no stored vector in the"
+            " source; re-ingest it there first (`ragloop ingest`)."
+        )
+    vectors = (
+        np.vstack([_array(c[5]) for c in chunks]) if chunks else np.zeros((0, 0), dtype=np.float32)
+    )
     return DocumentWrite(
-        doc=doc, content_hash=content_hash,
-        chunks=[Chunk(doc_id=doc_id, section=c[0], section_title=c[1], ord=c[2], text=c[3])
-                for c in chunks],
-        vectors=vectors, embed_hashes=[c[4] for c in chunks])
+        doc=doc,
+        content_hash=content_hash,
+        chunks=[
+            Chunk(doc_id=doc_id, section=c[0], section_title=c[1], ord=c[2], text=c[3])
+            for c in chunks
+        ],
+        vectors=vectors,
+        embed_hashes=[c[4] for c in chunks],
+    )
 
 
 class _SqliteSource(_Source):
@@ -88,24 +121,43 @@ class _SqliteSource(_Source):
         return dict(self.db.execute("SELECT key, value FROM meta"))
 
     def documents(self, model: str) -> Iterator[DocumentWrite]:
-        for row in self.db.execute("SELECT doc_id, title, source, mime, content_hash"
-                                   " FROM documents ORDER BY doc_id").fetchall():
-            sections = [(s, json.loads(p), t) for s, p, t in self.db.execute(
-                "SELECT section, title_path, text FROM sections WHERE doc_id=? ORDER BY ord",
-                (row[0],))]
-            chunks = [(sec, st, o, text, h, None if blob is None
-                       else np.frombuffer(blob, dtype=np.float32))
-                      for sec, st, o, text, h, blob in self.db.execute(
-                "SELECT c.section, coalesce(s.title, ''), c.ord, c.text, c.embed_hash, e.vector"
-                " FROM chunks c LEFT JOIN sections s ON s.doc_id = c.doc_id"
-                " AND s.section = c.section"
-                " LEFT JOIN embeddings e ON e.model = ? AND e.hash = c.embed_hash"
-                " WHERE c.doc_id = ? ORDER BY c.id", (model, row[0]))]
+        for row in self.db.execute(
+            "SELECT doc_id, title, source, mime, content_hash FROM documents ORDER BY doc_id"
+        ).fetchall():
+            sections = [
+                (s, json.loads(p), t)
+                for s, p, t in self.db.execute(
+                    "SELECT section, title_path, text FROM sections WHERE doc_id=? ORDER BY ord",
+                    (row[0],),
+                )
+            ]
+            chunks = [
+                (
+                    sec,
+                    st,
+                    o,
+                    text,
+                    h,
+                    None if blob is None else np.frombuffer(blob, dtype=np.float32),
+                )
+                for sec, st, o, text, h, blob in self.db.execute(
+                    "SELECT c.section, coalesce(s.title, ''), c.ord, c.text, c.embed_hash, e.vector"
+                    " FROM chunks c LEFT JOIN sections s ON s.doc_id = c.doc_id"
+                    " AND s.section = c.section"
+                    " LEFT JOIN embeddings e ON e.model = ? AND e.hash = c.embed_hash"
+                    " WHERE c.doc_id = ? ORDER BY c.id",
+                    (model, row[0]),
+                )
+            ]
             yield _write(row, sections, chunks)
 
     def embeddings(self) -> Iterator[tuple[str, str, np.ndarray]]:
         for model, h, blob in self.db.execute("SELECT model, hash, vector FROM embeddings"):
             yield model, h, np.frombuffer(blob, dtype=np.float32)
+
+    def runs(self) -> Iterator[list[RunCopy]]:
+        if has_runs_table(self.db):
+            yield from run_pages(self.db, "?")
 
     def close(self) -> None:
         self.db.close()
@@ -126,18 +178,24 @@ class _PostgresSource(_Source):
 
     def documents(self, model: str) -> Iterator[DocumentWrite]:
         del model  # the vectors are on the chunks
-        docs = self.conn.execute("SELECT doc_id, title, source, mime, content_hash"
-                                 " FROM documents ORDER BY doc_id COLLATE \"C\"").fetchall()
+        docs = self.conn.execute(
+            "SELECT doc_id, title, source, mime, content_hash"
+            ' FROM documents ORDER BY doc_id COLLATE "C"'
+        ).fetchall()
         for row in docs:
-            sections = [(s, p if isinstance(p, list) else json.loads(p), t)
-                        for s, p, t in self.conn.execute(
-                "SELECT section, title_path, text FROM sections WHERE doc_id=%s ORDER BY ord",
-                (row[0],)).fetchall()]
+            sections = [
+                (s, p if isinstance(p, list) else json.loads(p), t)
+                for s, p, t in self.conn.execute(
+                    "SELECT section, title_path, text FROM sections WHERE doc_id=%s ORDER BY ord",
+                    (row[0],),
+                ).fetchall()
+            ]
             chunks = self.conn.execute(
                 "SELECT c.section, coalesce(s.title, ''), c.ord, c.text, c.embed_hash,"
                 " c.embedding FROM chunks c LEFT JOIN sections s ON s.doc_id = c.doc_id"
                 " AND s.section = c.section WHERE c.doc_id = %s ORDER BY c.id",
-                (row[0],)).fetchall()
+                (row[0],),
+            ).fetchall()
             yield _write(row, sections, [tuple(c) for c in chunks])
 
     def embeddings(self) -> Iterator[tuple[str, str, np.ndarray]]:
@@ -145,6 +203,9 @@ class _PostgresSource(_Source):
             cur.execute("SELECT model, hash, vector FROM embeddings")
             for model, h, blob in cur:
                 yield model, h, np.frombuffer(bytes(blob), dtype=np.float32)
+
+    def runs(self) -> Iterator[list[RunCopy]]:
+        yield from run_pages(self.conn, "%s")
 
     def close(self) -> None:
         self.conn.close()
@@ -156,8 +217,7 @@ def _open_source(location: str) -> _Source:
     return _SqliteSource(Path(location))
 
 
-def _batches(docs: Iterator[DocumentWrite], report: MigrateReport
-             ) -> Iterator[list[DocumentWrite]]:
+def _batches(docs: Iterator[DocumentWrite], report: MigrateReport) -> Iterator[list[DocumentWrite]]:
     batch: list[DocumentWrite] = []
     size = 0
     for w in docs:
@@ -170,6 +230,17 @@ def _batches(docs: Iterator[DocumentWrite], report: MigrateReport
             batch, size = [], 0
     if batch:
         yield batch
+
+
+def _copy_runs(source: _Source, runs: RunStore, report: MigrateReport) -> None:
+    """The runs and their events, a page at a time, each page in one DST transaction."""
+    for page in source.runs():
+        in_flight = {r.record["run_id"] for r in page if r.record["status"] in IN_FLIGHT}
+        inserted, events = runs.import_runs([RunCopy(settled(r.record), r.events) for r in page])
+        report.runs += len(inserted)
+        report.events += events
+        report.runs_present += len(page) - len(inserted)
+        report.runs_interrupted += len(in_flight.intersection(inserted))
 
 
 def migrate(src: str, dst: str) -> MigrateReport:
@@ -191,7 +262,8 @@ def migrate(src: str, dst: str) -> MigrateReport:
             if recorded and recorded != model:
                 raise EmbedderMismatchError(
                     f"{dst} was built with the embedder {recorded!r}, {src} with {model!r}:"
-                    " their vectors cannot live together; migrate into an empty knowledge base.")
+                    " their vectors cannot live together; migrate into an empty knowledge base."
+                )
             for key, value in meta.items():
                 if key not in INTERNAL_META:
                     store.set_meta(key, value)
@@ -210,6 +282,7 @@ def migrate(src: str, dst: str) -> MigrateReport:
             docs = source.documents(model)
             store.bulk_load(_batches(docs, report))
             store.flush()
+            _copy_runs(source, backend.runs, report)
         finally:
             backend.close()
     finally:

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypedDict
+from typing import Any, NamedTuple, Protocol, TypedDict
 
 import numpy as np
 
@@ -160,6 +160,35 @@ def run_record(row: Sequence[object]) -> RunRecord:
     return RunRecord(**values)  # type: ignore[typeddict-item]
 
 
+#: the runs columns that hold JSON (text in SQLite, json in Postgres)
+RUN_JSON_COLUMNS = ("citations", "usage")
+
+
+def run_row(run: RunRecord) -> tuple[object, ...]:
+    """The values of RUN_COLUMNS for `run` (the inverse of run_record), JSON columns as text."""
+    values: dict[str, Any] = dict(run)
+    return tuple(json.dumps(values[k]) if k in RUN_JSON_COLUMNS else values[k]
+                 for k in RunRecord.__annotations__)
+
+
+class StoredEvent(NamedTuple):
+    """One row of a run's events as stored: `data` is its JSON text."""
+
+    seq: int
+    kind: str
+    step: int
+    data: str
+    ts: float
+
+
+@dataclass
+class RunCopy:
+    """A run and its events, read from one knowledge base to be written into another."""
+
+    record: RunRecord
+    events: list[StoredEvent]
+
+
 class QueuedRun(TypedDict):
     """A run a worker claimed from the queue."""
 
@@ -209,6 +238,11 @@ class RunStore(Protocol):
     def list(self, limit: int = 20) -> list[RunRecord]: ...
     def metrics(self) -> Metrics: ...
     def mark_interrupted(self) -> list[str]: ...
+    def import_runs(self, runs: list[RunCopy]) -> tuple[list[str], int]:
+        """Insert runs copied from another knowledge base (`ragloop migrate`) as recorded,
+        run_id and event seq kept, in one transaction; a run_id already here is left alone
+        (its events too). Returns the run_ids inserted and the number of events."""
+        ...
     def close(self) -> None: ...
 
 

@@ -34,10 +34,13 @@ from ragloop.storage.postgres import schema as pg_schema
 from ragloop.storage.postgres.store import connect, redact, split_url
 from ragloop.storage.protocols import (
     RUN_COLUMNS,
+    RUN_JSON_COLUMNS,
     Metrics,
     QueuedRun,
+    RunCopy,
     RunRecord,
     run_record,
+    run_row,
     used_all_steps,
 )
 
@@ -198,6 +201,30 @@ class PgRunStore:
         """Runs whose lease ran out (their process died): back to the queue, or failed after
         their last attempt. Runs other processes still hold are left alone."""
         return [run_id for run_id, _, _ in self.requeue_expired()]
+
+    def import_runs(self, runs: list[RunCopy]) -> tuple[list[str], int]:
+        """Insert copied runs as recorded (RunStore.import_runs); an existing run_id is left
+        alone. A copy holds no lease and no queue options: give it a final status, or a
+        `running` copy would never expire and a `queued` one would be run here."""
+        marks = ", ".join("%s::json" if c in RUN_JSON_COLUMNS else "%s"
+                          for c in RunRecord.__annotations__)
+        inserted: list[str] = []
+        if not runs:
+            return inserted, 0
+        with self._conn() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.executemany(f"INSERT INTO runs({RUN_COLUMNS}) VALUES ({marks})"
+                            " ON CONFLICT (run_id) DO NOTHING RETURNING run_id",
+                            [run_row(r.record) for r in runs], returning=True)
+            while True:  # one result per row: its run_id if inserted, nothing if present
+                inserted.extend(row[0] for row in cur.fetchall())
+                if not cur.nextset():
+                    break
+            new = set(inserted)
+            rows = [(r.record["run_id"], *e) for r in runs if r.record["run_id"] in new
+                    for e in r.events]
+            cur.executemany("INSERT INTO events(run_id, seq, kind, step, data, ts)"
+                            " VALUES (%s, %s, %s, %s, %s::json, %s)", rows)
+        return inserted, len(rows)
 
     def close(self) -> None:
         self.pool.close()

@@ -15,8 +15,10 @@ from ragloop.core.types import EventKind, RunStatus
 from ragloop.storage.protocols import (
     RUN_COLUMNS,
     Metrics,
+    RunCopy,
     RunRecord,
     run_record,
+    run_row,
     used_all_steps,
 )
 from ragloop.storage.sqlite.store import not_a_knowledge_base
@@ -138,6 +140,33 @@ class SqliteRunStore:
                 (RunStatus.FAILED, "interrupted by server restart", time.time(),
                  RunStatus.RUNNING))
         return ids
+
+    def import_runs(self, runs: list[RunCopy]) -> tuple[list[str], int]:
+        """Insert copied runs as recorded (RunStore.import_runs); an existing run_id is left
+        alone."""
+        marks = ", ".join("?" * len(RUN_COLUMNS.split(", ")))
+        inserted: list[str] = []
+        events = 0
+        with self.lock:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                for run in runs:
+                    cur = self.db.execute(
+                        f"INSERT OR IGNORE INTO runs({RUN_COLUMNS}) VALUES ({marks})",
+                        run_row(run.record))
+                    if cur.rowcount != 1:
+                        continue
+                    run_id = run.record["run_id"]
+                    inserted.append(run_id)
+                    self.db.executemany(
+                        "INSERT INTO events(run_id, seq, kind, step, data, ts)"
+                        " VALUES (?,?,?,?,?,?)", [(run_id, *e) for e in run.events])
+                    events += len(run.events)
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+        return inserted, events
 
     def close(self) -> None:
         with self.lock:
