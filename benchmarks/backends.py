@@ -151,7 +151,15 @@ def run_size(n: int, args, base: dict, queries: list[str], qvecs: np.ndarray) ->
             c for c, _ in s.search_vector(q, K)]), list(qvecs), ids=lambda f: [c - 1 for c in f])
         probes.add(name, "hybrid", recorded((name, "hybrid"), lambda q, s=store: [
             h.chunk_id for h in hybrid_search(s, emb, q, K, "hybrid")]), queries)
-    res: dict = {name: {} for name in stores}
+    from ragloop.storage.postgres.store import PostgresStore
+
+    sweep = {}
+    for ef in args.ef:
+        sweep[ef] = PostgresStore(stores["postgres"].url, ef_search=ef)
+        probes.add(f"ef{ef}", "vector", lambda q, s=sweep[ef]: [c for c, _ in s.search_vector(
+            q, K)], list(qvecs), ids=lambda f: [c - 1 for c in f])
+        closers.insert(0, sweep[ef].close)
+    res: dict = {name: {} for name in [*stores, *(f"ef{ef}" for ef in args.ef)]}
     log("timing queries (interleaved) ...")
     probes.run(res, truth)
     for name in stores:  # the warm-up ran 5 queries first: keep each probe's timed answers
@@ -180,6 +188,11 @@ def run_size(n: int, args, base: dict, queries: list[str], qvecs: np.ndarray) ->
              f" {pg['hnsw_s']:.0f} s, full-text statistics {pg.get('stats_s', 0):.0f} s)",
              "- query timings interleaved (query i on every probe before query i+1), one"
              " thread each; the builds ran apart."]
+    if args.ef:
+        lines += ["", table(["Postgres hnsw.ef_search", "vector recall@10", "p50 / p95 ms"],
+                            [[str(ef), f"{res[f'ef{ef}']['recall']:.3f}",
+                              f"{res[f'ef{ef}']['vector'][0]:.2f} /"
+                              f" {res[f'ef{ef}']['vector'][1]:.2f}"] for ef in args.ef])]
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     return "\n".join(lines) + "\n"
@@ -192,6 +205,8 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=OUT / "backends")
     ap.add_argument("--keep", action="store_true", help="keep both stores for a later run")
     ap.add_argument("--build-only", choices=["sqlite", "postgres"], default=None)
+    ap.add_argument("--ef", type=int, nargs="*", default=[],
+                    help="also time Postgres kNN at these hnsw.ef_search values")
     args = ap.parse_args()
     if args.build_only:
         args.keep = True

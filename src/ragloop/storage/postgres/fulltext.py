@@ -1,4 +1,4 @@
-"""BM25 on Postgres that is the SQLite default's BM25, at any corpus size.
+"""BM25 on Postgres with the SQLite default's analyzer and formula, candidates by impact.
 
 The SQLite store ranks with tantivy. Here every chunk is analysed in Python with the same
 tantivy analyzer (the KB language's, `retrieval.languages.analyzer`), and its terms go into
@@ -7,19 +7,20 @@ and `fts_stats` the corpus size and token count, kept exact in the transaction t
 deletes a chunk. A chunk's score is tantivy's BM25 (src/query/bm25.rs): the sum over query
 terms of idf · tf·(k1+1) / (tf + k1·(1 - b + b·dl/avgdl)), idf = ln(1 + (N - df + 0.5) /
 (df + 0.5)), dl the chunk's token count rounded down to tantivy's one-byte field norm
-(src/fieldnorm/code.rs), avgdl the exact mean token count.
+(src/fieldnorm/code.rs), avgdl the exact mean token count. So a chunk scores the same on both
+backends, to float32 precision.
 
-The top k is exact, without ranking every match: each term's postings are read best first
-from the index (term, impact DESC), where impact is the tf part above computed with the avgdl
-of the moment the posting was written. After reading the first L postings of every term, a
-chunk that none of the lists reached scores at most the sum over unfinished lists of idf ·
-ρ · (impact of the L-th posting), ρ = max(1, avgdl now / smallest avgdl any impact was computed
-with) bounding how far the tf part can have grown since. When the k-th best score of the
-chunks read (scored exactly, their other terms looked up by (chunk_id, term)) is above that
-bound, no unread chunk can enter the top k; otherwise the lists are read further (Fagin,
-Lotem and Naor's threshold algorithm). This is the "per-term impact-ordered candidates"
-choice: no server extension is needed (a managed Postgres has pgvector but rarely a BM25
-index), and the candidate set grows with what the query needs, not with the corpus.
+Which chunks are scored: each query term's first READ_BUDGET postings in impact order (the
+index (term, impact DESC); impact is the term's tf part, computed with the avgdl of the moment
+the posting was written), so every posting of a term rarer than the budget; of the chunks
+they reach, the RESCORED best by the part of their score those postings give are scored in
+full (all their query terms, by (chunk_id, term)). One statement, no server extension (a
+managed Postgres has pgvector but rarely a BM25 index). It is not the exact top k of the whole
+corpus: a chunk that holds only common query terms and is long enough to sit past the budget
+in each of their lists is not seen. benchmarks/backends.py measures how often that changes
+the top 10 (RESULTS.md, "Postgres at a million chunks"); an exact top k (the threshold
+algorithm over these same lists) cost 0.2-1 s a query at 100k chunks, because query terms'
+impacts are flat (short chunks, tf 1) and the bound falls slowly.
 """
 
 from __future__ import annotations
@@ -36,12 +37,11 @@ import psycopg
 from ragloop.retrieval import languages
 
 K1, B = 1.2, 0.75
-# Postings read per term in the first round, and the growth factor of each further round.
-FIRST_READ = 64
-GROWTH = 4
-# A term's list is never read past this many postings in one query; a query that reaches it
-# gets the best of what was read (counted in `inexact`), not an unbounded scan.
-MAX_READ = 65_536
+# Postings read per query term, best impact first (every posting of a rarer term), and how
+# many of the chunks they reach are scored in full. See the module docstring for what they
+# cost and what they give.
+READ_BUDGET = 1000
+RESCORED = 200
 
 
 def _decode_fieldnorm(code: int) -> int:
@@ -118,8 +118,8 @@ def posting_rows(chunks: Iterable[ChunkTerms], avgdl: float) -> Iterator[tuple]:
 # -- statistics, kept in the writing transaction -----------------------------------------
 
 def add_stats(conn: psycopg.Connection, chunks: list[ChunkTerms]) -> float:
-    """Count `chunks` into term_stats / fts_stats; returns the avgdl to compute their impacts
-    with (the corpus's after this write) and records it if it is the smallest used so far."""
+    """Count `chunks` into term_stats / fts_stats; returns the corpus's avgdl after this
+    write (their impacts are computed with it)."""
     df: Counter[str] = Counter()
     for c in chunks:
         df.update(c.counts.keys())
@@ -130,15 +130,12 @@ def add_stats(conn: psycopg.Connection, chunks: list[ChunkTerms]) -> float:
             "INSERT INTO term_stats(term, df) VALUES (%s, %s)"
             " ON CONFLICT (term) DO UPDATE SET df = term_stats.df + excluded.df",
             sorted(df.items()))
-    n, total, low = conn.execute(
-        "INSERT INTO fts_stats(id, n, tokens, impact_avgdl) VALUES (1, %s, %s, NULL)"
+    n, total = conn.execute(
+        "INSERT INTO fts_stats(id, n, tokens) VALUES (1, %s, %s)"
         " ON CONFLICT (id) DO UPDATE SET n = fts_stats.n + excluded.n,"
-        " tokens = fts_stats.tokens + excluded.tokens"
-        " RETURNING n, tokens, impact_avgdl", (len(chunks), tokens)).fetchone()
-    avgdl = max(1.0, float(total) / max(float(n), 1.0))
-    if low is None or avgdl < low:
-        conn.execute("UPDATE fts_stats SET impact_avgdl = %s WHERE id = 1", (avgdl,))
-    return avgdl
+        " tokens = fts_stats.tokens + excluded.tokens RETURNING n, tokens",
+        (len(chunks), tokens)).fetchone()
+    return max(1.0, float(total) / max(float(n), 1.0))
 
 
 def forget_documents(conn: psycopg.Connection, doc_ids: list[str]) -> None:
@@ -161,17 +158,13 @@ class BulkStats:
     `recount` makes them exact at the end)."""
 
     def __init__(self, conn: psycopg.Connection) -> None:
-        row = conn.execute("SELECT n, tokens, impact_avgdl FROM fts_stats WHERE id = 1"
-                           ).fetchone()
-        self.n, self.tokens, self.low = (int(row[0]), int(row[1]), row[2]) if row else (0, 0,
-                                                                                       None)
+        row = conn.execute("SELECT n, tokens FROM fts_stats WHERE id = 1").fetchone()
+        self.n, self.tokens = (int(row[0]), int(row[1])) if row else (0, 0)
 
     def avgdl_with(self, chunks: list[ChunkTerms]) -> float:
         self.n += len(chunks)
         self.tokens += sum(c.tokens for c in chunks)
-        avgdl = max(1.0, self.tokens / max(self.n, 1))
-        self.low = avgdl if self.low is None else min(self.low, avgdl)
-        return avgdl
+        return max(1.0, self.tokens / max(self.n, 1))
 
 
 def copy_postings(conn: psycopg.Connection, chunks: list[ChunkTerms], avgdl: float) -> None:
@@ -183,17 +176,14 @@ def copy_postings(conn: psycopg.Connection, chunks: list[ChunkTerms], avgdl: flo
             copy.write_row(row)
 
 
-def recount(conn: psycopg.Connection, low: float | None) -> None:
-    """term_stats and fts_stats counted again from postings and chunks (after a bulk load);
-    `low`: the smallest avgdl the load computed impacts with."""
+def recount(conn: psycopg.Connection) -> None:
+    """term_stats and fts_stats counted again from postings and chunks (after a bulk load)."""
     conn.execute("DELETE FROM term_stats")
     conn.execute("INSERT INTO term_stats(term, df) SELECT term, count(*) FROM postings"
                  " GROUP BY term")
     conn.execute(
-        "INSERT INTO fts_stats(id, n, tokens, impact_avgdl)"
-        " SELECT 1, count(*), coalesce(sum(tokens), 0), %s FROM chunks"
-        " ON CONFLICT (id) DO UPDATE SET n = excluded.n, tokens = excluded.tokens,"
-        " impact_avgdl = least(fts_stats.impact_avgdl, excluded.impact_avgdl)", (low,))
+        "INSERT INTO fts_stats(id, n, tokens) SELECT 1, count(*), coalesce(sum(tokens), 0)"
+        " FROM chunks ON CONFLICT (id) DO UPDATE SET n = excluded.n, tokens = excluded.tokens")
 
 
 def kb_language(conn: psycopg.Connection) -> str:
@@ -228,7 +218,7 @@ def reindex(conn: psycopg.Connection, language: str | None = None) -> int:
                                 [(c.tokens, c.chunk_id) for c in chunks])
             copy_postings(conn, chunks, stats.avgdl_with(chunks))
             done += len(chunks)
-    recount(conn, stats.low)
+    recount(conn)
     return done
 
 
@@ -236,97 +226,55 @@ def reindex(conn: psycopg.Connection, language: str | None = None) -> int:
 
 STATS_SQL = """
 SELECT (SELECT n FROM fts_stats WHERE id = 1), (SELECT tokens FROM fts_stats WHERE id = 1),
-       (SELECT impact_avgdl FROM fts_stats WHERE id = 1),
        (SELECT array_agg(df ORDER BY i) FROM unnest(%(terms)s::text[]) WITH ORDINALITY q(t, i)
         LEFT JOIN term_stats s ON s.term = q.t)"""
 
-READ_SQL = """
-SELECT q.i, p.chunk_id, p.tf, p.dl, p.impact
-FROM unnest(%(terms)s::text[], %(skip)s::int[], %(take)s::int[]) WITH ORDINALITY
-     AS q(term, skip, take, i)
-CROSS JOIN LATERAL (
-  SELECT chunk_id, tf, dl, impact FROM postings p WHERE p.term = q.term
-  ORDER BY p.impact DESC, p.chunk_id OFFSET q.skip LIMIT q.take) p"""
+SEARCH_SQL = f"""
+WITH q AS MATERIALIZED (
+  SELECT term, w FROM unnest(%(terms)s::text[], %(w)s::float8[]) AS q(term, w)
+), r AS MATERIALIZED (
+  SELECT q.term, p.chunk_id, p.impact,
+         q.w * p.tf * {K1 + 1} / (p.tf + {K1} * ({1 - B} + {B} * p.dl / %(avgdl)s::float8)) AS s
+  FROM q CROSS JOIN LATERAL (
+    SELECT chunk_id, tf, dl, impact FROM postings p WHERE p.term = q.term
+    ORDER BY p.impact DESC, p.chunk_id LIMIT %(take)s) p
+), lb AS (
+  SELECT chunk_id FROM r GROUP BY chunk_id ORDER BY sum(s) DESC, chunk_id LIMIT %(m)s
+ ), ex AS (
+  SELECT lb.chunk_id, (
+    SELECT sum(q.w * p.tf * {K1 + 1} / (p.tf + {K1} * ({1 - B} + {B} * p.dl
+                                                         / %(avgdl)s::float8)))
+    FROM postings p JOIN q ON q.term = p.term
+    WHERE p.chunk_id = lb.chunk_id AND p.term = ANY(%(terms)s::text[])) AS score
+  FROM lb
+)
+SELECT chunk_id, score FROM ex ORDER BY score DESC, chunk_id LIMIT %(k)s"""
 
-PAIRS_SQL = """
-SELECT p.chunk_id, p.term, p.tf FROM postings p
-WHERE p.chunk_id = ANY(%(ids)s::bigint[]) AND p.term = ANY(%(terms)s::text[])"""
 
-
-@dataclass
-class _List:
-    term: str
-    weight: float  # idf times the term's multiplicity in the query
-    read: int = 0
-    done: bool = False
-    last_impact: float = 0.0
-
-
-class SearchStats:
-    """How many searches could not prove their top k (MAX_READ reached); for the benchmark."""
-
-    searches = 0
-    inexact = 0
+def read_budget(n: int) -> int:
+    """Postings read per query term: every posting of a term rarer than this."""
+    return READ_BUDGET
 
 
 def search(conn: psycopg.Connection, weights: Counter[str], k: int,
            prepare: bool = True) -> list[tuple[int, float]]:
-    """The exact BM25 top `k` (chunk_id, score), best first, ties by chunk id."""
+    """The BM25 top `k` (chunk_id, score), best first, ties by chunk id: the candidates are
+    the first READ_BUDGET postings of each query term, impact order (all of a rarer term's);
+    the RESCORED best of them by their partial scores are scored in full."""
     if not weights or k <= 0:
         return []
     terms = sorted(weights)
-    n, total, impact_avgdl, dfs = conn.execute(STATS_SQL, {"terms": terms},
+    n, total, dfs = conn.execute(STATS_SQL, {"terms": terms},
                                                 prepare=prepare).fetchone()
     if not n:
         return []
     avgdl = max(1.0, float(total) / float(n))
-    rho = max(1.0, avgdl / float(impact_avgdl or avgdl))
-    lists = [_List(t, weights[t] * idf(float(df), float(n)))
-             for t, df in zip(terms, dfs or [], strict=True) if df]
-    if not lists:
+    live = [(t, weights[t] * idf(float(df), float(n)))
+            for t, df in zip(terms, dfs or [], strict=True) if df]
+    if not live:
         return []
-    by_term = {x.term: x for x in lists}
-    scores: dict[int, float] = {}
-    known: dict[int, set[str]] = {}  # terms whose contribution to a chunk is counted
-    dls: dict[int, int] = {}
-    take = max(FIRST_READ, k)
-    SearchStats.searches += 1
-    while True:
-        todo = [x for x in lists if not x.done]
-        rows = conn.execute(READ_SQL, {"terms": [x.term for x in todo],
-                                       "skip": [x.read for x in todo],
-                                       "take": [take] * len(todo)},
-                            prepare=prepare).fetchall()
-        got = Counter()
-        new: set[int] = set()
-        for i, cid, tf, dl, impact in rows:
-            x = todo[i - 1]
-            got[x.term] += 1
-            x.last_impact = impact
-            dls[cid] = dl
-            seen = known.setdefault(cid, set())
-            if x.term not in seen:
-                seen.add(x.term)
-                scores[cid] = scores.get(cid, 0.0) + x.weight * tf_part(tf, dl, avgdl)
-                new.add(cid)
-        for x in todo:
-            x.read += got[x.term]
-            x.done = got[x.term] < take
-        # the other terms of chunks met for the first time this round
-        open_terms = [x.term for x in lists]
-        if new and len(lists) > 1:
-            for cid, term, tf in conn.execute(PAIRS_SQL, {"ids": sorted(new),
-                                                          "terms": open_terms},
-                                              prepare=prepare).fetchall():
-                seen = known[cid]
-                if term not in seen:
-                    seen.add(term)
-                    scores[cid] += by_term[term].weight * tf_part(tf, dls[cid], avgdl)
-        unread = sum(x.weight * rho * x.last_impact for x in lists if not x.done)
-        best = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
-        if not unread or (len(best) == k and best[-1][1] > unread):
-            return best
-        if all(x.read >= MAX_READ for x in lists if not x.done):
-            SearchStats.inexact += 1
-            return best
-        take *= GROWTH
+    take = read_budget(int(n))
+    rows = conn.execute(SEARCH_SQL, {"terms": [t for t, _ in live], "w": [w for _, w in live],
+                                     "avgdl": avgdl, "take": take, "m": max(RESCORED, k),
+                                     "k": k}, prepare=prepare).fetchall()
+    return [(int(c), float(score)) for c, score in rows]

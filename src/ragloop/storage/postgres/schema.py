@@ -129,10 +129,9 @@ def _postings(conn: psycopg.Connection, params: dict) -> None:
         ALTER TABLE chunks ADD COLUMN tokens integer NOT NULL DEFAULT 0;
         DROP TABLE IF EXISTS lexeme_stats;
         DROP TABLE IF EXISTS fts_stats;
-        -- n chunks, their tokens, and the smallest avgdl any impact was computed with
+        -- the number of chunks and of their tokens (avgdl = tokens / n)
         CREATE TABLE fts_stats (
-          id integer PRIMARY KEY CHECK (id = 1), n bigint NOT NULL, tokens bigint NOT NULL,
-          impact_avgdl double precision);
+          id integer PRIMARY KEY CHECK (id = 1), n bigint NOT NULL, tokens bigint NOT NULL);
         CREATE TABLE term_stats (term text PRIMARY KEY, df bigint NOT NULL);
         CREATE TABLE postings (
           term text NOT NULL, chunk_id bigint NOT NULL, tf integer NOT NULL,

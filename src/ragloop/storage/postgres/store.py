@@ -48,7 +48,9 @@ MAINTENANCE_WORK_MEM_ENV = "RAGLOOP_PG_MAINTENANCE_WORK_MEM"
 DEFAULT_MAINTENANCE_WORK_MEM = "512MB"
 # URL query parameters that are ours, not libpq's (removed before connecting).
 OWN_PARAMS = ("ts_config",)
-DEFAULT_EF_SEARCH = 64
+# hnsw.ef_search by KB size (unless RAGLOOP_PG_EF_SEARCH): HNSW recall falls as the graph
+# grows at a fixed ef_search (benchmarks/backends.py, recall@10 against exact kNN).
+EF_SEARCH_BY_SIZE = ((500_000, 64), (None, 128))
 # Query words beyond this many are not searched (a pasted paragraph is not a query).
 MAX_TERMS = 32
 
@@ -103,13 +105,14 @@ class PostgresStore:
         self.conninfo, own = split_url(url)
         requested = ts_config or own.get("ts_config") or os.environ.get(TS_CONFIG_ENV) or None
         hint = _language_of_ts_config(requested) if requested else None
-        self.ef_search = int(ef_search or os.environ.get(EF_SEARCH_ENV) or DEFAULT_EF_SEARCH)
+        fixed = ef_search or os.environ.get(EF_SEARCH_ENV)
         self.prepare = os.environ.get(PREPARE_ENV, "1").strip().lower() not in (
             "0", "false", "no", "off")
         with connect(url, autocommit=True) as conn:
             pg_schema.apply_migrations(conn)
             recorded = conn.execute("SELECT value FROM meta WHERE key='language'").fetchone()
             self._language = fulltext.kb_language(conn)
+            self.ef_search = int(fixed) if fixed else ef_search_for(_estimated_chunks(conn))
         if hint and recorded and hint != self._language:
             raise ConfigError(
                 f"This knowledge base's language is {self._language!r}, not {hint!r}"
@@ -273,7 +276,7 @@ class PostgresStore:
             finally:
                 with conn.transaction():
                     pg_schema.create_postings_indexes(conn)
-                    fulltext.recount(conn, stats.low)
+                    fulltext.recount(conn)
                 self.build_vector_index(conn)
         self.refresh_stats()
         return total
@@ -449,6 +452,17 @@ class PostgresStore:
 
     def close(self) -> None:
         self.pool.close()
+
+
+def ef_search_for(chunks: int) -> int:
+    return next(ef for limit, ef in EF_SEARCH_BY_SIZE if limit is None or chunks < limit)
+
+
+def _estimated_chunks(conn: psycopg.Connection) -> int:
+    """The planner's row estimate of chunks (instant; count(*) reads the table)."""
+    row = conn.execute("SELECT reltuples FROM pg_class WHERE oid = to_regclass('chunks')"
+                       ).fetchone()
+    return max(0, int(row[0])) if row and row[0] is not None else 0
 
 
 def _language_of_ts_config(name: str) -> str:
