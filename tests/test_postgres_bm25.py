@@ -110,7 +110,9 @@ def test_a_read_budget_bounds_the_candidates_and_they_are_scored_in_full(both, m
     sqlite.write_documents(writes)
     sqlite.flush()
     pg.bulk_load([writes])
-    monkeypatch.setattr(fulltext, "READ_BUDGET", 5)
+    pg.fts_budget = 5  # RAGLOOP_PG_FTS_BUDGET
+    monkeypatch.setattr(fulltext, "WHOLE_READ", 0)  # no term is read whole
+    monkeypatch.setattr(fulltext, "MIN_READ", 5)
     monkeypatch.setattr(fulltext, "RESCORED", 20)
     overlaps = []
     for q in QUERIES:

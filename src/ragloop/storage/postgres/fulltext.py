@@ -10,17 +10,17 @@ terms of idf · tf·(k1+1) / (tf + k1·(1 - b + b·dl/avgdl)), idf = ln(1 + (N -
 (src/fieldnorm/code.rs), avgdl the exact mean token count. So a chunk scores the same on both
 backends, to float32 precision.
 
-Which chunks are scored: each query term's first READ_BUDGET postings in impact order (the
-index (term, impact DESC); impact is the term's tf part, computed with the avgdl of the moment
-the posting was written), so every posting of a term rarer than the budget; of the chunks
-they reach, the RESCORED best by the part of their score those postings give are scored in
-full (all their query terms, by (chunk_id, term)). One statement, no server extension (a
-managed Postgres has pgvector but rarely a BM25 index). It is not the exact top k of the whole
-corpus: a chunk that holds only common query terms and is long enough to sit past the budget
-in each of their lists is not seen. benchmarks/backends.py measures how often that changes
-the top 10 (RESULTS.md, "Postgres at a million chunks"); an exact top k (the threshold
-algorithm over these same lists) cost 0.2-1 s a query at 100k chunks, because query terms'
-impacts are flat (short chunks, tf 1) and the bound falls slowly.
+Which chunks are scored: each query term's first postings in impact order (the index (term,
+impact DESC); impact is the term's tf part at the avgdl of the moment the posting was written),
+up to the term's read budget (read_budget, larger for rarer terms), so every posting of a term
+rarer than that; of the chunks they reach, the RESCORED best by the part of their score those
+postings give are scored in full (all their query terms, by (chunk_id, term)). One statement,
+no server extension (a managed Postgres has pgvector but rarely a BM25 index). It is not the
+exact top k of the whole corpus: a chunk whose query terms are all common, and which sits past
+the budget in each of their lists, is not seen. benchmarks/backends.py measures how often that
+changes the top 10 (RESULTS.md, "Postgres at a million chunks"). The exact top k (the
+threshold algorithm over these same lists) cost 0.2-1 s a query at 100k chunks: query terms'
+impacts are flat (short chunks, tf 1), so its bound falls slowly.
 """
 
 from __future__ import annotations
@@ -37,11 +37,21 @@ import psycopg
 from ragloop.retrieval import languages
 
 K1, B = 1.2, 0.75
-# Postings read per query term, best impact first (every posting of a rarer term), and how
-# many of the chunks they reach are scored in full. See the module docstring for what they
-# cost and what they give.
-READ_BUDGET = 1000
+# Postings read per query term, best impact first (every posting of a rarer term): the term
+# with the largest idf gets the budget, another term budget · (its idf / largest)^2, at least
+# MIN_READ; how many chunks they reach are then scored in full. Tuned on other queries than
+# the benchmark's (benchmarks/backends.py, RESULTS.md "Postgres at a million chunks").
 RESCORED = 200
+MIN_READ = 100
+WEIGHT_POWER = 2.0
+# A term in at most this many chunks is read whole, whatever its weight (a small KB: exact).
+WHOLE_READ = 1000
+
+
+def read_budget(chunks: int) -> int:
+    """The per-term budget for a KB of `chunks` chunks: a fixed share of the corpus, since a
+    term's list grows with it (2,000 at 100k chunks, 8,000 at 1M)."""
+    return max(2000, chunks // 125)
 
 
 def _decode_fieldnorm(code: int) -> int:
@@ -231,15 +241,15 @@ SELECT (SELECT n FROM fts_stats WHERE id = 1), (SELECT tokens FROM fts_stats WHE
 
 SEARCH_SQL = f"""
 WITH q AS MATERIALIZED (
-  SELECT term, w FROM unnest(%(terms)s::text[], %(w)s::float8[]) AS q(term, w)
-), r AS MATERIALIZED (
-  SELECT q.term, p.chunk_id, p.impact,
-         q.w * p.tf * {K1 + 1} / (p.tf + {K1} * ({1 - B} + {B} * p.dl / %(avgdl)s::float8)) AS s
-  FROM q CROSS JOIN LATERAL (
-    SELECT chunk_id, tf, dl, impact FROM postings p WHERE p.term = q.term
-    ORDER BY p.impact DESC, p.chunk_id LIMIT %(take)s) p
+  SELECT term, w, take FROM unnest(%(terms)s::text[], %(w)s::float8[], %(take)s::int[])
+    AS q(term, w, take)
 ), lb AS (
-  SELECT chunk_id FROM r GROUP BY chunk_id ORDER BY sum(s) DESC, chunk_id LIMIT %(m)s
+  -- the part of each reached chunk's score its read postings give (impact: the tf part at
+  -- the avgdl of their writing), the best of them to be scored in full
+  SELECT p.chunk_id FROM q CROSS JOIN LATERAL (
+    SELECT chunk_id, impact FROM postings p WHERE p.term = q.term
+    ORDER BY p.impact DESC, p.chunk_id LIMIT q.take) p
+  GROUP BY p.chunk_id ORDER BY sum(q.w * p.impact) DESC, p.chunk_id LIMIT %(m)s
  ), ex AS (
   SELECT lb.chunk_id, (
     SELECT sum(q.w * p.tf * {K1 + 1} / (p.tf + {K1} * ({1 - B} + {B} * p.dl
@@ -251,30 +261,26 @@ WITH q AS MATERIALIZED (
 SELECT chunk_id, score FROM ex ORDER BY score DESC, chunk_id LIMIT %(k)s"""
 
 
-def read_budget(n: int) -> int:
-    """Postings read per query term: every posting of a term rarer than this."""
-    return READ_BUDGET
-
-
-def search(conn: psycopg.Connection, weights: Counter[str], k: int,
+def search(conn: psycopg.Connection, weights: Counter[str], k: int, budget: int,
            prepare: bool = True) -> list[tuple[int, float]]:
-    """The BM25 top `k` (chunk_id, score), best first, ties by chunk id: the candidates are
-    the first READ_BUDGET postings of each query term, impact order (all of a rarer term's);
-    the RESCORED best of them by their partial scores are scored in full."""
+    """The BM25 top `k` (chunk_id, score), best first, ties by chunk id (see the module
+    docstring); `budget`: the read budget of the query's rarest term."""
     if not weights or k <= 0:
         return []
     terms = sorted(weights)
-    n, total, dfs = conn.execute(STATS_SQL, {"terms": terms},
-                                                prepare=prepare).fetchone()
+    n, total, dfs = conn.execute(STATS_SQL, {"terms": terms}, prepare=prepare).fetchone()
     if not n:
         return []
     avgdl = max(1.0, float(total) / float(n))
-    live = [(t, weights[t] * idf(float(df), float(n)))
+    live = [(t, weights[t] * idf(float(df), float(n)), int(df))
             for t, df in zip(terms, dfs or [], strict=True) if df]
     if not live:
         return []
-    take = read_budget(int(n))
-    rows = conn.execute(SEARCH_SQL, {"terms": [t for t, _ in live], "w": [w for _, w in live],
-                                     "avgdl": avgdl, "take": take, "m": max(RESCORED, k),
+    top_w = max(w for _, w, _ in live)
+    takes = [df if df <= WHOLE_READ else max(MIN_READ, round(budget * (w / top_w) ** WEIGHT_POWER))
+             for _, w, df in live]
+    rows = conn.execute(SEARCH_SQL, {"terms": [t for t, _, _ in live],
+                                     "w": [w for _, w, _ in live],
+                                     "avgdl": avgdl, "take": takes, "m": max(RESCORED, k),
                                      "k": k}, prepare=prepare).fetchall()
     return [(int(c), float(score)) for c, score in rows]

@@ -36,6 +36,7 @@ from ragloop.storage.protocols import DocumentWrite
 # Replaced by the KB's language (`--language`), which picks the analyzer on both backends.
 TS_CONFIG_ENV = "RAGLOOP_PG_TS_CONFIG"
 EF_SEARCH_ENV = "RAGLOOP_PG_EF_SEARCH"
+FTS_BUDGET_ENV = "RAGLOOP_PG_FTS_BUDGET"
 POOL_SIZE_ENV = "RAGLOOP_PG_POOL_SIZE"
 # The search statements are prepared once per connection and run on their generic plan
 # (plan_cache_mode = force_generic_plan on this store's connections): planning them cost more
@@ -106,13 +107,16 @@ class PostgresStore:
         requested = ts_config or own.get("ts_config") or os.environ.get(TS_CONFIG_ENV) or None
         hint = _language_of_ts_config(requested) if requested else None
         fixed = ef_search or os.environ.get(EF_SEARCH_ENV)
+        budget = os.environ.get(FTS_BUDGET_ENV)
         self.prepare = os.environ.get(PREPARE_ENV, "1").strip().lower() not in (
             "0", "false", "no", "off")
         with connect(url, autocommit=True) as conn:
             pg_schema.apply_migrations(conn)
             recorded = conn.execute("SELECT value FROM meta WHERE key='language'").fetchone()
             self._language = fulltext.kb_language(conn)
-            self.ef_search = int(fixed) if fixed else ef_search_for(_estimated_chunks(conn))
+            chunks = _estimated_chunks(conn)
+            self.ef_search = int(fixed) if fixed else ef_search_for(chunks)
+            self.fts_budget = max(1, int(budget)) if budget else fulltext.read_budget(chunks)
         if hint and recorded and hint != self._language:
             raise ConfigError(
                 f"This knowledge base's language is {self._language!r}, not {hint!r}"
@@ -362,7 +366,7 @@ class PostgresStore:
         if not weights:
             return []
         with self._conn() as conn:
-            return fulltext.search(conn, weights, k, prepare=self.prepare)
+            return fulltext.search(conn, weights, k, self.fts_budget, prepare=self.prepare)
 
     def search_vector(self, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
         v = np.asarray(vector, dtype=np.float32)
