@@ -234,14 +234,24 @@ def test_sentences_end_at_chinese_and_hebrew_punctuation() -> None:
     ]
 
 
-def test_postgres_kb_language_picks_its_text_search_configuration(pg_url: str) -> None:
-    with _kb(pg_url, "it") as base:  # detected: the database was created with `english`
-        assert base.store.ts_config == "italian"
-        assert base.store.get_meta("language") == "it"
-        # Italian stemming in Postgres too: the plural finds the singular
-        assert base.search("attivi", k=1, mode="bm25")[0].doc_id == "vulcani.md"
+@pytest.mark.parametrize(
+    ("lang", "query", "doc_id"),
+    [("it", "attivi", "vulcani.md"), ("zh", "熊猫吃什么", "熊猫.md"),
+     ("he", "הסולטן סולימאן", "ירושלים.md")],
+)
+def test_postgres_kb_language_picks_the_sqlite_stores_analyzer(
+        pg_url: str, tmp_path: Path, lang: str, query: str, doc_id: str) -> None:
+    """Italian stemming, Chinese bigrams and Hebrew words in Postgres as in SQLite (a
+    Chinese sentence is no longer one lexeme of `simple`): the same chunks, the same scores."""
+    with _kb(pg_url, lang) as pg, _kb(tmp_path / "kb", lang) as sqlite:  # language detected
+        assert pg.store.language() == pg.store.get_meta("language") == lang
+        hits = pg.search(query, k=3, mode="bm25")
+        assert hits[0].doc_id == doc_id
+        expected = sqlite.search(query, k=3, mode="bm25")
+        assert [(h.doc_id, h.text) for h in hits] == [(h.doc_id, h.text) for h in expected]
+        assert [h.score for h in hits] == pytest.approx([h.score for h in expected], rel=1e-4)
     with pytest.raises(LanguageMismatchError):
-        KnowledgeBase.open(pg_url, Settings(kb=pg_url), language="zh")
+        KnowledgeBase.open(pg_url, Settings(kb=pg_url), language="en" if lang != "en" else "it")
 
 
 def test_a_beir_corpus_sets_the_language_of_a_new_kb(tmp_path: Path) -> None:
@@ -262,20 +272,6 @@ def test_a_beir_corpus_sets_the_language_of_a_new_kb(tmp_path: Path) -> None:
         assert base.store.get_meta("language") == "it"
         assert base.store.get_meta("embedder") == MULTILINGUAL_EMBEDDER
         assert base.search("attivi", k=1, mode="bm25")[0].doc_id == "etna"
-
-
-def test_postgres_kb_from_before_languages_keeps_its_configuration(pg_url: str) -> None:
-    url = f"{pg_url}&ts_config=italian" if "?" in pg_url else f"{pg_url}?ts_config=italian"
-    with _kb(url, "it") as base:  # ts_config asked for: kept
-        assert base.store.ts_config == "italian"
-        with base.store._conn() as conn:  # as a KB made before languages had a record
-            conn.execute("DELETE FROM meta WHERE key='language'")
-    # reopened without ?ts_config: its configuration's language, and more documents go in
-    with KnowledgeBase.open(pg_url, Settings(kb=pg_url)) as base:
-        assert base.language == "it"
-        base.ingest(FIXTURES / "he")
-        assert base.store.ts_config == "italian"
-        assert base.search("attivi", k=1, mode="bm25")[0].doc_id == "vulcani.md"
 
 
 def test_month_names_come_from_one_table_for_every_date_rule() -> None:

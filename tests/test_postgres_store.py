@@ -32,10 +32,11 @@ def test_migrations_are_versioned_and_applied_once(pg_url) -> None:
         tables = {r[0] for r in conn.execute(
             "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
         indexes = {r[0] for r in conn.execute(
-            "SELECT indexname FROM pg_indexes WHERE tablename = 'chunks'")}
-    assert versions == [m.version for m in pg_schema.MIGRATIONS] == [1, 2]
-    assert {"meta", "documents", "sections", "chunks", "embeddings", "runs", "events"} <= tables
-    assert "chunks_tsv" in indexes
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'postings'")}
+    assert versions == [m.version for m in pg_schema.MIGRATIONS] == [1, 2, 3]
+    assert {"meta", "documents", "sections", "chunks", "embeddings", "runs", "events",
+            "postings", "term_stats", "fts_stats"} <= tables
+    assert {"postings_impact", "postings_chunk"} <= indexes
 
 
 def test_concurrent_opens_of_a_fresh_database_migrate_once(pg_url) -> None:
@@ -54,11 +55,11 @@ def test_concurrent_opens_of_a_fresh_database_migrate_once(pg_url) -> None:
         t.join()
     assert not errors
     with psycopg.connect(pg_url) as conn:
-        assert conn.execute("SELECT count(*) FROM schema_version").fetchone()[0] == 2
+        assert conn.execute("SELECT count(*) FROM schema_version").fetchone()[0] == 3
 
 
-def test_text_search_configuration_is_chosen_once_and_recorded(pg_url, tmp_path,
-                                                               embedder) -> None:
+def test_a_text_search_configuration_from_before_languages_names_the_language(
+        pg_url, tmp_path, embedder) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "viaggi.md").write_text(
@@ -66,15 +67,15 @@ def test_text_search_configuration_is_chosen_once_and_recorded(pg_url, tmp_path,
         " approvate dal direttore finanziario.\n", encoding="utf-8")
     italian = f"{pg_url}&ts_config=italian"
     with KnowledgeBase.open(italian, Settings(), embedder=embedder) as kb:
-        assert kb.store.ts_config == "italian"
+        assert kb.store.language() == "it"
         kb.ingest([docs])
-        # Italian stemming: "approvata" and "approvate" meet at the same lexeme
+        # Italian stemming: "approvata" and "approvate" meet at the same term
         hit = kb.search("spesa approvata", k=1, mode="bm25")[0]
         assert hit.doc_id == "viaggi.md"
-    store = PostgresStore(pg_url)  # no parameter: the recorded configuration is used
-    assert store.ts_config == "italian" and store.get_meta("ts_config") == "italian"
+    store = PostgresStore(pg_url)  # no parameter: the recorded language is used
+    assert store.language() == "it" and store.get_meta("language") == "it"
     store.close()
-    with pytest.raises(ConfigError, match="'italian', not 'english'"):
+    with pytest.raises(ConfigError, match="language is 'it', not 'en'"):
         PostgresStore(f"{pg_url}&ts_config=english")
 
 

@@ -135,11 +135,18 @@ def tokenizer_name(code: str | None) -> str:
 
 def text_analyzer(code: str | None):  # -> tantivy.TextAnalyzer | None
     """The analyzer to register under tokenizer_name(code); None for a built-in one."""
+    if get_language(code).code == ENGLISH:
+        return None
+    return analyzer(code)
+
+
+def analyzer(code: str | None):  # -> tantivy.TextAnalyzer
+    """The analyzer of the language's full text, built in this process (for English the chain
+    of tantivy's built-in `en_stem`): the Postgres store analyses text with it, so both stores
+    index the same terms."""
     import tantivy
 
     lang = get_language(code)
-    if lang.code == ENGLISH:
-        return None
     # the same chain as en_stem (simple, remove_long 40, lowercase, stemmer), with its stemmer
     builder = (
         tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())

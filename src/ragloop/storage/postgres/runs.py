@@ -66,8 +66,7 @@ class PgRunStore:
         self.worker = worker or worker_name()
         conninfo, _ = split_url(url)
         with connect(url, autocommit=True) as conn:
-            pg_schema.apply_migrations(
-                conn, os.environ.get("RAGLOOP_PG_TS_CONFIG") or pg_schema.DEFAULT_TS_CONFIG)
+            pg_schema.apply_migrations(conn)
         self.pool = ConnectionPool(conninfo, min_size=1, max_size=pool_size,
                                    kwargs={"autocommit": True, "connect_timeout": 10},
                                    open=False, name="ragloop-runs")

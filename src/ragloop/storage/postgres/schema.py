@@ -118,10 +118,57 @@ def _run_tables(conn: psycopg.Connection, params: dict) -> None:
     """)
 
 
+def _postings(conn: psycopg.Connection, params: dict) -> None:
+    """Full text as BM25 postings analysed like the SQLite store's (storage.postgres.fulltext)
+    instead of a tsvector; chunks already stored are analysed again here."""
+    from ragloop.storage.postgres import fulltext
+
+    conn.execute("""
+        DROP INDEX IF EXISTS chunks_tsv;
+        ALTER TABLE chunks DROP COLUMN IF EXISTS tsv;
+        ALTER TABLE chunks ADD COLUMN tokens integer NOT NULL DEFAULT 0;
+        DROP TABLE IF EXISTS lexeme_stats;
+        DROP TABLE IF EXISTS fts_stats;
+        -- the number of chunks and of their tokens (avgdl = tokens / n)
+        CREATE TABLE fts_stats (
+          id integer PRIMARY KEY CHECK (id = 1), n bigint NOT NULL, tokens bigint NOT NULL);
+        CREATE TABLE term_stats (term text PRIMARY KEY, df bigint NOT NULL);
+        CREATE TABLE postings (
+          term text NOT NULL, chunk_id bigint NOT NULL, tf integer NOT NULL,
+          dl integer NOT NULL, impact real NOT NULL);
+    """)
+    create_postings_indexes(conn)
+    fulltext.reindex(conn, params.get("language"))
+
+
+def create_postings_indexes(conn: psycopg.Connection) -> None:
+    """Each term's postings best first (the search reads them so), and each chunk's terms
+    (the exact score of a candidate; the cascade when a chunk goes)."""
+    conn.execute("""
+        CREATE INDEX IF NOT EXISTS postings_impact
+          ON postings (term, impact DESC, chunk_id) INCLUDE (tf, dl);
+        CREATE UNIQUE INDEX IF NOT EXISTS postings_chunk ON postings (chunk_id, term) INCLUDE (tf);
+    """)
+    if conn.execute("SELECT 1 FROM pg_constraint WHERE conname = 'postings_chunk_fk'"
+                    ).fetchone() is None:
+        conn.execute("ALTER TABLE postings ADD CONSTRAINT postings_chunk_fk FOREIGN KEY"
+                     " (chunk_id) REFERENCES chunks(id) ON DELETE CASCADE")
+
+
+def drop_postings_indexes(conn: psycopg.Connection) -> None:
+    """For a bulk load: COPY into an unindexed table, then index once."""
+    conn.execute("""
+        ALTER TABLE postings DROP CONSTRAINT IF EXISTS postings_chunk_fk;
+        DROP INDEX IF EXISTS postings_impact;
+        DROP INDEX IF EXISTS postings_chunk;
+    """)
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "knowledge base: documents, sections, chunks (tsvector + vector), cache",
               _kb_tables),
     Migration(2, "runs, events and the run queue", _run_tables),
+    Migration(3, "full text as BM25 postings with the language's analyzer", _postings),
 ]
 
 

@@ -1,0 +1,286 @@
+"""BM25 on Postgres with the SQLite default's analyzer and formula, candidates by impact.
+
+The SQLite store ranks with tantivy. Here every chunk is analysed in Python with the same
+tantivy analyzer (the KB language's, `retrieval.languages.analyzer`), and its terms go into
+`postings` (term, chunk_id, tf, dl, impact); `term_stats` holds each term's document frequency
+and `fts_stats` the corpus size and token count, kept exact in the transaction that writes or
+deletes a chunk. A chunk's score is tantivy's BM25 (src/query/bm25.rs): the sum over query
+terms of idf · tf·(k1+1) / (tf + k1·(1 - b + b·dl/avgdl)), idf = ln(1 + (N - df + 0.5) /
+(df + 0.5)), dl the chunk's token count rounded down to tantivy's one-byte field norm
+(src/fieldnorm/code.rs), avgdl the exact mean token count. So a chunk scores the same on both
+backends, to float32 precision.
+
+Which chunks are scored: each query term's first postings in impact order (the index (term,
+impact DESC); impact is the term's tf part at the avgdl of the moment the posting was written),
+up to the term's read budget (read_budget, larger for rarer terms), so every posting of a term
+rarer than that; of the chunks they reach, the RESCORED best by the part of their score those
+postings give are scored in full (all their query terms, by (chunk_id, term)). One statement,
+no server extension (a managed Postgres has pgvector but rarely a BM25 index). It is not the
+exact top k of the whole corpus: a chunk whose query terms are all common, and which sits past
+the budget in each of their lists, is not seen. benchmarks/backends.py measures how often that
+changes the top 10 (RESULTS.md, "Postgres at a million chunks"). The exact top k (the
+threshold algorithm over these same lists) cost 0.2-1 s a query at 100k chunks: query terms'
+impacts are flat (short chunks, tf 1), so its bound falls slowly.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+
+import psycopg
+
+from ragloop.retrieval import languages
+
+K1, B = 1.2, 0.75
+# Postings read per query term, best impact first (every posting of a rarer term): the term
+# with the largest idf gets the budget, another term budget · (its idf / largest)^2, at least
+# MIN_READ; how many chunks they reach are then scored in full. Tuned on other queries than
+# the benchmark's (benchmarks/backends.py, RESULTS.md "Postgres at a million chunks").
+RESCORED = 200
+MIN_READ = 100
+WEIGHT_POWER = 2.0
+# A term in at most this many chunks is read whole, whatever its weight (a small KB: exact).
+WHOLE_READ = 1000
+
+
+def read_budget(chunks: int) -> int:
+    """The per-term budget for a KB of `chunks` chunks: a fixed share of the corpus, since a
+    term's list grows with it (2,000 at 100k chunks, 8,000 at 1M)."""
+    return max(2000, chunks // 125)
+
+
+def _decode_fieldnorm(code: int) -> int:
+    """tantivy's field-norm byte -> length: 0..23 exact, then 3 mantissa bits + exponent."""
+    if code < 24:
+        return code
+    b = code - 24
+    bits, shift = b & 0b111, b >> 3
+    return 24 + (bits if shift == 0 else (bits | 8) << (shift - 1))
+
+
+FIELDNORMS = [_decode_fieldnorm(i) for i in range(256)]
+
+
+def fieldnorm(length: int) -> int:
+    """The length tantivy scores a field of `length` tokens with (rounded down to its table)."""
+    return FIELDNORMS[bisect.bisect_right(FIELDNORMS, length) - 1]
+
+
+def tf_part(tf: float, dl: float, avgdl: float) -> float:
+    return tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl))
+
+
+def idf(df: float, n: float) -> float:
+    return math.log(1 + (max(n, df) - df + 0.5) / (df + 0.5))
+
+
+@lru_cache(maxsize=64)
+def _analyzer(code: str):
+    return languages.analyzer(code)
+
+
+def terms_of(language: str, text: str) -> list[str]:
+    """The tokens BM25 indexes for `text` in a KB of `language`, as the SQLite store's."""
+    return _analyzer(languages.get_language(language).code).analyze(
+        languages.prepare(language, text))
+
+
+def query_weights(language: str, words: Iterable[str]) -> Counter[str]:
+    """Query words -> index terms with their multiplicity: tantivy's query parser makes one
+    clause per word, so two words that stem alike ("run", "running") count twice."""
+    weights: Counter[str] = Counter()
+    for word in words:
+        weights.update(terms_of(language, word))
+    return weights
+
+
+@dataclass(frozen=True)
+class ChunkTerms:
+    """What one chunk adds to the full-text tables."""
+
+    chunk_id: int
+    tokens: int  # token count (avgdl counts these)
+    counts: Counter[str]
+
+    @property
+    def dl(self) -> int:
+        return fieldnorm(self.tokens)
+
+
+def analyse(language: str, chunk_id: int, text: str) -> ChunkTerms:
+    tokens = terms_of(language, text)
+    return ChunkTerms(chunk_id, len(tokens), Counter(tokens))
+
+
+def posting_rows(chunks: Iterable[ChunkTerms], avgdl: float) -> Iterator[tuple]:
+    """(term, chunk_id, tf, dl, impact) rows; impact is the tf part at `avgdl`."""
+    for c in chunks:
+        dl = c.dl
+        for term, tf in c.counts.items():
+            yield term, c.chunk_id, tf, dl, tf_part(tf, dl, avgdl)
+
+
+# -- statistics, kept in the writing transaction -----------------------------------------
+
+def add_stats(conn: psycopg.Connection, chunks: list[ChunkTerms]) -> float:
+    """Count `chunks` into term_stats / fts_stats; returns the corpus's avgdl after this
+    write (their impacts are computed with it)."""
+    df: Counter[str] = Counter()
+    for c in chunks:
+        df.update(c.counts.keys())
+    tokens = sum(c.tokens for c in chunks)
+    # terms in a fixed order: two writers meeting on the same terms lock them alike
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO term_stats(term, df) VALUES (%s, %s)"
+            " ON CONFLICT (term) DO UPDATE SET df = term_stats.df + excluded.df",
+            sorted(df.items()))
+    n, total = conn.execute(
+        "INSERT INTO fts_stats(id, n, tokens) VALUES (1, %s, %s)"
+        " ON CONFLICT (id) DO UPDATE SET n = fts_stats.n + excluded.n,"
+        " tokens = fts_stats.tokens + excluded.tokens RETURNING n, tokens",
+        (len(chunks), tokens)).fetchone()
+    return max(1.0, float(total) / max(float(n), 1.0))
+
+
+def forget_documents(conn: psycopg.Connection, doc_ids: list[str]) -> None:
+    """Take the chunks of `doc_ids` out of the statistics (their postings go with the chunks,
+    ON DELETE CASCADE); call before deleting them, in the same transaction."""
+    conn.execute("""
+        WITH gone AS (SELECT id, tokens FROM chunks WHERE doc_id = ANY(%(ids)s)),
+        terms AS (
+          SELECT p.term, count(*) AS c FROM postings p JOIN gone ON p.chunk_id = gone.id
+          GROUP BY p.term ORDER BY p.term),
+        upd AS (
+          UPDATE term_stats t SET df = t.df - terms.c FROM terms WHERE t.term = terms.term)
+        UPDATE fts_stats SET n = n - (SELECT count(*) FROM gone),
+               tokens = tokens - (SELECT coalesce(sum(tokens), 0) FROM gone)
+        WHERE id = 1""", {"ids": doc_ids})
+
+
+class BulkStats:
+    """Running corpus size and token count of a bulk load (COPY without per-batch statistics;
+    `recount` makes them exact at the end)."""
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        row = conn.execute("SELECT n, tokens FROM fts_stats WHERE id = 1").fetchone()
+        self.n, self.tokens = (int(row[0]), int(row[1])) if row else (0, 0)
+
+    def avgdl_with(self, chunks: list[ChunkTerms]) -> float:
+        self.n += len(chunks)
+        self.tokens += sum(c.tokens for c in chunks)
+        return max(1.0, self.tokens / max(self.n, 1))
+
+
+def copy_postings(conn: psycopg.Connection, chunks: list[ChunkTerms], avgdl: float) -> None:
+    with conn.cursor() as cur, cur.copy(
+            "COPY postings (term, chunk_id, tf, dl, impact) FROM STDIN WITH (FORMAT BINARY)"
+    ) as copy:
+        copy.set_types(["text", "int8", "int4", "int4", "float4"])
+        for row in posting_rows(chunks, avgdl):
+            copy.write_row(row)
+
+
+def recount(conn: psycopg.Connection) -> None:
+    """term_stats and fts_stats counted again from postings and chunks (after a bulk load)."""
+    conn.execute("DELETE FROM term_stats")
+    conn.execute("INSERT INTO term_stats(term, df) SELECT term, count(*) FROM postings"
+                 " GROUP BY term")
+    conn.execute(
+        "INSERT INTO fts_stats(id, n, tokens) SELECT 1, count(*), coalesce(sum(tokens), 0)"
+        " FROM chunks ON CONFLICT (id) DO UPDATE SET n = excluded.n, tokens = excluded.tokens")
+
+
+def kb_language(conn: psycopg.Connection) -> str:
+    """The KB's language: recorded, else that of a KB from before languages (its text search
+    configuration's, `italian` -> it), else English."""
+    rows = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('language',"
+                             " 'ts_config')").fetchall())
+    if "language" in rows:
+        return languages.get_language(rows["language"]).code
+    return next((lang.code for lang in languages.LANGUAGES.values()
+                 if lang.ts_config == rows.get("ts_config")), languages.ENGLISH)
+
+
+REINDEX_BATCH = 5000
+
+
+def reindex(conn: psycopg.Connection, language: str | None = None) -> int:
+    """Analyse every stored chunk again with the language's analyzer (a KB from before the
+    postings, or one whose language changed); in the caller's transaction. Returns the
+    number of chunks."""
+    language = language or kb_language(conn)
+    conn.execute("DELETE FROM postings")
+    conn.execute("DELETE FROM fts_stats")
+    stats = BulkStats(conn)
+    done = 0
+    with conn.cursor(name="ragloop_reindex") as rows:
+        rows.execute("SELECT id, head, text FROM chunks ORDER BY id")
+        while batch := rows.fetchmany(REINDEX_BATCH):
+            chunks = [analyse(language, cid, f"{head}\n{text}") for cid, head, text in batch]
+            with conn.cursor() as cur:
+                cur.executemany("UPDATE chunks SET tokens = %s WHERE id = %s",
+                                [(c.tokens, c.chunk_id) for c in chunks])
+            copy_postings(conn, chunks, stats.avgdl_with(chunks))
+            done += len(chunks)
+    recount(conn)
+    return done
+
+
+# -- search ------------------------------------------------------------------------------
+
+STATS_SQL = """
+SELECT (SELECT n FROM fts_stats WHERE id = 1), (SELECT tokens FROM fts_stats WHERE id = 1),
+       (SELECT array_agg(df ORDER BY i) FROM unnest(%(terms)s::text[]) WITH ORDINALITY q(t, i)
+        LEFT JOIN term_stats s ON s.term = q.t)"""
+
+SEARCH_SQL = f"""
+WITH q AS MATERIALIZED (
+  SELECT term, w, take FROM unnest(%(terms)s::text[], %(w)s::float8[], %(take)s::int[])
+    AS q(term, w, take)
+), lb AS (
+  -- the part of each reached chunk's score its read postings give (impact: the tf part at
+  -- the avgdl of their writing), the best of them to be scored in full
+  SELECT p.chunk_id FROM q CROSS JOIN LATERAL (
+    SELECT chunk_id, impact FROM postings p WHERE p.term = q.term
+    ORDER BY p.impact DESC, p.chunk_id LIMIT q.take) p
+  GROUP BY p.chunk_id ORDER BY sum(q.w * p.impact) DESC, p.chunk_id LIMIT %(m)s
+ ), ex AS (
+  SELECT lb.chunk_id, (
+    SELECT sum(q.w * p.tf * {K1 + 1} / (p.tf + {K1} * ({1 - B} + {B} * p.dl
+                                                         / %(avgdl)s::float8)))
+    FROM postings p JOIN q ON q.term = p.term
+    WHERE p.chunk_id = lb.chunk_id AND p.term = ANY(%(terms)s::text[])) AS score
+  FROM lb
+)
+SELECT chunk_id, score FROM ex ORDER BY score DESC, chunk_id LIMIT %(k)s"""
+
+
+def search(conn: psycopg.Connection, weights: Counter[str], k: int, budget: int,
+           prepare: bool = True) -> list[tuple[int, float]]:
+    """The BM25 top `k` (chunk_id, score), best first, ties by chunk id (see the module
+    docstring); `budget`: the read budget of the query's rarest term."""
+    if not weights or k <= 0:
+        return []
+    terms = sorted(weights)
+    n, total, dfs = conn.execute(STATS_SQL, {"terms": terms}, prepare=prepare).fetchone()
+    if not n:
+        return []
+    avgdl = max(1.0, float(total) / float(n))
+    live = [(t, weights[t] * idf(float(df), float(n)), int(df))
+            for t, df in zip(terms, dfs or [], strict=True) if df]
+    if not live:
+        return []
+    top_w = max(w for _, w, _ in live)
+    takes = [df if df <= WHOLE_READ else max(MIN_READ, round(budget * (w / top_w) ** WEIGHT_POWER))
+             for _, w, df in live]
+    rows = conn.execute(SEARCH_SQL, {"terms": [t for t, _, _ in live],
+                                     "w": [w for _, w, _ in live],
+                                     "avgdl": avgdl, "take": takes, "m": max(RESCORED, k),
+                                     "k": k}, prepare=prepare).fetchall()
+    return [(int(c), float(score)) for c, score in rows]
