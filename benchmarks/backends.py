@@ -30,24 +30,15 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import OUT, Timer, base_set, dir_size, machine_note, mb, table, tantivy_index
-from retrieval import (
-    MODEL,
-    WRITE_BATCH_CHUNKS,
-    FixedEmbedder,
-    Probes,
-    exact_topk,
-    pick_queries,
-    synth_corpus,
-    synthetic_writes,
-)
+from common import OUT, Timer, base_set, dir_size, machine_note, mb, table
+from pg_backend import exact_bm25
+from retrieval import FixedEmbedder, Probes, build_sqlite, exact_topk, pick_queries, synth_corpus
 
 from ragloop.kb.search import hybrid_search
 from ragloop.retrieval.query_text import query_terms
 from ragloop.storage.sqlite.store import SqliteStore
 
 K = 10
-DIM = 384
 MODES = ("bm25", "vector", "hybrid")
 
 
@@ -67,35 +58,11 @@ def sqlite_store(work: Path, vecs: np.ndarray, texts: list[str]) -> tuple[Sqlite
     shutil.rmtree(folder, ignore_errors=True)
     record.unlink(missing_ok=True)
     with Timer() as t:
-        store = SqliteStore(folder)
-        store.set_meta("embedder", MODEL)
-        store.set_meta("dim", str(DIM))
-        for writes in synthetic_writes(vecs, texts, WRITE_BATCH_CHUNKS):
-            # what CachedEmbedder does for every new vector during ingest
-            store.put_embeddings(MODEL, {h: v for w in writes
-                                         for h, v in zip(w.embed_hashes, w.vectors, strict=True)})
-            store.write_documents(writes)
-        store.flush()
+        store = build_sqlite(folder, vecs, texts)
     info = {"build_s": t.seconds, "disk": dir_size(folder)}
     record.write_text(json.dumps(info))
     log(f"sqlite build {t.seconds:.1f} s")
     return store, info
-
-
-def exact_bm25(work: Path, texts: list[str], terms: list[list[str]]) -> list[list[int]]:
-    """Top 10 of a plain tantivy index (en_stem) of the texts as both stores index them (the
-    document title, then the text), by 1-based chunk id."""
-    from common import tantivy_top
-
-    folder = work / "tantivy"
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    index = tantivy_index(folder, ((i + 1, f"doc{i // 4} \n{text}")
-                                   for i, text in enumerate(texts)))
-    top = tantivy_top(index, K)
-    out = [top(ts) for ts in terms]
-    shutil.rmtree(folder, ignore_errors=True)
-    return out
 
 
 def overlap(a: list[list[int]], b: list[list[int]]) -> float:
@@ -128,7 +95,7 @@ def run_size(n: int, args, base: dict, queries: list[str], qvecs: np.ndarray) ->
     terms = [query_terms(q) for q in queries]
     truth = exact_topk(vecs, qvecs, K)
     log("exact BM25 (tantivy) ...")
-    exact = exact_bm25(work, texts, terms)
+    exact = exact_bm25(texts, terms)
     del vecs, texts
     gc.collect()
     emb = FixedEmbedder(queries, qvecs)
@@ -161,8 +128,8 @@ def run_size(n: int, args, base: dict, queries: list[str], qvecs: np.ndarray) ->
         closers.insert(0, sweep[ef].close)
     res: dict = {name: {} for name in [*stores, *(f"ef{ef}" for ef in args.ef)]}
     log("timing queries (interleaved) ...")
-    probes.run(res, truth)
-    for name in stores:  # the warm-up ran 5 queries first: keep each probe's timed answers
+    probes.run(res, truth, warm=args.warm)
+    for name in stores:  # the warm-up ran first: keep each probe's timed answers
         for mode in MODES:
             outs[(name, mode)] = outs[(name, mode)][-len(queries):]
     for close in closers:
@@ -187,7 +154,8 @@ def run_size(n: int, args, base: dict, queries: list[str], qvecs: np.ndarray) ->
              f" MB), Postgres {pg['build_s']:.0f} s ({mb(pg['disk'])} MB; HNSW"
              f" {pg['hnsw_s']:.0f} s, full-text statistics {pg.get('stats_s', 0):.0f} s)",
              "- query timings interleaved (query i on every probe before query i+1), one"
-             " thread each; the builds ran apart."]
+             f" thread each, after {args.warm} untimed queries per probe on servers just"
+             " (re)started; the builds ran apart."]
     if args.ef:
         lines += ["", table(["Postgres hnsw.ef_search", "vector recall@10", "p50 / p95 ms"],
                             [[str(ef), f"{res[f'ef{ef}']['recall']:.3f}",
@@ -205,6 +173,8 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=OUT / "backends")
     ap.add_argument("--keep", action="store_true", help="keep both stores for a later run")
     ap.add_argument("--build-only", choices=["sqlite", "postgres"], default=None)
+    ap.add_argument("--warm", type=int, default=5,
+                    help="untimed queries per probe before timing (200: warm caches)")
     ap.add_argument("--ef", type=int, nargs="*", default=[],
                     help="also time Postgres kNN at these hnsw.ef_search values")
     args = ap.parse_args()

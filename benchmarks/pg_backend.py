@@ -176,7 +176,9 @@ def run_postgres(work: Path, vecs, texts, queries, qvecs, res: dict, probes,
     probes.closers.append(close)
 
 
-def _tantivy_top(texts: list[str], terms: list[list[str]]) -> list[list[int]]:
+def exact_bm25(texts: list[str], terms: list[list[str]]) -> list[list[int]]:
+    """Top 10 of a plain tantivy index (en_stem) of the texts as both stores index them (the
+    document title, then the text), by 1-based chunk id."""
     import tempfile
 
     from common import tantivy_index, tantivy_top
@@ -225,7 +227,7 @@ def main() -> None:
     store_bm25 = probes.items[0][2]
     pg_top = [[c for c, _ in store_bm25(ts)] for ts in terms]
     probes.run(res, truth)
-    exact = _tantivy_top(texts, terms)
+    exact = exact_bm25(texts, terms)
     overlap = float(np.mean([len(set(a) & set(b)) / K for a, b in zip(pg_top, exact,
                                                                       strict=True) if b]))
     pg = res["postgres"]

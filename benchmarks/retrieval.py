@@ -132,9 +132,11 @@ class Probes:
         """`ids` maps a result to 0-based corpus ids for recall (vector probes only)."""
         self.items.append((engine, metric, fn, list(inputs), ids))
 
-    def run(self, res: dict, truth: np.ndarray) -> None:
-        for _, _, fn, inputs, _ in self.items:  # warm-up
-            for x in inputs[:5]:
+    def run(self, res: dict, truth: np.ndarray, warm: int = 5) -> None:
+        """`warm`: untimed queries per probe first (all of them: a server that has been
+        answering for a while, its caches filled)."""
+        for _, _, fn, inputs, _ in self.items:
+            for x in inputs[:warm]:
                 fn(x)
         n = max(len(inputs) for _, _, _, inputs, _ in self.items)
         ms: list[list[float]] = [[] for _ in self.items]
@@ -193,19 +195,25 @@ def synthetic_writes(vecs: np.ndarray, texts: list[str], batch_chunks: int
             writes, size = [], 0
 
 
+def build_sqlite(folder: Path, vecs: np.ndarray, texts: list[str]) -> SqliteStore:
+    """A SqliteStore of the corpus in `folder`, written as ingest writes (batches, cache)."""
+    store = SqliteStore(folder)
+    store.set_meta("embedder", MODEL)
+    store.set_meta("dim", str(DIM))
+    for writes in synthetic_writes(vecs, texts, WRITE_BATCH_CHUNKS):
+        # what CachedEmbedder does for every new vector during ingest
+        store.put_embeddings(MODEL, {h: v for w in writes
+                                     for h, v in zip(w.embed_hashes, w.vectors, strict=True)})
+        store.write_documents(writes)
+    store.flush()
+    return store
+
+
 def run_ragloop(work: Path, vecs, texts, queries, qvecs, res: dict, probes: Probes) -> None:
     folder = work / "ragloop"
     shutil.rmtree(folder, ignore_errors=True)
     with Timer() as t:
-        store = SqliteStore(folder)
-        store.set_meta("embedder", MODEL)
-        store.set_meta("dim", str(DIM))
-        for writes in synthetic_writes(vecs, texts, WRITE_BATCH_CHUNKS):
-            # what CachedEmbedder does for every new vector during ingest
-            store.put_embeddings(MODEL, {h: v for w in writes
-                                         for h, v in zip(w.embed_hashes, w.vectors, strict=True)})
-            store.write_documents(writes)
-        store.flush()
+        store = build_sqlite(folder, vecs, texts)
     build = t.seconds
     log(f"ragloop build {build:.1f} s")
     emb = FixedEmbedder(queries, qvecs)

@@ -143,11 +143,12 @@ def _postings(conn: psycopg.Connection, params: dict) -> None:
 
 def create_postings_indexes(conn: psycopg.Connection) -> None:
     """Each term's postings best first (the search reads them so), and each chunk's terms
-    (the exact score of a candidate; the cascade when a chunk goes)."""
+    with what its full score needs (the cascade when a chunk goes uses it too): both scans
+    are index-only."""
     conn.execute("""
-        CREATE INDEX IF NOT EXISTS postings_impact
-          ON postings (term, impact DESC, chunk_id) INCLUDE (tf, dl);
-        CREATE UNIQUE INDEX IF NOT EXISTS postings_chunk ON postings (chunk_id, term) INCLUDE (tf);
+        CREATE INDEX IF NOT EXISTS postings_impact ON postings (term, impact DESC, chunk_id);
+        CREATE UNIQUE INDEX IF NOT EXISTS postings_chunk ON postings (chunk_id, term)
+          INCLUDE (tf, dl);
     """)
     if conn.execute("SELECT 1 FROM pg_constraint WHERE conname = 'postings_chunk_fk'"
                     ).fetchone() is None:
