@@ -1,5 +1,6 @@
-"""Postgres full text is the SQLite default's BM25: the same chunks, the same scores, whatever
-the corpus size, and still after documents are replaced and removed."""
+"""Postgres full text is the SQLite default's BM25: the same chunks and scores while the read
+budget covers the query's terms, every returned chunk scored in full when it does not, and
+exact statistics after documents are replaced and removed."""
 
 from __future__ import annotations
 

@@ -4,9 +4,10 @@ Selected by a URL: `--kb postgresql://user@host/db` (or RAGLOOP_KB). Everything 
 database (documents, sections, chunks with their vectors, the embedding cache, runs), so any
 number of processes on any number of machines can share one knowledge base.
 
-Full text is the SQLite default's BM25, not an approximation of it: the same analyzer, the
-same formula, the exact top k (see fulltext.py). Hybrid search fuses the two rankings with
-the same function as the SQLite store (retrieval.fusion.fuse).
+Full text is the SQLite default's BM25: the same analyzer and the same formula, so a chunk
+scores the same on both; which chunks get scored is bounded by a read budget per query term
+(see fulltext.py). Hybrid search fuses the two rankings with the same function as the SQLite
+store (retrieval.fusion.fuse).
 """
 
 from __future__ import annotations
