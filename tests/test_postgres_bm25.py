@@ -160,7 +160,7 @@ def test_replaced_and_removed_documents_leave_exact_statistics(both, tmp_path) -
     assert kept[0] == pg.chunk_count()
 
 
-def test_a_kb_from_before_the_postings_is_analysed_when_opened(pg_url) -> None:
+def test_a_kb_from_before_the_postings_is_analysed_when_opened(pg_url, caplog) -> None:
     """A database at schema 2 (tsvector full text) with chunks gets its postings from the
     migration, in the language its text search configuration stands for."""
     with psycopg.connect(pg_url, autocommit=True) as conn, conn.transaction():
@@ -176,7 +176,9 @@ def test_a_kb_from_before_the_postings_is_analysed_when_opened(pg_url) -> None:
         conn.execute("INSERT INTO chunks(doc_id, section, ord, text, embed_hash, head)"
                      " VALUES ('v.md', '0', 0, 'I vulcani attivi della Sicilia.', 'h',"
                      " 'Vulcani')")
-    store = PostgresStore(pg_url)
+    with caplog.at_level("WARNING", logger="ragloop.storage"):
+        store = PostgresStore(pg_url)
+    assert "Analysing the 1 stored chunks" in caplog.text  # a long open is explained
     try:
         assert store.language() == "it"
         # Italian stemming: the singular finds the plural

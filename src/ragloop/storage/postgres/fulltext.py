@@ -26,6 +26,7 @@ impacts are flat (short chunks, tf 1), so its bound falls slowly.
 from __future__ import annotations
 
 import bisect
+import logging
 import math
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -35,6 +36,8 @@ from functools import lru_cache
 import psycopg
 
 from ragloop.retrieval import languages
+
+log = logging.getLogger("ragloop.storage")
 
 K1, B = 1.2, 0.75
 # Postings read per query term, best impact first (every posting of a rarer term): the term
@@ -215,6 +218,10 @@ def reindex(conn: psycopg.Connection, language: str | None = None) -> int:
     postings, or one whose language changed); in the caller's transaction. Returns the
     number of chunks."""
     language = language or kb_language(conn)
+    count = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    if count:  # once per KB, and long for a large one: say why the open is slow
+        log.warning("Analysing the %d stored chunks for full-text search (%s analyzer); this"
+                    " happens once, after an upgrade or a change of language.", count, language)
     conn.execute("DELETE FROM postings")
     conn.execute("DELETE FROM fts_stats")
     stats = BulkStats(conn)
