@@ -333,7 +333,7 @@ def report(n: int, nq: int, res: dict) -> str:
     hnsw_keys = [f"hnswlib-ef{ef}" for ef in HNSW_EFS]
     order = ["ragloop", "postgres", "tantivy", "fts5", *hnsw_keys, "usearch", "numpy"]
     names = {"ragloop": f"ragloop SqliteStore (tantivy+hnswlib ef{HNSW_EF_SEARCH}+SQLite)",
-             "postgres": "ragloop PostgresStore (pgvector+tsvector)",
+             "postgres": "ragloop PostgresStore (pgvector+BM25 postings)",
              "tantivy": "tantivy raw", "fts5": "SQLite FTS5",
              **{f"hnswlib-ef{ef}": f"hnswlib raw M{HNSW_M} efC{HNSW_EF_C} ef{ef}"
                 for ef in HNSW_EFS},

@@ -5,10 +5,10 @@ Each migration runs once, in order, inside one transaction that holds an advisor
 processes opening a fresh database at the same moment never both create the tables. To change
 the schema, append a migration (never edit one that has shipped).
 
-The text search configuration (`english`, `italian`, `simple`, ...) is fixed when the chunks
-table is created: the generated `tsv` column bakes it in. It is recorded in `meta.ts_config`.
-The vector column gets its dimension (and its HNSW index) at the first write, when the
-embedder is known: see `ensure_vector_column`.
+Full text lives in `postings` (migration 3, storage/postgres/fulltext.py); the `tsv` column
+and text search configuration of migration 1 are what KBs made before it had (`meta.ts_config`
+still tells their language). The vector column gets its dimension (and its HNSW index) at
+the first write, when the embedder is known: see `ensure_vector_column`.
 """
 
 from __future__ import annotations
