@@ -24,7 +24,6 @@ import gc
 import json
 import shutil
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +31,15 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import OUT, Timer, base_set, dir_size, machine_note, mb, table
 from pg_backend import exact_bm25
-from retrieval import FixedEmbedder, Probes, build_sqlite, exact_topk, pick_queries, synth_corpus
+from retrieval import (
+    FixedEmbedder,
+    Probes,
+    build_sqlite,
+    exact_topk,
+    log,
+    pick_queries,
+    synth_corpus,
+)
 
 from ragloop.kb.search import hybrid_search
 from ragloop.retrieval.query_text import query_terms
@@ -40,10 +47,6 @@ from ragloop.storage.sqlite.store import SqliteStore
 
 K = 10
 MODES = ("bm25", "vector", "hybrid")
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
 def sqlite_store(work: Path, vecs: np.ndarray, texts: list[str]) -> tuple[SqliteStore, dict]:

@@ -115,9 +115,15 @@ class ChunkTerms:
         return fieldnorm(self.tokens)
 
 
-def analyse(language: str, chunk_id: int, text: str) -> ChunkTerms:
-    tokens = terms_of(language, text)
+def analyse(language: str, chunk_id: int, head: str, text: str) -> ChunkTerms:
+    """What BM25 indexes of a stored chunk: its titles (`head`), then its text."""
+    tokens = terms_of(language, f"{head}\n{text}")
     return ChunkTerms(chunk_id, len(tokens), Counter(tokens))
+
+
+def mean_length(tokens: int, chunks: int) -> float:
+    """avgdl: the mean token count of `chunks` chunks holding `tokens` tokens (at least 1)."""
+    return max(1.0, tokens / max(chunks, 1))
 
 
 def posting_rows(chunks: Iterable[ChunkTerms], avgdl: float) -> Iterator[tuple]:
@@ -148,7 +154,7 @@ def add_stats(conn: psycopg.Connection, chunks: list[ChunkTerms]) -> float:
         " ON CONFLICT (id) DO UPDATE SET n = fts_stats.n + excluded.n,"
         " tokens = fts_stats.tokens + excluded.tokens RETURNING n, tokens",
         (len(chunks), tokens)).fetchone()
-    return max(1.0, float(total) / max(float(n), 1.0))
+    return mean_length(int(total), int(n))
 
 
 def forget_documents(conn: psycopg.Connection, doc_ids: list[str]) -> None:
@@ -177,7 +183,7 @@ class BulkStats:
     def avgdl_with(self, chunks: list[ChunkTerms]) -> float:
         self.n += len(chunks)
         self.tokens += sum(c.tokens for c in chunks)
-        return max(1.0, self.tokens / max(self.n, 1))
+        return mean_length(self.tokens, self.n)
 
 
 def copy_postings(conn: psycopg.Connection, chunks: list[ChunkTerms], avgdl: float) -> None:
@@ -213,10 +219,9 @@ def kb_language(conn: psycopg.Connection) -> str:
 REINDEX_BATCH = 5000
 
 
-def reindex(conn: psycopg.Connection, language: str | None = None) -> int:
+def reindex(conn: psycopg.Connection, language: str | None = None) -> None:
     """Analyse every stored chunk again with the language's analyzer (a KB from before the
-    postings, or one whose language changed); in the caller's transaction. Returns the
-    number of chunks."""
+    postings, or one whose language changed); in the caller's transaction."""
     language = language or kb_language(conn)
     count = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
     if count:  # once per KB, and long for a large one: say why the open is slow
@@ -225,18 +230,15 @@ def reindex(conn: psycopg.Connection, language: str | None = None) -> int:
     conn.execute("DELETE FROM postings")
     conn.execute("DELETE FROM fts_stats")
     stats = BulkStats(conn)
-    done = 0
     with conn.cursor(name="ragloop_reindex") as rows:
         rows.execute("SELECT id, head, text FROM chunks ORDER BY id")
         while batch := rows.fetchmany(REINDEX_BATCH):
-            chunks = [analyse(language, cid, f"{head}\n{text}") for cid, head, text in batch]
+            chunks = [analyse(language, cid, head, text) for cid, head, text in batch]
             with conn.cursor() as cur:
                 cur.executemany("UPDATE chunks SET tokens = %s WHERE id = %s",
                                 [(c.tokens, c.chunk_id) for c in chunks])
             copy_postings(conn, chunks, stats.avgdl_with(chunks))
-            done += len(chunks)
     recount(conn)
-    return done
 
 
 # -- search ------------------------------------------------------------------------------
@@ -278,7 +280,7 @@ def search(conn: psycopg.Connection, weights: Counter[str], k: int, budget: int,
     n, total, dfs = conn.execute(STATS_SQL, {"terms": terms}, prepare=prepare).fetchone()
     if not n:
         return []
-    avgdl = max(1.0, float(total) / float(n))
+    avgdl = mean_length(int(total), int(n))
     live = [(t, weights[t] * idf(float(df), float(n)), int(df))
             for t, df in zip(terms, dfs or [], strict=True) if df]
     if not live:

@@ -252,7 +252,7 @@ class PostgresStore:
             for i, (c, h) in enumerate(zip(w.chunks, w.embed_hashes, strict=True)):
                 cid = ids[len(rows)]
                 head = _head(w.doc.title, paths.get(c.section, ()))
-                t = fulltext.analyse(self._language, cid, f"{head}\n{c.text}")
+                t = fulltext.analyse(self._language, cid, head, c.text)
                 terms.append(t)
                 rows.append((cid, c.doc_id, c.section, c.ord, c.text, h, head, t.tokens,
                              vectors[i]))
