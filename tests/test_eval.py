@@ -779,3 +779,39 @@ def test_warm_up_loads_the_model_even_when_its_text_is_cached(small_kb_template,
         assert inner._model is None  # a cache hit loads nothing
         _warm_up(SimpleNamespace(kb=kb))
         assert inner._model is not None
+
+
+def test_a_quoted_does_not_cover_is_no_decline_but_a_declined_part_is(tmp_path) -> None:
+    """The offline answerer states which parts it declines; the eval counts those, not the
+    words of a source it quotes (a warranty's "does not cover" sentence is an answer)."""
+    from typer.testing import CliRunner
+
+    from ragloop.apps.cli import app
+
+    folder = tmp_path / "beir"
+    (folder / "qrels").mkdir(parents=True)
+    corpus = [{"_id": "w1", "title": "T9 warranty terms", "text":
+               "The T9 warranty does not cover damage from mounting torque above the value in "
+               "the guide. Mounting torque above 5 Nm voids the T9 warranty."},
+              {"_id": "s1", "title": "T9 Sensor", "text": "The T9 sensor is rated IP67."}]
+    queries = [{"_id": "a", "text": "Above what mounting torque does the T9 warranty end?",
+                "answer": "5 Nm"},
+               {"_id": "u", "text": "What is the warranty of the Z7 drone?",
+                "type": "unanswerable", "answerable": False}]
+    (folder / "corpus.jsonl").write_text("\n".join(json.dumps(c) for c in corpus) + "\n")
+    (folder / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries) + "\n")
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\na\tw1\t1\n")
+    out = tmp_path / "out"
+    done = CliRunner().invoke(app, ["eval", str(folder), "--kb", str(tmp_path / "kb"),
+                                    "--paths", "single,agent", "--out", str(out), "--json"])
+    assert done.exit_code == 0, done.output
+    by = {(r["qid"], r["path"]): r for r in lines(out)}
+    for path in ("single", "agent"):
+        answered, declined = by[("a", path)], by[("u", path)]
+        assert "5 Nm" in answered["answer"] and "does not cover" in answered["answer"]
+        assert answered["missing"] == [] and not abstained(answered)
+        assert declined["missing"] and abstained(declined)
+    report = json.loads(done.stdout)
+    for path in ("single", "agent"):
+        assert report["paths"][path]["false_abstention"] == 0.0
+        assert report["paths"][path]["abstention"] == 1.0

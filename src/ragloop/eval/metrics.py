@@ -132,9 +132,14 @@ def token_f1(reference: str, answer: str) -> float:
 
 
 def abstained(record: dict[str, Any]) -> bool:
-    """The run declined to answer: status unanswerable, or the answer says the KB lacks it."""
+    """The run declined to answer, in whole or in part: status unanswerable, or a part its
+    answerer declined (`missing`). A free-text answer (no `missing`) is read for words that
+    say the knowledge base lacks it; a quoted source sentence saying "does not cover" is not
+    a decline, which is why the stated parts come first."""
     if record.get("status") == "unanswerable":
         return True
+    if record.get("missing") is not None:
+        return bool(record["missing"])
     lowered = (record.get("answer") or "").lower()
     return any(m in lowered for m in ABSTAIN_MARKERS)
 

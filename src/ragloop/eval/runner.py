@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ragloop.agent.tools_driver import ToolsDriver
 from ragloop.core.errors import RagloopError, UserError
 from ragloop.core.events import Event, GradeEvent
 from ragloop.eval.datasets import Dataset, EvalQuestion
@@ -105,6 +106,9 @@ def make_record(question: EvalQuestion, path: str, result: RunResult,
         "run_id": result.run_id, "route": result.route, "route_reason": result.route_reason,
         "driver": result.driver, "model": result.model, "status": str(result.status),
         "answer": result.answer, "docs": docs,
+        # the parts the answerer declined, as it stated them; None for a free-text answer (the
+        # tools driver's model), whose decline can only be read from its words
+        "missing": None if result.driver == ToolsDriver.name else list(result.missing),
         "confirmed_docs": distinct(str(e["doc_id"]) for e in result.evidence
                                    if e.get("confirmed", True)),
         "sections": distinct(f"{e['doc_id']}§{e['section']}" for e in result.evidence),
