@@ -3,16 +3,27 @@
     .venv/bin/python benchmarks/offline_rules.py RULE DATASET --kb KB --out OUT [eval options]
     .venv/bin/python benchmarks/honest_answers.py WITH/results.jsonl OUT/results.jsonl
 
-RULE is one of the names below (or `none` for the rules as shipped). The rule is switched off
-in this process only (the code is patched here, not configured), then `ragloop eval` runs with
-the remaining arguments. Compare the two runs with honest_answers.py: a rule stays only if it
-helps on a set other than the one it was written for (offline/README.md lists the results).
+RULE is one of the names below (or `none` for the rules as shipped), or `support=X`: the
+answerer's support threshold (MIN_SUPPORT) set to X, to trace the trade between declining
+unanswerable questions and declining answerable ones. The rule is switched off in this process
+only (the code is patched here, not configured; a patch of a name the code no longer has is an
+error, not a silent no-op), then `ragloop eval` runs with the remaining arguments. Compare
+the two runs with honest_answers.py: a rule stays only if it helps on a set other than the one
+it was written for (offline/README.md lists the results).
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import Any
+
+
+def _replace(owner: Any, name: str, value: Any) -> None:
+    """Set `owner.name`, which must exist: a switch for a rule that is gone must fail."""
+    if not hasattr(owner, name):
+        raise SystemExit(f"{getattr(owner, '__name__', owner)} has no {name}: the rule is gone")
+    setattr(owner, name, value)
 
 
 def _no_gap_stop() -> None:
@@ -21,25 +32,25 @@ def _no_gap_stop() -> None:
     import ragloop.agent.pipeline_driver as driver
 
     smaller = itertools.count(0, -1)
-    driver.gap_size = lambda missing: next(smaller)  # every re-query "narrows" the gap
+    _replace(driver, "gap_size", lambda missing: next(smaller))  # every re-query "narrows"
 
 
 def _no_single_shot_places() -> None:
     import ragloop.agent.pipeline_driver as driver
 
-    driver.PipelineDriver._keep_single_shot = lambda self, ctx, ordered: ordered
+    _replace(driver.PipelineDriver, "_keep_single_shot", lambda self, ctx, ordered: ordered)
 
 
 def _no_agreement() -> None:
     import ragloop.offline.grader as grader
 
-    grader.AGREEMENT_FLOOR = float("inf")  # retrievers agreeing no longer keeps a hit
+    _replace(grader, "AGREEMENT_FLOOR", float("inf"))  # retrievers agreeing keeps no hit
 
 
 def _no_code_penalty() -> None:
     import ragloop.offline.grader as grader
 
-    grader.code_penalty = lambda question_codes, hit_text: 1.0
+    _replace(grader, "code_penalty", lambda question_codes, hit_text: 1.0)
 
 
 def _no_planner_split() -> None:
@@ -52,51 +63,38 @@ def _no_planner_split() -> None:
         made = plan(self, question)
         return Plan(True, [question], reason="one part") if made.need_search else made
 
-    LocalPlanner.plan = whole
+    _replace(LocalPlanner, "plan", whole)
 
 
 def _no_title_links() -> None:
     from ragloop.agent.local import LocalFollowUps
 
-    LocalFollowUps._titled = lambda self, text, skip=None, question=None: []
-
-
-def _no_answer_entities() -> None:
-    import ragloop.offline.answerer as answerer
-
-    answerer.entities = lambda text: []  # a sentence need not name the question's names
-
-
-def _no_answer_codes() -> None:
-    import ragloop.offline.answerer as answerer
-
-    answerer.codes = lambda text: []  # a sentence need not name the question's codes
+    _replace(LocalFollowUps, "_titled", lambda self, text, skip=None, question=None: [])
 
 
 def _no_absent_codes() -> None:
     import ragloop.offline.answerer as answerer
 
-    answerer.absent_codes = lambda question, held: []  # a code no evidence names: answer anyway
+    # a code no evidence names: answer anyway
+    _replace(answerer, "absent_codes", lambda question, held: [])
 
 
 def _no_conflict_notes() -> None:
     from ragloop.offline.answerer import ExtractiveAnswerer
 
-    ExtractiveAnswerer._conflicts = lambda self, chosen: []
-
-
-def _no_section_reads() -> None:
-    import ragloop.offline.rewriter as rewriter
-    from ragloop.agent.local import LocalFollowUps
-
-    rewriter.section_links = lambda text: []  # a kept chunk's "see section 4.2"
-    LocalFollowUps.referenced = lambda self, text: []  # the question's "section 2.3 of …"
+    _replace(ExtractiveAnswerer, "_conflicts", lambda self, chosen: [])
 
 
 def _no_nearest() -> None:
     from ragloop.agent.pipeline_driver import PipelineDriver
 
-    PipelineDriver._add_nearest = lambda self, ctx, part: None
+    _replace(PipelineDriver, "_add_nearest", lambda self, ctx, part: None)
+
+
+def _support(value: str) -> None:
+    import ragloop.offline.answerer as answerer
+
+    _replace(answerer, "MIN_SUPPORT", float(value))
 
 
 RULES: dict[str, Callable[[], None]] = {
@@ -107,21 +105,22 @@ RULES: dict[str, Callable[[], None]] = {
     "code-penalty": _no_code_penalty,  # grader: a hit naming another code of the family
     "planner-split": _no_planner_split,  # planner: dates, halves, comparisons, lists, clauses
     "title-links": _no_title_links,  # follow-ups: one-passage documents a chunk names
-    "answer-entities": _no_answer_entities,  # answerer: the question's names in the sentence
-    "answer-codes": _no_answer_codes,  # answerer: the question's codes in the sentence
     "absent-codes": _no_absent_codes,  # answerer: decline a part whose code no source names
     "conflict-notes": _no_conflict_notes,  # answerer: "the sources disagree" notes
-    "section-reads": _no_section_reads,  # driver: read the sections a chunk or question cites
     "nearest": _no_nearest,  # driver: an unanswered part's nearest passages, unconfirmed
 }
 
 
 def main() -> int:
-    if len(sys.argv) < 2 or sys.argv[1] not in RULES:
+    rule = sys.argv[1] if len(sys.argv) > 1 else ""
+    if rule.startswith("support="):
+        _support(rule.removeprefix("support="))
+    elif rule in RULES:
+        RULES[rule]()
+    else:
         print(__doc__)
-        print("rules:", ", ".join(RULES))
+        print("rules:", ", ".join(RULES), "or support=X")
         return 2
-    RULES[sys.argv[1]]()
     from ragloop.apps.cli import main as cli_main
 
     sys.argv = ["ragloop", "eval", *sys.argv[2:]]
