@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ragloop.agent.engine import Engine
-from ragloop.agent.pipeline_driver import CONFIDENT_IRRELEVANT
+from ragloop.agent.search_grade import CONFIDENT_IRRELEVANT
 from ragloop.core.decisions import Grade
 from ragloop.core.events import GradeEvent, ToolCallEvent
 from ragloop.core.types import Hit, RunStatus, Usage

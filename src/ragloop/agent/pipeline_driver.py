@@ -26,7 +26,12 @@ from dataclasses import dataclass, field, replace
 from ragloop.agent.evidence import Ledger, check_citations
 from ragloop.agent.failures import CONTINUES
 from ragloop.agent.run import DriverOutcome, RunContext, Steps, closest_passages
-from ragloop.agent.search_grade import grade_event, search_and_grade
+from ragloop.agent.search_grade import (
+    confidently_irrelevant,
+    document_scores,
+    grade_event,
+    search_and_grade,
+)
 from ragloop.agent.tools import FETCH, SEARCH, Toolbox, shown_page
 from ragloop.core.decisions import (
     Answerer,
@@ -61,12 +66,6 @@ NEAREST_DOCS = 3
 NEAREST_PRIORITY = -1.0
 # The sub-question index of the whole question's own search when the plan has several parts.
 WHOLE_QUESTION = -1
-# A single-shot document loses its place in the evidence only when the grader is this sure
-# it is irrelevant: no chunk of it scored this much anywhere in the run. Measured with the
-# local grader on single-shot's top 10 documents (`benchmarks/honest_answers.py calibrate`):
-# below 0.3 fall 16% of those documents and 1.2% of the gold ones (HotpotQA dev, first 200
-# questions; 23% and 0.8% on the example hard dev set).
-CONFIDENT_IRRELEVANT = 0.3
 
 
 def gap_size(missing: str) -> int:
@@ -145,9 +144,7 @@ class PipelineDriver:
         if toolbox is self.baseline and not self._single_docs:
             self._single_docs = top_doc_ids(hits, self.baseline_docs)
             self._single_hits = hits
-        for h in [*grade.kept, *grade.discarded]:
-            best = self._doc_score.get(h.doc_id, float("-inf"))
-            self._doc_score[h.doc_id] = max(best, 1.0 if grade.ungraded else h.grade_score or 0.0)
+        document_scores(grade, into=self._doc_score)
         part.last_grade = grade
         if part.first_hits is None:
             part.first_hits = hits
@@ -350,7 +347,7 @@ class PipelineDriver:
             by_doc.setdefault(e.doc_id, []).append(e)
         confirmed = {e.doc_id for e in ordered if e.confirmed}
         irrelevant = {d for d in single if d not in confirmed
-                      and self._doc_score.get(d, 0.0) < CONFIDENT_IRRELEVANT}
+                      and confidently_irrelevant(d, self._doc_score)}
         # only what the run confirmed may take a single-shot document's place; a place no
         # confirmed find takes stays with single-shot's document
         found = [d for d in by_doc if d not in single and d in confirmed]

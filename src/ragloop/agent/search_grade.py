@@ -12,6 +12,12 @@ from ragloop.core.events import GradeEvent
 from ragloop.core.types import Hit
 
 UNGRADED_NOTE = "\n\nThese results were not graded; judge their relevance yourself."
+# A single-shot document loses its place in the evidence only when the grader is this sure
+# it is irrelevant: no chunk of it scored this much anywhere in the run. Measured with the
+# local grader on single-shot's top 10 documents (`benchmarks/honest_answers.py calibrate`):
+# below 0.3 fall 16% of those documents and 1.2% of the gold ones (HotpotQA dev, first 200
+# questions; 23% and 0.8% on the example hard dev set).
+CONFIDENT_IRRELEVANT = 0.3
 
 
 @dataclass
@@ -28,6 +34,22 @@ def search_and_grade(toolbox: Toolbox, grader: Grader, query: str, against: str,
     part of it this search serves). A bad query or page raises ToolError."""
     hits = toolbox.search(query, page)
     return GradedSearch(query, page, hits, grader.grade(against, hits))
+
+
+def document_scores(grade: Grade, into: dict[str, float] | None = None) -> dict[str, float]:
+    """Per document, the best a grade said of any of its chunks: 1.0 for a kept chunk (or an
+    ungraded search), else its grade score. `into` carries the best over earlier grades."""
+    best = into if into is not None else {}
+    kept = {h.chunk_id for h in grade.kept}
+    for h in [*grade.kept, *grade.discarded]:
+        score = 1.0 if grade.ungraded or h.chunk_id in kept else h.grade_score or 0.0
+        best[h.doc_id] = max(best.get(h.doc_id, 0.0), score)
+    return best
+
+
+def confidently_irrelevant(doc_id: str, scores: dict[str, float]) -> bool:
+    """The grader is sure no chunk of the document is relevant (see CONFIDENT_IRRELEVANT)."""
+    return scores.get(doc_id, 0.0) < CONFIDENT_IRRELEVANT
 
 
 def graded_result(numbered: list[tuple[int, Hit]], grade: Grade, budget: int) -> str:

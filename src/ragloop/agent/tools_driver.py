@@ -25,9 +25,14 @@ from collections.abc import Callable
 
 from ragloop.agent.evidence import check_citations
 from ragloop.agent.failures import CONTINUES
-from ragloop.agent.pipeline_driver import CONFIDENT_IRRELEVANT
 from ragloop.agent.run import BUDGET_NOTICE, DriverOutcome, RunContext, Steps
-from ragloop.agent.search_grade import grade_event, graded_result, search_and_grade
+from ragloop.agent.search_grade import (
+    confidently_irrelevant,
+    document_scores,
+    grade_event,
+    graded_result,
+    search_and_grade,
+)
 from ragloop.agent.single_shot import top_documents
 from ragloop.agent.tools import SEARCH, SEARCH_TOOL, Toolbox, format_hits, shown_page, wrap
 from ragloop.core.decisions import Grader
@@ -178,16 +183,13 @@ class ToolsDriver:
             return f"Tool error: {exc}"
         grade = self.grader.grade(ctx.question, hits)
         kept = {h.chunk_id for h in grade.kept}
-        best: dict[str, float] = {}
-        for h in [*grade.kept, *grade.discarded]:
-            score = 1.0 if grade.ungraded or h.chunk_id in kept else h.grade_score or 0.0
-            best[h.doc_id] = max(best.get(h.doc_id, 0.0), score)
+        scores = document_scores(grade)
         confirmed: list[tuple[int, Hit]] = []
         unconfirmed: list[tuple[int, Hit]] = []
         for h in hits:
             if grade.ungraded or h.chunk_id in kept:
                 confirmed.append((ctx.ledger.add_hit(h, ctx.step), h))
-            elif best.get(h.doc_id, 0.0) >= CONFIDENT_IRRELEVANT:
+            elif not confidently_irrelevant(h.doc_id, scores):
                 unconfirmed.append((ctx.ledger.add_hit(h, ctx.step, confirmed=False), h))
         yield ToolCallEvent(tool=SEARCH, query=ctx.question, chunks=len(hits),
                             kept=len(grade.kept), reason="single-shot's search")
