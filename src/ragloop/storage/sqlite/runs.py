@@ -144,7 +144,7 @@ class SqliteRunStore:
     def import_runs(self, runs: list[RunCopy]) -> tuple[list[str], int]:
         """Insert copied runs as recorded (RunStore.import_runs); an existing run_id is left
         alone."""
-        marks = ", ".join("?" * len(RUN_COLUMNS.split(", ")))
+        marks = ", ".join("?" for _ in RunRecord.__annotations__)
         inserted: list[str] = []
         events = 0
         with self.lock:
