@@ -283,12 +283,13 @@ def test_month_names_come_from_one_table_for_every_date_rule() -> None:
     from ragloop.retrieval.languages import month_names, month_pattern
 
     assert month_names() == text.MONTHS and len(month_names()) == 12
-    assert month_pattern() in text._DATE.pattern and month_pattern() in planner.DATE
-    assert month_pattern(short=False) in router._DATE.pattern
+    assert month_pattern() in text._DATE.pattern and month_pattern() in planner.ENGLISH.date
+    assert month_pattern(short=False) in router.ENGLISH_CUES.date.pattern
     dates = [q.value for q in text.quantities("Due 5 Sept 2024, paid Sep 9, 2024 and 2024-10-01")
              if q.kind == "date"]
     assert dates == ["2024-09-05", "2024-09-09", "2024-10-01"]
-    assert planner._date_parts("Revenue in Sept 2024 vs March 2025") == [
+    assert planner.ENGLISH.date_parts("Revenue in Sept 2024 vs March 2025") == [
         "Revenue in Sept 2024", "Revenue in March 2025"]
-    assert router._DATE.search("what changed in december?")
-    assert not router._DATE.search("the dec unit")  # the router's cue stays full names only
+    cue = router.ENGLISH_CUES.date
+    assert cue.search("what changed in december?")
+    assert not cue.search("the dec unit")  # the router's cue stays full names only

@@ -1,14 +1,17 @@
 """The offline rules' vocabulary is data per language (offline/lang/<code>.json), not regexes
-in code: every word the rules read comes from the file, and a language with no file reads
-English's."""
+in code: every word the rules read comes from the file (the planner's small talk and splits
+and the router's cues too), and a language with no file reads English's."""
 
 from __future__ import annotations
 
+import copy
 import json
 from importlib import resources
 
+from ragloop.agent.router import ENGLISH_CUES, RuleRouter
 from ragloop.offline import planner, support, text
-from ragloop.offline.vocabulary import ENGLISH_WORDS, vocabulary
+from ragloop.offline.planner import LocalPlanner
+from ragloop.offline.vocabulary import ENGLISH_WORDS, Vocabulary, vocabulary
 
 
 def _english() -> dict:
@@ -24,7 +27,7 @@ def test_the_rules_read_the_english_file() -> None:
     # every ordinal of the file turns a spelled-out quarter into the code documents write
     for word, n in data["periods"]["quarter"]["ordinals"].items():
         assert (
-            planner.quarter_codes(f"Revenue in the {word} quarter of 2024")
+            planner.ENGLISH.quarter_codes(f"Revenue in the {word} quarter of 2024")
             == f"Revenue in Q{n} 2024"
         )
     for word in data["periods"]["year_phrases"]:
@@ -46,3 +49,89 @@ def test_the_rules_read_the_english_file() -> None:
 def test_a_language_with_no_file_reads_english() -> None:
     assert vocabulary("it").code == "en" and vocabulary("it").data == _english()
     assert vocabulary(None) is vocabulary("en")
+
+
+def _with(change) -> Vocabulary:
+    """English's words with one change: what a second language file would do."""
+    data = copy.deepcopy(_english())
+    change(data)
+    return Vocabulary("en", data)
+
+
+def test_every_small_talk_phrase_and_router_cue_of_the_file_is_read() -> None:
+    data = _english()
+    talk = data["small_talk"]
+    for kind in talk["kinds"]:
+        for phrase in kind["phrases"]:
+            plan = LocalPlanner().plan(f"{phrase.capitalize()} there!")
+            assert not plan.need_search and plan.reply == kind["reply"], phrase
+    for phrase in talk["about_me"]:
+        plan = LocalPlanner(scope="Two documents.").plan(f"{phrase}?")
+        assert plan.reply == f"{talk['about_me_reply']} Two documents.", phrase
+    for phrase in talk["greeting_prefixes"]:
+        plan = LocalPlanner().plan(f"{phrase}, what is the S200 price?")
+        assert plan.sub_questions == ["What is the S200 price?"], phrase
+    assert LocalPlanner().plan("  ").reply == talk["empty_reply"]
+    for word in data["router_cues"]["comparison"]:
+        assert ENGLISH_CUES.compare.search(f"the S100 {word} the S200"), word
+    for phrase in data["router_cues"]["chain"]:
+        assert ENGLISH_CUES.chain.search(f"and {phrase} travel?"), phrase
+
+
+def test_the_planner_takes_its_words_from_the_language_file() -> None:
+    """A word added to the file is read: no greeting, opener or connector is left in code."""
+
+    def add(data: dict) -> None:
+        data["small_talk"]["kinds"].append(
+            {"kind": "nautical", "phrases": ["ahoy"], "reply": "Ahoy! Ask away."}
+        )
+        data["small_talk"]["about_me"].append("who made you")
+        data["grammar"]["comparison"]["openers"].append("weigh up")
+        data["grammar"]["clauses"]["openers"].append("outline")
+        data["grammar"]["dates"]["connectors"].append("through")
+
+    english, more = LocalPlanner(), LocalPlanner(words=_with(add))
+    ahoy = more.plan("Ahoy there!")
+    assert not ahoy.need_search and ahoy.reply == "Ahoy! Ask away."
+    assert english.plan("Ahoy there!").need_search
+    assert not more.plan("Who made you?").need_search and english.plan("Who made you?").need_search
+    weigh = "Weigh up the S100 and the S200 battery life"
+    assert more.plan(weigh).sub_questions == ["S100 battery life", "S200 battery life"]
+    assert english.plan(weigh).reason != "a comparison"
+    clauses = "What is the S200 price and outline the S300 warranty"
+    assert more.plan(clauses).sub_questions == [
+        "What is the S200 price?",
+        "Outline the S300 warranty",
+    ]
+    assert english.plan(clauses).sub_questions == [clauses]
+    dates = "What was revenue in 2023 through 2025?"
+    assert more.plan(dates).sub_questions == [
+        "What was revenue in 2023?",
+        "What was revenue in 2025?",
+    ]
+    assert english.plan(dates).sub_questions == [dates]
+
+    # a file without English's greetings: "hello" is a question to search for, "hallo" is not
+    def german_greetings(data: dict) -> None:
+        data["small_talk"]["kinds"] = [{"kind": "hello", "phrases": ["hallo"], "reply": "Hallo!"}]
+        data["small_talk"]["addressees"] = ["zusammen"]
+
+    german = LocalPlanner(words=_with(german_greetings))
+    assert german.plan("Hallo zusammen!").reply == "Hallo!"
+    assert german.plan("Hello there!").need_search
+
+
+def test_the_router_takes_its_cue_words_from_the_language_file(small_kb) -> None:
+    question = "Who audits the T9 sensor?"
+    assert RuleRouter(small_kb).route(question).route == "single"
+
+    def add(data: dict) -> None:
+        data["router_cues"]["chain"].append("who audits")
+        data["router_cues"]["comparison"].append("outlast")
+
+    router = RuleRouter(small_kb, words=_with(add))
+    decision = router.route(question)
+    assert decision.route == "agent" and "a chained entity" in decision.reason
+    decision = router.route("Does the T9 battery outlast 5 years?")
+    assert decision.route == "agent" and "a comparison" in decision.reason
+    assert RuleRouter(small_kb).route("Does the T9 battery outlast 5 years?").route == "single"

@@ -4,26 +4,47 @@ knowledge base plainly does not cover are answered at once as out of scope."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from ragloop.core.decisions import Route
 from ragloop.core.errors import EmptyQueryError
 from ragloop.kb import KnowledgeBase
 from ragloop.offline.planner import LocalPlanner
 from ragloop.offline.text import content_terms, section_refs
-from ragloop.offline.vocabulary import ENGLISH_WORDS
+from ragloop.offline.vocabulary import ENGLISH_WORDS, Vocabulary
 from ragloop.retrieval.languages import month_pattern
 
 # Below this cosine to the nearest chunk, with no shared term, a question is off topic
 # (MiniLM: on-topic questions score 0.35–0.8 against the example KB, nonsense < 0.2).
 OUT_OF_SCOPE_COSINE = 0.22
 SHORT_QUESTION_WORDS = 12
-_COMPARE = re.compile(r"\b(compare|compared|versus|vs\.?|differ|difference|between|both|"
-                      r"each of|which of)\b", re.IGNORECASE)
-_CHAIN = re.compile(r"\b(who (?:approves|heads|leads|owns|signs)|whose|the person who|"
-                    r"responsible for|according to the)\b", re.IGNORECASE)
-_QUARTER, _FY = ENGLISH_WORDS.period_code("quarter"), ENGLISH_WORDS.year_code
-_MONTHS = month_pattern(short=False)
-_DATE = re.compile(rf"\b({_QUARTER}|{_FY}\s?\d{{2,4}}|(?:19|20)\d\d|{_MONTHS})\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Cues:
+    """What sends a question to the agent, built from a language's words ("router_cues" of
+    offline/lang/<code>.json, and its period codes)."""
+
+    compare: re.Pattern[str]
+    chain: re.Pattern[str]
+    date: re.Pattern[str]
+
+    @classmethod
+    def of(cls, words: Vocabulary) -> Cues:
+        quarter, fy = words.period_code("quarter"), words.year_code
+        months = month_pattern(short=False)
+        return cls(
+            compare=re.compile(
+                rf"\b{words.alternatives('router_cues.comparison')}\b", re.IGNORECASE
+            ),
+            chain=re.compile(rf"\b{words.alternatives('router_cues.chain')}\b", re.IGNORECASE),
+            date=re.compile(
+                rf"\b({quarter}|{fy}\s?\d{{2,4}}|(?:19|20)\d\d|{months})\b", re.IGNORECASE
+            ),
+        )
+
+
+ENGLISH_CUES = Cues.of(ENGLISH_WORDS)
 
 
 def describe_scope(kb: KnowledgeBase, limit: int = 12) -> str:
@@ -34,9 +55,12 @@ def describe_scope(kb: KnowledgeBase, limit: int = 12) -> str:
 
 
 class RuleRouter:
-    def __init__(self, kb: KnowledgeBase) -> None:
+    """`words` is the language whose cue words and planner the router reads (English)."""
+
+    def __init__(self, kb: KnowledgeBase, words: Vocabulary = ENGLISH_WORDS) -> None:
         self.kb = kb
-        self.planner = LocalPlanner()
+        self.planner = LocalPlanner(words=words)
+        self.cues = ENGLISH_CUES if words is ENGLISH_WORDS else Cues.of(words)
 
     def out_of_scope(self, question: str) -> str | None:
         """Why the knowledge base plainly does not cover the question, or None."""
@@ -47,8 +71,10 @@ class RuleRouter:
             return "the question has no words to search for"
         best = vector[0].vector_score if vector and vector[0].vector_score else 0.0
         if not bm25 and best < OUT_OF_SCOPE_COSINE:
-            return (f"no document shares its key terms and the closest chunk is only"
-                    f" {best:.2f} similar in meaning")
+            return (
+                f"no document shares its key terms and the closest chunk is only"
+                f" {best:.2f} similar in meaning"
+            )
         return None
 
     def route(self, question: str) -> Route:
@@ -62,13 +88,13 @@ class RuleRouter:
         reasons = []
         if len(plan.sub_questions) > 1:
             reasons.append(f"{len(plan.sub_questions)} parts")
-        if _COMPARE.search(question):
+        if self.cues.compare.search(question):
             reasons.append("a comparison")
-        if len(set(m.group(0).lower() for m in _DATE.finditer(question))) >= 2:
+        if len(set(m.group(0).lower() for m in self.cues.date.finditer(question))) >= 2:
             reasons.append("two dates")
         if section_refs(question):
             reasons.append("a section reference")
-        if _CHAIN.search(question):
+        if self.cues.chain.search(question):
             reasons.append("a chained entity")
         if len(words) > SHORT_QUESTION_WORDS:
             reasons.append(f"long ({len(words)} words)")

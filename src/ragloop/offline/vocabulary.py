@@ -2,16 +2,20 @@
 
 Question words, period codes and their ordinals ("third quarter" → Q3), number words,
 duration units, money scales, section-reference words, document kinds, name connectors and
-sentence-final abbreviations live there, not in regexes in code; the helpers here turn them
-into the patterns `text.py` and `planner.py` use. Month names and stop words live in
-`retrieval/languages.py`, which the index shares. Only English is written: a language with no
-file reads English's, as the offline rules always have (see offline/README.md).
+sentence-final abbreviations live there, not in regexes in code, and so do the planner's
+small talk (greetings, "who are you", their replies), the words of its splits (date
+connectors, comparison openers, clause openers, conditions, pronouns) and the router's cue
+words; the helpers here turn them into the patterns `text.py`, `planner.py` and the router
+use. Month names and stop words live in `retrieval/languages.py`, which the index shares.
+Only English is written: a language with no file reads English's, as the offline rules
+always have (see offline/README.md).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -25,11 +29,22 @@ class Vocabulary:
     code: str
     data: dict[str, Any]
 
+    def get(self, key: str) -> Any:
+        """The value under `key`; a dotted key reads inside an object ("grammar.clauses")."""
+        value: Any = self.data
+        for part in key.split("."):
+            value = value[part]
+        return value
+
     def words(self, key: str) -> list[str]:
-        return list(self.data[key])
+        return list(self.get(key))
 
     def table(self, key: str) -> dict[str, Any]:
-        return dict(self.data[key])
+        return dict(self.get(key))
+
+    def text(self, key: str) -> str:
+        """One word or sentence (a reply, a template such as "What is the {entity} …?")."""
+        return str(self.get(key))
 
     @property
     def periods(self) -> dict[str, Any]:
@@ -38,10 +53,8 @@ class Vocabulary:
     # -- patterns built from the words ----------------------------------------------------
 
     def alternatives(self, key: str) -> str:
-        """A non-capturing group of the words under `key`, in the file's order (put a longer
-        spelling first: "sections" before "section"); a space in a word matches any run of
-        white space ("see  also")."""
-        return "(?:" + "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in self.data[key]) + ")"
+        """A non-capturing group of the words under `key` (see `alternation`)."""
+        return alternation(self.get(key))
 
     def period_code(self, kind: str) -> str:
         """ "Q[1-4]" for quarters, "H[1-2]" for halves: the code and its numbers."""
@@ -55,7 +68,14 @@ class Vocabulary:
     @property
     def year_phrase(self) -> str:
         """A group of the words that join a year as one token ("mid-2025", "end-2024")."""
-        return "(?:" + "|".join(map(re.escape, self.periods["year_phrases"])) + ")"
+        return alternation(self.periods["year_phrases"])
+
+
+def alternation(words: Iterable[str]) -> str:
+    """A non-capturing regex group of `words`, in their order (put a longer spelling first:
+    "sections" before "section"); a space in a word matches any run of white space ("see
+    also"). The one way the rules turn a word list into a pattern."""
+    return "(?:" + "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in words) + ")"
 
 
 def vocabulary(code: str | None = ENGLISH) -> Vocabulary:
