@@ -26,6 +26,7 @@ from ragloop.core.unicode import clean_text
 from ragloop.kb import KnowledgeBase
 from ragloop.llm.base import ChatModel
 from ragloop.offline.text import reading_language
+from ragloop.offline.vocabulary import Vocabulary, vocabulary
 from ragloop.storage.protocols import RunStore
 
 ROUTES = ("auto", "single", "agent")
@@ -63,12 +64,12 @@ class Components:
         return cls(chat=chat, grader_chat=grader_chat, driver=driver)
 
 
-def _route(question: str, kb: KnowledgeBase, route: str) -> Route:
+def _route(question: str, kb: KnowledgeBase, route: str, words: Vocabulary) -> Route:
     if route == "agent":
         return Route("agent", "forced by --route agent")
     from ragloop.agent.local import RuleRouter
 
-    router = RuleRouter(kb)
+    router = RuleRouter(kb, words=words)
     if route == "single":
         # single-shot declines what the knowledge base plainly does not cover, as routing does
         why = router.out_of_scope(question)
@@ -90,6 +91,18 @@ class Engine:
         self.settings = settings or kb.settings
         # the knowledge base's own run store (closed with it) unless one is given
         self.runs: RunStore = runs if runs is not None else kb.backend.runs
+
+    @property
+    def language(self) -> str | None:
+        """The language the offline rules read: the knowledge base's. The one place that
+        decides it: the planner and router take its words (`words`), and `ask` sets it for
+        the text helpers the grader, rewriter, answerer and citation checker use."""
+        return self.kb.language
+
+    @property
+    def words(self) -> Vocabulary:
+        """The offline rules' words for `language` (English's for a language with no file)."""
+        return vocabulary(self.language)
 
     # -- components ---------------------------------------------------------------------
 
@@ -135,7 +148,7 @@ class Engine:
         else:
             from ragloop.agent.local import LocalPlanner, LocalRewriter
 
-            planner, rewriter = LocalPlanner(), LocalRewriter()
+            planner, rewriter = LocalPlanner(words=self.words), LocalRewriter()
         from ragloop.agent.local import follow_ups_for
 
         answerer = self._answerer(comps.chat)
@@ -179,7 +192,7 @@ class Engine:
         """Route, then run the chosen driver; an error that ends the run (failures.py) ends it
         here with an `error` event and what was gathered."""
         try:
-            run.route = _route(ctx.question, self.kb, route)
+            run.route = _route(ctx.question, self.kb, route, self.words)
             yield RouteEvent(route=run.route.route, reason=run.route.reason)
             driver, run.decisions = self._chosen(run.route, comps, settings)
             run.driver = driver.name
@@ -219,8 +232,8 @@ class Engine:
         run = _Run(driver=comps.driver)
         citation_check = self._citation_check(comps, ctx)
         ctx.ledger.support_check = citation_check
-        # the offline rules read the question with the KB language's stop words
-        with reading_language(self.kb.language):
+        # the offline rules read the question with the KB language's words and stop words
+        with reading_language(self.language):
             try:
                 outcome = drain(self._steps(ctx, route, comps, settings, run), ctx, record)
             except BaseException as exc:
