@@ -212,8 +212,7 @@ class PlannerGrammar:
         code = self.quarter["code"]
         when = (lambda n: f"{code}{n} {year}") if year else (lambda n: f"{code}{n}")
         return [
-            self.clean(f"{q[: m.start()]}{when(n)}{q[m.end() :]}")
-            for n in (2 * half - 1, 2 * half)
+            self.clean(f"{q[: m.start()]}{when(n)}{q[m.end() :]}") for n in (2 * half - 1, 2 * half)
         ]
 
     def date_parts(self, q: str) -> list[str] | None:
