@@ -64,12 +64,24 @@ class Components:
         return cls(chat=chat, grader_chat=grader_chat, driver=driver)
 
 
-def _route(question: str, kb: KnowledgeBase, route: str, words: Vocabulary) -> Route:
+def reading(kb: KnowledgeBase) -> str | None:
+    """The language the offline rules read for `kb`: its own. The one place that decides it:
+    the planner and router take its words (`kb_words`), and `Engine.ask` sets it for the text
+    helpers the grader, rewriter, answerer and citation checker use (`reading_language`)."""
+    return kb.language
+
+
+def kb_words(kb: KnowledgeBase) -> Vocabulary:
+    """The offline rules' words for `kb` (English's for a language with no file)."""
+    return vocabulary(reading(kb))
+
+
+def _route(question: str, kb: KnowledgeBase, route: str) -> Route:
     if route == "agent":
         return Route("agent", "forced by --route agent")
     from ragloop.agent.local import RuleRouter
 
-    router = RuleRouter(kb, words=words)
+    router = RuleRouter(kb, words=kb_words(kb))
     if route == "single":
         # single-shot declines what the knowledge base plainly does not cover, as routing does
         why = router.out_of_scope(question)
@@ -92,17 +104,6 @@ class Engine:
         # the knowledge base's own run store (closed with it) unless one is given
         self.runs: RunStore = runs if runs is not None else kb.backend.runs
 
-    @property
-    def language(self) -> str | None:
-        """The language the offline rules read: the knowledge base's. The one place that
-        decides it: the planner and router take its words (`words`), and `ask` sets it for
-        the text helpers the grader, rewriter, answerer and citation checker use."""
-        return self.kb.language
-
-    @property
-    def words(self) -> Vocabulary:
-        """The offline rules' words for `language` (English's for a language with no file)."""
-        return vocabulary(self.language)
 
     # -- components ---------------------------------------------------------------------
 
@@ -148,7 +149,7 @@ class Engine:
         else:
             from ragloop.agent.local import LocalPlanner, LocalRewriter
 
-            planner, rewriter = LocalPlanner(words=self.words), LocalRewriter()
+            planner, rewriter = LocalPlanner(words=kb_words(self.kb)), LocalRewriter()
         from ragloop.agent.local import follow_ups_for
 
         answerer = self._answerer(comps.chat)
@@ -192,7 +193,7 @@ class Engine:
         """Route, then run the chosen driver; an error that ends the run (failures.py) ends it
         here with an `error` event and what was gathered."""
         try:
-            run.route = _route(ctx.question, self.kb, route, self.words)
+            run.route = _route(ctx.question, self.kb, route)
             yield RouteEvent(route=run.route.route, reason=run.route.reason)
             driver, run.decisions = self._chosen(run.route, comps, settings)
             run.driver = driver.name
@@ -233,7 +234,7 @@ class Engine:
         citation_check = self._citation_check(comps, ctx)
         ctx.ledger.support_check = citation_check
         # the offline rules read the question with the KB language's words and stop words
-        with reading_language(self.language):
+        with reading_language(reading(self.kb)):
             try:
                 outcome = drain(self._steps(ctx, route, comps, settings, run), ctx, record)
             except BaseException as exc:

@@ -8,7 +8,7 @@ connectors, comparison openers, clause openers, conditions, pronouns) and the ro
 words; the helpers here turn them into the patterns `text.py`, `planner.py` and the router
 use. Month names and stop words live in `retrieval/languages.py`, which the index shares.
 English, Italian and Chinese are written; a language with no file reads English's (see
-offline/README.md). The engine reads the knowledge base's language (`Engine.words`).
+offline/README.md). The engine reads the knowledge base's language (`agent/engine.py` `kb_words`).
 """
 
 from __future__ import annotations
