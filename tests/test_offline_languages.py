@@ -119,6 +119,7 @@ def test_the_text_helpers_read_the_language_being_read() -> None:
         found = quantities("营业收入为人民币1200万元，期限3个月")
         assert [(q.kind, q.value) for q in found] == [("money:¥", "1.2e+07"), ("duration:月", "3")]
         assert section_refs("根据第5条的规定") == ["5"]
+        assert quantities("1984年6月至1985年1月任职") == []  # 6月 is June, not six months
 
 
 def test_every_language_file_has_the_keys_of_english() -> None:
