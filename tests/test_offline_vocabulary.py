@@ -47,7 +47,7 @@ def test_the_rules_read_the_english_file() -> None:
 
 
 def test_a_language_with_no_file_reads_english() -> None:
-    assert vocabulary("it").code == "en" and vocabulary("it").data == _english()
+    assert vocabulary("fr").code == "en" and vocabulary("fr").data == _english()
     assert vocabulary(None) is vocabulary("en")
 
 

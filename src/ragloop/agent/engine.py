@@ -26,6 +26,7 @@ from ragloop.core.unicode import clean_text
 from ragloop.kb import KnowledgeBase
 from ragloop.llm.base import ChatModel
 from ragloop.offline.text import reading_language
+from ragloop.offline.vocabulary import Vocabulary, vocabulary
 from ragloop.storage.protocols import RunStore
 
 ROUTES = ("auto", "single", "agent")
@@ -63,12 +64,24 @@ class Components:
         return cls(chat=chat, grader_chat=grader_chat, driver=driver)
 
 
+def reading(kb: KnowledgeBase) -> str | None:
+    """The language the offline rules read for `kb`: its own. The one place that decides it:
+    the planner and router take its words (`kb_words`), and `Engine.ask` sets it for the text
+    helpers the grader, rewriter, answerer and citation checker use (`reading_language`)."""
+    return kb.language
+
+
+def kb_words(kb: KnowledgeBase) -> Vocabulary:
+    """The offline rules' words for `kb` (English's for a language with no file)."""
+    return vocabulary(reading(kb))
+
+
 def _route(question: str, kb: KnowledgeBase, route: str) -> Route:
     if route == "agent":
         return Route("agent", "forced by --route agent")
     from ragloop.agent.local import RuleRouter
 
-    router = RuleRouter(kb)
+    router = RuleRouter(kb, words=kb_words(kb))
     if route == "single":
         # single-shot declines what the knowledge base plainly does not cover, as routing does
         why = router.out_of_scope(question)
@@ -90,6 +103,7 @@ class Engine:
         self.settings = settings or kb.settings
         # the knowledge base's own run store (closed with it) unless one is given
         self.runs: RunStore = runs if runs is not None else kb.backend.runs
+
 
     # -- components ---------------------------------------------------------------------
 
@@ -135,7 +149,7 @@ class Engine:
         else:
             from ragloop.agent.local import LocalPlanner, LocalRewriter
 
-            planner, rewriter = LocalPlanner(), LocalRewriter()
+            planner, rewriter = LocalPlanner(words=kb_words(self.kb)), LocalRewriter()
         from ragloop.agent.local import follow_ups_for
 
         answerer = self._answerer(comps.chat)
@@ -219,8 +233,8 @@ class Engine:
         run = _Run(driver=comps.driver)
         citation_check = self._citation_check(comps, ctx)
         ctx.ledger.support_check = citation_check
-        # the offline rules read the question with the KB language's stop words
-        with reading_language(self.kb.language):
+        # the offline rules read the question with the KB language's words and stop words
+        with reading_language(reading(self.kb)):
             try:
                 outcome = drain(self._steps(ctx, route, comps, settings, run), ctx, record)
             except BaseException as exc:

@@ -33,11 +33,12 @@ class Cues:
     def of(cls, words: Vocabulary) -> Cues:
         quarter, fy = words.period_code("quarter"), words.year_code
         months = month_pattern(short=False)
+        b = words.edge  # none between Chinese words
         return cls(
             compare=re.compile(
-                rf"\b{words.alternatives('router_cues.comparison')}\b", re.IGNORECASE
+                rf"{b}{words.alternatives('router_cues.comparison')}{b}", re.IGNORECASE
             ),
-            chain=re.compile(rf"\b{words.alternatives('router_cues.chain')}\b", re.IGNORECASE),
+            chain=re.compile(rf"{b}{words.alternatives('router_cues.chain')}{b}", re.IGNORECASE),
             date=re.compile(
                 rf"\b({quarter}|{fy}\s?\d{{2,4}}|(?:19|20)\d\d|{months})\b", re.IGNORECASE
             ),

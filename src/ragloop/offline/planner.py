@@ -19,7 +19,7 @@ import re
 from ragloop.core.decisions import Plan
 from ragloop.core.types import Usage
 from ragloop.offline.text import content_words, entities, is_period
-from ragloop.offline.vocabulary import ENGLISH_WORDS, Vocabulary, alternation
+from ragloop.offline.vocabulary import ENGLISH_WORDS, Vocabulary, alternation, as_list
 from ragloop.retrieval.languages import month_pattern
 
 MAX_PARTS = 3
@@ -41,20 +41,22 @@ class PlannerGrammar:
         self.small_talk: list[dict] = words.get(f"{talk}.kinds")
         kinds = "|".join(f"({alternation(k['phrases'])})" for k in self.small_talk)
         self.greeting = re.compile(
-            rf"^(?:{kinds})(?:[\s,!.]+{alt(f'{talk}.addressees')})*[\s!.?,:)]*$", re.IGNORECASE
+            rf"^(?:{kinds})(?:[\s,!.，！。]+{alt(f'{talk}.addressees')})*[\s!.?,:)！？。，：）]*$",
+            re.IGNORECASE,
         )
-        self.about_me = re.compile(rf"^{alt(f'{talk}.about_me')}[\s?!.]*$", re.IGNORECASE)
+        self.about_me = re.compile(rf"^{alt(f'{talk}.about_me')}[\s?!.？！。]*$", re.IGNORECASE)
         self.greeting_prefix = re.compile(
             rf"^{alt(f'{talk}.greeting_prefixes')}(?:\s+{alt(f'{talk}.prefix_addressees')})?"
-            r"[\s,!.:;-]+",
+            r"[\s,!.:;，！。：；-]+",
             re.IGNORECASE,
         )
 
         the, of = alt("articles"), alt(f"{g}.period_of")
-        self.the = words.words("articles")[0]
+        self.the = (words.words("articles") or [""])[0]
         self.determiner = re.compile(rf"\b({alt(f'{g}.determiners')})\s+\1\b", re.IGNORECASE)
         self.possessive = alt(f"{g}.possessive_suffixes")
-        self.possessive_suffix = words.words(f"{g}.possessive_suffixes")[0]
+        # a language with no possessive suffix (Italian, Chinese) resolves no pronoun to one
+        self.possessive_suffix = (words.words(f"{g}.possessive_suffixes") or [""])[0]
 
         # dates and periods: a quarter or half code (Q3, H1) and a financial year (FY2025)
         qh = f"(?:{words.period_code('quarter')}|{words.period_code('half')})"
@@ -62,28 +64,20 @@ class PlannerGrammar:
         self.date = (
             rf"(?:{qh}\s*(?:{fy}\s?)?'?\d{{2,4}}|{qh}\s+{of}\s+(?:{fy}\s?)?\d{{2,4}}"
             rf"|{fy}\s?'?\d{{2,4}}|{month_pattern()}\s+(?:\d{{1,2}},?\s+)?(?:19|20)\d\d"
-            r"|(?:19|20)\d\d)"
+            rf"|(?:19|20)\d\d{re.escape(words.periods['year_suffix'])})"
         )
-        year = rf"((?:{fy}\s?)?(?:19|20)\d\d)"
+        year = rf"(?P<year>(?:{fy}\s?)?(?:19|20)\d\d)"
         self.quarter, self.half = words.periods["quarter"], words.periods["half"]
-        of_words = alt("of_words")
-        self.quarter_phrase = re.compile(
-            rf"\b(?:{the}\s+)?({'|'.join(self.quarter['ordinals'])})\s+"
-            rf"{re.escape(self.quarter['word'])}\s+(?:{of_words}\s+)?{year}\b",
-            re.IGNORECASE,
-        )
-        self.half_phrase = re.compile(
-            rf"\b(?:{the}\s+)?(?:({'|'.join(self.half['ordinals'])})\s+"
-            rf"{re.escape(self.half['word'])}\s+(?:{of_words}\s+)?"
-            rf"|{re.escape(self.half['code'])}([1-{self.half['count']}])\s+(?:{of}\s+)?)"
-            rf"{year}\b",
-            re.IGNORECASE,
+        self.quarter_phrase = self._period_phrase(self.quarter, year)
+        self.half_phrase = self._period_phrase(
+            self.half, year, rf"{re.escape(self.half['code'])}(?P<digit>[1-{self.half['count']}])"
         )
         dates = f"{g}.dates"
         opener = alt(f"{dates}.range_openers")
+        gap = words.gap
         sep = (
-            rf"\s*(?:,\s*|\s+){alt(f'{dates}.connectors')}\s+"
-            rf"(?:{alt(f'{dates}.connector_followers')}\s+)?"
+            rf"\s*(?:[,，、]\s*|{gap}){alt(f'{dates}.connectors')}{gap}"
+            rf"(?:{alt(f'{dates}.connector_followers')}{gap})?"
         )
         self.date_run = re.compile(rf"(?:\b{opener}\s+)?({self.date})((?:{sep}(?:{self.date}))+)")
         self.range_opener_before = re.compile(rf"\b{opener}\s*$")
@@ -115,7 +109,7 @@ class PlannerGrammar:
         self.aspect_opener = re.compile(rf"^{alt(f'{c}.aspect_openers')}\s+")
         ent = rf"(?:{the}\s+)?({CODE_ENT})"
         self.code_list = re.compile(
-            rf"{ent}((?:\s*,\s*{ent})*\s*,?\s+{alt(f'{g}.list_connectors')}\s+{ent})"
+            rf"{ent}((?:\s*[,，、]\s*{ent})*\s*[,，、]?{gap}{alt(f'{g}.list_connectors')}{gap}{ent})"
         )
         self.the_before = re.compile(rf"\b{the}\s*$")
         self.the_first = re.compile(rf"{the}\s")
@@ -145,7 +139,7 @@ class PlannerGrammar:
         # "If I drive to a site myself, how much …": a condition frames the question after it
         # ("when" does too unless it asks: "when is …").
         self.condition = re.compile(
-            rf"^(?:{alt(f'{k}.conditions')}|{re.escape(words.text(f'{k}.question_condition'))}"
+            rf"^(?:{alt(f'{k}.conditions')}|{alternation([words.text(f'{k}.question_condition')])}"
             rf"\s+(?!{alt(f'{k}.question_auxiliaries')}\b))\b",
             re.IGNORECASE,
         )
@@ -153,6 +147,27 @@ class PlannerGrammar:
         self.pronoun = re.compile(rf"\b({alt(f'{k}.pronouns')})\b", re.IGNORECASE)
         self.possessive_pronouns = {w.lower() for w in words.words(f"{k}.possessive_pronouns")}
         self.question_opener = re.compile(rf"{alt(f'{k}.question_openers')}\b", re.IGNORECASE)
+
+    def _period_phrase(self, period: dict, year: str, code: str | None = None) -> re.Pattern:
+        """A spelled-out period with its year: "the third quarter of 2024", "il terzo
+        trimestre del 2024", "2024年第三季度" (a year-first language: the year and its suffix
+        come first, and may be left out), and `code` with its year ("H2 2024", "2024年H2")
+        where a code is read too."""
+        w = self.words
+        alt, gap, edge = w.alternatives, w.gap, w.edge
+        ordinal = rf"(?P<ordinal>{'|'.join(map(re.escape, period['ordinals']))})"
+        spelled = rf"{ordinal}{gap}{alternation(as_list(period['word']))}"
+        of = alt("of_words")
+        if w.periods["year_first"]:
+            suffix = re.escape(w.periods["year_suffix"])
+            head = rf"(?:{year}{suffix}\s*(?:{of}\s*)?)?"
+            coded = rf"|{code}" if code else ""  # "2024年H2"
+            return re.compile(rf"{head}(?:{spelled}{coded})", re.IGNORECASE)
+        coded = rf"|{code}\s+(?:{alt('grammar.period_of')}\s+)?" if code else ""
+        return re.compile(
+            rf"{edge}(?:{alt('articles')}{gap})?(?:{spelled}{gap}(?:{of}{gap})?{coded}){year}{edge}",
+            re.IGNORECASE,
+        )
 
     # -- small talk ------------------------------------------------------------------------
 
@@ -177,9 +192,12 @@ class PlannerGrammar:
         spelled-out quarter shares no word with them (the year alone matches every
         quarter)."""
         code, number = self.quarter["code"], self.quarter["ordinals"]
-        return self.quarter_phrase.sub(
-            lambda m: f"{code}{number[m.group(1).lower()]} {m.group(2)}", q
-        )
+
+        def coded(m: re.Match[str]) -> str:
+            written = f"{code}{number[m.group('ordinal').lower()]}"
+            return f"{written} {m.group('year')}" if m.group("year") else written
+
+        return self.quarter_phrase.sub(coded, q)
 
     # -- splits ----------------------------------------------------------------------------
 
@@ -189,12 +207,12 @@ class PlannerGrammar:
         m = self.half_phrase.search(q)
         if not m:
             return None
-        word, digit, year = m.groups()
+        word, digit, year = m.group("ordinal"), m.group("digit"), m.group("year")
         half = int(digit) if digit else self.half["ordinals"][word.lower()]
         code = self.quarter["code"]
+        when = (lambda n: f"{code}{n} {year}") if year else (lambda n: f"{code}{n}")
         return [
-            self.clean(f"{q[: m.start()]}{code}{n} {year}{q[m.end() :]}")
-            for n in (2 * half - 1, 2 * half)
+            self.clean(f"{q[: m.start()]}{when(n)}{q[m.end() :]}") for n in (2 * half - 1, 2 * half)
         ]
 
     def date_parts(self, q: str) -> list[str] | None:

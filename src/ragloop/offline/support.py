@@ -23,21 +23,23 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 
 import numpy as np
 
 from ragloop.embed.base import Embedder
 from ragloop.offline.text import (
-    STOP,
     content_terms,
     is_code,
+    language,
     quantities,
+    rules,
     split_sentences,
     stem,
     term_set,
     words,
 )
-from ragloop.offline.vocabulary import ENGLISH_WORDS
+from ragloop.offline.vocabulary import ENGLISH_WORDS, vocabulary
 
 # Tuned on the dev half of examples/evals/citation_support.jsonl only (see RESULTS.md).
 MIN_COVERAGE = 0.6  # share of the claim's content terms the passage holds
@@ -55,7 +57,21 @@ _FIGURE = re.compile(r"(?<![A-Za-z\d.])\d+(?:\.\d+)?")
 # number words a claim may state a figure with (not "one": "one of the …" is no figure)
 _NUMBER_WORDS = {w: ENGLISH_WORDS.table("number_words")[w]
                  for w in ENGLISH_WORDS.words("claim_number_words")}
-_NUMBER_WORD = re.compile(r"\b(" + "|".join(_NUMBER_WORDS) + r")\b", re.IGNORECASE)
+
+
+@cache
+def _claim_numbers(code: str | None) -> tuple[dict[str, int], re.Pattern[str] | None]:
+    """The number words of the knowledge base's language and their pattern (None: it has
+    none, as Chinese, whose numerals are read as runs of characters below)."""
+    v = vocabulary(code)
+    numbers = {w: v.table("number_words")[w] for w in v.words("claim_number_words")}
+    if not numbers:
+        return numbers, None
+    found = re.compile(rf"{v.edge}(" + "|".join(map(re.escape, numbers)) + rf"){v.edge}",
+                       re.IGNORECASE)
+    return numbers, found
+
+
 # A figure with its unit ("8.5 Ah", "±50 g", "915 MHz"): "5 Ah" is not in a passage that says
 # "5 years" and "8.5 Ah".
 _UNIT = re.compile(r"(?<![A-Za-z\d.,£$€¥])(\d+(?:\.\d+)?)\s?"
@@ -166,7 +182,8 @@ def claims(answer: str, labels: Sequence[str] = ()) -> list[Claim]:
 
 def _normalise(text: str) -> str:
     text = _THOUSANDS.sub("", text)
-    return _NUMBER_WORD.sub(lambda m: str(_NUMBER_WORDS[m.group(1).lower()]), text)
+    numbers, found = _claim_numbers(language())
+    return found.sub(lambda m: str(numbers[m.group(1).lower()]), text) if found else text
 
 
 def _money(text: str) -> set[str]:
@@ -198,6 +215,7 @@ def _items(text: str) -> _Items:
     items.figures += [f for f in (f"{float(m.group()):g}" for m in _FIGURE.finditer(norm))
                       if f not in held]
     items.figures.extend(_CJK_NUMERALS.findall(norm))
+    stop = rules().stop
     toks = words(text)
     for i, w in enumerate(toks):
         if is_code(w) and not re.fullmatch(r"\d+[a-z]{1,3}", w, re.IGNORECASE):
@@ -207,7 +225,7 @@ def _items(text: str) -> _Items:
         if i == 0 and not _ELISION.match(toks[0]):
             continue  # a sentence's first word is capitalised anyway
         if len(w) > 1 and w[0].isupper() and not any(c.isdigit() for c in w) \
-                and w.lower() not in STOP and not _UNIT.fullmatch(f"1 {w}"):
+                and w.lower() not in stop and not _UNIT.fullmatch(f"1 {w}"):
             items.names.append(w)
     items.figures = list(dict.fromkeys(items.figures))
     items.codes = list(dict.fromkeys(items.codes))

@@ -12,10 +12,10 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 
 from ragloop.core.types import Hit
-from ragloop.offline.vocabulary import ENGLISH_WORDS
+from ragloop.offline.vocabulary import ENGLISH_WORDS, Vocabulary, alternation, vocabulary
 from ragloop.retrieval.languages import (
     CJK_CHARS,
     cjk_grams,
@@ -28,12 +28,14 @@ from ragloop.retrieval.query_text import STOP_WORDS
 
 # Words that carry no topic in a question: the search stop words plus question/instruction
 # vocabulary ("list", "describe", "tell me"), from the language's data file (vocabulary.py).
+# These are English's; `rules()` holds the knowledge base's language's.
 VOCABULARY = ENGLISH_WORDS
 QUESTION_WORDS = frozenset(VOCABULARY.words("question_words"))
 STOP = STOP_WORDS | QUESTION_WORDS
 
-# The knowledge base's language while a question is answered (Engine.ask sets it): its stop
-# and question words (retrieval/languages.py) join STOP. English, or none set: STOP alone.
+# The knowledge base's language while a question is answered (Engine.ask sets it): the text
+# helpers read its words (`rules()`: question words, periods, quantities, section words) and
+# its stop words (retrieval/languages.py). English, or none set: English's alone.
 _LANGUAGE: ContextVar[str | None] = ContextVar("ragloop_kb_language", default=None)
 
 
@@ -44,6 +46,12 @@ def reading_language(code: str | None) -> Iterator[None]:
         yield
     finally:
         _LANGUAGE.reset(token)
+
+
+def language() -> str | None:
+    """The knowledge base language the helpers read (None: none set, English)."""
+    return _LANGUAGE.get()
+
 
 # Latin-script words as before, plus the words of scripts with no Latin letters at all
 # (Hebrew, Arabic; CJK runs become character bigrams in words()): Latin text tokenizes as it did.
@@ -83,21 +91,15 @@ def words(text: str) -> list[str]:
     return out
 
 
-# "mid-2025", "end-2024": a year with a word of when, written as one token; not a code.
-_YEAR_PHRASE = re.compile(rf"^{VOCABULARY.year_phrase}-(?:19|20)\d\d$", re.IGNORECASE)
-# Periods: a quarter, a half or a financial year (and the year phrases above).
-_PERIOD = re.compile(rf"^(?:{VOCABULARY.period_code('quarter')}|{VOCABULARY.period_code('half')}"
-                     rf"|{VOCABULARY.year_code}\d{{2}}(?:\d{{2}})?)$", re.IGNORECASE)
-
-
 def is_code(word: str) -> bool:
     """A product/error/period code: letters and digits together (S200, E104, Q3, FY2025)."""
-    return bool(_CODE.match(word)) and not _YEAR_PHRASE.match(word)
+    return bool(_CODE.match(word)) and not rules().year_phrase.match(word)
 
 
 def is_period(word: str) -> bool:
     """A time, not a thing: Q3, H1, FY2025, 2024, mid-2025."""
-    return bool(_PERIOD.match(word) or _YEAR.match(word) or _YEAR_PHRASE.match(word))
+    r = rules()
+    return bool(r.period.match(word) or _YEAR.match(word) or r.year_phrase.match(word))
 
 
 def is_number(word: str) -> bool:
@@ -142,7 +144,7 @@ def content_words(text: str) -> list[str]:
     seen: set[str] = set()
     out = []
     # an English KB and Latin text: exactly STOP
-    stops = STOP | stop_words(_LANGUAGE.get()) | script_stop_words(text)
+    stops = rules().stop | stop_words(_LANGUAGE.get()) | script_stop_words(text)
     for w in words(text):
         low = w.lower()
         if low in stops or low in seen or (len(low) == 1 and not low.isdigit()):
@@ -166,6 +168,7 @@ def entities(text: str) -> list[str]:
     """Entity-like tokens that must match exactly: codes (S200, E104, Q3, FY2025), numbers,
     years, and capitalised words that do not start a sentence (Austin, HaldenMesh)."""
     out: list[str] = []
+    stop = rules().stop
     text = fold_dashes(text or "")
     toks = list(_WORD.finditer(text))
     for i, m in enumerate(toks):
@@ -178,7 +181,7 @@ def entities(text: str) -> list[str]:
         if is_code(w) or is_number(w):
             out.append(w)
             continue
-        if low in STOP or len(w) < 2:
+        if low in stop or len(w) < 2:
             continue
         if w[0].isupper():
             start = i == 0 or re.search(r"[.!?:\n]\s*$", text[: m.start()][-3:] or "")
@@ -210,9 +213,6 @@ def code_family(code: str) -> str:
 
 # --- sentences ---------------------------------------------------------------------------
 
-_ABBREV = re.compile(rf"\b{VOCABULARY.alternatives('abbreviations')}\.$", re.IGNORECASE)
-
-
 # ". " before a capital (or a digit, a currency), as in English; ". " before a Hebrew letter
 # (Hebrew has no capitals); after 。！？ (and a closing quote), with or without a space; sof pasuq.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9£$€\u05d0-\u05ea])"
@@ -222,6 +222,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9£$€\u05d0-\u05ea
 def split_sentences(text: str) -> list[str]:
     """Split text into sentences; list items and headings count as sentences."""
     out: list[str] = []
+    abbrev = rules().abbreviation
     for block in re.split(r"\n\s*\n|\n(?=\s*(?:[-*•]|\d+[.)])\s)|\n(?=#)", text or ""):
         block = " ".join(block.split())
         if not block:
@@ -229,7 +230,7 @@ def split_sentences(text: str) -> list[str]:
         buf = ""
         for part in _SENTENCE_END.split(block):
             buf = f"{buf} {part}".strip() if buf else part
-            if _ABBREV.search(buf) or re.search(r"\b[A-Z]\.$", buf):
+            if abbrev.search(buf) or re.search(r"\b[A-Z]\.$", buf):
                 continue
             out.append(buf)
             buf = ""
@@ -247,25 +248,10 @@ class Quantity:
     text: str  # as written
 
 
-_SCALE = {w: float(v) for w, v in VOCABULARY.table("money_scales").items()}
-_CURRENCY = VOCABULARY.table("currency_codes")
-_SCALE_RE = "(" + "|".join(map(re.escape, _SCALE)) + ")?"
 _AMOUNT = r"(\d(?:[\d,]*\d)?(?:\.\d+)?)"
-_MONEY = re.compile(rf"(?:([£$€¥])\s?{_AMOUNT}\s*{_SCALE_RE}\b"
-                    rf"|\b({'|'.join(map(re.escape, _CURRENCY))})\s?{_AMOUNT}\s*{_SCALE_RE}\b)",
-                    re.IGNORECASE)
-_PERCENT = re.compile(rf"(\d+(?:\.\d+)?)\s?(?:%|{VOCABULARY.alternatives('percent_words')}\b)",
-                      re.IGNORECASE)
 _DATE = re.compile(rf"\b(?:(\d{{1,2}})\s+({_MONTH_RE})\.?,?\s+((?:19|20)\d\d)"
                    rf"|({_MONTH_RE})\.?\s+(\d{{1,2}}),?\s+((?:19|20)\d\d)"
                    r"|((?:19|20)\d\d)-(\d\d)-(\d\d))\b")
-_NUMWORDS = {w: VOCABULARY.table("number_words")[w]
-             for w in VOCABULARY.words("duration_number_words")}
-_PLURAL = re.escape(VOCABULARY.data["plural_suffix"])
-_UNITS = "|".join(f"{re.escape(u)}{_PLURAL}?" for u in VOCABULARY.words("duration_units"))
-_DURATION = re.compile(rf"\b(\d+(?:\.\d+)?|{'|'.join(map(re.escape, _NUMWORDS))})[\s-]"
-                       rf"({_UNITS})\b", re.IGNORECASE)
-_UNIT_SYNONYMS = VOCABULARY.table("unit_synonyms")
 
 
 def _num(s: str) -> float:
@@ -274,13 +260,14 @@ def _num(s: str) -> float:
 
 def quantities(text: str) -> list[Quantity]:
     out: list[Quantity] = []
-    for m in _MONEY.finditer(text):
+    r = rules()
+    for m in r.money.finditer(text):
         cur = m.group(1) or m.group(4).upper()
-        amount = _num(m.group(2) or m.group(5)) * _SCALE.get((m.group(3) or m.group(6) or "")
-                                                             .lower(), 1.0)
-        cur = _CURRENCY.get(cur, cur)
+        cur = r.currency.get(cur, cur)
+        amount = _num(m.group(2) or m.group(5)) * r.scale.get((m.group(3) or m.group(6) or "")
+                                                              .lower(), 1.0)
         out.append(Quantity(f"money:{cur}", f"{amount:g}", m.group(0).strip()))
-    for m in _PERCENT.finditer(text):
+    for m in r.percent.finditer(text):
         out.append(Quantity("percent", f"{float(m.group(1)):g}", m.group(0)))
     for m in _DATE.finditer(text):
         if m.group(1):
@@ -292,11 +279,12 @@ def quantities(text: str) -> list[Quantity]:
                 else "?", m.group(9)
         mon_n = next((i for i, name in enumerate(MONTHS) if name.startswith(mon.lower()[:3])), -1)
         out.append(Quantity("date", f"{y}-{mon_n + 1:02d}-{int(d):02d}", m.group(0)))
-    for m in _DURATION.finditer(text):
+    for m in r.duration.finditer(text):
         n = m.group(1).lower()
-        value = float(_NUMWORDS.get(n, 0)) if n in _NUMWORDS else float(n)
-        unit = m.group(2).lower().removesuffix(VOCABULARY.data["plural_suffix"])
-        for word, same in _UNIT_SYNONYMS.items():
+        value = float(r.number_words.get(n, 0)) if n in r.number_words else float(n)
+        unit = m.group(2).lower()
+        unit = unit.removesuffix(r.plural) if r.plural else unit
+        for word, same in r.unit_synonyms.items():
             unit = unit.replace(word, same)
         out.append(Quantity(f"duration:{unit}", f"{value:g}", m.group(0)))
     return out
@@ -311,19 +299,10 @@ class SectionRef:
     text: str = ""
 
 
-_SECTION_REF = re.compile(
-    rf"\b(?:{VOCABULARY.alternatives('see_words')}\s+)?{VOCABULARY.alternatives('section_words')}"
-    r"\s*(\d+(?:\.\d+)*[a-z]?)"
-    rf"(?:\s+{VOCABULARY.alternatives('of_words')}\s+(?:{VOCABULARY.alternatives('articles')}\s+)?"
-    r"((?:[A-Z][\w&\-]*\s*){1,6}?"
-    rf"{VOCABULARY.alternatives('document_kinds')}\b))?",
-    re.IGNORECASE)
-
-
 def section_links(text: str) -> list[SectionRef]:
     """Every "section 4.2" / "§2.1 of the Data Retention Policy" reference in `text`."""
     out: list[SectionRef] = []
-    for m in _SECTION_REF.finditer(text or ""):
+    for m in rules().section_ref.finditer(text or ""):
         title = m.group(2)
         if title and not title[0].isupper():
             title = None
@@ -375,7 +354,7 @@ class TitleIndex:
             key = tuple(name_tokens(_DISAMBIGUATION.sub("", title or "")))
             if not key or len(key) > MAX_TITLE_TOKENS:
                 continue
-            if len(key) == 1 and (key[0] in STOP or key[0].isdigit() or len(key[0]) < 3):
+            if len(key) == 1 and (key[0] in rules().stop or key[0].isdigit() or len(key[0]) < 3):
                 continue
             self.by_name.setdefault(key, []).append(doc_id)
         self.longest = max((len(k) for k in self.by_name), default=0)
@@ -407,7 +386,6 @@ class TitleIndex:
 
 
 _SPAN_TOKEN = re.compile(r"[^\W_][\w\-'’.&]*")
-_CONNECTORS = frozenset(VOCABULARY.words("name_connectors"))
 
 
 def name_spans(text: str) -> list[str]:
@@ -416,12 +394,13 @@ def name_spans(text: str) -> list[str]:
     in order of first appearance. A single capitalised word that starts a sentence is not a
     name unless it is a code; stop words at a run's ends are trimmed."""
     out: list[str] = []
+    r = rules()
     text = fold_dashes(text or "")
     toks = list(_SPAN_TOKEN.finditer(text))
     i = 0
     while i < len(toks):
         w = toks[i].group(0).rstrip(".'’")
-        if not (w[:1].isupper() or is_code(w)) or w.lower() in STOP:
+        if not (w[:1].isupper() or is_code(w)) or w.lower() in r.stop:
             i += 1
             continue
         j = i + 1
@@ -433,7 +412,7 @@ def name_spans(text: str) -> list[str]:
             nxt = toks[j].group(0).rstrip(".'’")
             if nxt[:1].isupper() or is_code(nxt):
                 end = j + 1
-            elif nxt.lower() not in _CONNECTORS:
+            elif nxt.lower() not in r.name_connectors:
                 break
             j += 1
         span_toks = [t.group(0).rstrip(".,'’") for t in toks[i:end]]
@@ -452,8 +431,9 @@ def query_names_title(query: str, title: str) -> bool:
     disambiguation) is in the query, or the title starts with the first word of the query's
     first name ("Arthurdale …" → "Arthurdale, West Virginia", "Belinda …" → "Belinda
     Peregrín")."""
+    stop = rules().stop
     key = name_tokens(_DISAMBIGUATION.sub("", title or ""))
-    if not key or (len(key) == 1 and key[0] in STOP):
+    if not key or (len(key) == 1 and key[0] in stop):
         return False
     toks = name_tokens(query)
     n = len(key)
@@ -461,4 +441,91 @@ def query_names_title(query: str, title: str) -> bool:
         return True
     names = name_spans(query)
     lead = name_tokens(names[0])[:1] if names else []
-    return bool(lead) and key[0] == lead[0] and lead[0] not in STOP and len(lead[0]) >= 3
+    return bool(lead) and key[0] == lead[0] and lead[0] not in stop and len(lead[0]) >= 3
+
+
+# --- one language's patterns -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TextRules:
+    """The patterns the helpers above read, built from one language's words (vocabulary.py):
+    its question words, period codes, year phrases, abbreviations, money, percent and
+    duration words, section words and name connectors."""
+
+    stop: frozenset[str]
+    year_phrase: re.Pattern[str]
+    period: re.Pattern[str]
+    abbreviation: re.Pattern[str]
+    scale: dict[str, float]
+    currency: dict[str, str]
+    money: re.Pattern[str]
+    percent: re.Pattern[str]
+    number_words: dict[str, int]
+    plural: str
+    duration: re.Pattern[str]
+    unit_synonyms: dict[str, str]
+    section_ref: re.Pattern[str]
+    name_connectors: frozenset[str]
+
+    @classmethod
+    def of(cls, v: Vocabulary) -> TextRules:
+        b, alt = v.edge, v.alternatives
+        scale = {w: float(x) for w, x in v.table("money_scales").items()}
+        currency = {code.upper(): sign for code, sign in v.table("currency_codes").items()}
+        scales = "(" + "|".join(map(re.escape, scale)) + ")?"
+        numbers = {w: v.table("number_words")[w] for w in v.words("duration_number_words")}
+        plural = re.escape(v.data["plural_suffix"])
+        units = "|".join(f"{re.escape(u)}{plural}?" if plural else re.escape(u)
+                         for u in v.words("duration_units"))
+        count = "|".join([r"\d+(?:\.\d+)?", *map(re.escape, numbers)])
+        return cls(
+            stop=STOP_WORDS | frozenset(v.words("question_words")),
+            year_phrase=re.compile(rf"^{v.year_phrase}-(?:19|20)\d\d$", re.IGNORECASE),
+            period=re.compile(rf"^(?:{v.period_code('quarter')}|{v.period_code('half')}"
+                              rf"|{v.year_code}\d{{2}}(?:\d{{2}})?)$", re.IGNORECASE),
+            abbreviation=re.compile(rf"{b}{alt('abbreviations')}\.$", re.IGNORECASE),
+            scale=scale,
+            currency=currency,
+            money=re.compile(
+                rf"(?:([£$€¥])\s?{_AMOUNT}\s*{scales}{b}"
+                rf"|{b}({'|'.join(map(re.escape, currency))})\s?{_AMOUNT}\s*{scales}{b})",
+                re.IGNORECASE),
+            percent=re.compile(rf"(\d+(?:\.\d+)?)\s?(?:%|{alt('percent_words')}{b})",
+                               re.IGNORECASE),
+            number_words=numbers,
+            plural=v.data["plural_suffix"],
+            duration=re.compile(rf"{b}({count})[\s-]{'?' if not v.spaced else ''}({units}){b}",
+                                re.IGNORECASE),
+            unit_synonyms=v.table("unit_synonyms"),
+            section_ref=_section_ref(v),
+            name_connectors=frozenset(v.words("name_connectors")),
+        )
+
+
+def _section_ref(v: Vocabulary) -> re.Pattern[str]:
+    """ "see section 4.2 of the Data Retention Policy", "articolo 5", "第5条"."""
+    alt, b = v.alternatives, v.edge
+    suffixes = v.words("section_suffixes")
+    after = rf"\s*{alternation(suffixes)}" if suffixes else ""
+    return re.compile(
+        rf"{b}(?:{alt('see_words')}\s+)?{alt('section_words')}"
+        rf"\s*(\d+(?:\.\d+)*[a-z]?){after}"
+        rf"(?:\s+{alt('of_words')}\s+(?:{alt('articles')}\s+)?"
+        r"((?:[A-Z][\w&\-]*\s*){1,6}?"
+        rf"{alt('document_kinds')}\b))?",
+        re.IGNORECASE)
+
+
+@cache
+def rules_of(code: str | None) -> TextRules:
+    """The patterns of a language (English's when it has no word file)."""
+    return TextRules.of(vocabulary(code))
+
+
+ENGLISH_RULES = TextRules.of(VOCABULARY)
+
+
+def rules() -> TextRules:
+    """The patterns of the knowledge base language being read (English when none is set)."""
+    code = _LANGUAGE.get()
+    return ENGLISH_RULES if code is None else rules_of(code)

@@ -7,8 +7,8 @@ small talk (greetings, "who are you", their replies), the words of its splits (d
 connectors, comparison openers, clause openers, conditions, pronouns) and the router's cue
 words; the helpers here turn them into the patterns `text.py`, `planner.py` and the router
 use. Month names and stop words live in `retrieval/languages.py`, which the index shares.
-Only English is written: a language with no file reads English's, as the offline rules
-always have (see offline/README.md).
+English, Italian and Chinese are written; a language with no file reads English's (see
+offline/README.md). The engine reads the knowledge base's language (`agent/engine.py` `kb_words`).
 """
 
 from __future__ import annotations
@@ -50,6 +50,22 @@ class Vocabulary:
     def periods(self) -> dict[str, Any]:
         return self.data["periods"]
 
+    @property
+    def spaced(self) -> bool:
+        """Words are separated by spaces (not Chinese or Japanese)."""
+        return bool(self.data["spaced"])
+
+    @property
+    def gap(self) -> str:
+        """What separates two words of a phrase in a pattern: white space, or none at all."""
+        return r"\s+" if self.spaced else r"\s*"
+
+    @property
+    def edge(self) -> str:
+        """A word boundary where words have spaces; none where a word is a run of
+        characters with no boundary in it (\\b never falls between two Chinese characters)."""
+        return r"\b" if self.spaced else ""
+
     # -- patterns built from the words ----------------------------------------------------
 
     def alternatives(self, key: str) -> str:
@@ -75,7 +91,16 @@ def alternation(words: Iterable[str]) -> str:
     """A non-capturing regex group of `words`, in their order (put a longer spelling first:
     "sections" before "section"); a space in a word matches any run of white space ("see
     also"). The one way the rules turn a word list into a pattern."""
+    words = [w for w in words if w]
+    if not words:  # a list a language leaves empty matches nothing (not the empty string)
+        return "(?!)"
     return "(?:" + "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in words) + ")"
+
+
+def as_list(value: str | list[str]) -> list[str]:
+    """A key that one language fills with one word and another with several ("quarter";
+    "semestre", "metà")."""
+    return [value] if isinstance(value, str) else list(value)
 
 
 def vocabulary(code: str | None = ENGLISH) -> Vocabulary:
