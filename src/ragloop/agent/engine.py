@@ -104,7 +104,6 @@ class Engine:
         # the knowledge base's own run store (closed with it) unless one is given
         self.runs: RunStore = runs if runs is not None else kb.backend.runs
 
-
     # -- components ---------------------------------------------------------------------
 
     def _answerer(self, chat: ChatModel | None) -> Answerer:
