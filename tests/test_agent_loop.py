@@ -335,3 +335,26 @@ def test_the_tools_run_starts_from_single_shots_search_and_keeps_its_documents(s
     confirmed = {e["doc_id"]: e["confirmed"] for e in result.evidence}
     assert confirmed == {kept: True, unsure: False}
     assert "not confirmed relevant" in chat.calls[0].messages[0].content
+
+
+def test_a_passage_the_grader_did_not_keep_is_never_cited(small_kb) -> None:
+    """Single-shot's passages the grader did not keep reach the model marked unconfirmed;
+    a citation of one is taken out and reported, as a citation of nothing is (the support
+    check is off: this is about which passages may be cited at all)."""
+    question = "Who approves travel expenses and what is the T9 sensor battery life?"
+    settings = small_kb.settings.with_(max_steps=3, citation_check="off", search_k=1)
+    single = Engine(small_kb, settings).ask(question, route="single")
+    single_docs = list(dict.fromkeys(e["doc_id"] for e in single.evidence))
+    kept, unsure = single_docs[0], single_docs[1]
+    grader = ScoredDocs({kept: 0.9, unsure: 0.4})
+    probe = Engine(small_kb, settings, chat=ScriptedChat([ChatResponse(text="No.")]),
+                   grader=grader).ask(question, route="agent", driver="tools")
+    n_unsure = next(e["n"] for e in probe.evidence if e["doc_id"] == unsure)
+    chat = ScriptedChat([ChatResponse(text=f"The CFO approves them [1]. See also [{n_unsure}].")])
+    result = Engine(small_kb, settings, chat=chat, grader=grader).ask(
+        question, route="agent", driver="tools")
+    assert f"[{n_unsure}]" in chat.calls[0].messages[0].content  # shown to the model
+    assert "cannot be cited" in chat.calls[0].messages[0].content
+    assert result.invalid_citations == [n_unsure]
+    assert f"[{n_unsure}]" not in result.answer and "[1]" in result.answer
+    assert [c["doc_id"] for c in result.citations] == [kept]

@@ -76,16 +76,19 @@ def _numbers(group: str) -> list[int]:
 
 
 def check_citations(text: str, ledger: Ledger) -> CheckedAnswer:
-    """Keep citations that name real evidence; drop (and report) the others. With a support
-    check on the ledger, also drop (and report) the citations whose passage does not support
-    their sentence."""
+    """Keep citations that name confirmed evidence; drop (and report) the others: a number
+    the ledger does not hold, or a passage the grader did not keep (an unconfirmed nearest
+    or single-shot passage is listed beside an answer, never cited). With a support check on
+    the ledger, also drop (and report) the citations whose passage does not support their
+    sentence."""
     invalid: list[int] = []
     used: list[int] = []
 
     def replace(match: re.Match[str]) -> str:
         good = []
         for n in _numbers(match.group(1)):
-            if ledger.get(n) is None:
+            found = ledger.get(n)
+            if found is None or not found.confirmed:
                 invalid.append(n)
             else:
                 good.append(n)

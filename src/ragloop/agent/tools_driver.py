@@ -67,8 +67,10 @@ FORCED_ANSWER = ("Answer the question now from the evidence above, citing [n]. S
                  "the knowledge base does not cover.")
 FIRST_SEARCH_NOTE = ("\n\nThe knowledge base was searched for the question itself first."
                      " Results:\n")
-UNCONFIRMED_NOTE = ("\n\nAlso among the first results, not confirmed relevant by the grader"
-                    " (use them only if they answer the question):\n")
+UNCONFIRMED_NOTE = ("\n\nAlso among the first results, not confirmed relevant by the grader."
+                    " They are not evidence and cannot be cited; if the answer is only here,"
+                    " search or fetch its section to confirm it, or say the knowledge base"
+                    " does not confirm it:\n")
 
 NOT_SAID_MARKERS = ("does not say", "doesn't say", "not in the knowledge base",
                     "no information", "does not contain", "does not cover", "not mentioned")
