@@ -55,26 +55,44 @@ def describe_scope(kb: KnowledgeBase, limit: int = 12) -> str:
     return "; ".join(titles) + more + "." if titles else "nothing yet (the KB is empty)."
 
 
-class RuleRouter:
-    """`words` is the language whose cue words and planner the router reads (English)."""
+@dataclass(frozen=True)
+class ScopeCheck:
+    """What the out-of-scope rule looks at: does any chunk share the question's terms, and how
+    close in meaning is the nearest one."""
 
-    def __init__(self, kb: KnowledgeBase, words: Vocabulary = ENGLISH_WORDS) -> None:
+    shared_terms: bool
+    best_cosine: float
+
+
+class RuleRouter:
+    """`words` is the language whose cue words and planner the router reads (English);
+    `out_of_scope_cosine` the floor below which a question no chunk shares a term with is out
+    of scope (benchmarks/grader_calibration.py --router measures it)."""
+
+    def __init__(self, kb: KnowledgeBase, words: Vocabulary = ENGLISH_WORDS,
+                 out_of_scope_cosine: float = OUT_OF_SCOPE_COSINE) -> None:
         self.kb = kb
         self.planner = LocalPlanner(words=words)
         self.cues = ENGLISH_CUES if words is ENGLISH_WORDS else Cues.of(words)
+        self.out_of_scope_cosine = out_of_scope_cosine
+
+    def scope(self, question: str) -> ScopeCheck:
+        """The out-of-scope rule's evidence for `question` (EmptyQueryError: no words)."""
+        bm25 = self.kb.search(question, k=1, mode="bm25")
+        vector = self.kb.search(question, k=1, mode="vector")
+        best = vector[0].vector_score if vector and vector[0].vector_score else 0.0
+        return ScopeCheck(shared_terms=bool(bm25), best_cosine=best)
 
     def out_of_scope(self, question: str) -> str | None:
         """Why the knowledge base plainly does not cover the question, or None."""
         try:
-            bm25 = self.kb.search(question, k=1, mode="bm25")
-            vector = self.kb.search(question, k=1, mode="vector")
+            check = self.scope(question)
         except EmptyQueryError:
             return "the question has no words to search for"
-        best = vector[0].vector_score if vector and vector[0].vector_score else 0.0
-        if not bm25 and best < OUT_OF_SCOPE_COSINE:
+        if not check.shared_terms and check.best_cosine < self.out_of_scope_cosine:
             return (
                 f"no document shares its key terms and the closest chunk is only"
-                f" {best:.2f} similar in meaning"
+                f" {check.best_cosine:.2f} similar in meaning"
             )
         return None
 
