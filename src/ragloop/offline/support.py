@@ -39,7 +39,7 @@ from ragloop.offline.text import (
     term_set,
     words,
 )
-from ragloop.offline.vocabulary import ENGLISH_WORDS, vocabulary
+from ragloop.offline.vocabulary import vocabulary
 
 # Tuned on the dev half of examples/evals/citation_support.jsonl only (see RESULTS.md).
 MIN_COVERAGE = 0.6  # share of the claim's content terms the passage holds
@@ -54,15 +54,11 @@ _AFTER_STOP = re.compile(r"([.!?。！？])(\s*)((?:\[\d+(?:\s*[,;–-]\s*\d+)*\
 _THOUSANDS = re.compile(r"(?<=\d)[,.\u00a0\u202f'’](?=\d{3}(?!\d))")
 # a number, not the digits of a code (S200, FY2025, E104)
 _FIGURE = re.compile(r"(?<![A-Za-z\d.])\d+(?:\.\d+)?")
-# number words a claim may state a figure with (not "one": "one of the …" is no figure)
-_NUMBER_WORDS = {w: ENGLISH_WORDS.table("number_words")[w]
-                 for w in ENGLISH_WORDS.words("claim_number_words")}
-
-
 @cache
 def _claim_numbers(code: str | None) -> tuple[dict[str, int], re.Pattern[str] | None]:
-    """The number words of the knowledge base's language and their pattern (None: it has
-    none, as Chinese, whose numerals are read as runs of characters below)."""
+    """The number words a claim may state a figure with, in the knowledge base's language
+    (not "one": "one of the …" is no figure), and their pattern (None: it has none, as
+    Chinese, whose numerals are read as runs of characters below)."""
     v = vocabulary(code)
     numbers = {w: v.table("number_words")[w] for w in v.words("claim_number_words")}
     if not numbers:
