@@ -49,6 +49,40 @@ def test_a_missing_folder_is_an_error_and_nothing_is_created(tmp_path) -> None:
     assert not typo.exists()
 
 
+# every command but ingest, with the arguments it needs besides --kb
+READERS = [("search", "x"), ("docs",), ("section", "a.md", "1"), ("ask", "q"), ("runs",),
+           ("stats",), ("mcp",), ("serve", "--port", "0")]
+
+
+def _refused(location: str, commands: list[tuple[str, ...]], message: str) -> None:
+    for command in commands:
+        res = subprocess.run([sys.executable, "-m", "ragloop", *command, "--kb", location],
+                             capture_output=True, text=True, timeout=120,
+                             stdin=subprocess.DEVNULL)
+        assert res.returncode == 2 and message in res.stderr, (command, res.stderr)
+        assert "Traceback" not in res.stderr, (command, res.stderr)
+
+
+def test_no_command_but_ingest_creates_a_knowledge_base_in_a_folder(tmp_path) -> None:
+    typo = tmp_path / "kbb"
+    _refused(str(typo), READERS, "No knowledge base at")
+    assert not typo.exists()
+
+
+def test_no_command_but_ingest_creates_a_knowledge_base_in_a_database(pg_url) -> None:
+    from ragloop.storage.postgres.schema import current_version
+    from ragloop.storage.postgres.store import connect
+
+    with pytest.raises(UserError, match="No knowledge base in"):
+        open_backend(pg_url, create=False)
+    _refused(pg_url, [*READERS, ("worker",)], "No knowledge base in")
+    with connect(pg_url) as conn:
+        assert current_version(conn) == 0  # not a table created
+    # a mistyped database name: a clear error too, exit 2
+    _refused(pg_url.rsplit("/", 1)[0] + "/no_such_db", [("search", "x"), ("mcp",)],
+             "Cannot connect")
+
+
 def test_a_file_is_not_a_folder(tmp_path) -> None:
     (tmp_path / "notes.txt").write_text("x")
     with pytest.raises(UserError, match="is a file, not a knowledge-base folder"):
@@ -107,7 +141,7 @@ def test_sqlite_backend_parts_and_the_run_record(tmp_path) -> None:
 
 
 def test_postgres_backend_parts_and_the_run_record(pg_url) -> None:
-    backend = open_backend(pg_url, create=False)
+    backend = open_backend(pg_url)  # as ingest: creates the knowledge base
     try:
         assert backend.queue is backend.runs  # the runs table is the shared queue
         assert backend.store.chunk_count() == 0

@@ -111,6 +111,48 @@ def test_with_an_api_key_the_key_guards_and_any_host_is_served(small_kb) -> None
         assert c.get("/documents", headers={"Host": "rag.example.com"}).status_code == 401
 
 
+def test_with_an_api_key_in_the_cookie_other_pages_of_the_site_cannot_write(small_kb) -> None:
+    from ragloop.apps.server.app import API_KEY_COOKIE, create_app
+
+    app = create_app(offline_settings(small_kb), kb=small_kb, api_key="k3y")
+    with LiveServer(app) as server, server.client() as c:
+        port = server.url.rsplit(":", 1)[1]
+        cookie = {"Cookie": f"{API_KEY_COOKIE}=k3y"}
+        runs_before = c.get("/runs", params={"limit": 1000}, headers=cookie).json()["runs"]
+        # the browser sends the SameSite=Strict cookie with requests from any page of the same
+        # site: another port on this host, a sibling subdomain behind the same proxy
+        for origin in (f"http://127.0.0.1:{int(port) + 1}", "http://localhost:8080", "null",
+                       f"http://127.0.0.1:{port}.evil.example"):
+            r = upload(c, "evil.md", Origin=origin, **cookie)
+            assert r.status_code == 403, (origin, r.text)
+            assert r.json()["error"] == "forbidden" and "cookie" in r.json()["message"]
+        assert upload(c, "evil.md", **{"Sec-Fetch-Site": "same-site"}, **cookie).status_code == 403
+        for path in ("/runs", "/ask"):
+            r = c.post(path, json={"question": "Is the T9 waterproof?"},
+                       headers={"Origin": "http://localhost:8080", **cookie})
+            assert r.status_code == 403, (path, r.text)
+        assert c.get("/runs", params={"limit": 1000}, headers=cookie).json()["runs"] == runs_before
+        assert "evil.md" not in {d.doc_id for d in small_kb.documents()}
+        assert not (small_kb.store.folder / "uploads" / "evil.md").exists()
+        # reads with the cookie stay as they were, whatever the origin
+        r = c.get("/documents", headers={"Origin": "http://localhost:8080", **cookie})
+        assert r.status_code == 200
+        # the server's own page with the cookie, and a client without Origin, may write
+        same = upload(c, "mine.md", Origin=server.url, **{"Sec-Fetch-Site": "same-origin"},
+                      **cookie)
+        assert same.status_code == 200, same.text
+        assert upload(c, "mine2.md", **cookie).status_code == 200
+        # a key in a header is set by the client itself: unchanged, any origin
+        for key in ({"X-API-Key": "k3y"}, {"Authorization": "Bearer k3y"}):
+            r = upload(c, "viaheader.md", Origin="http://evil.example",
+                       **{"Sec-Fetch-Site": "cross-site"}, **key)
+            assert r.status_code == 200, (key, r.text)
+        # a wrong cookie is still a 401, not a 403
+        assert upload(c, "x.md", Origin=server.url,
+                      Cookie=f"{API_KEY_COOKIE}=nope").status_code == 401
+        assert {"mine.md", "mine2.md", "viaheader.md"} <= {d.doc_id for d in small_kb.documents()}
+
+
 def test_the_bind_host_is_accepted_as_a_host(small_kb) -> None:
     from ragloop.apps.server.guard import LoopbackGuard
 

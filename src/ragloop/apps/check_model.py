@@ -8,13 +8,13 @@ import time
 from dataclasses import dataclass
 
 from ragloop.agent.tools import SEARCH, tool_specs
+from ragloop.core.data_block import data_block
 from ragloop.core.errors import ConfigError, ProviderError
 from ragloop.llm.base import ChatModel, Finish, ForceTool, Message, ToolChoice
 from ragloop.llm.sdk_errors import fix_for
 
 QUESTION = "Is the S200 sensor waterproof? Search the knowledge base first."
-RESULT = ('<retrieved_data source="search_knowledge_base">\n[1] products/s200.md §2 (Ratings)\n'
-          "The S200 is rated IP67.\n</retrieved_data>")
+RESULT = data_block(SEARCH, "[1] products/s200.md §2 (Ratings)\nThe S200 is rated IP67.")
 ANSWER_NOW = "Answer now from the evidence above in one sentence, citing [1]."
 
 @dataclass

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ragloop.apps.terminal import json_visible, shown, visible
 from ragloop.core.config import Settings
 from ragloop.core.errors import RagloopError, UserError
 
@@ -61,7 +61,7 @@ def open_kb(kb: str | None, embedder: str | None = None, create: bool = False,
 
 
 def emit_json(obj: object) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+    sys.stdout.write(json_visible(json.dumps(obj, ensure_ascii=False, indent=2)) + "\n")
 
 
 @app.command()
@@ -75,8 +75,8 @@ def ingest(paths: Annotated[list[Path], typer.Argument(help="Files or folders (r
         emit_json(report.to_dict())
     else:
         for path, reason in report.failed:
-            err.print(f"[yellow]skipped[/] {escape(path)}: {escape(reason)}")
-        out.print(escape(report.summary()))
+            err.print(f"[yellow]skipped[/] {shown(path)}: {shown(reason)}")
+        out.print(shown(report.summary()))
     if report.failed and not (report.added or report.updated or report.unchanged):
         raise typer.Exit(1)
 
@@ -87,7 +87,7 @@ def rm(doc_id: str, kb: KbOpt = None) -> None:
     with open_kb(kb) as base:
         if not base.remove(doc_id):
             raise UserError(f"No document {doc_id!r}; `ragloop docs` lists the doc_ids.")
-    out.print(f"removed {escape(doc_id)}")
+    out.print(f"removed {shown(doc_id)}")
 
 
 @app.command()
@@ -109,10 +109,10 @@ def search(query: str, k: Annotated[int, typer.Option("-k", help="Number of hits
     for i, h in enumerate(hits, start=1):
         ranks = (f"bm25 #{h.bm25_rank if h.bm25_rank else '-'}"
                  f"  vector #{h.vector_rank if h.vector_rank else '-'}")
-        out.print(f"[bold]{i}. {escape(h.doc_id)} §{escape(h.section)}[/] {escape(h.section_title)}"
+        out.print(f"[bold]{i}. {shown(h.doc_id)} §{shown(h.section)}[/] {shown(h.section_title)}"
                   f"  [dim]score {h.score:.4f}  {ranks}[/]")
         snippet = " ".join(h.text.split())
-        out.print(f"   {escape(snippet[:240])}{'…' if len(snippet) > 240 else ''}")
+        out.print(f"   {shown(snippet[:240])}{'…' if len(snippet) > 240 else ''}")
 
 
 @app.command()
@@ -125,8 +125,8 @@ def docs(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
         return
     table = Table("doc_id", "title", "source", "sections", "chunks", box=None)
     for d in documents:
-        table.add_row(Text(d.doc_id), Text(d.title), Text(d.source), str(d.sections),
-                      str(d.chunks))
+        table.add_row(Text(visible(d.doc_id)), Text(visible(d.title)), Text(visible(d.source)),
+                      str(d.sections), str(d.chunks))
     out.print(table)
     out.print(f"{len(documents)} documents, {sum(d.chunks for d in documents)} chunks")
 
@@ -140,9 +140,9 @@ def section(doc_id: str, section_id: Annotated[str, typer.Argument(metavar="SECT
     if as_json:
         emit_json(found.to_dict())
         return
-    out.print(f"[bold]{escape(found.doc_id)} §{escape(found.section)}[/] "
-              f"{escape(' > '.join(found.title_path))}\n")
-    out.print(escape(found.text))
+    out.print(f"[bold]{shown(found.doc_id)} §{shown(found.section)}[/] "
+              f"{shown(' > '.join(found.title_path))}\n")
+    out.print(shown(found.text))
 
 
 def print_event(event: Event, debug: bool) -> None:
@@ -151,54 +151,54 @@ def print_event(event: Event, debug: bool) -> None:
 
     line = log_line(event)
     if line:  # one physical line per tool call whatever the width, so `grep step=` works
-        err.print(line, markup=False, highlight=False, emoji=False, soft_wrap=True)
+        err.print(visible(line), markup=False, highlight=False, emoji=False, soft_wrap=True)
         return
     if not debug:
         return
     if isinstance(event, RouteEvent):
-        err.print(f"[cyan]route[/] {escape(event.route)}: {escape(event.reason)}")
+        err.print(f"[cyan]route[/] {shown(event.route)}: {shown(event.reason)}")
     elif isinstance(event, PlanEvent):
         err.print(f"[cyan]plan[/] need_search={event.need_search} "
-                  f"sub_questions={escape(json.dumps(event.sub_questions, ensure_ascii=False))}"
-                  f" {escape(event.reason or '')}")
+                  f"sub_questions={shown(json.dumps(event.sub_questions, ensure_ascii=False))}"
+                  f" {shown(event.reason or '')}")
     elif isinstance(event, GradeEvent):
         verdicts = ", ".join(f"{v['doc_id']} §{v['section']}={v['verdict']}"
                              f"({(v.get('score') or 0):.2f})" for v in event.verdicts or [])
         err.print(f"[cyan]grade[/] kept {event.kept}/{event.chunks} enough={event.enough}"
-                  f" missing={escape(repr(event.missing or ''))}"
-                  f" next_query={escape(repr(event.next_query))}")
+                  f" missing={shown(repr(event.missing or ''))}"
+                  f" next_query={shown(repr(event.next_query))}")
         if verdicts:
-            err.print(f"  [dim]{escape(verdicts)}[/]")
+            err.print(f"  [dim]{shown(verdicts)}[/]")
     elif isinstance(event, RewriteEvent):
-        err.print(f"[cyan]rewrite[/] from gap {escape(repr(event.missing))} → "
-                  f"{escape(repr(event.query))}")
+        err.print(f"[cyan]rewrite[/] from gap {shown(repr(event.missing))} → "
+                  f"{shown(repr(event.query))}")
     elif isinstance(event, ErrorEvent):
-        err.print(f"[red]error[/] {escape(event.error)}")
+        err.print(f"[red]error[/] {shown(event.error)}")
 
 
 def print_run(result: dict[str, Any]) -> None:
-    out.print(f"\n[bold]{escape(result['answer'])}[/]\n")
+    out.print(f"\n[bold]{shown(result['answer'])}[/]\n")
     for c in result["citations"]:
-        out.print(f"[{c['n']}] → {escape(c['doc_id'])} §{escape(c['section'])}")
+        out.print(f"[{c['n']}] → {shown(c['doc_id'])} §{shown(c['section'])}")
     if result.get("closest"):
         out.print("\nClosest passages (not confirmed):")
         for c in result["closest"]:
-            out.print(f"- {escape(c['doc_id'])} §{escape(c['section'])}: {escape(c['text'])}")
+            out.print(f"- {shown(c['doc_id'])} §{shown(c['section'])}: {shown(c['text'])}")
     if result.get("invalid_citations"):
         out.print(f"[yellow]removed invalid citations:"
-                  f" {escape(str(result['invalid_citations']))}[/]")
+                  f" {shown(str(result['invalid_citations']))}[/]")
     for u in result.get("unsupported") or []:
         out.print(f"[yellow]removed unsupported citation [{u['n']}]: its passage does not"
-                  f" support \"{escape(u['sentence'])}\"[/]")
+                  f" support \"{shown(u['sentence'])}\"[/]")
     if result.get("citations_unchecked"):
         out.print("[yellow]citations not checked: the model's verdict was unreadable[/]")
     usage = result["usage"]
-    out.print(f"\n[dim]status={result['status']} route={escape(str(result['route']))} "
-              f"({escape(result.get('route_reason') or '')}) steps={result['steps']}"
+    out.print(f"\n[dim]status={result['status']} route={shown(str(result['route']))} "
+              f"({shown(result.get('route_reason') or '')}) steps={result['steps']}"
               f"/{result['max_steps']} latency={result['latency_s']:.2f}s "
               f"tokens in={usage['input_tokens']} out={usage['output_tokens']} "
               f"cached={usage['cache_read_tokens']} cost=${usage['cost_usd']:.4f} "
-              f"run={escape(result['run_id'])}[/]")
+              f"run={shown(result['run_id'])}[/]")
 
 
 @app.command()
@@ -252,9 +252,10 @@ def runs(run_id: Annotated[str | None, typer.Argument(help="Show one run in full
                 return
             table = Table("run", "status", "route", "steps", "latency", "question", box=None)
             for r in rows:
-                table.add_row(Text(r["run_id"]), Text(r["status"]), Text(r["route"] or ""),
+                table.add_row(Text(visible(r["run_id"])), Text(visible(r["status"])),
+                              Text(visible(r["route"] or "")),
                               str(r["steps"]), f"{(r['latency_s'] or 0):.2f}s",
-                              Text(r["question"][:70]))
+                              Text(visible(r["question"][:70])))
             out.print(table)
             return
         run = store.get(run_id)
@@ -266,12 +267,12 @@ def runs(run_id: Annotated[str | None, typer.Argument(help="Show one run in full
     if as_json:
         emit_json({**run, "events": events})
         return
-    out.print(f"[bold]{escape(run['question'])}[/]  [dim]{escape(run['run_id'])}"
-              f" {escape(run['status'])}[/]")
+    out.print(f"[bold]{shown(run['question'])}[/]  [dim]{shown(run['run_id'])}"
+              f" {shown(run['status'])}[/]")
     for e in events:
-        out.print(f"  step={e['step']} {escape(e['kind'])} "
-                  f"{escape(json.dumps(e['data'], ensure_ascii=False)[:300])}")
-    out.print(f"\n{escape(run['answer'] or '')}")
+        out.print(f"  step={e['step']} {shown(e['kind'])} "
+                  f"{shown(json.dumps(e['data'], ensure_ascii=False)[:300])}")
+    out.print(f"\n{shown(run['answer'] or '')}")
 
 
 @app.command()
@@ -293,7 +294,7 @@ def stats(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
     out.print(f"chunks discarded by grader {m.discarded_pct:.1f}%")
     out.print(f"mean latency               {m.mean_latency_s:.2f} s")
     out.print(f"mean cost per question     ${m.mean_cost_usd:.4f}")
-    out.print(f"by status                  {escape(str(m.by_status))}")
+    out.print(f"by status                  {shown(str(m.by_status))}")
     if m.warn_truncated:
         err.print(f"[yellow]warning:[/] {m.truncated_pct:.0f}% of runs were forced to answer at"
                   " MAX_STEPS (above 10%): raise --max-steps or look at what the searches miss"
@@ -346,15 +347,15 @@ def eval_(dataset: Annotated[Path, typer.Argument(
         if data.corpus is not None:
             added = ingest_corpus(base, data.corpus, progress=progress)
             if added and not as_json:
-                err.print(f"ingested {added} corpus documents into {escape(str(settings.kb))}")
+                err.print(f"ingested {added} corpus documents into {shown(str(settings.kb))}")
         doc_ids = [d.doc_id for d in base.documents()]
         if not doc_ids:
             raise UserError(f"The knowledge base {settings.kb} is empty: ingest the documents"
                             f" first (`ragloop ingest PATH --kb {settings.kb}`).")
         misses = resolve_gold(data, doc_ids)
         for qid, name in misses[:10]:
-            err.print(f"[yellow]warning:[/] question {escape(qid)}: gold document"
-                      f" {escape(repr(name))} is not in the knowledge base")
+            err.print(f"[yellow]warning:[/] question {shown(qid)}: gold document"
+                      f" {shown(repr(name))} is not in the knowledge base")
         if len(misses) > 10:
             err.print(f"[yellow]warning:[/] {len(misses)} gold names did not resolve in all")
         offline = settings.model.strip().lower() in ("offline", "none", "")
@@ -368,7 +369,7 @@ def eval_(dataset: Annotated[Path, typer.Argument(
             records = run_eval(data, lambda: Engine(base, at_k), options)
         except KeyboardInterrupt:
             err.print(f"\n[yellow]interrupted:[/] finished results are in"
-                      f" {escape(str(options.out / 'results.jsonl'))}; run the same command"
+                      f" {shown(str(options.out / 'results.jsonl'))}; run the same command"
                       " again to resume.")
             raise typer.Exit(130) from None
     report = build_report(records, k, chosen)
@@ -386,11 +387,11 @@ def eval_(dataset: Annotated[Path, typer.Argument(
     if as_json:
         emit_json(to_json(report))
         return
-    out.print(escape(markdown(report)))
+    out.print(shown(markdown(report)))
     for note in notes:
-        out.print(f"\n[bold]{escape(note)}[/]")
-    out.print(f"\n[dim]{len(records)} results in {escape(str(options.out / 'results.jsonl'))};"
-              f" report: {escape(str(files['html']))}[/]")
+        out.print(f"\n[bold]{shown(note)}[/]")
+    out.print(f"\n[dim]{len(records)} results in {shown(str(options.out / 'results.jsonl'))};"
+              f" report: {shown(str(files['html']))}[/]")
 
 
 @app.command()
@@ -482,9 +483,9 @@ def check_model_cmd(model: Annotated[str | None, typer.Argument(
     for step in steps:
         mark = "[green]ok[/]" if step.ok else "[red]FAILED[/]"
         out.print(f"{mark} {step.name} ({step.seconds:.1f}s): ", end="")
-        out.print(Text(step.detail))
+        out.print(Text(visible(step.detail)))
     if all(s.ok for s in steps) and len(steps) == 2:
-        out.print(f"{escape(chat.name)} works with ragloop's tools loop.")
+        out.print(f"{shown(chat.name)} works with ragloop's tools loop.")
         return
     raise typer.Exit(1)
 
@@ -500,7 +501,7 @@ def migrate_(src: Annotated[str, typer.Argument(help="Source: a folder or postgr
     if as_json:
         emit_json(report.to_dict())
     else:
-        out.print(escape(report.summary()))
+        out.print(shown(report.summary()))
 
 
 @app.command()
@@ -517,10 +518,10 @@ def main() -> None:
     try:
         app()
     except UserError as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}")
+        err.print(f"[red]error:[/] {shown(str(exc))}")
         sys.exit(2)
     except RagloopError as exc:
-        err.print(f"[red]failed:[/] {escape(str(exc))}")
+        err.print(f"[red]failed:[/] {shown(str(exc))}")
         sys.exit(1)
 
 

@@ -207,7 +207,8 @@ def run_worker(settings: Settings, *, lease_s: float = DEFAULT_LEASE_S,
     from ragloop.kb import KnowledgeBase
 
     stop = stop or threading.Event()
-    backend = open_backend(settings.kb)  # opens nothing yet: a folder is refused below
+    # a folder is refused below; a database without a knowledge base here
+    backend = open_backend(settings.kb, create=False)
     queue = backend.queue
     if queue is None:
         backend.close()

@@ -20,9 +20,9 @@ if TYPE_CHECKING:
 
 def open_backend(location: str | Path, create: bool = True) -> Backend:
     """The backend at `location`. `create=False` (every command but ingest): a folder that
-    holds no knowledge base is a UserError, and nothing is created."""
+    or database that holds no knowledge base is a UserError, and nothing is created."""
     if is_postgres_url(location):
-        return PostgresBackend(str(location))
+        return PostgresBackend(str(location), create=create)
     return SqliteBackend(Path(location), create=create)
 
 
@@ -104,10 +104,23 @@ class SqliteBackend(_Backend):
 class PostgresBackend(_Backend):
     """A database: documents, runs and the run queue (the runs table itself)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, create: bool = True) -> None:
         super().__init__()
         self.location = url
         self._pg_runs: PgRunStore | None = None
+        if not create:
+            self._require_schema()
+
+    def _require_schema(self) -> None:
+        """A database without ragloop's tables is no knowledge base: opening it must not
+        create them (a mistyped database name on a server where the user may create one)."""
+        from ragloop.storage.postgres.schema import current_version
+        from ragloop.storage.postgres.store import connect, redact
+
+        with connect(self.location) as conn:
+            if current_version(conn) == 0:
+                raise UserError(f"No knowledge base in {redact(self.location)}; run"
+                                f" `ragloop ingest PATH --kb {redact(self.location)}` first.")
 
     def _open_store(self) -> Store:
         from ragloop.storage.postgres.store import PostgresStore

@@ -35,7 +35,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ragloop.agent.engine import Engine
 from ragloop.apps.jobs import JobRunner
-from ragloop.apps.server.guard import LoopbackGuard, is_loopback
+from ragloop.apps.server.guard import (
+    LoopbackGuard,
+    cross_origin_write,
+    forbidden,
+    is_loopback,
+)
 from ragloop.apps.server.uploads import ingest_uploads
 from ragloop.core.config import Settings
 from ragloop.core.decisions import Grader
@@ -44,6 +49,7 @@ from ragloop.core.events import BaseEvent, Event
 from ragloop.core.types import RunStatus
 from ragloop.eval.metrics import percentile
 from ragloop.kb import KnowledgeBase
+from ragloop.storage.backend import open_backend
 from ragloop.storage.protocols import TRUNCATED_WARN_PCT, RunRecord, RunStore
 
 log = logging.getLogger("ragloop.apps.server")
@@ -124,26 +130,38 @@ class ApiKeyGuard:
         self.app = app
         self.api_key = api_key.encode()
 
-    def _presented(self, headers: Headers) -> str | None:
+    def _presented(self, headers: Headers) -> tuple[str | None, bool]:
+        """The key sent, and whether it came from the page's cookie."""
         auth = headers.get("authorization", "")
         if auth.lower().startswith("bearer "):
-            return auth[7:].strip()
+            return auth[7:].strip(), False
         if headers.get("x-api-key"):
-            return headers["x-api-key"].strip()
+            return headers["x-api-key"].strip(), False
         for part in headers.get("cookie", "").split(";"):
             name, _, value = part.strip().partition("=")
             if name == API_KEY_COOKIE:
-                return value
-        return None
+                return value, True
+        return None, False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS \
                 or scope["path"].startswith("/static/"):
             await self.app(scope, receive, send)
             return
-        presented = self._presented(Headers(scope=scope))
+        headers = Headers(scope=scope)
+        presented, from_cookie = self._presented(headers)
         if presented is not None and hmac.compare_digest(presented.encode(), self.api_key):
-            await self.app(scope, receive, send)
+            # A browser sends the cookie (SameSite=Strict) with requests from any page of the
+            # same site (another port, a sibling subdomain behind one proxy): a write must
+            # come from this server's own page, the keyless guard's rule. A key in a header
+            # is set by the client itself, so no other page can send it.
+            refused = cross_origin_write(scope, headers, "the page's cookie") \
+                if from_cookie else None
+            if refused is None:
+                await self.app(scope, receive, send)
+                return
+            for message in forbidden(refused):
+                await send(message)
             return
         message = ("A valid API key is required: send `Authorization: Bearer <key>` or"
                    " `X-API-Key: <key>`." if presented is None else "The API key is wrong.")
@@ -279,7 +297,7 @@ def create_app(settings: Settings | None = None, *, kb: KnowledgeBase | None = N
 def _open_state(settings: Settings, kb: KnowledgeBase | None, workers: int, limit: int,
                 grader: Grader | None = None, local_workers: int | None = None) -> ServerState:
     owns = kb is None
-    kb = kb if kb is not None else KnowledgeBase.open(settings.kb, settings)
+    kb = kb if kb is not None else KnowledgeBase.open(settings.kb, settings, create=False)
     runs = kb.backend.runs  # borrowed: the knowledge base's backend closes it
     interrupted = runs.mark_interrupted()
     if interrupted:
@@ -556,6 +574,8 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000,
     import uvicorn
 
     check_bind(host, api_key)
+    # a mistyped --kb is an error here, before uvicorn starts (only `ingest` creates one)
+    open_backend(settings.kb, create=False).close()
     app = create_app(settings, api_key=api_key, workers=workers, local_workers=local_workers,
                      bind_host=host)
     uvicorn.run(app, host=host, port=port, log_level="info")

@@ -71,42 +71,52 @@ class LoopbackGuard:
                 " only to localhost or 127.0.0.1 (this stops DNS rebinding). Open it as"
                 " http://127.0.0.1:<port>, or set RAGLOOP_API_KEY."
             )
-        if scope.get("method") not in UNSAFE_METHODS:
-            return None
-        origin = headers.get("origin")
-        if origin is not None:
-            expected = host or _authority(scope)
-            parts = urlsplit(origin)
-            if parts.scheme not in ("http", "https") or parts.netloc.lower() != expected.lower():
-                return (
-                    f"Cross-origin request refused: Origin {origin[:100]!r} is not this"
-                    " server's own page. Other web pages cannot write to a server without"
-                    " an API key."
-                )
-        if headers.get("sec-fetch-site") in ("cross-site", "same-site"):
-            return (
-                "Cross-site request refused: other web pages cannot write to a server"
-                " without an API key."
-            )
-        return None
+        return cross_origin_write(scope, headers, "a server without an API key")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         reason = self.refusal(scope) if scope["type"] == "http" else None
         if reason is None:
             await self.app(scope, receive, send)
             return
-        body = json.dumps({"error": "forbidden", "message": reason}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 403,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        for message in forbidden(reason):
+            await send(message)
+
+
+def cross_origin_write(scope: Scope, headers: Headers, refused_by: str) -> str | None:
+    """Why a state-changing request is refused as coming from another page (None when it
+    is not): `Origin`, when present, must be `http(s)://<Host>`, and `Sec-Fetch-Site`, when
+    present, must not be cross-site or same-site. `refused_by` ends the message ("a server
+    without an API key", "the page's cookie")."""
+    if scope.get("method") not in UNSAFE_METHODS:
+        return None
+    origin = headers.get("origin")
+    if origin is not None:
+        expected = headers.get("host") or _authority(scope)
+        parts = urlsplit(origin)
+        if parts.scheme not in ("http", "https") or parts.netloc.lower() != expected.lower():
+            return (
+                f"Cross-origin request refused: Origin {origin[:100]!r} is not this"
+                f" server's own page. Other web pages cannot write through {refused_by}."
+            )
+    if headers.get("sec-fetch-site") in ("cross-site", "same-site"):
+        return f"Cross-site request refused: other web pages cannot write through {refused_by}."
+    return None
+
+
+def forbidden(reason: str) -> list[dict[str, object]]:
+    """The two ASGI messages of a 403 in the API's error shape."""
+    body = json.dumps({"error": "forbidden", "message": reason}).encode()
+    return [
+        {
+            "type": "http.response.start",
+            "status": 403,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        },
+        {"type": "http.response.body", "body": body},
+    ]
 
 
 def _authority(scope: Scope) -> str:
