@@ -216,7 +216,7 @@ async def _serve_stdio(server: MCPServer) -> None:
     from mcp.server.stdio import stdio_server
     from mcp.shared.message import SessionMessage
 
-    lowlevel = server._lowlevel_server  # noqa: SLF001 - the SDK's own stdio runner uses it
+    lowlevel = server._lowlevel_server  # private: what run_stdio_async itself runs
     send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     async with stdio_server() as (read_stream, write_stream), anyio.create_task_group() as tg:
         tg.start_soon(_sift, read_stream, send, write_stream)

@@ -27,6 +27,7 @@ from ragloop.core.errors import UserError
 from ragloop.core.events import Event
 from ragloop.core.types import RunStatus
 from ragloop.storage.backend import open_backend
+from ragloop.storage.location import is_postgres_url
 from ragloop.storage.postgres.runs import worker_name
 from ragloop.storage.protocols import QueuedRun, QueueListener, RunQueue, RunRecord, RunStore
 
@@ -207,8 +208,8 @@ def run_worker(settings: Settings, *, lease_s: float = DEFAULT_LEASE_S,
     from ragloop.kb import KnowledgeBase
 
     stop = stop or threading.Event()
-    # a folder is refused below; a database without a knowledge base here
-    backend = open_backend(settings.kb, create=False)
+    # a folder is refused below (nothing is opened yet); a database must hold a knowledge base
+    backend = open_backend(settings.kb, create=not is_postgres_url(settings.kb))
     queue = backend.queue
     if queue is None:
         backend.close()
