@@ -30,30 +30,31 @@ def ragloop(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_markup_and_emoji_codes_in_data_print_literally(small_kb_template, tmp_path) -> None:
+def kb_with_one_doc_and_run(template, tmp_path, name: str, doc: str, question: str,
+                            answer: str, route: str) -> tuple[str, str, str]:
+    """A copy of `template` with the file `name` ingested and one finished run stored: its
+    folder, the file's last section id and the run id."""
     from ragloop.storage.sqlite.runs import SqliteRunStore as RunStore
 
     folder = tmp_path / "kb"
-    shutil.copytree(small_kb_template, folder)
+    shutil.copytree(template, folder)
     docs = tmp_path / "docs"
     docs.mkdir()
-    (docs / ODD_NAME).write_text(ODD_DOC, encoding="utf-8")
+    (docs / name).write_text(doc, encoding="utf-8")
     with KnowledgeBase.open(folder) as kb:
         assert kb.ingest([docs]).added == 1
-        section = kb.sections(ODD_NAME)[-1].section
+        section = kb.sections(name)[-1].section
         runs = RunStore(kb.store.db_path)
-        run_id = runs.start(QUESTION)
-        runs.finish(
-            run_id,
-            {
-                "status": "answered",
-                "answer": "[/] :x: answer",
-                "steps": 1,
-                "latency_s": 0.1,
-                "route": "[/]",
-            },
-        )
+        run_id = runs.start(question)
+        runs.finish(run_id, {"status": "answered", "answer": answer, "steps": 1,
+                             "latency_s": 0.1, "route": route})
         runs.close()
+    return str(folder), section, run_id
+
+
+def test_markup_and_emoji_codes_in_data_print_literally(small_kb_template, tmp_path) -> None:
+    folder, section, run_id = kb_with_one_doc_and_run(
+        small_kb_template, tmp_path, ODD_NAME, ODD_DOC, QUESTION, "[/] :x: answer", "[/]")
     kb_arg = ["--kb", str(folder)]
 
     listed = ragloop("docs", *kb_arg)

@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 
-from test_cli_markup import ragloop
-
-from ragloop.kb import KnowledgeBase
+from test_cli_markup import kb_with_one_doc_and_run, ragloop
 
 OSC52 = "\x1b]52;c;ZWNobyBwd25lZA==\x07"  # write the clipboard
 OSC0 = "\x1b]0;pwned\x1b\\"  # set the window title
@@ -32,21 +29,8 @@ def assert_no_raw_controls(result) -> None:
 
 
 def test_control_characters_in_data_print_as_visible_escapes(small_kb_template, tmp_path):
-    from ragloop.storage.sqlite.runs import SqliteRunStore as RunStore
-
-    folder = tmp_path / "kb"
-    shutil.copytree(small_kb_template, folder)
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / NAME).write_text(DOC, encoding="utf-8")
-    with KnowledgeBase.open(folder) as kb:
-        assert kb.ingest([docs]).added == 1
-        section = kb.sections(NAME)[-1].section
-        runs = RunStore(kb.store.db_path)
-        run_id = runs.start(QUESTION)
-        runs.finish(run_id, {"status": "answered", "answer": f"A year. {OSC52}", "steps": 1,
-                             "latency_s": 0.1, "route": f"single{HIDDEN}"})
-        runs.close()
+    folder, section, run_id = kb_with_one_doc_and_run(
+        small_kb_template, tmp_path, NAME, DOC, QUESTION, f"A year. {OSC52}", f"single{HIDDEN}")
     kb_arg = ["--kb", str(folder)]
 
     listed = ragloop("docs", *kb_arg)
