@@ -20,6 +20,7 @@ from ragloop.agent.citation_judge import judge_user
 from ragloop.agent.engine import Engine
 from ragloop.agent.llm_decisions import LLMAnswerer, LLMGrader
 from ragloop.agent.prompts import answerer_user, grader_user
+from ragloop.agent.search_grade import graded_result
 from ragloop.agent.tools import (
     FETCH,
     LIST,
@@ -172,8 +173,12 @@ def producers(text: str, title: str, doc_id: str) -> dict[str, str]:
     hit = Hit(chunk_id=1, doc_id=doc_id, section="1", section_title=title, text=text)
     section = SectionInfo(doc_id=doc_id, section="1", title=title, title_path=(title,), text=text)
     evidence = Evidence(n=1, doc_id=doc_id, section="1", section_title=title, text=text, step=1)
+    gap = Grade(kept=[hit], discarded=[], enough=False, missing=title, next_query=text)
     return {
         "tools: search": wrap(SEARCH, format_hits([(1, hit)]), 6000),
+        # the graded search of the MCP search tool and of the tools driver, with a gap the
+        # grader wrote from the data
+        "mcp / tools driver: graded search": graded_result([(1, hit)], gap, 6000),
         "tools: fetch": wrap(FETCH, format_section(1, section), 6000),
         "tools: list": wrap(LIST, format_documents(
             [DocumentInfo(doc_id=doc_id, title=title, source="x", sections=1, chunks=1)]), 6000),
