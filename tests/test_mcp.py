@@ -124,7 +124,8 @@ class RawPipe:
         try:
             self.proc.wait(60)
         finally:
-            self.proc.kill()
+            if self.proc.returncode is None:
+                self.proc.kill()
         return self.proc.stderr.read().decode()
 
 
@@ -148,6 +149,7 @@ def test_a_lone_surrogate_in_arguments_gets_an_error_not_a_hang(kb_folder):
     finally:
         stderr = pipe.close()
     assert "unreadable request (id 7)" in stderr and "surrogate" in stderr, stderr
+    assert pipe.proc.returncode == 0, stderr  # the client hung up: a clean exit
 
 
 def test_a_documents_look_alike_tag_stays_inside_the_block_over_the_pipe(kb_folder, tmp_path):
