@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -21,30 +23,59 @@ if TYPE_CHECKING:
     from ragloop.kb import KnowledgeBase
     from ragloop.storage.protocols import Backend
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+
+
+class _Command(TyperCommand):
+    """--help is a flag: no `<bool>` beside it (typer shows each option's type)."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+
+class _Group(TyperGroup, _Command):
+    pass
+
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, cls=_Group,
                   help="ragloop: agentic RAG over a local knowledge base.")
+command = functools.partial(app.command, cls=_Command)
+# In help text a "[…]" is Rich markup and vanishes ("[env RAGLOOP_KB]" showed as nothing):
+# the environment hint is escaped. Flags get an empty metavar (no `<bool>`).
 # Data (titles, questions, chunk text, file names) is printed escaped or as Text, and no
 # `:name:` in it turns into an emoji: a `[/]` in a title must not break `ragloop docs`.
 out = Console(highlight=False, soft_wrap=True, emoji=False)
 err = Console(stderr=True, highlight=False, emoji=False)
 
+def env_hint(name: str, default: str | None = None) -> str:
+    """" [env NAME, default D]" with the bracket escaped for Rich."""
+    return f" \\[env {name}{f', default {default}' if default else ''}]"
+
+
 KbOpt = Annotated[str | None, typer.Option(
-    "--kb", help="Knowledge base: a folder (SQLite) or a postgresql://… URL"
-    " [env RAGLOOP_KB, default ./kb].")]
+    "--kb", metavar="PATH|URL", help="Knowledge base: a folder (SQLite) or a postgresql://… URL."
+    + env_hint("RAGLOOP_KB", "./kb"))]
 EmbedderOpt = Annotated[str | None, typer.Option(
-    "--embedder",
+    "--embedder", metavar="SPEC",
     help="local:all-MiniLM-L6-v2 (default for English), local:multilingual-e5-small (default"
-    " for other languages) or openai:<model> [env RAGLOOP_EMBEDDER].")]
+    " for other languages) or openai:<model>." + env_hint("RAGLOOP_EMBEDDER"))]
 LanguageOpt = Annotated[str | None, typer.Option(
-    "--language",
+    "--language", metavar="CODE",
     help="The knowledge base's language for a new KB: en, it, fr, de, es, zh, ja, he, …, or"
-    " mixed; default: detected from the first documents [env RAGLOOP_LANGUAGE].")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+    " mixed; default: detected from the first documents." + env_hint("RAGLOOP_LANGUAGE"))]
+JsonOpt = Annotated[bool, typer.Option("--json", metavar="", help="Print JSON instead of text.")]
 ModelOpt = Annotated[str | None, typer.Option(
-    help="offline | anthropic:<model> | openai:<model> | ollama:<model>")]
-GraderModelOpt = Annotated[str | None, typer.Option(help="A cheaper model to grade.")]
+    metavar="PROVIDER:MODEL",
+    help="offline | anthropic:<model> | openai:<model> | ollama:<model> | llamacpp:<model>;"
+    " default: anthropic or openai when its API key is set, else offline."
+    + env_hint("RAGLOOP_MODEL"))]
+GraderModelOpt = Annotated[str | None, typer.Option(
+    metavar="PROVIDER:MODEL", help="A cheaper model to grade." + env_hint("RAGLOOP_GRADER_MODEL"))]
 BaseUrlOpt = Annotated[str | None, typer.Option(
-    help="OpenAI-compatible server, e.g. http://localhost:11434/v1")]
+    metavar="URL", help="OpenAI-compatible server, e.g. http://localhost:11434/v1."
+    + env_hint("RAGLOOP_BASE_URL"))]
 
 
 def settings_for(kb: str | Path | None, **changes: object) -> Settings:
@@ -64,7 +95,7 @@ def emit_json(obj: object) -> None:
     sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
 
 
-@app.command()
+@command()
 def ingest(paths: Annotated[list[Path], typer.Argument(help="Files or folders (recursive).")],
            kb: KbOpt = None, embedder: EmbedderOpt = None, language: LanguageOpt = None,
            as_json: JsonOpt = False) -> None:
@@ -81,7 +112,7 @@ def ingest(paths: Annotated[list[Path], typer.Argument(help="Files or folders (r
         raise typer.Exit(1)
 
 
-@app.command()
+@command()
 def rm(doc_id: str, kb: KbOpt = None) -> None:
     """Delete a document and its chunks."""
     with open_kb(kb) as base:
@@ -90,7 +121,7 @@ def rm(doc_id: str, kb: KbOpt = None) -> None:
     out.print(f"removed {escape(doc_id)}")
 
 
-@app.command()
+@command()
 def search(query: str, k: Annotated[int, typer.Option("-k", help="Number of hits.")] = 8,
            mode: Annotated[str, typer.Option(help="hybrid | bm25 | vector")] = "hybrid",
            kb: KbOpt = None, embedder: EmbedderOpt = None, as_json: JsonOpt = False) -> None:
@@ -115,7 +146,7 @@ def search(query: str, k: Annotated[int, typer.Option("-k", help="Number of hits
         out.print(f"   {escape(snippet[:240])}{'…' if len(snippet) > 240 else ''}")
 
 
-@app.command()
+@command()
 def docs(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
     """List documents with their section and chunk counts."""
     with open_kb(kb) as base:
@@ -131,7 +162,7 @@ def docs(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
     out.print(f"{len(documents)} documents, {sum(d.chunks for d in documents)} chunks")
 
 
-@app.command()
+@command()
 def section(doc_id: str, section_id: Annotated[str, typer.Argument(metavar="SECTION")],
             kb: KbOpt = None, as_json: JsonOpt = False) -> None:
     """Print the whole text of one section."""
@@ -201,16 +232,18 @@ def print_run(result: dict[str, Any]) -> None:
               f"run={escape(result['run_id'])}[/]")
 
 
-@app.command()
+@command()
 def ask(question: str,
         model: ModelOpt = None,
         grader_model: GraderModelOpt = None,
         driver: Annotated[str | None, typer.Option(help="tools | pipeline")] = None,
-        max_steps: Annotated[int | None, typer.Option(help="Step ceiling (default 6).")] = None,
+        max_steps: Annotated[int | None, typer.Option(
+            help="Step ceiling." + env_hint("RAGLOOP_MAX_STEPS", "6"))] = None,
         route: Annotated[str, typer.Option(help="auto | single | agent")] = "auto",
         base_url: BaseUrlOpt = None,
         kb: KbOpt = None, as_json: JsonOpt = False,
-        debug: Annotated[bool, typer.Option(help="Show plan, verdicts, rewrites.")] = False,
+        debug: Annotated[bool, typer.Option(
+            "--debug", metavar="", help="Show plan, verdicts, rewrites.")] = False,
         ) -> None:
     """Answer a question with cited evidence (agent loop with a step ceiling)."""
     from ragloop.agent.engine import Engine
@@ -237,7 +270,7 @@ def open_backend(kb: str | None) -> Backend:
     return open_at(settings_for(kb).kb, create=False)
 
 
-@app.command()
+@command()
 def runs(run_id: Annotated[str | None, typer.Argument(help="Show one run in full.")] = None,
          limit: Annotated[int, typer.Option(help="How many recent runs.")] = 20,
          kb: KbOpt = None, as_json: JsonOpt = False) -> None:
@@ -274,7 +307,7 @@ def runs(run_id: Annotated[str | None, typer.Argument(help="Show one run in full
     out.print(f"\n{escape(run['answer'] or '')}")
 
 
-@app.command()
+@command()
 def stats(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
     """Dashboard figures: mean steps, % of runs that used every step, % forced to answer, % of
     chunks discarded, latency."""
@@ -303,7 +336,7 @@ def stats(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
                   " (above 10%): look at what the spare steps searched for (`ragloop runs`).")
 
 
-@app.command(name="eval")
+@command(name="eval")
 def eval_(dataset: Annotated[Path, typer.Argument(
               help="Seed-style .jsonl ({q, gold_doc, type, answer?}) or a BEIR folder.")],
           kb: KbOpt = None,
@@ -314,14 +347,16 @@ def eval_(dataset: Annotated[Path, typer.Argument(
           model: ModelOpt = None,
           grader_model: GraderModelOpt = None,
           driver: Annotated[str | None, typer.Option(help="tools | pipeline")] = None,
-          max_steps: Annotated[int | None, typer.Option(help="Step ceiling (default 6).")] = None,
+          max_steps: Annotated[int | None, typer.Option(
+            help="Step ceiling." + env_hint("RAGLOOP_MAX_STEPS", "6"))] = None,
           base_url: BaseUrlOpt = None,
           limit: Annotated[int | None, typer.Option(help="Only the first N questions.")] = None,
           out_dir: Annotated[Path | None, typer.Option(
-              "--out", help="Results folder [default ./eval-results/<dataset>].")] = None,
+              "--out", help="Results folder \\[default ./eval-results/<dataset>].")] = None,
           workers: Annotated[int | None, typer.Option(
-              help="Parallel runs [default 1 offline, 4 with a remote model].")] = None,
-          fresh: Annotated[bool, typer.Option(help="Discard earlier results in --out.")]
+              help="Parallel runs \\[default 1 offline, 4 with a remote model].")] = None,
+          fresh: Annotated[bool, typer.Option(
+              "--fresh", metavar="", help="Discard earlier results in --out.")]
           = False,
           embedder: EmbedderOpt = None, as_json: JsonOpt = False) -> None:
     """Evaluate single-shot vs agent vs router: recall@k, MRR, answers, cost, latency.
@@ -393,7 +428,7 @@ def eval_(dataset: Annotated[Path, typer.Argument(
               f" report: {escape(str(files['html']))}[/]")
 
 
-@app.command()
+@command()
 def serve(host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
           port: Annotated[int, typer.Option(help="Port.")] = 8000,
           model: ModelOpt = None,
@@ -403,7 +438,7 @@ def serve(host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0
           workers: Annotated[int, typer.Option(
               help="Runs executed at once by this server.")] = 2,
           no_local_workers: Annotated[bool, typer.Option(
-              "--no-local-workers",
+              "--no-local-workers", metavar="",
               help="Postgres only: only enqueue runs; `ragloop worker` processes run them.")]
           = False) -> None:
     """HTTP API + live run page + dashboard. Beyond loopback, RAGLOOP_API_KEY is required.
@@ -421,7 +456,7 @@ def serve(host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0
                workers=workers, local_workers=0 if no_local_workers else None)
 
 
-@app.command()
+@command()
 def worker(kb: KbOpt = None,
            model: ModelOpt = None,
            grader_model: GraderModelOpt = None,
@@ -463,7 +498,7 @@ def worker(kb: KbOpt = None,
     err.print(f"worker stopped after {done} run(s)")
 
 
-@app.command(name="check-model")
+@command(name="check-model")
 def check_model_cmd(model: Annotated[str | None, typer.Argument(
                         help="provider:model (default: RAGLOOP_MODEL, or the default for the"
                              " API key that is set)")] = None,
@@ -489,7 +524,7 @@ def check_model_cmd(model: Annotated[str | None, typer.Argument(
     raise typer.Exit(1)
 
 
-@app.command(name="migrate")
+@command(name="migrate")
 def migrate_(src: Annotated[str, typer.Argument(help="Source: a folder or postgresql:// URL.")],
              dst: Annotated[str, typer.Argument(help="Destination: a folder or URL.")],
              as_json: JsonOpt = False) -> None:
@@ -503,7 +538,7 @@ def migrate_(src: Annotated[str, typer.Argument(help="Source: a folder or postgr
         out.print(escape(report.summary()))
 
 
-@app.command()
+@command()
 def mcp(model: Annotated[str | None, typer.Option(
             help="Model for the ask tool: offline | anthropic:<model> | openai:<model>")] = None,
         kb: KbOpt = None) -> None:
