@@ -154,10 +154,20 @@ def docs(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
     if as_json:
         emit_json([d.to_dict() for d in documents])
         return
-    table = Table("doc_id", "title", "source", "sections", "chunks", box=None)
+    # the doc_id is what `section` and `rm` take: never cut; on a narrow terminal the source
+    # column goes (it is in --json) and the title wraps
+    id_width = max((len(d.doc_id) for d in documents), default=6)
+    with_source = out.width >= id_width + 80
+    table = Table(box=None)
+    table.add_column("doc_id", no_wrap=True, min_width=id_width)
+    table.add_column("title", overflow="fold", min_width=12)
+    if with_source:
+        table.add_column("source", overflow="fold")
+    for name in ("sections", "chunks"):
+        table.add_column(name, justify="right", no_wrap=True)
     for d in documents:
-        table.add_row(Text(d.doc_id), Text(d.title), Text(d.source), str(d.sections),
-                      str(d.chunks))
+        source = [Text(d.source)] if with_source else []
+        table.add_row(Text(d.doc_id), Text(d.title), *source, str(d.sections), str(d.chunks))
     out.print(table)
     out.print(f"{len(documents)} documents, {sum(d.chunks for d in documents)} chunks")
 
