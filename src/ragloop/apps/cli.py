@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from typer.core import TyperCommand, TyperGroup
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
+from typer.core import TyperCommand, TyperGroup
 
 from ragloop.core.config import Settings
+from ragloop.core.config_file import apply_config_files
 from ragloop.core.errors import RagloopError, UserError
 
 if TYPE_CHECKING:
@@ -79,6 +80,8 @@ BaseUrlOpt = Annotated[str | None, typer.Option(
 
 
 def settings_for(kb: str | Path | None, **changes: object) -> Settings:
+    """Options over the environment over ragloop.toml files (core/config_file.py)."""
+    apply_config_files(str(kb) if kb else None)
     return Settings.from_env().with_(kb=str(kb) if kb else None, **changes)
 
 

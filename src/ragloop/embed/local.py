@@ -9,8 +9,8 @@ Two engines over the same packaged weights and tokenizer:
 - larger calls (ingest batches) run through transformers on torch, as below.
 
 Both give the same vectors (cosine >= 0.9999 with float32 torch; tests/test_embed_numpy.py).
-The torch path is faithful to sentence-transformers (same tokenizer, 256-token truncation, mean pooling over the
-attention mask, L2 normalisation) but faster on CPU:
+The torch path is faithful to sentence-transformers (same tokenizer, 256-token truncation, mean
+pooling over the attention mask, L2 normalisation) but faster on CPU:
 
 - texts are tokenized once with the fast tokenizer, sorted by length and batched, so a batch
   pads only to its own longest text; results go back in the caller's order;
