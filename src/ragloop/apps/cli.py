@@ -377,12 +377,14 @@ def eval_(dataset: Annotated[Path, typer.Argument(
     Resumable: results go to OUT/results.jsonl as they finish; a rerun skips finished pairs.
     Writes OUT/report.json, OUT/report.md and OUT/report.html (plots)."""
     from ragloop.agent.engine import Engine
+    from ragloop.core.extras import EVAL_MODULES, require_extra
     from ragloop.eval.datasets import ingest_corpus, load_dataset, resolve_gold
     from ragloop.eval.metrics import build_report, diagnose
     from ragloop.eval.report import markdown, to_json, write_reports
     from ragloop.eval.runner import EvalOptions, parse_paths, run_eval
     from ragloop.kb import KnowledgeBase
 
+    require_extra("eval", EVAL_MODULES, "ragloop eval (its report's plots)")
     chosen = parse_paths(paths)
     if k < 1:
         raise UserError("-k must be at least 1")
