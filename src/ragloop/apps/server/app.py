@@ -35,6 +35,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ragloop.agent.engine import Engine
 from ragloop.apps.jobs import JobRunner
+from ragloop.apps.server.api_docs import add_api_docs
 from ragloop.apps.server.guard import LoopbackGuard, is_loopback
 from ragloop.apps.server.uploads import ingest_uploads
 from ragloop.core.config import Settings
@@ -265,13 +266,14 @@ def create_app(settings: Settings | None = None, *, kb: KnowledgeBase | None = N
         title="ragloop", version=version("ragloop"),
         description="Agentic RAG over a local knowledge base: runs, live events, documents,"
                     " search and metrics.",
-        lifespan=lifespan, max_body_size=MAX_JSON_BYTES)
+        lifespan=lifespan, max_body_size=MAX_JSON_BYTES, docs_url=None, redoc_url=None)
     if api_key:
         app.add_middleware(ApiKeyGuard, api_key=api_key)
     else:
         app.add_middleware(LoopbackGuard, bind_host=bind_host)
     _add_error_handlers(app)
     _add_routes(app, limit)
+    add_api_docs(app)  # local Swagger UI / ReDoc assets, mounted before /static
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app
 
