@@ -264,7 +264,7 @@ def ask(question: str,
 
     settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url)
     with KnowledgeBase.open(settings.kb, settings, create=False) as base:
-        engine = Engine(base, settings, base.backend.runs)
+        engine = Engine(base, settings, base.backend.runs, source="cli")
         result = engine.ask(question, route=route, driver=driver, max_steps=max_steps,
                             on_event=None if as_json else lambda e: print_event(e, debug))
     data = result.to_dict()
@@ -286,19 +286,23 @@ def open_backend(kb: str | None) -> Backend:
 @command()
 def runs(run_id: Annotated[str | None, typer.Argument(help="Show one run in full.")] = None,
          limit: Annotated[int, typer.Option(help="How many recent runs.")] = 20,
+         source: Annotated[str | None, typer.Option(
+             help="Only runs started by cli, api, eval or mcp; default: every run.")] = None,
          kb: KbOpt = None, as_json: JsonOpt = False) -> None:
     """List recent runs, or show one with its events."""
     backend = open_backend(kb)
     try:
         store = backend.runs
         if run_id is None:
-            rows = store.list(limit)
+            rows = store.list(limit, source)
             if as_json:
                 emit_json(rows)
                 return
-            table = Table("run", "status", "route", "steps", "latency", "question", box=None)
+            table = Table("run", "source", "status", "route", "steps", "latency", "question",
+                          box=None)
             for r in rows:
-                table.add_row(Text(r["run_id"]), Text(r["status"]), Text(r["route"] or ""),
+                table.add_row(Text(r["run_id"]), Text(r["source"]), Text(r["status"]),
+                              Text(r["route"] or ""),
                               str(r["steps"]), f"{(r['latency_s'] or 0):.2f}s",
                               Text(r["question"][:70]))
             out.print(table)
@@ -321,12 +325,15 @@ def runs(run_id: Annotated[str | None, typer.Argument(help="Show one run in full
 
 
 @command()
-def stats(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
+def stats(kb: KbOpt = None, as_json: JsonOpt = False,
+          source: Annotated[str, typer.Option(
+              help="cli, api, eval or mcp; default: every run except eval's; all: every run.")]
+          = "default") -> None:
     """Dashboard figures: mean steps, % of runs that used every step, % forced to answer, % of
     chunks discarded, latency."""
     backend = open_backend(kb)
     try:
-        m = backend.runs.metrics()
+        m = backend.runs.metrics(source)
     finally:
         backend.close()
     if as_json:
@@ -415,7 +422,7 @@ def eval_(dataset: Annotated[Path, typer.Argument(
         try:
             # single-shot reads the top k of its search: the same k its recall is counted at
             at_k = settings.with_(single_k=k)
-            records = run_eval(data, lambda: Engine(base, at_k), options)
+            records = run_eval(data, lambda: Engine(base, at_k, source="eval"), options)
         except KeyboardInterrupt:
             err.print(f"\n[yellow]interrupted:[/] finished results are in"
                       f" {escape(str(options.out / 'results.jsonl'))}; run the same command"

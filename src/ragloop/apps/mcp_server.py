@@ -78,7 +78,7 @@ class KnowledgeBaseTools:
     def engine(self) -> Engine:
         with self._lock:
             if self._engine is None:
-                self._engine = Engine(self.kb, self.settings)
+                self._engine = Engine(self.kb, self.settings, source="mcp")
             return self._engine
 
     def search(self, query: str, page: int = 1) -> str:

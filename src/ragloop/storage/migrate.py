@@ -24,7 +24,13 @@ from ragloop.core.errors import EmbedderMismatchError, UserError
 from ragloop.core.types import Chunk, ParsedDocument, SectionText
 from ragloop.storage.backend import SqliteBackend, open_backend
 from ragloop.storage.location import is_postgres_url
-from ragloop.storage.migrate_runs import IN_FLIGHT, has_runs_table, run_pages, settled
+from ragloop.storage.migrate_runs import (
+    IN_FLIGHT,
+    has_runs_table,
+    run_pages,
+    select_runs,
+    settled,
+)
 from ragloop.storage.protocols import DocumentWrite, RunCopy, RunStore
 
 if TYPE_CHECKING:
@@ -163,7 +169,7 @@ class _SqliteSource(_Source):
 
     def runs(self) -> Iterator[list[RunCopy]]:
         if has_runs_table(self.db):
-            yield from run_pages(self.db, "?")
+            yield from run_pages(self.db, "?", select=select_runs(self.db))
 
     def close(self) -> None:
         self.db.close()

@@ -45,7 +45,12 @@ from ragloop.core.events import BaseEvent, Event
 from ragloop.core.types import RunStatus
 from ragloop.eval.metrics import percentile
 from ragloop.kb import KnowledgeBase
-from ragloop.storage.protocols import TRUNCATED_WARN_PCT, RunRecord, RunStore
+from ragloop.storage.protocols import (
+    DASHBOARD_SOURCES,
+    TRUNCATED_WARN_PCT,
+    RunRecord,
+    RunStore,
+)
 
 log = logging.getLogger("ragloop.apps.server")
 
@@ -400,9 +405,13 @@ def _add_routes(app: FastAPI, upload_limit: int) -> None:
 
     @app.get("/runs", tags=["runs"])
     def list_runs(request: Request,
-                  limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict[str, Any]:
-        """Recent runs, newest first."""
-        return {"runs": _state(request).runs.list(limit)}
+                  limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+                  source: Annotated[str | None, Query(
+                      description="cli, api, eval or mcp; default: every run except eval's;"
+                                  " all or none: every run")] = None,
+                  ) -> dict[str, Any]:
+        """Recent runs, newest first; each says who started it (`source`)."""
+        return {"runs": _state(request).runs.list(limit, source)}
 
     @app.get("/runs/{run_id}", tags=["runs"], response_model=None)
     def get_run(run_id: str, request: Request) -> RunRecord:
@@ -536,13 +545,16 @@ def _add_routes(app: FastAPI, upload_limit: int) -> None:
 
     @app.get("/metrics", tags=["meta"])
     def metrics(request: Request,
-                recent: Annotated[int, Query(ge=1, le=5000)] = 200) -> dict[str, Any]:
+                recent: Annotated[int, Query(ge=1, le=5000)] = 200,
+                source: Annotated[str, Query(
+                    description="cli, api, eval or mcp; default: every run except eval's;"
+                                " all: every run")] = DASHBOARD_SOURCES) -> dict[str, Any]:
         """Mean steps per question, % of runs that used every step, % forced to answer (status
         truncated), % of chunks the grader discarded, latency and cost; p50/p95 latency over
-        the `recent` runs."""
+        the `recent` runs. Eval runs are left out unless `source` asks for them."""
         state = _state(request)
-        m = state.runs.metrics()
-        latencies = [r["latency_s"] for r in state.runs.list(recent)
+        m = state.runs.metrics(source)
+        latencies = [r["latency_s"] for r in state.runs.list(recent, source)
                      if r["latency_s"] is not None]
         return {**m.to_dict(), "warn_truncated": m.warn_truncated,
                 "warn_used_all_steps": m.warn_used_all_steps,
