@@ -88,32 +88,11 @@ def _ort_embedder(onnx_file: Path | None):
 
 
 def export_onnx(target: Path) -> None:
-    """The packaged MiniLM, mean-pooled, as ONNX (torch.onnx's TorchScript exporter)."""
-    import torch
-    from transformers import AutoModel
+    """The packaged MiniLM, mean-pooled, as ONNX (benchmarks/embed.py's export)."""
+    sys.path.insert(0, str(HERE))
+    from embed import export_onnx as export
 
-    from ragloop.embed.model_files import local_model_dir
-
-    model = AutoModel.from_pretrained(str(local_model_dir()), attn_implementation="eager").eval()
-
-    class Pooled(torch.nn.Module):
-        def __init__(self, m: torch.nn.Module) -> None:
-            super().__init__()
-            self.m = m
-
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            h = self.m(input_ids=input_ids, attention_mask=attention_mask,
-                       token_type_ids=token_type_ids).last_hidden_state
-            w = attention_mask.unsqueeze(-1).to(h.dtype)
-            return (h * w).sum(1) / w.sum(1).clamp(min=1e-9)
-
-    names = ["input_ids", "attention_mask", "token_type_ids"]
-    sample = tuple(torch.ones(2, 16, dtype=torch.long) for _ in names)
-    with torch.inference_mode():
-        torch.onnx.export(Pooled(model), sample, str(target), dynamo=False, input_names=names,
-                          output_names=["embedding"], opset_version=17,
-                          dynamic_axes={**{k: {0: "b", 1: "s"} for k in names},
-                                        "embedding": {0: "b"}})
+    export(target)
 
 
 # -- the child: one cold process ----------------------------------------------------------------
