@@ -66,13 +66,12 @@ def hf_autocast_bf16(batch_size: int) -> Callable[[list[str]], np.ndarray]:
     return run
 
 
-def onnx_paths(batch_size: int, workdir: Path) -> dict[str, Callable[[list[str]], np.ndarray]]:
-    """ONNX Runtime fp32 and dynamic int8, exported from the shipped weights (needs ``onnx``)."""
-    import onnxruntime as ort
+def export_onnx(target: Path) -> None:
+    """The shipped MiniLM, mean-pooled, as ONNX (torch.onnx's TorchScript exporter; needs
+    ``onnx``): written from the packaged weights, nothing fetched."""
     import torch
     from transformers import AutoModel
 
-    from ragloop.embed.local import LocalEmbedder
     from ragloop.embed.model_files import local_model_dir
 
     model = AutoModel.from_pretrained(str(local_model_dir()), attn_implementation="eager").eval()
@@ -89,20 +88,30 @@ def onnx_paths(batch_size: int, workdir: Path) -> dict[str, Callable[[list[str]]
             w = attention_mask.unsqueeze(-1).to(h.dtype)
             return (h * w).sum(1) / w.sum(1).clamp(min=1e-9)
 
-    fp32 = workdir / "minilm.onnx"
     names = ["input_ids", "attention_mask", "token_type_ids"]
     sample = tuple(torch.ones(2, 16, dtype=torch.long) for _ in names)
     with torch.inference_mode():
         torch.onnx.export(
             Pooled(model),
             sample,
-            str(fp32),
+            str(target),
             dynamo=False,
             input_names=names,
             output_names=["embedding"],
             dynamic_axes={**{k: {0: "b", 1: "s"} for k in names}, "embedding": {0: "b"}},
             opset_version=17,
         )
+
+
+def onnx_paths(batch_size: int, workdir: Path) -> dict[str, Callable[[list[str]], np.ndarray]]:
+    """ONNX Runtime fp32 and dynamic int8, exported from the shipped weights (needs ``onnx``)."""
+    import onnxruntime as ort
+    import torch
+
+    from ragloop.embed.local import LocalEmbedder
+
+    fp32 = workdir / "minilm.onnx"
+    export_onnx(fp32)
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     int8 = workdir / "minilm-int8.onnx"

@@ -45,7 +45,9 @@ def reference() -> np.ndarray:
 def local():
     from ragloop.embed.local import LocalEmbedder
 
-    return LocalEmbedder(batch_size=2)  # small batches: several length-sorted batches
+    # small batches: several length-sorted batches; every call on torch (the numpy query path
+    # is tested in test_embed_numpy.py)
+    return LocalEmbedder(batch_size=2, numpy_max_tokens=-1)
 
 
 # -- local ---------------------------------------------------------------------------------
@@ -73,7 +75,7 @@ def test_local_matches_sentence_transformers(local, reference):
 def test_local_fp32_path_matches_reference(reference):
     from ragloop.embed.local import LocalEmbedder
 
-    vecs = LocalEmbedder(batch_size=4, precision="fp32").embed(TEXTS)
+    vecs = LocalEmbedder(batch_size=4, precision="fp32", numpy_max_tokens=-1).embed(TEXTS)
     assert (vecs * reference).sum(axis=1).min() >= 0.9999
 
 

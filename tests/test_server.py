@@ -398,3 +398,26 @@ def test_openapi_is_served(client):
                  "/documents/{doc_id}/sections/{section}", "/search", "/metrics", "/healthz"):
         assert path in paths, path
     assert client.get("/healthz").json()["status"] == "ok"
+
+
+def test_api_docs_reference_only_local_assets_that_are_served(small_kb_template, tmp_path):
+    """No CDN: every script, stylesheet and icon of /docs and /redoc is a path of this server,
+    and each is served."""
+    import re
+
+    from ragloop.apps.server.app import create_app
+
+    kb = copy_kb(small_kb_template, tmp_path / "kb")
+    try:
+        with LiveServer(create_app(offline_settings(kb), kb=kb)) as server, \
+                server.client() as c:
+            for page in ("/docs", "/redoc"):
+                html = c.get(page).text
+                assets = re.findall(r'(?:src|href)="([^"]+)"', html)
+                assert assets, html
+                for url in assets:
+                    assert url.startswith("/"), (page, url)
+                    assert c.get(url).status_code == 200, url
+                assert "cdn" not in html.lower()
+    finally:
+        kb.close()

@@ -15,7 +15,14 @@ from ragloop.core.config import Settings
 from ragloop.core.errors import EmbedderMismatchError, EmptyQueryError, NotFoundError
 from ragloop.kb import KnowledgeBase
 from ragloop.kb.search import hybrid_search
-from ragloop.retrieval.fusion import candidate_depth, fused_top, rrf
+from ragloop.retrieval.fusion import (
+    candidate_depth,
+    fused_top,
+    positions,
+    rrf,
+    term_level_ranks,
+)
+from ragloop.retrieval.matched_terms import matched_terms
 from ragloop.retrieval.query_text import query_terms
 from ragloop.storage.backend import open_backend
 
@@ -132,16 +139,17 @@ def test_any_user_text_is_a_valid_query(kb: KnowledgeBase, mode: str) -> None:
                                    "chief financial officer", NASTY[0], "zzzz unknown"])
 def test_hybrid_equals_the_python_fusion_of_the_components(kb: KnowledgeBase,
                                                            query: str) -> None:
-    """The store's own fused search (Postgres: one SQL statement) gives exactly what the
-    Python RRF (k=60) of its BM25 and vector lists gives, each list's first hit kept, ranks
-    and scores included."""
+    """The hybrid search gives exactly the RRF (k=60) of the store's BM25 ranks (chunks
+    holding the same query terms tied) and vector ranks, each list's first hit kept, each
+    side's own position and score on the hit."""
     k = 5
     depth = candidate_depth(k)
     store = kb.store
     terms = query_terms(query)
     bm25 = store.search_bm25(terms, depth)
     vector = store.search_vector(kb.embedder.embed([query])[0], depth)
-    fused = rrf([[c for c, _ in bm25], [c for c, _ in vector]])
+    held = matched_terms(store.chunks(c for c, _ in bm25), terms, store.language())
+    fused = rrf([term_level_ranks(bm25, held), positions(vector)])
     firsts = [ranked[0][0] for ranked in (bm25, vector) if ranked]
     expected = fused_top(fused, firsts, k)
     hits = hybrid_search(store, kb.embedder, query, k, "hybrid")
@@ -181,13 +189,41 @@ def test_a_hit_only_one_retriever_finds_first_stays_in_the_top_k(location, embed
         vector = base.store.search_vector(embedder.embed([query])[0], candidate_depth(k))
         bm25 = base.store.search_bm25(query_terms(query), candidate_depth(k))
         best = vector[0][0]
-        plain = rrf([[c for c, _ in bm25], [c for c, _ in vector]])
+        plain = rrf([positions(bm25), positions(vector)])
         assert best not in sorted(plain, key=lambda c: plain[c], reverse=True)[:k]
         hits = base.search(query, k)
         assert len(hits) == k and best in {h.chunk_id for h in hits}
         found = next(h for h in hits if h.chunk_id == best)
         assert (found.doc_id, found.section) == ("policies/returns-rma-policy.md", "2.1")
         assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_a_product_and_property_question_ranks_the_property_section_first(
+        location, embedder, tmp_path) -> None:
+    """"is the S200 waterproof": no chunk says "waterproof", so every S200 chunk matches
+    "s200" alone (the title holds it) and BM25's order among them is length only; it put the
+    Certifications section first and ingress protection (vector #1) ninth, and fusion
+    ranked that fourth. Chunks holding the same query terms now tie on the BM25 side."""
+    docs = tmp_path / "example"
+    for rel in ["products/s200-datasheet.md", "products/s100-datasheet.md",
+                "policies/returns-rma-policy.md"]:
+        (docs / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(EXAMPLE_KB / rel, docs / rel)
+    with KnowledgeBase.open(location, Settings(), embedder=embedder) as base:
+        base.ingest([docs])
+        hits = base.search("is the S200 waterproof", 5)
+    assert (hits[0].doc_id, hits[0].section) == ("products/s200-datasheet.md", "3.2")
+    assert "IP67" in hits[0].text
+
+
+def test_term_level_ranks_tie_chunks_holding_the_same_terms() -> None:
+    bm25 = [(1, 9.0), (2, 8.0), (3, 7.0), (4, 6.0), (5, 5.0)]
+    held = {1: frozenset({"a"}), 2: frozenset({"a", "b"}), 3: frozenset({"a"}),
+            4: frozenset({"a", "b"})}
+    assert term_level_ranks(bm25, held) == {1: 1, 2: 2, 3: 1, 4: 2, 5: 5}
+    # ties weigh the same in RRF, and the vector side breaks them
+    fused = rrf([term_level_ranks(bm25, held), positions([(3, 0.9), (1, 0.8)])])
+    assert fused[3] > fused[1]
 
 
 def test_equal_bm25_scores_rank_by_chunk_id(location, embedder, tmp_path) -> None:

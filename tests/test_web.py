@@ -146,3 +146,34 @@ def test_dashboard_shows_figures_and_flags_truncation(live, page):
     page.wait_for_function("() => document.getElementById('run-status').dataset.status"
                            " && document.getElementById('run-status').dataset.status"
                            " !== 'running'", timeout=30_000)
+
+
+@pytest.mark.parametrize("path, ready", [("/docs", ".swagger-ui .info .title"),
+                                         ("/redoc", "h1")])
+def test_api_docs_render_offline(live, browser, path, ready):
+    """/docs and /redoc load their code, styles and data from this server only: every request
+    that leaves it is aborted, and the page still renders the API's title and its routes.
+    (ReDoc's bundle links its "API docs by Redocly" logo image to its CDN: aborted, the page
+    is whole; an image is the only outside request allowed.)"""
+    server, _ = live
+    context = browser.new_context()
+    outside: list[str] = []
+
+    def only_local(route):
+        if route.request.url.startswith(server.url):
+            route.continue_()
+        else:
+            if route.request.resource_type != "image":
+                outside.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", only_local)
+    pg = context.new_page()
+    try:
+        pg.goto(server.url + path)
+        pg.wait_for_selector(ready, timeout=30_000)
+        assert "ragloop" in pg.inner_text(ready)
+        pg.wait_for_selector("text=/runs", timeout=30_000)
+    finally:
+        context.close()
+    assert not outside, outside

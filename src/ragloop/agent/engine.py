@@ -94,8 +94,11 @@ class Engine:
 
     def __init__(self, kb: KnowledgeBase, settings: Settings | None = None,
                  runs: RunStore | None = None, *, chat: ChatModel | None = None,
-                 grader_chat: ChatModel | None = None, grader: Grader | None = None) -> None:
-        """`chat`, `grader_chat` and `grader` override what the settings name (tests, embedding)."""
+                 grader_chat: ChatModel | None = None, grader: Grader | None = None,
+                 source: str = "api") -> None:
+        """`chat`, `grader_chat` and `grader` override what the settings name (tests, embedding).
+        `source` is recorded on every run (cli, api, eval, mcp): the dashboard leaves eval's
+        runs out."""
         self.kb = kb
         self.chat = chat
         self.grader_chat = grader_chat
@@ -103,6 +106,7 @@ class Engine:
         self.settings = settings or kb.settings
         # the knowledge base's own run store (closed with it) unless one is given
         self.runs: RunStore = runs if runs is not None else kb.backend.runs
+        self.source = source
 
     # -- components ---------------------------------------------------------------------
 
@@ -221,7 +225,8 @@ class Engine:
         comps = Components.from_settings(settings, driver, self.chat, self.grader_chat)
         model_name = comps.chat.name if comps.chat is not None else "offline"
         run_id = self.runs.start(question, driver=comps.driver, model=model_name,
-                                 max_steps=settings.max_steps, run_id=run_id)
+                                 max_steps=settings.max_steps, run_id=run_id,
+                                 source=self.source)
 
         def record(event: Event) -> None:  # every event: stored, then streamed
             self.runs.add_event(run_id, event)

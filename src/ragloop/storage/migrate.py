@@ -16,17 +16,25 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pgvector import Vector
 
 from ragloop.core.errors import EmbedderMismatchError, UserError
 from ragloop.core.types import Chunk, ParsedDocument, SectionText
 from ragloop.storage.backend import SqliteBackend, open_backend
 from ragloop.storage.location import is_postgres_url
-from ragloop.storage.migrate_runs import IN_FLIGHT, has_runs_table, run_pages, settled
+from ragloop.storage.migrate_runs import (
+    IN_FLIGHT,
+    has_runs_table,
+    run_pages,
+    select_runs,
+    settled,
+)
 from ragloop.storage.protocols import DocumentWrite, RunCopy, RunStore
+
+if TYPE_CHECKING:
+    from pgvector import Vector
 
 BATCH_CHUNKS = 2000
 # Meta keys that belong to one backend's internals, never copied.
@@ -75,8 +83,12 @@ class _Source:
 
 def _array(value: Vector | np.ndarray | list[float]) -> np.ndarray:
     """A vector as float32 numpy (pgvector's Vector, a numpy array or a list)."""
-    if isinstance(value, Vector):
-        value = value.to_numpy()
+    if not isinstance(value, np.ndarray | list):
+        # only a Postgres source gives a Vector; pgvector is the optional extra `postgres`
+        from pgvector import Vector
+
+        if isinstance(value, Vector):
+            value = value.to_numpy()
     return np.asarray(value, dtype=np.float32)
 
 
@@ -157,7 +169,7 @@ class _SqliteSource(_Source):
 
     def runs(self) -> Iterator[list[RunCopy]]:
         if has_runs_table(self.db):
-            yield from run_pages(self.db, "?")
+            yield from run_pages(self.db, "?", select=select_runs(self.db))
 
     def close(self) -> None:
         self.db.close()

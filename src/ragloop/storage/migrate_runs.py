@@ -32,7 +32,15 @@ _SELECT_RUNS = ", ".join(
 )
 
 
-def run_pages(conn: Any, mark: str, size: int | None = None) -> Iterator[list[RunCopy]]:
+def select_runs(conn: Any) -> str:
+    """The runs SELECT list for a SQLite file, whose runs table may predate `source`."""
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
+    return _SELECT_RUNS if "source" in columns else _SELECT_RUNS.replace(
+        "source", "'' AS source")
+
+
+def run_pages(conn: Any, mark: str, size: int | None = None,
+              select: str = _SELECT_RUNS) -> Iterator[list[RunCopy]]:
     """The runs of a sqlite3 (mark "?") or psycopg (mark "%s") connection with their events,
     `size` (BATCH_RUNS) runs at a time, oldest first (keyset paging on created_at, run_id)."""
     size = size or BATCH_RUNS
@@ -40,7 +48,7 @@ def run_pages(conn: Any, mark: str, size: int | None = None) -> Iterator[list[Ru
     while True:
         where = "" if after is None else f"WHERE (created_at, run_id) > ({mark}, {mark})"
         rows = conn.execute(
-            f"SELECT {_SELECT_RUNS} FROM runs {where}"
+            f"SELECT {select} FROM runs {where}"
             f" ORDER BY created_at, run_id LIMIT {int(size)}",
             after or (),
         ).fetchall()

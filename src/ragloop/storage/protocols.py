@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, Protocol, TypedDict
 
 import numpy as np
 
+from ragloop.core.errors import UserError
 from ragloop.core.events import Event
 from ragloop.core.types import Chunk, DocumentInfo, Hit, ParsedDocument, SectionInfo
 
@@ -73,10 +74,6 @@ class Store(Protocol):
         ...
     def search_vector(self, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
         """(chunk_id, cosine similarity) best first."""
-        ...
-    def search_hybrid(self, terms: list[str], vector: np.ndarray, k: int,
-                      depth: int) -> list[Hit]:
-        """Both sides to `depth`, fused by RRF (retrieval.fusion), the top `k` as Hits."""
         ...
     def chunks(self, ids: Iterable[int]) -> dict[int, Hit]: ...
     def section(self, doc_id: str, section: str) -> SectionInfo | None: ...
@@ -144,6 +141,29 @@ class RunRecord(TypedDict):
     error: str | None
     created_at: float
     finished_at: float | None
+    # who started it: cli | api | eval | mcp ("" for runs recorded before sources were)
+    source: str
+
+
+#: who starts runs; the dashboard's figures leave eval runs out unless asked for them
+RUN_SOURCES = ("cli", "api", "eval", "mcp")
+#: metrics(source=...): every run but eval's (the default), every run, or one source
+DASHBOARD_SOURCES = "default"
+ALL_SOURCES = "all"
+
+
+def source_filter(source: str | None) -> tuple[str, list[str]]:
+    """(SQL condition on runs.source with %s/? placeholders as "{}", its values) for a list
+    or metrics filter: None lists every run, "default" every run but eval's, "all" every run,
+    else that one source (a UserError for a name that is not a source)."""
+    if source is None or source == ALL_SOURCES:
+        return "TRUE", []
+    if source == DASHBOARD_SOURCES:
+        return "source <> {}", ["eval"]
+    if source not in RUN_SOURCES:
+        raise UserError(f"source must be one of {', '.join(RUN_SOURCES)}, all or default,"
+                        f" not {source!r}")
+    return "source = {}", [source]
 
 
 #: the runs table's columns in RunRecord order (both stores' SELECT lists)
@@ -230,13 +250,17 @@ class RunStore(Protocol):
     """Runs, their events and the dashboard's metrics, in the knowledge base's own storage."""
 
     def start(self, question: str, *, driver: str = "", model: str = "", max_steps: int = 0,
-              run_id: str | None = None) -> str: ...
+              run_id: str | None = None, source: str = "api") -> str: ...
     def add_event(self, run_id: str, event: Event) -> None: ...
     def finish(self, run_id: str, result: dict[str, Any]) -> None: ...
     def get(self, run_id: str) -> RunRecord | None: ...
     def events(self, run_id: str, after_seq: int = -1) -> list[Event]: ...
-    def list(self, limit: int = 20) -> list[RunRecord]: ...
-    def metrics(self) -> Metrics: ...
+    def list(self, limit: int = 20, source: str | None = None) -> list[RunRecord]:
+        """The newest runs (source: see source_filter)."""
+        ...
+    def metrics(self, source: str | None = DASHBOARD_SOURCES) -> Metrics:
+        """The dashboard figures over finished runs; by default eval runs are left out."""
+        ...
     def mark_interrupted(self) -> list[str]: ...
     def import_runs(self, runs: list[RunCopy]) -> tuple[list[str], int]:
         """Insert runs copied from another knowledge base (`ragloop migrate`) as recorded,

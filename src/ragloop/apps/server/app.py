@@ -35,6 +35,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ragloop.agent.engine import Engine
 from ragloop.apps.jobs import JobRunner
+from ragloop.apps.server.api_docs import add_api_docs
 from ragloop.apps.server.guard import (
     LoopbackGuard,
     cross_origin_write,
@@ -50,7 +51,12 @@ from ragloop.core.types import RunStatus
 from ragloop.eval.metrics import percentile
 from ragloop.kb import KnowledgeBase
 from ragloop.storage.backend import open_backend
-from ragloop.storage.protocols import TRUNCATED_WARN_PCT, RunRecord, RunStore
+from ragloop.storage.protocols import (
+    DASHBOARD_SOURCES,
+    TRUNCATED_WARN_PCT,
+    RunRecord,
+    RunStore,
+)
 
 log = logging.getLogger("ragloop.apps.server")
 
@@ -283,13 +289,14 @@ def create_app(settings: Settings | None = None, *, kb: KnowledgeBase | None = N
         title="ragloop", version=version("ragloop"),
         description="Agentic RAG over a local knowledge base: runs, live events, documents,"
                     " search and metrics.",
-        lifespan=lifespan, max_body_size=MAX_JSON_BYTES)
+        lifespan=lifespan, max_body_size=MAX_JSON_BYTES, docs_url=None, redoc_url=None)
     if api_key:
         app.add_middleware(ApiKeyGuard, api_key=api_key)
     else:
         app.add_middleware(LoopbackGuard, bind_host=bind_host)
     _add_error_handlers(app)
     _add_routes(app, limit)
+    add_api_docs(app)  # local Swagger UI / ReDoc assets, mounted before /static
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app
 
@@ -416,9 +423,13 @@ def _add_routes(app: FastAPI, upload_limit: int) -> None:
 
     @app.get("/runs", tags=["runs"])
     def list_runs(request: Request,
-                  limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict[str, Any]:
-        """Recent runs, newest first."""
-        return {"runs": _state(request).runs.list(limit)}
+                  limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+                  source: Annotated[str | None, Query(
+                      description="cli, api, eval or mcp; default: every run except eval's;"
+                                  " all or none: every run")] = None,
+                  ) -> dict[str, Any]:
+        """Recent runs, newest first; each says who started it (`source`)."""
+        return {"runs": _state(request).runs.list(limit, source)}
 
     @app.get("/runs/{run_id}", tags=["runs"], response_model=None)
     def get_run(run_id: str, request: Request) -> RunRecord:
@@ -552,13 +563,16 @@ def _add_routes(app: FastAPI, upload_limit: int) -> None:
 
     @app.get("/metrics", tags=["meta"])
     def metrics(request: Request,
-                recent: Annotated[int, Query(ge=1, le=5000)] = 200) -> dict[str, Any]:
+                recent: Annotated[int, Query(ge=1, le=5000)] = 200,
+                source: Annotated[str, Query(
+                    description="cli, api, eval or mcp; default: every run except eval's;"
+                                " all: every run")] = DASHBOARD_SOURCES) -> dict[str, Any]:
         """Mean steps per question, % of runs that used every step, % forced to answer (status
         truncated), % of chunks the grader discarded, latency and cost; p50/p95 latency over
-        the `recent` runs."""
+        the `recent` runs. Eval runs are left out unless `source` asks for them."""
         state = _state(request)
-        m = state.runs.metrics()
-        latencies = [r["latency_s"] for r in state.runs.list(recent)
+        m = state.runs.metrics(source)
+        latencies = [r["latency_s"] for r in state.runs.list(recent, source)
                      if r["latency_s"] is not None]
         return {**m.to_dict(), "warn_truncated": m.warn_truncated,
                 "warn_used_all_steps": m.warn_used_all_steps,

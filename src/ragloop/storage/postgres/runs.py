@@ -33,6 +33,7 @@ from ragloop.core.types import EventKind, RunStatus
 from ragloop.storage.postgres import schema as pg_schema
 from ragloop.storage.postgres.store import connect, redact, split_url
 from ragloop.storage.protocols import (
+    DASHBOARD_SOURCES,
     RUN_COLUMNS,
     RUN_JSON_COLUMNS,
     Metrics,
@@ -41,6 +42,7 @@ from ragloop.storage.protocols import (
     RunRecord,
     run_record,
     run_row,
+    source_filter,
     used_all_steps,
 )
 
@@ -94,19 +96,19 @@ class PgRunStore:
     # -- the RunStore interface -----------------------------------------------------------
 
     def start(self, question: str, *, driver: str = "", model: str = "",
-              max_steps: int = 0, run_id: str | None = None) -> str:
+              max_steps: int = 0, run_id: str | None = None, source: str = "api") -> str:
         """Record a run as running; a run claimed from the queue keeps its queue fields."""
         run_id = run_id or uuid.uuid4().hex[:12]
         with self._conn() as conn:
             conn.execute(
                 "INSERT INTO runs(run_id, question, status, driver, model, max_steps, created_at,"
-                " attempts, max_attempts, worker, lease_until)"
-                f" VALUES (%s, %s, 'running', %s, %s, %s, %s, 1, 1, %s, {NOW} + %s)"
+                " attempts, max_attempts, worker, lease_until, source)"
+                f" VALUES (%s, %s, 'running', %s, %s, %s, %s, 1, 1, %s, {NOW} + %s, %s)"
                 " ON CONFLICT (run_id) DO UPDATE SET status = 'running',"
                 " driver = excluded.driver, model = excluded.model,"
                 " max_steps = excluded.max_steps",
                 (run_id, question, driver, model, max_steps, time.time(), self.worker,
-                 self.lease_s))
+                 self.lease_s, source))
         return run_id
 
     def add_event(self, run_id: str, event: Event) -> None:
@@ -161,24 +163,29 @@ class PgRunStore:
         return [event_from(k, s, json.loads(d) if isinstance(d, str) else d, ts=t, seq=q)
                 for k, s, d, t, q in rows]
 
-    def list(self, limit: int = 20) -> list[RunRecord]:
+    def list(self, limit: int = 20, source: str | None = None) -> list[RunRecord]:
+        where, values = source_filter(source)
         with self._conn() as conn:
             rows = conn.execute(
-                f"SELECT {RUN_COLUMNS} FROM runs ORDER BY created_at DESC LIMIT %s",
-                (limit,)).fetchall()
+                f"SELECT {RUN_COLUMNS} FROM runs WHERE {where.format('%s')}"
+                " ORDER BY created_at DESC LIMIT %s", (*values, limit)).fetchall()
         return [run_record(r) for r in rows]
 
-    def metrics(self) -> Metrics:
+    def metrics(self, source: str | None = DASHBOARD_SOURCES) -> Metrics:
         """The dashboard figures over finished runs (as RunStore.metrics)."""
+        where, values = source_filter(source)
+        where = where.format("%s")
         with self._conn() as conn:
             rows = conn.execute(
                 "SELECT status, steps, coalesce(latency_s, 0),"
                 " coalesce((usage->>'cost_usd')::float8, 0), max_steps FROM runs"
-                " WHERE status NOT IN ('running', 'queued')").fetchall()
+                f" WHERE status NOT IN ('running', 'queued') AND {where}", values).fetchall()
             seen, kept = conn.execute(
-                "SELECT coalesce(sum((data->>'chunks')::int), 0),"
-                " coalesce(sum((data->>'kept')::int), 0) FROM events WHERE kind = %s",
-                (str(EventKind.GRADE),)).fetchone()
+                "SELECT coalesce(sum((e.data->>'chunks')::int), 0),"
+                " coalesce(sum((e.data->>'kept')::int), 0) FROM events e"
+                " JOIN runs r ON r.run_id = e.run_id"
+                f" WHERE e.kind = %s AND {where.replace('source', 'r.source')}",
+                (str(EventKind.GRADE), *values)).fetchone()
         n = len(rows)
         by_status: dict[str, int] = {}
         for status, *_ in rows:

@@ -27,7 +27,6 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ragloop.core.errors import ConfigError
 from ragloop.core.types import DocumentInfo, Hit, SectionInfo
-from ragloop.retrieval.fusion import fuse
 from ragloop.retrieval.index_text import index_text
 from ragloop.retrieval.languages import LANGUAGES, get_language
 from ragloop.storage.postgres import fulltext
@@ -375,12 +374,6 @@ class PostgresStore:
             rows = conn.execute(VECTOR_SQL, {"v": v, "depth": k},
                                 prepare=self.prepare).fetchall()
         return [(int(i), float(s)) for i, s in rows]
-
-    def search_hybrid(self, terms: list[str], vector: np.ndarray, k: int,
-                      depth: int) -> list[Hit]:
-        """BM25 and kNN to `depth` each, fused by RRF as the SQLite store fuses them."""
-        return fuse(self.search_bm25(terms, depth), self.search_vector(vector, depth), k,
-                    "hybrid", self.chunks)
 
     def chunks(self, ids: Iterable[int]) -> dict[int, Hit]:
         ids = [int(i) for i in ids]

@@ -13,12 +13,14 @@ from typing import Any
 from ragloop.core.events import Event, event_from
 from ragloop.core.types import EventKind, RunStatus
 from ragloop.storage.protocols import (
+    DASHBOARD_SOURCES,
     RUN_COLUMNS,
     Metrics,
     RunCopy,
     RunRecord,
     run_record,
     run_row,
+    source_filter,
     used_all_steps,
 )
 from ragloop.storage.sqlite.store import not_a_knowledge_base
@@ -29,7 +31,8 @@ CREATE TABLE IF NOT EXISTS runs (
   route TEXT, route_reason TEXT, driver TEXT, model TEXT, answer TEXT,
   citations TEXT NOT NULL DEFAULT '[]', usage TEXT NOT NULL DEFAULT '{}',
   steps INTEGER NOT NULL DEFAULT 0, max_steps INTEGER NOT NULL DEFAULT 0,
-  latency_s REAL, error TEXT, created_at REAL NOT NULL, finished_at REAL);
+  latency_s REAL, error TEXT, created_at REAL NOT NULL, finished_at REAL,
+  source TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at);
 CREATE TABLE IF NOT EXISTS events (
   run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE, seq INTEGER NOT NULL,
@@ -46,18 +49,22 @@ class SqliteRunStore:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA foreign_keys=ON")
             self.db.executescript(SCHEMA)
+            columns = {r[1] for r in self.db.execute("PRAGMA table_info(runs)")}
+            if "source" not in columns:  # a knowledge base from before runs had a source
+                self.db.execute("ALTER TABLE runs ADD COLUMN source TEXT NOT NULL DEFAULT ''")
         except sqlite3.DatabaseError as exc:
             self.db.close()
             raise not_a_knowledge_base(Path(db_path), exc) from None
 
     def start(self, question: str, *, driver: str = "", model: str = "",
-              max_steps: int = 0, run_id: str | None = None) -> str:
+              max_steps: int = 0, run_id: str | None = None, source: str = "api") -> str:
         run_id = run_id or uuid.uuid4().hex[:12]
         with self.lock:
             self.db.execute(
-                "INSERT INTO runs(run_id, question, status, driver, model, max_steps, created_at)"
-                " VALUES (?,?,?,?,?,?,?)",
-                (run_id, question, RunStatus.RUNNING, driver, model, max_steps, time.time()))
+                "INSERT INTO runs(run_id, question, status, driver, model, max_steps, created_at,"
+                " source) VALUES (?,?,?,?,?,?,?,?)",
+                (run_id, question, RunStatus.RUNNING, driver, model, max_steps, time.time(),
+                 source))
         return run_id
 
     def add_event(self, run_id: str, event: Event) -> None:
@@ -93,21 +100,26 @@ class SqliteRunStore:
                 " ORDER BY seq", (run_id, after_seq)).fetchall()
         return [event_from(k, s, json.loads(d), ts=t, seq=q) for k, s, d, t, q in rows]
 
-    def list(self, limit: int = 20) -> list[RunRecord]:
+    def list(self, limit: int = 20, source: str | None = None) -> list[RunRecord]:
+        where, values = source_filter(source)
         with self.lock:
             rows = self.db.execute(
-                f"SELECT {RUN_COLUMNS} FROM runs ORDER BY created_at DESC LIMIT ?",
-                (limit,)).fetchall()
+                f"SELECT {RUN_COLUMNS} FROM runs WHERE {where.format('?')}"
+                " ORDER BY created_at DESC LIMIT ?", (*values, limit)).fetchall()
         return [run_record(r) for r in rows]
 
-    def metrics(self) -> Metrics:
-        """The dashboard figures over finished runs."""
+    def metrics(self, source: str | None = DASHBOARD_SOURCES) -> Metrics:
+        """The dashboard figures over finished runs (by default not eval's)."""
+        where, values = source_filter(source)
+        where = where.format("?")
         with self.lock:
             rows = self.db.execute(
-                "SELECT status, steps, latency_s, usage, max_steps FROM runs WHERE status != ?",
-                (RunStatus.RUNNING,)).fetchall()
+                "SELECT status, steps, latency_s, usage, max_steps FROM runs WHERE status != ?"
+                f" AND {where}", (RunStatus.RUNNING, *values)).fetchall()
             grades = self.db.execute(
-                "SELECT data FROM events WHERE kind=?", (EventKind.GRADE,)).fetchall()
+                "SELECT e.data FROM events e JOIN runs r ON r.run_id = e.run_id"
+                f" WHERE e.kind=? AND {where.replace('source', 'r.source')}",
+                (EventKind.GRADE, *values)).fetchall()
         n = len(rows)
         by_status: dict[str, int] = {}
         for status, *_ in rows:

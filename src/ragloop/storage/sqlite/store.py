@@ -20,7 +20,6 @@ import numpy as np
 
 from ragloop.core.errors import UserError
 from ragloop.core.types import DocumentInfo, Hit, SectionInfo
-from ragloop.retrieval.fusion import fuse
 from ragloop.retrieval.index_text import index_text
 from ragloop.retrieval.languages import ENGLISH, get_language
 from ragloop.storage.protocols import DocumentWrite
@@ -194,13 +193,6 @@ class SqliteStore:
             self.write_documents(batch)
             written += len(batch)
         return written
-
-    def search_hybrid(self, terms: list[str], vector: np.ndarray, k: int,
-                      depth: int) -> list[Hit]:
-        """BM25 and kNN to `depth` each, fused by RRF in Python (the same fusion as
-        Postgres runs in SQL)."""
-        return fuse(self.search_bm25(terms, depth), self.search_vector(vector, depth), k,
-                    "hybrid", self.chunks)
 
     @contextmanager
     def _index_write(self) -> Iterator[None]:

@@ -291,7 +291,7 @@ function setMetric(id, text, warn) {
 async function loadDashboard() {
   showError("dash-error", "");
   try {
-    const [m, list] = await Promise.all([api("/metrics"), api("/runs?limit=100")]);
+    const [m, list] = await Promise.all([api("/metrics"), api("/runs?limit=100&source=default")]);
     setMetric("m-runs", String(m.runs));
     setMetric("m-steps", m.mean_steps.toFixed(2));
     setMetric("m-all-steps", `${m.used_all_steps_pct.toFixed(1)}%`, m.warn_used_all_steps);
