@@ -10,8 +10,9 @@ from ragloop.storage.protocols import Store
 
 
 def hybrid_search(store: Store, embedder: Embedder | None, query: str, k: int = 8,
-                  mode: Mode = "hybrid") -> list[Hit]:
-    """Search `store` for `query`; any text is valid, an empty one raises EmptyQueryError."""
+                  mode: Mode = "hybrid", within: list[str] | None = None) -> list[Hit]:
+    """Search `store` for `query`; any text is valid, an empty one raises EmptyQueryError.
+    `within`: the doc ids hits may come from (a filter's selection; None: all)."""
     if mode not in MODES:
         raise ValueError(f"unknown search mode {mode!r}; use one of {', '.join(MODES)}")
     # the KB's language picks the query's stop words and CJK bigrams, as on the index side
@@ -21,9 +22,9 @@ def hybrid_search(store: Store, embedder: Embedder | None, query: str, k: int = 
         raise ValueError("vector search needs an embedder")
     if mode == "hybrid":  # each store fuses its own way (Postgres: one statement)
         assert embedder is not None
-        return store.search_hybrid(terms, embedder.embed_query([query])[0], k, depth)
+        return store.search_hybrid(terms, embedder.embed_query([query])[0], k, depth, within)
     if mode == "bm25":
-        return fuse(store.search_bm25(terms, depth), [], k, mode, store.chunks)
+        return fuse(store.search_bm25(terms, depth, within), [], k, mode, store.chunks)
     assert embedder is not None
-    return fuse([], store.search_vector(embedder.embed_query([query])[0], depth), k, mode,
-                store.chunks)
+    return fuse([], store.search_vector(embedder.embed_query([query])[0], depth, within), k,
+                mode, store.chunks)

@@ -44,6 +44,7 @@ from ragloop.core.events import BaseEvent, Event
 from ragloop.core.types import RunStatus
 from ragloop.eval.metrics import percentile
 from ragloop.kb import KnowledgeBase
+from ragloop.retrieval.filters import make_filter
 from ragloop.storage.protocols import TRUNCATED_WARN_PCT, RunRecord, RunStore
 
 log = logging.getLogger("ragloop.apps.server")
@@ -481,6 +482,16 @@ def _add_routes(app: FastAPI, upload_limit: int) -> None:
                     for s in kb.sections(doc_id)]
         return {**found.to_dict(), "section_list": sections}
 
+    @app.delete("/documents/{doc_id:path}", tags=["documents"])
+    def delete_document(doc_id: str, request: Request) -> dict[str, Any]:
+        """Delete one document: its sections, chunks and index entries."""
+        state = _state(request)
+        with state.ingest_lock:  # not while an upload writes
+            removed = state.kb.remove(doc_id)
+        if not removed:
+            raise NotFoundError(f"No document {doc_id!r}; GET /documents lists the doc_ids.")
+        return {"doc_id": doc_id, "deleted": True}
+
     @app.post("/documents", tags=["documents"], max_body_size=upload_limit)
     async def upload_documents(
             request: Request,
@@ -525,12 +536,31 @@ def _add_routes(app: FastAPI, upload_limit: int) -> None:
                                        description="Search words.")],
                k: Annotated[int, Query(ge=1, le=100)] = 8,
                mode: Annotated[Literal["hybrid", "bm25", "vector"], Query()] = "hybrid",
+               source: Annotated[list[str] | None, Query(
+                   description="Only documents whose source path or URL matches this glob or"
+                               " lies under it (repeatable: any).")] = None,
+               doc_id_prefix: Annotated[list[str] | None, Query(
+                   description="Only documents whose doc_id starts with this.")] = None,
+               metadata: Annotated[list[str] | None, Query(
+                   description="KEY=VALUE metadata every document must have (repeatable).")
+               ] = None,
+               tag: Annotated[list[str] | None, Query(
+                   description="A tag given at ingest (repeatable: all).")] = None,
+               date_from: Annotated[str | None, Query(
+                   description="Documents dated on or after: YYYY[-MM[-DD]].")] = None,
+               date_to: Annotated[str | None, Query(
+                   description="Documents dated on or before: YYYY[-MM[-DD]].")] = None,
                ) -> dict[str, Any]:
-        """Hybrid (BM25 + vectors, fused by RRF), bm25 or vector search; no grading."""
+        """Hybrid (BM25 + vectors, fused by RRF), bm25 or vector search; no grading. The
+        filters apply inside both indexes: k hits come back whenever k chunks match."""
         if not q.strip():
             raise HTTPException(400, "The query `q` is empty.")
-        hits = _state(request).kb.search(q, k, mode)
-        return {"query": q, "mode": mode, "k": k, "hits": [h.to_dict() for h in hits]}
+        flt = make_filter(source=source or [], doc_id_prefix=doc_id_prefix or [],
+                          metadata=metadata or [], tag=tag or [], date_from=date_from,
+                          date_to=date_to)
+        hits = _state(request).kb.search(q, k, mode, filter=flt)
+        return {"query": q, "mode": mode, "k": k, "filter": flt.to_dict() if flt else None,
+                "hits": [h.to_dict() for h in hits]}
 
     @app.get("/metrics", tags=["meta"])
     def metrics(request: Request,

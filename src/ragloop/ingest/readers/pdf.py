@@ -15,9 +15,23 @@ from pathlib import Path
 
 from ragloop.core.errors import ReaderError
 from ragloop.core.types import ParsedDocument, SectionText
+from ragloop.ingest.metadata import clean_metadata
 from ragloop.ingest.sections import build_sections, clean_text
 
 logging.getLogger("pypdf").setLevel(logging.ERROR)
+
+
+def _properties(meta) -> dict:
+    """The document information dictionary's title, author, subject and dates (metadata)."""
+    if meta is None:
+        return {}
+    raw: dict = {"title": meta.title, "author": meta.author, "subject": meta.subject}
+    try:  # pypdf parses the PDF date format; a malformed one raises
+        raw["date"] = meta.creation_date
+        raw["modified"] = meta.modification_date
+    except Exception:
+        pass
+    return clean_metadata(raw)
 
 
 def _outline(reader, items, level: int = 1) -> list[tuple[int, str, int]]:
@@ -113,6 +127,7 @@ class PdfReader:
                 outline = []
             meta = reader.metadata
             meta_title = str(meta.title or "") if meta is not None else ""
+            properties = _properties(meta)
         except ReaderError:
             raise
         except Exception as exc:  # pypdf raises many kinds on corrupt files
@@ -129,4 +144,4 @@ class PdfReader:
             sections = [SectionText(f"p{i}", (title, f"Page {i}"), clean_text(text))
                         for i, text in enumerate(pages, start=1) if clean_text(text)]
         return [ParsedDocument(doc_id=doc_id, title=title, source=str(path), sections=sections,
-                               mime="application/pdf")]
+                               mime="application/pdf", metadata=properties)]
