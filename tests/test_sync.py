@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from ragloop.apps.cli import app
 from ragloop.core.config import Settings
+from ragloop.core.errors import UserError
 from ragloop.kb import KnowledgeBase
 
 QUERIES = ["boiler pressure valve", "canteen menu Monday", "fire drill assembly point",
@@ -114,26 +115,30 @@ def test_the_cli_reports_each_change(tmp_path) -> None:
     body = json.loads(result.output)
     assert body["removed"] == ["safety/old.md"]
     assert body["changes"] == [{"doc_id": "safety/old.md", "change": "removed"}]
-    text = runner.invoke(app, ["ingest", str(folder / "plant"), "--kb", kb, "--sync"])
-    assert text.exit_code == 0 and "removed 0" in text.output
+    (folder / "plant/boiler.md").write_text("# Boiler\n\nA new boiler.\n", encoding="utf-8")
+    text = runner.invoke(app, ["ingest", str(folder), "--kb", kb, "--sync"])
+    assert text.exit_code == 0
+    assert "updated plant/boiler.md" in text.output and "removed 0" in text.output
     single = runner.invoke(app, ["ingest", str(folder / "plant/boiler.md"), "--kb", kb,
                                  "--sync"])
-    assert single.exit_code != 0 and "needs a folder" in single.output
+    # the CLI's main() prints a UserError as a one-line error
+    assert isinstance(single.exception, UserError) and "needs a folder" in str(single.exception)
 
 
 def test_delete_and_filtered_search_over_http(small_kb_template, tmp_path) -> None:
     shutil.copytree(small_kb_template, tmp_path / "kb")
-    with KnowledgeBase.open(tmp_path / "kb", Settings().with_(kb=str(tmp_path / "kb"))) as kb:
-        with serving(kb) as live, live.client() as client:
-            within = client.get("/search", params={"q": "battery approval", "k": 3,
-                                                   "doc_id_prefix": "policies/"}).json()
-            assert within["hits"] and all(h["doc_id"].startswith("policies/")
-                                          for h in within["hits"])
-            bad = client.get("/search", params={"q": "x", "metadata": "author"})
-            assert bad.status_code == 400 and "KEY=VALUE" in bad.json()["message"]
-            gone = client.delete("/documents/products/sensor.md")
-            assert gone.status_code == 200 and gone.json()["deleted"] is True
-            assert client.get("/documents/products/sensor.md").status_code == 404
-            assert client.delete("/documents/products/sensor.md").status_code == 404
-            hits = client.get("/search", params={"q": "waterproof sensor", "k": 8}).json()
-            assert all(h["doc_id"] != "products/sensor.md" for h in hits["hits"])
+    settings = Settings().with_(kb=str(tmp_path / "kb"))
+    with (KnowledgeBase.open(tmp_path / "kb", settings) as kb, serving(kb) as live,
+          live.client() as client):
+        within = client.get("/search", params={"q": "battery approval", "k": 3,
+                                               "doc_id_prefix": "policies/"}).json()
+        assert within["hits"] and all(h["doc_id"].startswith("policies/")
+                                      for h in within["hits"])
+        bad = client.get("/search", params={"q": "x", "metadata": "author"})
+        assert bad.status_code == 400 and "KEY=VALUE" in bad.json()["message"]
+        gone = client.delete("/documents/products/sensor.md")
+        assert gone.status_code == 200 and gone.json()["deleted"] is True
+        assert client.get("/documents/products/sensor.md").status_code == 404
+        assert client.delete("/documents/products/sensor.md").status_code == 404
+        hits = client.get("/search", params={"q": "waterproof sensor", "k": 8}).json()
+        assert all(h["doc_id"] != "products/sensor.md" for h in hits["hits"])
