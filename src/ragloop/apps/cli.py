@@ -81,7 +81,9 @@ def emit_json(obj: object) -> None:
 
 
 @app.command()
-def ingest(paths: Annotated[list[Path], typer.Argument(help="Files or folders (recursive).")],
+def ingest(paths: Annotated[list[str], typer.Argument(
+               help="Files or folders (recursive), or web page URLs (a sitemap URL: each page"
+               " it lists).")],
            kb: KbOpt = None, embedder: EmbedderOpt = None, language: LanguageOpt = None,
            as_json: JsonOpt = False,
            tag: Annotated[list[str] | None, typer.Option(

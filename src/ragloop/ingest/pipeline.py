@@ -19,6 +19,7 @@ from ragloop.embed.cache import CachedEmbedder, text_hash
 from ragloop.ingest.chunking import chunk_document
 from ragloop.ingest.metadata import with_tags
 from ragloop.ingest.readers import SUPPORTED_SUFFIXES, read_file
+from ragloop.ingest.readers.web import is_sitemap, is_url, read_url, sitemap_urls
 from ragloop.retrieval.index_text import index_text
 from ragloop.storage.protocols import DocumentWrite, Store
 
@@ -249,7 +250,11 @@ def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: It
     started = time.perf_counter()
     writer = _Writer(store, embedder, settings, admit, before_write)
     report = writer.report
-    files = list(iter_files(paths))
+    paths = [str(p) if isinstance(p, str) else p for p in paths]
+    for url in [p for p in paths if isinstance(p, str) and is_url(p)]:
+        for doc in _web_documents(writer, url):
+            writer.add(_tagged(doc, tags), doc.source)
+    files = list(iter_files(p for p in paths if not (isinstance(p, str) and is_url(p))))
     with _progress("ingest", True, progress) as bar:
         task = bar.add_task("files", total=len(files), name="")
         for path, doc_id, skip in files:
@@ -269,10 +274,34 @@ def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: It
                 writer.fail(path, f"unexpected {type(exc).__name__}: {exc}")
                 continue
             for doc in docs:
-                if tags:
-                    doc = replace(doc, metadata=with_tags(doc.metadata, tags))
-                writer.add(doc, path)
+                writer.add(_tagged(doc, tags), path)
         return writer.finish(started)
+
+
+def _tagged(doc: ParsedDocument, tags: list[str] | None) -> ParsedDocument:
+    return replace(doc, metadata=with_tags(doc.metadata, tags)) if tags else doc
+
+
+def _web_documents(writer: _Writer, url: str) -> Iterator[ParsedDocument]:
+    """The page at `url`, or each page its sitemap lists; a page that fails is reported
+    under its URL and the rest go on."""
+    pages = [url]
+    if is_sitemap(url):
+        try:
+            pages = sitemap_urls(url)
+        except Exception as exc:  # trafilatura's download or XML errors
+            writer.fail(url, f"unreadable sitemap ({type(exc).__name__}: {exc})")
+            return
+        if not pages:
+            writer.fail(url, "no page URLs in the sitemap (or it could not be downloaded)")
+            return
+    for page in pages:
+        try:
+            yield read_url(page)
+        except ReaderError as exc:
+            writer.fail(page, str(exc))
+        except Exception as exc:  # a reader bug must not lose the other pages
+            writer.fail(page, f"unexpected {type(exc).__name__}: {exc}")
 
 
 def ingest_documents(store: Store, embedder: Callable[[], CachedEmbedder],

@@ -1,10 +1,15 @@
-"""PDF (pypdf): the outline (bookmarks) becomes sections when there is one, else one section
+"""PDF (pypdf for the text, pdfplumber for tables, OCR for pages without text): the outline
+(bookmarks) becomes sections when there is one, else one section
 per page ("p1", "p2", ...).
 
 With an outline, each bookmark's section runs from its title on its destination page to the
 next bookmark's title (found in the extracted text; at page granularity when a title cannot
 be found). Text before the first bookmark is section "0". Section ids follow the shared rule
 (ragloop.ingest.sections): "2.1 Bank details" is section "2.1".
+
+A page with ruled tables is read again by pdfplumber (MIT) and its tables kept as Markdown
+tables; a PDF with no text layer (a scan) is rendered page by page and read by OCR when the
+extra ragloop[ocr] is installed (readers/ocr.py).
 """
 
 from __future__ import annotations
@@ -16,9 +21,59 @@ from pathlib import Path
 from ragloop.core.errors import ReaderError
 from ragloop.core.types import ParsedDocument, SectionText
 from ragloop.ingest.metadata import clean_metadata
+from ragloop.ingest.readers.ocr import INSTALL_HINT, ocr_available, ocr_image
+from ragloop.ingest.readers.office import markdown_table
 from ragloop.ingest.sections import build_sections, clean_text
 
 logging.getLogger("pypdf").setLevel(logging.ERROR)
+logging.getLogger("pdfminer").setLevel(logging.ERROR)
+# Render resolution for OCR: 200 dpi reads 10-point text reliably and keeps a page's image
+# (and the OCR time) moderate.
+OCR_DPI = 200
+
+
+def _plumbed(path: Path, work):
+    """`work(pdf)` over the file opened by pdfplumber; None when pdfplumber cannot read what
+    pypdf could (the pypdf text is kept then)."""
+    import pdfplumber
+
+    try:
+        with pdfplumber.open(str(path)) as pdf:
+            return work(pdf)
+    except Exception:  # pdfminer raises many kinds on files pypdf tolerates
+        return None
+
+
+def _with_tables(path: Path, pages: list[str]) -> list[str]:
+    """Pages that hold ruled tables, read again by pdfplumber: the text outside the tables,
+    then each table as a Markdown table (pypdf gives a table as a run of its cells' words,
+    which neither a reader nor BM25 can tell apart by column)."""
+    def work(pdf) -> list[str]:
+        out = list(pages)
+        for i, page in enumerate(pdf.pages[:len(pages)]):
+            tables = page.find_tables()
+            if not tables:
+                continue
+            outside = page
+            for table in tables:
+                outside = outside.outside_bbox(table.bbox)
+            parts = [outside.extract_text() or ""]
+            parts += [markdown_table(t.extract()) for t in tables]
+            out[i] = "\n\n".join(p for p in parts if p.strip())
+        return out
+
+    return _plumbed(path, work) or pages
+
+
+def _ocr_pages(path: Path) -> list[str]:
+    """Each page rendered at 200 dpi (pypdfium2, through pdfplumber) and read by OCR."""
+    def work(pdf) -> list[str]:
+        return [ocr_image(page.to_image(resolution=OCR_DPI).original) for page in pdf.pages]
+
+    pages = _plumbed(path, work)
+    if pages is None:
+        raise ReaderError("PDF has no text layer and its pages could not be rendered for OCR")
+    return pages
 
 
 def _properties(meta) -> dict:
@@ -134,7 +189,15 @@ class PdfReader:
             raise ReaderError(f"unreadable PDF ({type(exc).__name__}: {exc})") from exc
         pages = [p.replace("\x00", "") for p in pages]
         if not any(p.strip() for p in pages):
-            raise ReaderError("PDF has no extractable text (scanned images?)")
+            if not ocr_available():
+                raise ReaderError("PDF has no extractable text (scanned images?); "
+                                  + INSTALL_HINT)
+            pages = _ocr_pages(path)
+            properties["ocr"] = "rapidocr"
+            if not any(p.strip() for p in pages):
+                raise ReaderError("PDF has no extractable text, and OCR found none")
+        else:
+            pages = _with_tables(path, pages)
         title = " ".join(meta_title.split()) or Path(path).stem
         if outline:
             preamble, heads = outline_blocks(pages, outline)
