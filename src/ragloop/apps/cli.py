@@ -92,7 +92,10 @@ def ingest(paths: Annotated[list[str], typer.Argument(
            sync: Annotated[bool, typer.Option(
                "--sync", help="Make the KB match each FOLDER: add new files, update changed"
                " ones, remove the documents of files gone from it (never documents from"
-               " other folders or uploads); each change is reported.")] = False) -> None:
+               " other folders or uploads); each change is reported.")] = False,
+           private_urls: Annotated[bool, typer.Option(
+               "--private-urls", help="Allow URLs on loopback and private addresses (an"
+               " intranet site); refused by default.")] = False) -> None:
     """Add or update documents; unchanged files are skipped by content hash."""
     with open_kb(kb, embedder, create=True, language=language) as base:
         progress = not as_json and err.is_terminal
@@ -102,7 +105,8 @@ def ingest(paths: Annotated[list[str], typer.Argument(
                 one = base.sync(folder, progress=progress, tags=tag or [])
                 report = one if report is None else _merged(report, one)
         else:
-            report = base.ingest(paths, progress=progress, tags=tag or [])
+            report = base.ingest(paths, progress=progress, tags=tag or [],
+                                 private_urls=private_urls)
     assert report is not None
     if as_json:
         emit_json(report.to_dict())

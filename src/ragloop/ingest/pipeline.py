@@ -240,9 +240,10 @@ def _progress(label: str, with_names: bool, progress: bool) -> Progress:
 def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: Iterable[str | Path],
                  settings: Settings, progress: bool = False, admit: Admit | None = None,
                  before_write: Callable[[list[ParsedDocument]], None] | None = None,
-                 tags: list[str] | None = None) -> IngestReport:
-    """Ingest files; `embedder` is called only when some chunk actually needs a vector.
-    `tags`: added to each document's `tags` metadata.
+                 tags: list[str] | None = None, private_urls: bool = False) -> IngestReport:
+    """Ingest files and web pages (URLs; a sitemap URL: its pages); `embedder` is called only
+    when some chunk actually needs a vector. `tags`: added to each document's `tags`
+    metadata; `private_urls`: allow URLs on loopback and private addresses.
 
     `admit(doc, content_hash)`, when given, sees every parsed document first; a reason it
     returns skips the document into `report.conflicts` (the server's uploads use it).
@@ -252,7 +253,7 @@ def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: It
     report = writer.report
     paths = [str(p) if isinstance(p, str) else p for p in paths]
     for url in [p for p in paths if isinstance(p, str) and is_url(p)]:
-        for doc in _web_documents(writer, url):
+        for doc in _web_documents(writer, url, private_urls):
             writer.add(_tagged(doc, tags), doc.source)
     files = list(iter_files(p for p in paths if not (isinstance(p, str) and is_url(p))))
     with _progress("ingest", True, progress) as bar:
@@ -282,14 +283,17 @@ def _tagged(doc: ParsedDocument, tags: list[str] | None) -> ParsedDocument:
     return replace(doc, metadata=with_tags(doc.metadata, tags)) if tags else doc
 
 
-def _web_documents(writer: _Writer, url: str) -> Iterator[ParsedDocument]:
+def _web_documents(writer: _Writer, url: str, private: bool) -> Iterator[ParsedDocument]:
     """The page at `url`, or each page its sitemap lists; a page that fails is reported
     under its URL and the rest go on."""
     pages = [url]
     if is_sitemap(url):
         try:
-            pages = sitemap_urls(url)
-        except Exception as exc:  # trafilatura's download or XML errors
+            pages = sitemap_urls(url, private)
+        except ReaderError as exc:
+            writer.fail(url, str(exc))
+            return
+        except Exception as exc:  # trafilatura's download errors
             writer.fail(url, f"unreadable sitemap ({type(exc).__name__}: {exc})")
             return
         if not pages:
@@ -297,7 +301,7 @@ def _web_documents(writer: _Writer, url: str) -> Iterator[ParsedDocument]:
             return
     for page in pages:
         try:
-            yield read_url(page)
+            yield read_url(page, private)
         except ReaderError as exc:
             writer.fail(page, str(exc))
         except Exception as exc:  # a reader bug must not lose the other pages

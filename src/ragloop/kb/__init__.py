@@ -116,13 +116,16 @@ class KnowledgeBase:
 
     def ingest(self, paths: Iterable[str | Path] | str | Path,
                progress: bool = False, admit: Admit | None = None,
-               tags: Iterable[str] = ()) -> IngestReport:
-        """`admit`: see ingest_paths (which existing documents this ingest may replace);
-        `tags`: added to every document's `tags` metadata (what `--tag` filters match)."""
+               tags: Iterable[str] = (), private_urls: bool = False) -> IngestReport:
+        """Files, folders and web page URLs. `admit`: see ingest_paths (which existing
+        documents this ingest may replace); `tags`: added to every document's `tags` metadata
+        (what `--tag` filters match); `private_urls`: allow URLs on loopback and private
+        addresses (an intranet), which are refused by default."""
         if isinstance(paths, str | Path):
             paths = [paths]
         return ingest_paths(self.store, self.embedder_for_write, paths, self.settings, progress,
-                            admit, before_write=self.settle_language, tags=list(tags))
+                            admit, before_write=self.settle_language, tags=list(tags),
+                            private_urls=private_urls)
 
     def sync(self, folder: str | Path, progress: bool = False,
              tags: Iterable[str] = ()) -> IngestReport:

@@ -120,7 +120,9 @@ class PptxReader:
         for n, slide in enumerate(deck.slides, start=1):
             heading = slide.shapes.title
             head = " ".join(heading.text.split()) if heading is not None else ""
-            parts = [t for shape in slide.shapes if shape is not heading
+            # each access makes a new proxy object: the title shape is known by its id
+            title_id = heading.shape_id if heading is not None else None
+            parts = [t for shape in slide.shapes if shape.shape_id != title_id
                      for t in _shape_text(shape)]
             if slide.has_notes_slide and slide.notes_slide.notes_text_frame is not None:
                 parts.append(slide.notes_slide.notes_text_frame.text)
