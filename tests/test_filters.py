@@ -19,20 +19,6 @@ NOISE = 30  # documents that match the query better than any filtered one
 QUERY = "boiler pressure valve maintenance"
 
 
-@pytest.fixture(scope="module")
-def embedder():
-    from ragloop.embed.local import LocalEmbedder
-
-    return LocalEmbedder()
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def location(request, tmp_path) -> str:
-    if request.param == "sqlite":
-        return str(tmp_path / "kb")
-    return request.getfixturevalue("pg_url")
-
-
 def _corpus(root):
     """NOISE manuals about the query's words, 8 archived memos that only touch them, dated
     2021-01 .. 2021-08, authored by two people, under archive/."""

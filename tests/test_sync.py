@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import shutil
 
-import pytest
 from test_server import serving
 from typer.testing import CliRunner
 
@@ -18,20 +17,6 @@ from ragloop.kb import KnowledgeBase
 
 QUERIES = ["boiler pressure valve", "canteen menu Monday", "fire drill assembly point",
            "new parking rules"]
-
-
-@pytest.fixture(scope="module")
-def embedder():
-    from ragloop.embed.local import LocalEmbedder
-
-    return LocalEmbedder()
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def location(request, tmp_path) -> str:
-    if request.param == "sqlite":
-        return str(tmp_path / "kb")
-    return request.getfixturevalue("pg_url")
 
 
 def _write(folder, files: dict[str, str]) -> None:
