@@ -119,3 +119,33 @@ def test_the_search_tool_takes_the_filter(kb) -> None:
     assert "archive/" in found.text and "manuals/" not in found.text
     bad = box.run_tool(SEARCH, {"query": QUERY, "date_from": "last spring"})
     assert bad.is_error and "YYYY" in bad.text
+
+
+def test_postgres_filtered_knn_keeps_walking_the_hnsw_index(pg_url, embedder, tmp_path) -> None:
+    """Through the HNSW index (sequential scans off) with a small ef_search, the filter's
+    WHERE alone finds none of the chosen documents among the nearest; the iterative scan
+    the store turns on reads on until k of them pass."""
+    from pgvector.psycopg import register_vector
+
+    from ragloop.storage.postgres.store import VECTOR_WITHIN_SQL, connect
+
+    with KnowledgeBase.open(pg_url, Settings(), embedder=embedder) as base:
+        base.ingest([_corpus(tmp_path / "docs")])
+        docs = [d.doc_id for d in base.documents() if d.doc_id.startswith("archive/")]
+        vector = embedder.embed_query([QUERY])[0]
+
+    def knn(iterative: str) -> tuple[list, str]:
+        with connect(pg_url) as conn, conn.transaction():
+            register_vector(conn)
+            for scan in ("seqscan", "bitmapscan", "sort"):  # leave the HNSW index scan
+                conn.execute(f"SET LOCAL enable_{scan} = off")
+            conn.execute("SET LOCAL hnsw.ef_search = 10")
+            conn.execute(f"SET LOCAL hnsw.iterative_scan = {iterative}")
+            args = {"v": vector, "depth": K, "docs": docs}
+            plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + VECTOR_WITHIN_SQL, args))
+            return conn.execute(VECTOR_WITHIN_SQL, args).fetchall(), plan
+
+    rows, plan = knn("strict_order")
+    assert "chunks_embedding_hnsw" in plan
+    assert len(rows) == K
+    assert len(knn("off")[0]) < K
