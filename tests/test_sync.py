@@ -127,3 +127,31 @@ def test_delete_and_filtered_search_over_http(small_kb_template, tmp_path) -> No
         assert client.delete("/documents/products/sensor.md").status_code == 404
         hits = client.get("/search", params={"q": "waterproof sensor", "k": 8}).json()
         assert all(h["doc_id"] != "products/sensor.md" for h in hits["hits"])
+
+
+def test_the_server_syncs_its_folders_on_a_schedule(small_kb_template, tmp_path) -> None:
+    import time
+
+    folder = tmp_path / "share"
+    _write(folder, FILES)
+    shutil.copytree(small_kb_template, tmp_path / "kb")
+    settings = Settings().with_(kb=str(tmp_path / "kb"))
+
+    def wait_for(client, want, gone) -> set[str]:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            ids = {d["doc_id"] for d in client.get("/documents").json()["documents"]}
+            if want <= ids and not gone & ids:
+                return ids
+            time.sleep(0.2)
+        raise AssertionError(f"not synced: {sorted(ids)}")
+
+    with (KnowledgeBase.open(tmp_path / "kb", settings) as kb,
+          serving(kb, sync_folders=[str(folder)], sync_every=0.2) as live,
+          live.client() as client):
+        ids = wait_for(client, set(FILES), set())
+        assert "policies/travel.md" in ids  # from another folder: kept
+        (folder / "safety/old.md").unlink()
+        _write(folder, {"admin/parking.md": "# Parking\n\nNew parking rules start in May.\n"})
+        ids = wait_for(client, {"admin/parking.md"}, {"safety/old.md"})
+        assert "policies/travel.md" in ids

@@ -465,7 +465,12 @@ def serve(host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0
           no_local_workers: Annotated[bool, typer.Option(
               "--no-local-workers",
               help="Postgres only: only enqueue runs; `ragloop worker` processes run them.")]
-          = False) -> None:
+          = False,
+          sync: Annotated[list[str] | None, typer.Option(
+              "--sync", help="A folder to keep the KB in sync with (as `ingest --sync`), at"
+              " start and every --sync-every seconds (repeatable).")] = None,
+          sync_every: Annotated[float, typer.Option(
+              help="Seconds between two syncs of the --sync folders.")] = 300.0) -> None:
     """HTTP API + live run page + dashboard. Beyond loopback, RAGLOOP_API_KEY is required.
 
     With a postgresql:// --kb, POST /runs enqueues the run in the database and any server's
@@ -477,8 +482,11 @@ def serve(host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0
     from ragloop.apps.server.app import serve as run_server
 
     settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url)
+    if sync_every <= 0:
+        raise UserError(f"--sync-every must be a positive number of seconds, not {sync_every}")
     run_server(settings, host=host, port=port, api_key=os.environ.get(API_KEY_ENV) or None,
-               workers=workers, local_workers=0 if no_local_workers else None)
+               workers=workers, local_workers=0 if no_local_workers else None,
+               sync_folders=sync or None, sync_every=sync_every)
 
 
 @app.command()

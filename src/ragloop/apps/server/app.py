@@ -35,6 +35,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ragloop.agent.engine import Engine
 from ragloop.apps.jobs import JobRunner
+from ragloop.apps.server.folder_sync import FolderSync
 from ragloop.apps.server.guard import LoopbackGuard, is_loopback
 from ragloop.apps.server.uploads import ingest_uploads
 from ragloop.core.config import Settings
@@ -214,6 +215,7 @@ class ServerState:
     upload_limit: int
     ingest_lock: threading.Lock
     owns_kb: bool
+    sync: FolderSync | None = None  # the scheduled sync of folders, if any
 
 
 def _suffixes() -> tuple[str, ...]:
@@ -239,7 +241,8 @@ def _safe_filename(raw: str | None) -> str:
 def create_app(settings: Settings | None = None, *, kb: KnowledgeBase | None = None,
                api_key: str | None = None, workers: int = 2,
                upload_limit: int | None = None, grader: Grader | None = None,
-               local_workers: int | None = None, bind_host: str | None = None) -> FastAPI:
+               local_workers: int | None = None, bind_host: str | None = None,
+               sync_folders: list[str] | None = None, sync_every: float = 300.0) -> FastAPI:
     """The app over the knowledge base at `settings.kb` (or an open `kb`, which stays open).
 
     `api_key`: required on every data path when set (pass os.environ[RAGLOOP_API_KEY]).
@@ -248,6 +251,8 @@ def create_app(settings: Settings | None = None, *, kb: KnowledgeBase | None = N
     `grader`: overrides the grader the settings name (as Engine's `grader=`).
     `local_workers`: Postgres only: how many queue loops this server runs (default `workers`;
     0 = only enqueue, `ragloop worker` processes run the queue).
+    `sync_folders`: synced into the knowledge base at start and every `sync_every` seconds
+    (apps/server/folder_sync.py).
     """
     settings = settings or (kb.settings if kb is not None else Settings.from_env())
     limit = upload_limit if upload_limit is not None else max_upload_bytes()
@@ -256,6 +261,9 @@ def create_app(settings: Settings | None = None, *, kb: KnowledgeBase | None = N
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state = await anyio.to_thread.run_sync(_open_state, settings, kb, workers, limit,
                                              grader, local_workers)
+        if sync_folders:
+            state.sync = FolderSync(state.kb, state.ingest_lock, sync_folders, sync_every)
+            state.sync.start()
         app.state.ragloop = state
         try:
             yield
@@ -303,6 +311,8 @@ def _open_state(settings: Settings, kb: KnowledgeBase | None, workers: int, limi
 
 
 def _close_state(state: ServerState) -> None:
+    if state.sync is not None:
+        state.sync.stop()
     state.jobs.shutdown()
     if state.owns_kb:
         state.kb.close()  # and its run store
@@ -582,10 +592,11 @@ def _add_routes(app: FastAPI, upload_limit: int) -> None:
 
 def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000,
           api_key: str | None = None, workers: int = 2,
-          local_workers: int | None = None) -> None:
+          local_workers: int | None = None, sync_folders: list[str] | None = None,
+          sync_every: float = 300.0) -> None:
     import uvicorn
 
     check_bind(host, api_key)
     app = create_app(settings, api_key=api_key, workers=workers, local_workers=local_workers,
-                     bind_host=host)
+                     bind_host=host, sync_folders=sync_folders, sync_every=sync_every)
     uvicorn.run(app, host=host, port=port, log_level="info")
