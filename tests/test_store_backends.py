@@ -42,21 +42,6 @@ NASTY = [
 ]
 
 
-@pytest.fixture(scope="module")
-def embedder():
-    """One MiniLM for the module (each KnowledgeBase would load its own)."""
-    from ragloop.embed.local import LocalEmbedder
-
-    return LocalEmbedder()
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def location(request, tmp_path) -> str:
-    if request.param == "sqlite":
-        return str(tmp_path / "kb")
-    return request.getfixturevalue("pg_url")
-
-
 @pytest.fixture
 def docs(tmp_path):
     return write_docs(tmp_path / "docs")

@@ -10,6 +10,7 @@ from ragloop.agent.tools import SEARCH, Toolbox, format_hits, wrap
 from ragloop.core.decisions import Grade, Grader
 from ragloop.core.events import GradeEvent
 from ragloop.core.types import Hit
+from ragloop.retrieval.filters import Filter
 
 UNGRADED_NOTE = "\n\nThese results were not graded; judge their relevance yourself."
 # A single-shot document loses its place in the evidence only when the grader is this sure
@@ -29,10 +30,10 @@ class GradedSearch:
 
 
 def search_and_grade(toolbox: Toolbox, grader: Grader, query: str, against: str,
-                     page: int = 1) -> GradedSearch:
-    """Search `query` (one page) and grade its hits against `against` (the question, or the
-    part of it this search serves). A bad query or page raises ToolError."""
-    hits = toolbox.search(query, page)
+                     page: int = 1, filter: Filter | None = None) -> GradedSearch:
+    """Search `query` (one page, within `filter`) and grade its hits against `against` (the
+    question, or the part of it this search serves). A bad query or page raises ToolError."""
+    hits = toolbox.search(query, page, filter)
     return GradedSearch(query, page, hits, grader.grade(against, hits))
 
 

@@ -26,6 +26,7 @@ from ragloop.core.events import ToolCallEvent
 from ragloop.core.types import DocumentInfo, Hit, SectionInfo
 from ragloop.kb import KnowledgeBase
 from ragloop.llm.base import ToolSpec
+from ragloop.retrieval.filters import Filter, make_filter
 
 SEARCH = "search_knowledge_base"
 # Deeper pages of one query cost a search each; past this, rephrase instead.
@@ -129,6 +130,31 @@ class SearchArgs(_Args):
     page: Page = Field(1, ge=1, le=MAX_PAGE,
                        description=f"Result page, 1 (default) to {MAX_PAGE}: page 2 holds the"
                                    " results that follow page 1.")
+    # the filters (retrieval/filters.py): optional, only when the question names them
+    source: str = Field("", description="Only documents whose source path or URL matches"
+                        " this glob (e.g. policies/*.md) or lies under it.",
+                        json_schema_extra={"maxLength": 300})
+    doc_id_prefix: str = Field("", description="Only documents whose doc_id starts with"
+                               " this.", json_schema_extra={"maxLength": 300})
+    metadata: str = Field("", description="Only documents with this metadata, KEY=VALUE"
+                          " (e.g. author=Jane Doe, tags=hr).",
+                          json_schema_extra={"maxLength": 300})
+    date_from: str = Field("", description="Only documents dated on or after this"
+                           " (YYYY, YYYY-MM or YYYY-MM-DD).",
+                           json_schema_extra={"maxLength": 10})
+    date_to: str = Field("", description="Only documents dated on or before this.",
+                         json_schema_extra={"maxLength": 10})
+
+    def search_filter(self) -> Filter | None:
+        """The filter these arguments ask for (None: none); a malformed one raises
+        ToolError, which goes back to the model to fix."""
+        try:
+            return make_filter(source=[self.source], doc_id_prefix=[self.doc_id_prefix],
+                               metadata=[self.metadata] if self.metadata.strip() else [],
+                               date_from=self.date_from.strip() or None,
+                               date_to=self.date_to.strip() or None)
+        except UserError as exc:
+            raise ToolError(str(exc)) from exc
 
 
 class FetchArgs(_Args):
@@ -231,7 +257,7 @@ def search_knowledge_base(box: Toolbox, args: SearchArgs, number: Numbering) -> 
     use it to read a whole section (use fetch_document_section) or to see what documents
     exist."""
     # ungraded here: the drivers and the MCP server grade around it (search_grade.py)
-    hits = box.search(args.query, args.page)
+    hits = box.search(args.query, args.page, args.search_filter())
     text = format_hits([(number(h), h) for h in hits])
     return ToolOutcome(wrap(SEARCH, text, box.budget),
                        ToolCallEvent(tool=SEARCH, query=args.query, chunks=len(hits),
@@ -282,12 +308,12 @@ class Toolbox:
         self.budget = budget
         self.specs = tool_specs(k)
 
-    def search(self, query: str, page: int = 1) -> list[Hit]:
-        """The k hits of one page of results (page 2: ranks k+1 to 2k)."""
+    def search(self, query: str, page: int = 1, filter: Filter | None = None) -> list[Hit]:
+        """The k hits of one page of results (page 2: ranks k+1 to 2k), within `filter`."""
         if not 1 <= page <= MAX_PAGE:
             raise _bad_page(page)
         try:
-            return self.kb.search(query, self.k * page)[self.k * (page - 1):]
+            return self.kb.search(query, self.k * page, filter=filter)[self.k * (page - 1):]
         except UserError as exc:  # e.g. an empty query: the model can fix it
             raise ToolError(str(exc)) from exc
 

@@ -49,6 +49,7 @@ from ragloop.llm.base import (
     ToolChoice,
     ToolSpec,
 )
+from ragloop.retrieval.filters import Filter
 
 # A tool result for the model, and whether it reports an error.
 ToolReply = tuple[str, bool]
@@ -98,9 +99,10 @@ class ToolsDriver:
 
     # -- tools --------------------------------------------------------------------------
 
-    def _graded_search(self, ctx: RunContext, query: str, page: int = 1) -> Steps[str]:
+    def _graded_search(self, ctx: RunContext, query: str, page: int = 1,
+                       filter: Filter | None = None) -> Steps[str]:
         found = search_and_grade(self.toolbox, self.grader, query,
-                                 f"{ctx.question}\n(this search: {query})", page)
+                                 f"{ctx.question}\n(this search: {query})", page, filter)
         grade = found.grade
         numbered = [(ctx.ledger.add_hit(h, ctx.step), h) for h in grade.kept]
         yield ToolCallEvent(tool=SEARCH, query=query, chunks=len(found.hits),
@@ -116,7 +118,8 @@ class ToolsDriver:
         ProviderError from the grader is not the model's to fix: it ends the run)."""
         try:
             args = SEARCH_TOOL.parse(call.arguments)
-            return (yield from self._graded_search(ctx, args.query, args.page)), False
+            return (yield from self._graded_search(ctx, args.query, args.page,
+                                                   args.search_filter())), False
         except CONTINUES as exc:
             yield ToolCallEvent(tool=SEARCH, query=_query_text(call), error=str(exc))
             return f"Tool error: {exc}", True

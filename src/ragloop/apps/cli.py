@@ -21,6 +21,7 @@ from ragloop.core.errors import RagloopError, UserError
 
 if TYPE_CHECKING:
     from ragloop.core.events import Event
+    from ragloop.ingest.pipeline import IngestReport
     from ragloop.kb import KnowledgeBase
     from ragloop.storage.protocols import Backend
 
@@ -74,6 +75,21 @@ ModelOpt = Annotated[str | None, typer.Option(
     + env_hint("RAGLOOP_MODEL"))]
 GraderModelOpt = Annotated[str | None, typer.Option(
     metavar="PROVIDER:MODEL", help="A cheaper model to grade." + env_hint("RAGLOOP_GRADER_MODEL"))]
+# search filters (retrieval/filters.py)
+SourceOpt = Annotated[list[str] | None, typer.Option(
+    "--source", help="Only documents whose source path or URL matches this glob or lies under"
+    " it (repeatable: any of them).")]
+DocPrefixOpt = Annotated[list[str] | None, typer.Option(
+    "--doc-prefix", help="Only documents whose doc_id starts with this (repeatable).")]
+WhereOpt = Annotated[list[str] | None, typer.Option(
+    "--where", help="Only documents with this metadata, KEY=VALUE (front matter, PDF / Office"
+    " properties such as author; repeatable: all of them).")]
+TagOpt = Annotated[list[str] | None, typer.Option(
+    "--tag", help="Only documents with this tag (given with `ingest --tag`).")]
+DateFromOpt = Annotated[str | None, typer.Option(
+    "--date-from", help="Only documents dated on or after: YYYY, YYYY-MM or YYYY-MM-DD.")]
+DateToOpt = Annotated[str | None, typer.Option(
+    "--date-to", help="Only documents dated on or before: YYYY, YYYY-MM or YYYY-MM-DD.")]
 BaseUrlOpt = Annotated[str | None, typer.Option(
     metavar="URL", help="OpenAI-compatible server, e.g. http://localhost:11434/v1."
     + env_hint("RAGLOOP_BASE_URL"))]
@@ -99,20 +115,56 @@ def emit_json(obj: object) -> None:
 
 
 @command()
-def ingest(paths: Annotated[list[Path], typer.Argument(help="Files or folders (recursive).")],
+def ingest(paths: Annotated[list[str], typer.Argument(
+               help="Files or folders (recursive), or web page URLs (a sitemap URL: each page"
+               " it lists).")],
            kb: KbOpt = None, embedder: EmbedderOpt = None, language: LanguageOpt = None,
-           as_json: JsonOpt = False) -> None:
+           as_json: JsonOpt = False,
+           tag: Annotated[list[str] | None, typer.Option(
+               "--tag", help="Add this tag to every document ingested (repeatable); search"
+               " with --tag to keep to them.")] = None,
+           sync: Annotated[bool, typer.Option(
+               "--sync", help="Make the KB match each FOLDER: add new files, update changed"
+               " ones, remove the documents of files gone from it (never documents from"
+               " other folders or uploads); each change is reported.")] = False,
+           private_urls: Annotated[bool, typer.Option(
+               "--private-urls", help="Allow URLs on loopback and private addresses (an"
+               " intranet site); refused by default.")] = False) -> None:
     """Add or update documents; unchanged files are skipped by content hash."""
     with open_kb(kb, embedder, create=True, language=language) as base:
-        report = base.ingest(paths, progress=not as_json and err.is_terminal)
+        progress = not as_json and err.is_terminal
+        if sync:
+            report = None
+            for folder in paths:
+                one = base.sync(folder, progress=progress, tags=tag or [])
+                report = one if report is None else _merged(report, one)
+        else:
+            report = base.ingest(paths, progress=progress, tags=tag or [],
+                                 private_urls=private_urls)
+    assert report is not None
     if as_json:
         emit_json(report.to_dict())
     else:
         for path, reason in report.failed:
             err.print(f"[yellow]skipped[/] {shown(path)}: {shown(reason)}")
+        if report.removed is not None:
+            for doc_id, change in report.changes:
+                out.print(f"{change} {shown(doc_id)}")
         out.print(shown(report.summary()))
     if report.failed and not (report.added or report.updated or report.unchanged):
         raise typer.Exit(1)
+
+
+def _merged(a: IngestReport, b: IngestReport) -> IngestReport:
+    """The reports of two folders' syncs as one."""
+    for name in ("added", "updated", "unchanged", "chunks", "embedded", "seconds"):
+        setattr(a, name, getattr(a, name) + getattr(b, name))
+    a.unsupported += b.unsupported
+    a.failed += b.failed
+    a.conflicts += b.conflicts
+    a.changes += b.changes
+    a.removed = (a.removed or []) + (b.removed or [])
+    return a
 
 
 @command()
@@ -127,14 +179,22 @@ def rm(doc_id: str, kb: KbOpt = None) -> None:
 @command()
 def search(query: str, k: Annotated[int, typer.Option("-k", help="Number of hits.")] = 8,
            mode: Annotated[str, typer.Option(help="hybrid | bm25 | vector")] = "hybrid",
-           kb: KbOpt = None, embedder: EmbedderOpt = None, as_json: JsonOpt = False) -> None:
-    """Hybrid search (BM25 + vectors, fused by reciprocal rank fusion)."""
+           kb: KbOpt = None, embedder: EmbedderOpt = None, as_json: JsonOpt = False,
+           source: SourceOpt = None, doc_prefix: DocPrefixOpt = None, where: WhereOpt = None,
+           tag: TagOpt = None, date_from: DateFromOpt = None,
+           date_to: DateToOpt = None) -> None:
+    """Hybrid search (BM25 + vectors, fused by reciprocal rank fusion), optionally within the
+    documents a filter selects."""
+    from ragloop.retrieval.filters import make_filter
     from ragloop.retrieval.fusion import MODES
 
     if mode not in MODES:
         raise UserError(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")
+    flt = make_filter(source=source or [], doc_id_prefix=doc_prefix or [],
+                      metadata=where or [], tag=tag or [], date_from=date_from,
+                      date_to=date_to)
     with open_kb(kb, embedder) as base:
-        hits = base.search(query, k, mode)  # type: ignore[arg-type]
+        hits = base.search(query, k, mode, filter=flt)  # type: ignore[arg-type]
     if as_json:
         emit_json([h.to_dict() for h in hits])
         return
@@ -463,7 +523,12 @@ def serve(host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0
           no_local_workers: Annotated[bool, typer.Option(
               "--no-local-workers", metavar="",
               help="Postgres only: only enqueue runs; `ragloop worker` processes run them.")]
-          = False) -> None:
+          = False,
+          sync: Annotated[list[str] | None, typer.Option(
+              "--sync", help="A folder to keep the KB in sync with (as `ingest --sync`), at"
+              " start and every --sync-every seconds (repeatable).")] = None,
+          sync_every: Annotated[float, typer.Option(
+              help="Seconds between two syncs of the --sync folders.")] = 300.0) -> None:
     """HTTP API + live run page + dashboard. Beyond loopback, RAGLOOP_API_KEY is required.
 
     With a postgresql:// --kb, POST /runs enqueues the run in the database and any server's
@@ -475,8 +540,11 @@ def serve(host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0
     from ragloop.apps.server.app import serve as run_server
 
     settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url)
+    if sync_every <= 0:
+        raise UserError(f"--sync-every must be a positive number of seconds, not {sync_every}")
     run_server(settings, host=host, port=port, api_key=os.environ.get(API_KEY_ENV) or None,
-               workers=workers, local_workers=0 if no_local_workers else None)
+               workers=workers, local_workers=0 if no_local_workers else None,
+               sync_folders=sync or None, sync_every=sync_every)
 
 
 @command()

@@ -22,7 +22,7 @@ from pydantic import Field, ValidationError
 
 from ragloop.agent.engine import Engine
 from ragloop.agent.search_grade import graded_result, search_and_grade
-from ragloop.agent.tools import FETCH, LIST, SEARCH, TOOLS, Toolbox, ToolDef
+from ragloop.agent.tools import FETCH, LIST, SEARCH, TOOLS, SearchArgs, Toolbox, ToolDef
 from ragloop.core.config import Settings
 from ragloop.core.config_file import apply_config_files
 from ragloop.core.data_block import BLOCK_END, data_block
@@ -88,9 +88,11 @@ class KnowledgeBaseTools:
                 self._engine = Engine(self.kb, self.settings, source="mcp")
             return self._engine
 
-    def search(self, query: str, page: int = 1) -> str:
-        """A graded search, graded against the query itself (there is no question here)."""
-        found = search_and_grade(self.toolbox, self.grader(), query, query, page)
+    def search(self, query: str, page: int = 1, **filters: str | None) -> str:
+        """A graded search, graded against the query itself (there is no question here);
+        `filters`: the search tool's filter arguments."""
+        found = search_and_grade(self.toolbox, self.grader(), query, query, page,
+                                 SearchArgs(query=query, page=page, **filters).search_filter())
         numbered = list(enumerate(found.grade.kept, start=1))
         return graded_result(numbered, found.grade, self.toolbox.budget)
 

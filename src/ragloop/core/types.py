@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -27,6 +27,9 @@ class ParsedDocument:
     source: str
     sections: list[SectionText]
     mime: str = "text/plain"
+    #: what the reader found about the document (front matter; PDF / Office properties:
+    #: title, author, date) and the tags given at ingest (`tags`: a list); filters read it
+    metadata: dict[str, Any] = field(default_factory=dict)
 
     @property
     def text(self) -> str:
@@ -72,6 +75,7 @@ class DocumentInfo:
     sections: int
     chunks: int
     content_hash: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ragloop.core.config import Settings
 from ragloop.core.errors import ReaderError, UserError
-from ragloop.core.types import Chunk, ParsedDocument
+from ragloop.core.types import Chunk, DocumentInfo, ParsedDocument
 from ragloop.core.unicode import clean_text, is_text
 from ragloop.embed.cache import CachedEmbedder, text_hash
 from ragloop.ingest.chunking import chunk_document
+from ragloop.ingest.metadata import with_tags
 from ragloop.ingest.readers import SUPPORTED_SUFFIXES, read_file
+from ragloop.ingest.readers.web import is_sitemap, is_url, read_url, sitemap_urls
 from ragloop.retrieval.index_text import index_text
 from ragloop.storage.protocols import DocumentWrite, Store
 
@@ -39,6 +42,12 @@ class IngestReport:
     # (doc_id, reason): documents the caller's `admit` refused (an upload may not replace them)
     conflicts: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
+    # (doc_id, "added" | "updated" | "removed"), in the order they happened
+    changes: list[tuple[str, str]] = field(default_factory=list)
+    # a sync (`ingest --sync`): the doc_ids of documents whose files are gone, removed
+    removed: list[str] | None = None
+    # every doc_id this run read (unchanged ones too): what a sync keeps
+    read: set[str] = field(default_factory=set, repr=False)
 
     def to_dict(self) -> dict[str, object]:
         return {"added": self.added, "updated": self.updated, "unchanged": self.unchanged,
@@ -46,11 +55,16 @@ class IngestReport:
                 "unsupported": self.unsupported,
                 "failed": [{"path": p, "reason": r} for p, r in self.failed],
                 "conflicts": [{"doc_id": d, "reason": r} for d, r in self.conflicts],
-                "seconds": round(self.seconds, 3)}
+                "seconds": round(self.seconds, 3),
+                **({} if self.removed is None else {
+                    "removed": self.removed,
+                    "changes": [{"doc_id": d, "change": c} for d, c in self.changes]})}
 
     def summary(self) -> str:
-        text = (f"added {self.added}, updated {self.updated}, unchanged {self.unchanged} documents;"
-                f" {self.chunks} chunks written ({self.embedded} embedded) in {self.seconds:.1f} s")
+        removed = "" if self.removed is None else f", removed {len(self.removed)}"
+        text = (f"added {self.added}, updated {self.updated}, unchanged {self.unchanged}"
+                f"{removed} documents; {self.chunks} chunks written ({self.embedded} embedded)"
+                f" in {self.seconds:.1f} s")
         if self.failed:
             text += f"; {len(self.failed)} file(s) failed"
         if self.unsupported:
@@ -123,6 +137,9 @@ def unique_chunks(doc: ParsedDocument, chunks: list[Chunk]) -> list[Chunk]:
 def document_hash(doc: ParsedDocument, settings: Settings) -> str:
     """Hash of what ends up in the store: a change of text, sections or chunking re-ingests."""
     h = hashlib.sha256(f"{settings.chunk_tokens}|{settings.chunk_overlap}|{doc.title}".encode())
+    if doc.metadata:  # a new tag or date re-writes the document (documents without keep
+        # the hash they had before metadata was stored)
+        h.update(json.dumps(doc.metadata, sort_keys=True).encode())
     for s in doc.sections:
         h.update(b"\x00" + s.section.encode() + b"\x00" + "\x1f".join(s.title_path).encode())
         h.update(b"\x00" + s.text.encode())
@@ -164,6 +181,7 @@ class _Writer:
             self.fail(where, f"duplicate doc_id {doc.doc_id!r} skipped")
             return
         self.seen.add(doc.doc_id)
+        self.report.read.add(doc.doc_id)
         content_hash = document_hash(doc, self.settings)
         refused = self.admit(doc, content_hash) if self.admit else None
         if refused:
@@ -201,6 +219,7 @@ class _Writer:
             report.chunks += len(chunks)
             report.added += new
             report.updated += not new
+            report.changes.append((doc.doc_id, "added" if new else "updated"))
         self.store.write_documents(writes)
         report.embedded += emb.misses - misses_before
         self.batch, self.size = [], 0
@@ -221,8 +240,10 @@ def _progress(label: str, with_names: bool, progress: bool) -> Progress:
 def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: Iterable[str | Path],
                  settings: Settings, progress: bool = False, admit: Admit | None = None,
                  before_write: Callable[[list[ParsedDocument]], None] | None = None,
-                 ) -> IngestReport:
-    """Ingest files; `embedder` is called only when some chunk actually needs a vector.
+                 tags: list[str] | None = None, private_urls: bool = False) -> IngestReport:
+    """Ingest files and web pages (URLs; a sitemap URL: its pages); `embedder` is called only
+    when some chunk actually needs a vector. `tags`: added to each document's `tags`
+    metadata; `private_urls`: allow URLs on loopback and private addresses.
 
     `admit(doc, content_hash)`, when given, sees every parsed document first; a reason it
     returns skips the document into `report.conflicts` (the server's uploads use it).
@@ -230,7 +251,11 @@ def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: It
     started = time.perf_counter()
     writer = _Writer(store, embedder, settings, admit, before_write)
     report = writer.report
-    files = list(iter_files(paths))
+    paths = [str(p) if isinstance(p, str) else p for p in paths]
+    for url in [p for p in paths if isinstance(p, str) and is_url(p)]:
+        for doc in _web_documents(writer, url, private_urls):
+            writer.add(_tagged(doc, tags), doc.source)
+    files = list(iter_files(p for p in paths if not (isinstance(p, str) and is_url(p))))
     with _progress("ingest", True, progress) as bar:
         task = bar.add_task("files", total=len(files), name="")
         for path, doc_id, skip in files:
@@ -250,8 +275,37 @@ def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: It
                 writer.fail(path, f"unexpected {type(exc).__name__}: {exc}")
                 continue
             for doc in docs:
-                writer.add(doc, path)
+                writer.add(_tagged(doc, tags), path)
         return writer.finish(started)
+
+
+def _tagged(doc: ParsedDocument, tags: list[str] | None) -> ParsedDocument:
+    return replace(doc, metadata=with_tags(doc.metadata, tags)) if tags else doc
+
+
+def _web_documents(writer: _Writer, url: str, private: bool) -> Iterator[ParsedDocument]:
+    """The page at `url`, or each page its sitemap lists; a page that fails is reported
+    under its URL and the rest go on."""
+    pages = [url]
+    if is_sitemap(url):
+        try:
+            pages = sitemap_urls(url, private)
+        except ReaderError as exc:
+            writer.fail(url, str(exc))
+            return
+        except Exception as exc:  # trafilatura's download errors
+            writer.fail(url, f"unreadable sitemap ({type(exc).__name__}: {exc})")
+            return
+        if not pages:
+            writer.fail(url, "no page URLs in the sitemap (or it could not be downloaded)")
+            return
+    for page in pages:
+        try:
+            yield read_url(page, private)
+        except ReaderError as exc:
+            writer.fail(page, str(exc))
+        except Exception as exc:  # a reader bug must not lose the other pages
+            writer.fail(page, f"unexpected {type(exc).__name__}: {exc}")
 
 
 def ingest_documents(store: Store, embedder: Callable[[], CachedEmbedder],
@@ -268,3 +322,28 @@ def ingest_documents(store: Store, embedder: Callable[[], CachedEmbedder],
             bar.update(task, advance=1)
             writer.add(doc, doc.source)
         return writer.finish(started)
+
+
+def stale_documents(documents: Iterable[DocumentInfo], root: str | Path, report: IngestReport,
+                    keep_under: Path | None = None) -> list[str]:
+    """The doc_ids a sync of folder `root` removes, after `report` (the ingest of `root`
+    that went first): documents whose source lies under `root` that the ingest did not read
+    again, because their file is gone or no longer yields them. A file that is still there
+    but failed to read keeps its documents (it is not gone); documents from other folders
+    or uploads (sources under `keep_under`, the knowledge base's own folder) are never
+    touched. Sources are compared resolved against the working directory, as recorded."""
+    base = Path(root).resolve()
+    failed = {p for p, _ in report.failed}
+    own = keep_under.resolve() if keep_under is not None else None
+    stale = []
+    for d in documents:
+        if d.doc_id in report.read:
+            continue
+        file = Path(d.source.split("#", 1)[0])
+        where = file.resolve()
+        if not where.is_relative_to(base) or (own is not None and where.is_relative_to(own)):
+            continue
+        if file.exists() and shown(file) in failed:
+            continue
+        stale.append(d.doc_id)
+    return stale

@@ -18,6 +18,7 @@ from ragloop.core.unicode import clean_text
 from ragloop.embed.base import Embedder
 from ragloop.embed.cache import CachedEmbedder
 from ragloop.kb.search import hybrid_search
+from ragloop.retrieval.filters import Filter
 from ragloop.retrieval.fusion import Mode
 from ragloop.retrieval.languages import ENGLISH, detect_language, get_language
 from ragloop.storage.backend import open_backend
@@ -112,14 +113,37 @@ class KnowledgeBase:
         self.store.set_language(self.language)
 
     def ingest(self, paths: Iterable[str | Path] | str | Path,
-               progress: bool = False, admit: Admit | None = None) -> IngestReport:
-        """`admit`: see ingest_paths (which existing documents this ingest may replace)."""
+               progress: bool = False, admit: Admit | None = None,
+               tags: Iterable[str] = (), private_urls: bool = False) -> IngestReport:
+        """Files, folders and web page URLs. `admit`: see ingest_paths (which existing
+        documents this ingest may replace); `tags`: added to every document's `tags` metadata
+        (what `--tag` filters match); `private_urls`: allow URLs on loopback and private
+        addresses (an intranet), which are refused by default."""
         from ragloop.ingest.pipeline import ingest_paths
 
         if isinstance(paths, str | Path):
             paths = [paths]
         return ingest_paths(self.store, self.embedder_for_write, paths, self.settings, progress,
-                            admit, before_write=self.settle_language)
+                            admit, before_write=self.settle_language, tags=list(tags),
+                            private_urls=private_urls)
+
+    def sync(self, folder: str | Path, progress: bool = False,
+             tags: Iterable[str] = ()) -> IngestReport:
+        """Make the knowledge base hold what `folder` holds now: new files added, changed
+        ones updated (as `ingest`), and documents whose files are gone from it removed
+        (`report.removed`); documents from other folders and uploads stay."""
+        if not Path(folder).is_dir():
+            raise UserError(f"{folder}: --sync needs a folder (it removes the documents of"
+                            " files gone from it)")
+        from ragloop.ingest.pipeline import stale_documents
+
+        report = self.ingest([folder], progress, tags=tags)
+        report.removed = []
+        for doc_id in stale_documents(self.documents(), folder, report, self.store.folder):
+            if self.remove(doc_id):
+                report.removed.append(doc_id)
+                report.changes.append((doc_id, "removed"))
+        return report
 
     def ingest_documents(self, docs: list[ParsedDocument], progress: bool = False,
                          label: str = "ingest") -> IngestReport:
@@ -129,15 +153,24 @@ class KnowledgeBase:
         return ingest_documents(self.store, self.embedder_for_write, docs, self.settings,
                                 progress, before_write=self.settle_language, label=label)
 
-    def search(self, query: str, k: int | None = None, mode: Mode = "hybrid") -> list[Hit]:
+    def search(self, query: str, k: int | None = None, mode: Mode = "hybrid",
+               filter: Filter | None = None) -> list[Hit]:
+        """`filter`: only hits from the documents it selects (applied inside both indexes:
+        k hits come back whenever k chunks of those documents match)."""
         if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
             raise UserError(f"k (the number of hits) must be a whole number of at least 1,"
                             f" not {k!r}")
         query = clean_text(query)  # undecodable bytes of a command-line argument
         if self.store.chunk_count() == 0:
             return []
+        within = None
+        if filter is not None and not filter.empty:
+            within = filter.select(self.store.document_fields())
+            if not within:
+                return []
         embedder = self.embedder if mode != "bm25" else None
-        return hybrid_search(self.store, embedder, query, k or self.settings.search_k, mode)
+        return hybrid_search(self.store, embedder, query, k or self.settings.search_k, mode,
+                             within)
 
     def section(self, doc_id: str, section: str) -> SectionInfo:
         found = self.store.section(doc_id, str(section))

@@ -13,8 +13,9 @@ from ragloop.storage.protocols import Store
 
 
 def hybrid_search(store: Store, embedder: Embedder | None, query: str, k: int = 8,
-                  mode: Mode = "hybrid") -> list[Hit]:
-    """Search `store` for `query`; any text is valid, an empty one raises EmptyQueryError."""
+                  mode: Mode = "hybrid", within: list[str] | None = None) -> list[Hit]:
+    """Search `store` for `query`; any text is valid, an empty one raises EmptyQueryError.
+    `within`: the doc ids hits may come from (a filter's selection; None: all)."""
     if mode not in MODES:
         raise ValueError(f"unknown search mode {mode!r}; use one of {', '.join(MODES)}")
     # the KB's language picks the query's stop words and CJK bigrams, as on the index side
@@ -24,17 +25,17 @@ def hybrid_search(store: Store, embedder: Embedder | None, query: str, k: int = 
         raise ValueError("vector search needs an embedder")
     if mode == "hybrid":
         assert embedder is not None
-        bm25 = store.search_bm25(terms, depth)
-        vector = store.search_vector(embedder.embed_query([query])[0], depth)
+        bm25 = store.search_bm25(terms, depth, within)
+        vector = store.search_vector(embedder.embed_query([query])[0], depth, within)
         rows = store.chunks(cid for cid, _ in bm25)
         held = matched_terms(rows, terms, store.language())
         return fuse(bm25, vector, k, mode, _reuse(rows, store.chunks),
                     bm25_ranks=term_level_ranks(bm25, held))
     if mode == "bm25":
-        return fuse(store.search_bm25(terms, depth), [], k, mode, store.chunks)
+        return fuse(store.search_bm25(terms, depth, within), [], k, mode, store.chunks)
     assert embedder is not None
-    return fuse([], store.search_vector(embedder.embed_query([query])[0], depth), k, mode,
-                store.chunks)
+    return fuse([], store.search_vector(embedder.embed_query([query])[0], depth, within), k,
+                mode, store.chunks)
 
 
 def _reuse(rows: dict[int, Hit], read: Callable[[Iterable[int]], dict[int, Hit]]

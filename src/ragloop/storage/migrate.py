@@ -93,15 +93,17 @@ def _array(value: Vector | np.ndarray | list[float]) -> np.ndarray:
 
 
 def _write(doc_row: tuple, sections: list[tuple], chunks: list[tuple]) -> DocumentWrite:
-    """doc_row (doc_id, title, source, mime, hash); sections (section, title_path, text);
-    chunks (section, section_title, ord, text, embed_hash, vector)."""
-    doc_id, title, source, mime, content_hash = doc_row
+    """doc_row (doc_id, title, source, mime, hash, metadata as JSON text or decoded);
+    sections (section, title_path, text); chunks (section, section_title, ord, text,
+    embed_hash, vector)."""
+    doc_id, title, source, mime, content_hash, metadata = doc_row
     doc = ParsedDocument(
         doc_id=doc_id,
         title=title,
         source=source,
         mime=mime,
         sections=[SectionText(s, tuple(p), t) for s, p, t in sections],
+        metadata=json.loads(metadata) if isinstance(metadata, str) else (metadata or {}),
     )
     missing = [c for c in chunks if c[5] is None]
     if missing:
@@ -133,8 +135,12 @@ class _SqliteSource(_Source):
         return dict(self.db.execute("SELECT key, value FROM meta"))
 
     def documents(self, model: str) -> Iterator[DocumentWrite]:
+        columns = {r[1] for r in self.db.execute("PRAGMA table_info(documents)")}
+        # a knowledge base from before document metadata (opened read-only: not altered)
+        metadata = "metadata" if "metadata" in columns else "'{}'"
         for row in self.db.execute(
-            "SELECT doc_id, title, source, mime, content_hash FROM documents ORDER BY doc_id"
+            f"SELECT doc_id, title, source, mime, content_hash, {metadata} FROM documents"
+            " ORDER BY doc_id"
         ).fetchall():
             sections = [
                 (s, json.loads(p), t)
@@ -191,7 +197,7 @@ class _PostgresSource(_Source):
     def documents(self, model: str) -> Iterator[DocumentWrite]:
         del model  # the vectors are on the chunks
         docs = self.conn.execute(
-            "SELECT doc_id, title, source, mime, content_hash"
+            "SELECT doc_id, title, source, mime, content_hash, metadata"
             ' FROM documents ORDER BY doc_id COLLATE "C"'
         ).fetchall()
         for row in docs:

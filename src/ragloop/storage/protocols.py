@@ -30,10 +30,12 @@ class DocumentWrite:
     vectors: np.ndarray
     embed_hashes: list[str]
 
-    def document_row(self) -> tuple[str, str, str, str, str, float]:
-        """(doc_id, title, source, mime, content_hash, ingested_at) of the documents table."""
+    def document_row(self) -> tuple[str, str, str, str, str, float, str]:
+        """(doc_id, title, source, mime, content_hash, ingested_at, metadata JSON) of the
+        documents table."""
         d = self.doc
-        return d.doc_id, d.title, d.source, d.mime, self.content_hash, time.time()
+        return (d.doc_id, d.title, d.source, d.mime, self.content_hash, time.time(),
+                json.dumps(d.metadata, ensure_ascii=False, sort_keys=True))
 
     def section_rows(self) -> list[tuple[str, str, int, str, str, str]]:
         """(doc_id, section, ord, title, title_path JSON, text) of the sections table."""
@@ -69,10 +71,17 @@ class Store(Protocol):
         COPY, then the indexes); the number of documents written."""
         ...
     def remove_document(self, doc_id: str) -> bool: ...
-    def search_bm25(self, terms: list[str], k: int) -> list[tuple[int, float]]:
+    def document_fields(self) -> list[tuple[str, str, dict[str, Any]]]:
+        """(doc_id, source, metadata) of every document: what a search filter selects by."""
+        ...
+    # `within`: the doc ids hits may come from (a search filter; None: all). Each index
+    # applies it while it searches, so the top k are the top k of those documents.
+    def search_bm25(self, terms: list[str], k: int,
+                    within: list[str] | None = None) -> list[tuple[int, float]]:
         """(chunk_id, score) best first; terms are already plain words (OR query)."""
         ...
-    def search_vector(self, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
+    def search_vector(self, vector: np.ndarray, k: int,
+                      within: list[str] | None = None) -> list[tuple[int, float]]:
         """(chunk_id, cosine similarity) best first."""
         ...
     def chunks(self, ids: Iterable[int]) -> dict[int, Hit]: ...

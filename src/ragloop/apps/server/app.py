@@ -36,6 +36,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ragloop.agent.engine import Engine
 from ragloop.apps.jobs import JobRunner
 from ragloop.apps.server.api_docs import add_api_docs
+from ragloop.apps.server.folder_sync import FolderSync
 from ragloop.apps.server.guard import (
     LoopbackGuard,
     cross_origin_write,
@@ -50,6 +51,7 @@ from ragloop.core.events import BaseEvent, Event
 from ragloop.core.types import RunStatus
 from ragloop.eval.metrics import percentile
 from ragloop.kb import KnowledgeBase
+from ragloop.retrieval.filters import make_filter
 from ragloop.storage.backend import open_backend
 from ragloop.storage.protocols import (
     DASHBOARD_SOURCES,
@@ -237,6 +239,7 @@ class ServerState:
     upload_limit: int
     ingest_lock: threading.Lock
     owns_kb: bool
+    sync: FolderSync | None = None  # the scheduled sync of folders, if any
 
 
 def _suffixes() -> tuple[str, ...]:
@@ -262,7 +265,8 @@ def _safe_filename(raw: str | None) -> str:
 def create_app(settings: Settings | None = None, *, kb: KnowledgeBase | None = None,
                api_key: str | None = None, workers: int = 2,
                upload_limit: int | None = None, grader: Grader | None = None,
-               local_workers: int | None = None, bind_host: str | None = None) -> FastAPI:
+               local_workers: int | None = None, bind_host: str | None = None,
+               sync_folders: list[str] | None = None, sync_every: float = 300.0) -> FastAPI:
     """The app over the knowledge base at `settings.kb` (or an open `kb`, which stays open).
 
     `api_key`: required on every data path when set (pass os.environ[RAGLOOP_API_KEY]).
@@ -271,6 +275,8 @@ def create_app(settings: Settings | None = None, *, kb: KnowledgeBase | None = N
     `grader`: overrides the grader the settings name (as Engine's `grader=`).
     `local_workers`: Postgres only: how many queue loops this server runs (default `workers`;
     0 = only enqueue, `ragloop worker` processes run the queue).
+    `sync_folders`: synced into the knowledge base at start and every `sync_every` seconds
+    (apps/server/folder_sync.py).
     """
     settings = settings or (kb.settings if kb is not None else Settings.from_env())
     limit = upload_limit if upload_limit is not None else max_upload_bytes()
@@ -279,6 +285,9 @@ def create_app(settings: Settings | None = None, *, kb: KnowledgeBase | None = N
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state = await anyio.to_thread.run_sync(_open_state, settings, kb, workers, limit,
                                              grader, local_workers)
+        if sync_folders:
+            state.sync = FolderSync(state.kb, state.ingest_lock, sync_folders, sync_every)
+            state.sync.start()
         app.state.ragloop = state
         try:
             yield
@@ -327,6 +336,8 @@ def _open_state(settings: Settings, kb: KnowledgeBase | None, workers: int, limi
 
 
 def _close_state(state: ServerState) -> None:
+    if state.sync is not None:
+        state.sync.stop()
     state.jobs.shutdown()
     if state.owns_kb:
         state.kb.close()  # and its run store
@@ -510,6 +521,16 @@ def _add_routes(app: FastAPI, upload_limit: int) -> None:
                     for s in kb.sections(doc_id)]
         return {**found.to_dict(), "section_list": sections}
 
+    @app.delete("/documents/{doc_id:path}", tags=["documents"])
+    def delete_document(doc_id: str, request: Request) -> dict[str, Any]:
+        """Delete one document: its sections, chunks and index entries."""
+        state = _state(request)
+        with state.ingest_lock:  # not while an upload writes
+            removed = state.kb.remove(doc_id)
+        if not removed:
+            raise NotFoundError(f"No document {doc_id!r}; GET /documents lists the doc_ids.")
+        return {"doc_id": doc_id, "deleted": True}
+
     @app.post("/documents", tags=["documents"], max_body_size=upload_limit)
     async def upload_documents(
             request: Request,
@@ -554,12 +575,31 @@ def _add_routes(app: FastAPI, upload_limit: int) -> None:
                                        description="Search words.")],
                k: Annotated[int, Query(ge=1, le=100)] = 8,
                mode: Annotated[Literal["hybrid", "bm25", "vector"], Query()] = "hybrid",
+               source: Annotated[list[str] | None, Query(
+                   description="Only documents whose source path or URL matches this glob or"
+                               " lies under it (repeatable: any).")] = None,
+               doc_id_prefix: Annotated[list[str] | None, Query(
+                   description="Only documents whose doc_id starts with this.")] = None,
+               metadata: Annotated[list[str] | None, Query(
+                   description="KEY=VALUE metadata every document must have (repeatable).")
+               ] = None,
+               tag: Annotated[list[str] | None, Query(
+                   description="A tag given at ingest (repeatable: all).")] = None,
+               date_from: Annotated[str | None, Query(
+                   description="Documents dated on or after: YYYY[-MM[-DD]].")] = None,
+               date_to: Annotated[str | None, Query(
+                   description="Documents dated on or before: YYYY[-MM[-DD]].")] = None,
                ) -> dict[str, Any]:
-        """Hybrid (BM25 + vectors, fused by RRF), bm25 or vector search; no grading."""
+        """Hybrid (BM25 + vectors, fused by RRF), bm25 or vector search; no grading. The
+        filters apply inside both indexes: k hits come back whenever k chunks match."""
         if not q.strip():
             raise HTTPException(400, "The query `q` is empty.")
-        hits = _state(request).kb.search(q, k, mode)
-        return {"query": q, "mode": mode, "k": k, "hits": [h.to_dict() for h in hits]}
+        flt = make_filter(source=source or [], doc_id_prefix=doc_id_prefix or [],
+                          metadata=metadata or [], tag=tag or [], date_from=date_from,
+                          date_to=date_to)
+        hits = _state(request).kb.search(q, k, mode, filter=flt)
+        return {"query": q, "mode": mode, "k": k, "filter": flt.to_dict() if flt else None,
+                "hits": [h.to_dict() for h in hits]}
 
     @app.get("/metrics", tags=["meta"])
     def metrics(request: Request,
@@ -584,12 +624,13 @@ def _add_routes(app: FastAPI, upload_limit: int) -> None:
 
 def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000,
           api_key: str | None = None, workers: int = 2,
-          local_workers: int | None = None) -> None:
+          local_workers: int | None = None, sync_folders: list[str] | None = None,
+          sync_every: float = 300.0) -> None:
     import uvicorn
 
     check_bind(host, api_key)
     # a mistyped --kb is an error here, before uvicorn starts (only `ingest` creates one)
     open_backend(settings.kb, create=False).close()
     app = create_app(settings, api_key=api_key, workers=workers, local_workers=local_workers,
-                     bind_host=host)
+                     bind_host=host, sync_folders=sync_folders, sync_every=sync_every)
     uvicorn.run(app, host=host, port=port, log_level="info")

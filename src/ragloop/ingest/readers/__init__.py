@@ -1,4 +1,4 @@
-"""The reader registry: one reader per suffix."""
+"""The reader registry: one reader per suffix (web pages by URL: readers/web.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,18 @@ from ragloop.core.errors import ReaderError
 from ragloop.core.types import ParsedDocument
 from ragloop.ingest.readers.base import Reader
 from ragloop.ingest.readers.beir import BeirReader, is_beir_jsonl, is_beir_queries
+from ragloop.ingest.readers.epub import EpubReader
 from ragloop.ingest.readers.html import HtmlReader
 from ragloop.ingest.readers.markdown import MarkdownReader
+from ragloop.ingest.readers.ocr import ImageReader
+from ragloop.ingest.readers.office import DocxReader, PptxReader
 from ragloop.ingest.readers.pdf import PdfReader
+from ragloop.ingest.readers.tabular import CsvReader, XlsxReader
 from ragloop.ingest.readers.text import TextReader, read_text
 
-READERS: list[Reader] = [MarkdownReader(), HtmlReader(), PdfReader(), TextReader(), BeirReader()]
+READERS: list[Reader] = [MarkdownReader(), HtmlReader(), PdfReader(), TextReader(), BeirReader(),
+                         DocxReader(), PptxReader(), XlsxReader(), CsvReader(), EpubReader(),
+                         ImageReader()]
 _BY_SUFFIX: dict[str, Reader] = {s: r for r in READERS for s in r.suffixes}
 SUPPORTED_SUFFIXES = frozenset(_BY_SUFFIX)
 

@@ -2,7 +2,8 @@
 
 Inline markup is dropped (emphasis, link targets, images keep their alt text), lists keep
 their bullets, code blocks and tables keep their text. YAML front matter is removed and its
-`title:` is used as the document title when no heading gives one.
+`title:` is used as the document title when no heading gives one; its fields are the
+document's metadata (what search filters match).
 """
 
 from __future__ import annotations
@@ -10,12 +11,15 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
+import yaml
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from ragloop.core.errors import ReaderError
 from ragloop.core.types import ParsedDocument
+from ragloop.ingest.metadata import clean_metadata
 from ragloop.ingest.readers.text import read_text
 from ragloop.ingest.sections import build_sections
 
@@ -40,6 +44,19 @@ def _inline_text(token: Token) -> str:
         elif kind == "image":
             out.append(child.content or "".join(c.content for c in child.children or []))
     return "".join(out)
+
+
+def front_matter(text: str) -> dict[str, Any]:
+    """The front matter's fields (YAML, read by PyYAML's safe loader), flat
+    (ingest.metadata); {} when there is none or it is not a YAML mapping."""
+    m = _FRONT_MATTER.match(text)
+    if not m:
+        return {}
+    try:
+        data = yaml.safe_load(m.group(1))
+    except yaml.YAMLError:  # front matter a YAML parser rejects: the title regex still reads it
+        return {}
+    return clean_metadata(data) if isinstance(data, dict) else {}
 
 
 def split_front_matter(text: str) -> tuple[str, str]:
@@ -140,11 +157,12 @@ def _is_item(block: str) -> bool:
 
 
 def parse_markdown(text: str, doc_id: str, source: str, fallback_title: str = "") -> ParsedDocument:
+    metadata = front_matter(text)
     fm_title, text = split_front_matter(text)
     preamble, heads = markdown_blocks(text)
     title, sections = build_sections(heads, preamble, title=fm_title or fallback_title)
     return ParsedDocument(doc_id=doc_id, title=title or fm_title or fallback_title, source=source,
-                          sections=sections, mime="text/markdown")
+                          sections=sections, mime="text/markdown", metadata=metadata)
 
 
 class MarkdownReader:

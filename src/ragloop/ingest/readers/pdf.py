@@ -1,10 +1,15 @@
-"""PDF (pypdf): the outline (bookmarks) becomes sections when there is one, else one section
+"""PDF (pypdf for the text, pdfplumber for tables, OCR for pages without text): the outline
+(bookmarks) becomes sections when there is one, else one section
 per page ("p1", "p2", ...).
 
 With an outline, each bookmark's section runs from its title on its destination page to the
 next bookmark's title (found in the extracted text; at page granularity when a title cannot
 be found). Text before the first bookmark is section "0". Section ids follow the shared rule
 (ragloop.ingest.sections): "2.1 Bank details" is section "2.1".
+
+A page with ruled tables is read again by pdfplumber (MIT) and its tables kept as Markdown
+tables; a PDF with no text layer (a scan) is rendered page by page and read by OCR when the
+extra ragloop[ocr] is installed (readers/ocr.py).
 """
 
 from __future__ import annotations
@@ -15,9 +20,85 @@ from pathlib import Path
 
 from ragloop.core.errors import ReaderError
 from ragloop.core.types import ParsedDocument, SectionText
+from ragloop.ingest.metadata import clean_metadata
+from ragloop.ingest.readers.ocr import INSTALL_HINT, ocr_available, ocr_image
+from ragloop.ingest.readers.office import markdown_table
 from ragloop.ingest.sections import build_sections, clean_text
 
 logging.getLogger("pypdf").setLevel(logging.ERROR)
+logging.getLogger("pdfminer").setLevel(logging.ERROR)
+# Render resolution for OCR: 200 dpi reads 10-point text reliably and keeps a page's image
+# (and the OCR time) moderate.
+OCR_DPI = 200
+
+
+def _plumbed(path: Path, work):
+    """`work(pdf)` over the file opened by pdfplumber; None when pdfplumber cannot read what
+    pypdf could (the pypdf text is kept then)."""
+    import pdfplumber
+
+    try:
+        with pdfplumber.open(str(path)) as pdf:
+            return work(pdf)
+    except Exception:  # pdfminer raises many kinds on files pypdf tolerates
+        return None
+
+
+def _with_tables(path: Path, pages: list[str]) -> list[str]:
+    """Pages that hold ruled tables, read again by pdfplumber: the text outside the tables,
+    then each table as a Markdown table (pypdf gives a table as a run of its cells' words,
+    which neither a reader nor BM25 can tell apart by column)."""
+    def work(pdf) -> list[str]:
+        out = list(pages)
+        for i, page in enumerate(pdf.pages[:len(pages)]):
+            tables = page.find_tables()
+            if not tables:
+                continue
+            outside = page
+            for table in tables:
+                outside = outside.outside_bbox(table.bbox)
+            parts = [outside.extract_text() or ""]
+            parts += [markdown_table(t.extract()) for t in tables]
+            out[i] = "\n\n".join(p for p in parts if p.strip())
+        return out
+
+    return _plumbed(path, work) or pages
+
+
+def _ocr_pages(path: Path, reader) -> list[str]:
+    """Each page read by OCR: a page that is one image (a scanner's page) from that image at
+    its own resolution, which was 1.5 to 1.7 times faster than rendering and as good on the test
+    scan (benchmarks/readers.py); any other page rendered at OCR_DPI (pypdfium2, through
+    pdfplumber)."""
+    def work(pdf) -> list[str]:
+        out = []
+        for plumbed, page in zip(pdf.pages, reader.pages, strict=False):
+            try:
+                images = list(page.images)
+            except Exception:  # an image filter pypdf cannot decode: render the page
+                images = []
+            image = (images[0].image if len(images) == 1 else None) or plumbed.to_image(
+                resolution=OCR_DPI).original
+            out.append(ocr_image(image))
+        return out
+
+    pages = _plumbed(path, work)
+    if pages is None:
+        raise ReaderError("PDF has no text layer and its pages could not be rendered for OCR")
+    return pages
+
+
+def _properties(meta) -> dict:
+    """The document information dictionary's title, author, subject and dates (metadata)."""
+    if meta is None:
+        return {}
+    raw: dict = {"title": meta.title, "author": meta.author, "subject": meta.subject}
+    try:  # pypdf parses the PDF date format; a malformed one raises
+        raw["date"] = meta.creation_date
+        raw["modified"] = meta.modification_date
+    except Exception:
+        pass
+    return clean_metadata(raw)
 
 
 def _outline(reader, items, level: int = 1) -> list[tuple[int, str, int]]:
@@ -113,13 +194,22 @@ class PdfReader:
                 outline = []
             meta = reader.metadata
             meta_title = str(meta.title or "") if meta is not None else ""
+            properties = _properties(meta)
         except ReaderError:
             raise
         except Exception as exc:  # pypdf raises many kinds on corrupt files
             raise ReaderError(f"unreadable PDF ({type(exc).__name__}: {exc})") from exc
         pages = [p.replace("\x00", "") for p in pages]
         if not any(p.strip() for p in pages):
-            raise ReaderError("PDF has no extractable text (scanned images?)")
+            if not ocr_available():
+                raise ReaderError("PDF has no extractable text (scanned images?); "
+                                  + INSTALL_HINT)
+            pages = _ocr_pages(path, reader)
+            properties["ocr"] = "rapidocr"
+            if not any(p.strip() for p in pages):
+                raise ReaderError("PDF has no extractable text, and OCR found none")
+        else:
+            pages = _with_tables(path, pages)
         title = " ".join(meta_title.split()) or Path(path).stem
         if outline:
             preamble, heads = outline_blocks(pages, outline)
@@ -129,4 +219,4 @@ class PdfReader:
             sections = [SectionText(f"p{i}", (title, f"Page {i}"), clean_text(text))
                         for i, text in enumerate(pages, start=1) if clean_text(text)]
         return [ParsedDocument(doc_id=doc_id, title=title, source=str(path), sections=sections,
-                               mime="application/pdf")]
+                               mime="application/pdf", metadata=properties)]

@@ -293,3 +293,36 @@ def search(conn: psycopg.Connection, weights: Counter[str], k: int, budget: int,
                                      "avgdl": avgdl, "take": takes, "m": max(RESCORED, k),
                                      "k": k}, prepare=prepare).fetchall()
     return [(int(c), float(score)) for c, score in rows]
+
+
+WITHIN_SQL = f"""
+WITH q AS MATERIALIZED (
+  SELECT term, w FROM unnest(%(terms)s::text[], %(w)s::float8[]) AS q(term, w)
+)
+SELECT p.chunk_id, sum(q.w * p.tf * {K1 + 1} / (p.tf + {K1} * ({1 - B} + {B} * p.dl
+                                                      / %(avgdl)s::float8))) AS score
+FROM q JOIN postings p ON p.term = q.term JOIN chunks c ON c.id = p.chunk_id
+WHERE c.doc_id = ANY(%(docs)s)
+GROUP BY p.chunk_id ORDER BY score DESC, p.chunk_id LIMIT %(k)s"""
+
+
+def search_within(conn: psycopg.Connection, weights: Counter[str], k: int, docs: list[str],
+                  prepare: bool = True) -> list[tuple[int, float]]:
+    """The BM25 top `k` among the chunks of `docs` (a search filter), scored in full: the
+    read budget of `search` bounds postings read in impact order across the whole corpus,
+    which would miss a filtered document's chunks; the statistics (n, df, avgdl) stay those
+    of the whole knowledge base, as tantivy's do under a filter."""
+    if not weights or k <= 0 or not docs:
+        return []
+    terms = sorted(weights)
+    n, total, dfs = conn.execute(STATS_SQL, {"terms": terms}, prepare=prepare).fetchone()
+    if not n:
+        return []
+    live = [(t, weights[t] * idf(float(df), float(n)))
+            for t, df in zip(terms, dfs or [], strict=True) if df]
+    if not live:
+        return []
+    rows = conn.execute(WITHIN_SQL, {"terms": [t for t, _ in live], "w": [w for _, w in live],
+                                     "avgdl": mean_length(int(total), int(n)), "docs": docs,
+                                     "k": k}, prepare=prepare).fetchall()
+    return [(int(c), float(score)) for c, score in rows]

@@ -169,12 +169,19 @@ def _run_source(conn: psycopg.Connection, params: dict) -> None:
     conn.execute("ALTER TABLE runs ADD COLUMN IF NOT EXISTS source text NOT NULL DEFAULT ''")
 
 
+def _document_metadata(conn: psycopg.Connection, params: dict) -> None:
+    """What the reader found about each document (and its ingest tags): search filters."""
+    conn.execute("ALTER TABLE documents ADD COLUMN metadata jsonb NOT NULL DEFAULT '{}'")
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "knowledge base: documents, sections, chunks (tsvector + vector), cache",
               _kb_tables),
     Migration(2, "runs, events and the run queue", _run_tables),
     Migration(3, "full text as BM25 postings with the language's analyzer", _postings),
     Migration(4, "runs.source: who started a run (cli, api, eval, mcp)", _run_source),
+    Migration(5, "documents.metadata (front matter, file properties, tags)",
+              _document_metadata),
 ]
 
 

@@ -94,6 +94,16 @@ SELECT id, 1 - dist FROM (
   ORDER BY embedding <=> %(v)s LIMIT %(depth)s) v
 ORDER BY dist, id"""
 
+# Within some documents (a search filter): the WHERE is applied during the HNSW scan, and
+# pgvector 0.8's iterative scan goes on reading the graph until `depth` rows pass it
+# (strict_order keeps the distance order); without it a filter applied to the ef_search
+# nearest returns fewer than k whenever the chosen documents are not among them.
+VECTOR_WITHIN_SQL = """
+SELECT id, 1 - dist FROM (
+  SELECT id, embedding <=> %(v)s AS dist FROM chunks WHERE doc_id = ANY(%(docs)s)
+  ORDER BY embedding <=> %(v)s LIMIT %(depth)s) v
+ORDER BY dist, id"""
+
 
 class PostgresStore:
     """The Store protocol over one Postgres database (pgvector + full text)."""
@@ -217,8 +227,8 @@ class PostgresStore:
             fulltext.forget_documents(conn, [d.doc_id])
             conn.execute("DELETE FROM documents WHERE doc_id=%s", (d.doc_id,))
         conn.execute(
-            "INSERT INTO documents(doc_id, title, source, mime, content_hash, ingested_at)"
-            " VALUES (%s, %s, %s, %s, %s, %s)", w.document_row())
+            "INSERT INTO documents(doc_id, title, source, mime, content_hash, ingested_at,"
+            " metadata) VALUES (%s, %s, %s, %s, %s, %s, %s)", w.document_row())
         rows, terms = self._chunk_rows(conn, [w])
         with conn.cursor() as cur:
             cur.executemany(
@@ -295,7 +305,7 @@ class PostgresStore:
         rows, terms = self._chunk_rows(conn, writes)
         with conn.cursor() as cur:
             with cur.copy("COPY documents (doc_id, title, source, mime, content_hash,"
-                          " ingested_at) FROM STDIN") as copy:
+                          " ingested_at, metadata) FROM STDIN") as copy:
                 for w in writes:
                     copy.write_row(w.document_row())
             with cur.copy("COPY sections (doc_id, section, ord, title, title_path, text)"
@@ -361,15 +371,31 @@ class PostgresStore:
                     sql.Literal(min(1000, depth))))
                 yield conn
 
-    def search_bm25(self, terms: list[str], k: int) -> list[tuple[int, float]]:
+    def document_fields(self) -> list[tuple[str, str, dict]]:
+        with self._conn() as conn:
+            rows = conn.execute("SELECT doc_id, source, metadata FROM documents").fetchall()
+        return [(d, src, meta or {}) for d, src, meta in rows]
+
+    def search_bm25(self, terms: list[str], k: int,
+                    within: list[str] | None = None) -> list[tuple[int, float]]:
         weights = fulltext.query_weights(self._language, list(terms)[:MAX_TERMS])
         if not weights:
             return []
         with self._conn() as conn:
+            if within is not None:
+                return fulltext.search_within(conn, weights, k, within, prepare=self.prepare)
             return fulltext.search(conn, weights, k, self.fts_budget, prepare=self.prepare)
 
-    def search_vector(self, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
+    def search_vector(self, vector: np.ndarray, k: int,
+                      within: list[str] | None = None) -> list[tuple[int, float]]:
         v = np.asarray(vector, dtype=np.float32)
+        if within is not None:
+            with self._conn() as conn, conn.transaction():
+                conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+                rows = conn.execute(VECTOR_WITHIN_SQL, {"v": v, "depth": k,
+                                                        "docs": list(within)},
+                                    prepare=self.prepare).fetchall()
+            return [(int(i), float(s)) for i, s in rows]
         with self._search_conn(k) as conn:
             rows = conn.execute(VECTOR_SQL, {"v": v, "depth": k},
                                 prepare=self.prepare).fetchall()
@@ -413,10 +439,11 @@ class PostgresStore:
             rows = conn.execute(
                 "SELECT d.doc_id, d.title, d.source, d.content_hash,"
                 " (SELECT count(*) FROM sections s WHERE s.doc_id = d.doc_id),"
-                " (SELECT count(*) FROM chunks c WHERE c.doc_id = d.doc_id)"
+                " (SELECT count(*) FROM chunks c WHERE c.doc_id = d.doc_id), d.metadata"
                 " FROM documents d ORDER BY d.doc_id COLLATE \"C\"").fetchall()
         return [DocumentInfo(doc_id=r[0], title=r[1], source=r[2], content_hash=r[3],
-                             sections=int(r[4]), chunks=int(r[5])) for r in rows]
+                             sections=int(r[4]), chunks=int(r[5]), metadata=r[6] or {})
+                for r in rows]
 
     def chunk_count(self) -> int:
         with self._conn() as conn:

@@ -85,13 +85,22 @@ class FullTextIndex:
         self._writer = None
         self.index.reload()
 
-    def search(self, terms: list[str], k: int) -> list[tuple[int, float]]:
+    def search(self, terms: list[str], k: int,
+               within: list[str] | None = None) -> list[tuple[int, float]]:
+        """`within`: doc ids the hits must come from (a search filter), applied in the query
+        so that the top k are the top k of those documents."""
         if not terms:
             return []
         try:
             query = self.index.parse_query(" ".join(terms), ["text"])
         except ValueError:  # the analyzer dropped every term (a word over 40 bytes, e.g. a
             return []  # whole Chinese sentence under the English analyzer): nothing matches
+        if within is not None:
+            # scored 0 so the BM25 scores stay those of the text alone
+            docs = tantivy.Query.const_score_query(
+                tantivy.Query.term_set_query(self.schema, "doc_id", list(within)), 0.0)
+            query = tantivy.Query.boolean_query([(tantivy.Occur.Must, query),
+                                                 (tantivy.Occur.Must, docs)])
         searcher = self.index.searcher()
         # equal scores (the same templated section of every quarter's report) come back in
         # segment order, which differs between two ingests of the same files: fetch a margin
@@ -196,9 +205,15 @@ class VectorIndex:
             self._exact = (ids, mat)
         return self._exact
 
-    def search(self, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
+    def search(self, vector: np.ndarray, k: int,
+               within: set[int] | None = None) -> list[tuple[int, float]]:
+        """`within`: the chunk ids allowed (a search filter): searched exactly when they are
+        few, else through hnswlib's filter callback, which the graph walk applies as it goes
+        (so it still finds k of them)."""
         query = np.asarray(vector, dtype=np.float32)
         with self.lock:
+            if within is not None:
+                return self._search_within(query, k, within)
             n = len(self)
             if n == 0:
                 return []
@@ -216,6 +231,42 @@ class VectorIndex:
                 self.index.set_ef(max(HNSW_EF_SEARCH, 4 * k))
                 labels, dists = self.index.knn_query(query, k=max(1, k // 2), num_threads=1)
         return [(int(key), 1.0 - float(d)) for key, d in zip(labels[0], dists[0], strict=True)]
+
+    def _search_within(self, query: np.ndarray, k: int,
+                       within: set[int]) -> list[tuple[int, float]]:
+        live = [i for i in within if i not in self.deleted]
+        if not live:
+            return []
+        k = min(k, len(live))
+        if len(self) < EXACT_SEARCH_BELOW:  # the exact matrix is small and kept
+            ids, mat = self._exact_matrix()
+            rows = np.flatnonzero(np.isin(ids, np.asarray(live, dtype=np.uint64)))
+            return self._exact_top(query, ids[rows], mat[rows], k)
+        if len(live) < EXACT_SEARCH_BELOW:  # few allowed in a large index: read just those
+            ids = np.asarray(live, dtype=np.uint64)
+            mat = self.index.get_items(ids, return_type="numpy").astype(np.float32)
+            mat /= np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
+            return self._exact_top(query, ids, mat, k)
+        allowed = set(live)
+        self.index.set_ef(max(HNSW_EF_SEARCH, 2 * k))
+        try:
+            labels, dists = self.index.knn_query(query, k=k, num_threads=1,
+                                                 filter=lambda key: key in allowed)
+        except RuntimeError:  # the walk reached fewer than k allowed: ask for fewer
+            labels, dists = self.index.knn_query(query, k=max(1, k // 2), num_threads=1,
+                                                 filter=lambda key: key in allowed)
+        return [(int(key), 1.0 - float(d)) for key, d in zip(labels[0], dists[0], strict=True)]
+
+    @staticmethod
+    def _exact_top(query: np.ndarray, ids: np.ndarray, mat: np.ndarray,
+                   k: int) -> list[tuple[int, float]]:
+        k = min(k, len(ids))
+        if k == 0:
+            return []
+        scores = mat @ (query / max(float(np.linalg.norm(query)), 1e-12))
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.argsort(-scores[top])]
+        return [(int(ids[i]), float(scores[i])) for i in top]
 
     def size(self) -> int:
         return len(self)

@@ -35,7 +35,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS documents (
   doc_id TEXT PRIMARY KEY, title TEXT NOT NULL, source TEXT NOT NULL, mime TEXT NOT NULL,
-  content_hash TEXT NOT NULL, ingested_at REAL NOT NULL);
+  content_hash TEXT NOT NULL, ingested_at REAL NOT NULL, metadata TEXT NOT NULL DEFAULT '{}');
 CREATE TABLE IF NOT EXISTS sections (
   doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
   section TEXT NOT NULL, ord INTEGER NOT NULL, title TEXT NOT NULL, title_path TEXT NOT NULL,
@@ -88,6 +88,10 @@ class SqliteStore:
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA foreign_keys=ON")
             db.executescript(SCHEMA)
+            columns = {r[1] for r in db.execute("PRAGMA table_info(documents)")}
+            if "metadata" not in columns:  # a knowledge base from before metadata
+                db.execute("ALTER TABLE documents ADD COLUMN metadata TEXT NOT NULL"
+                           " DEFAULT '{}'")
             for table, columns in PROBES.items():  # another program's tables of the same name
                 db.execute(f"SELECT {columns} FROM {table} LIMIT 0")
         except sqlite3.DatabaseError as exc:
@@ -148,8 +152,8 @@ class SqliteStore:
                 self._delete_doc(db, w.doc.doc_id, fulltext, vectors)
                 d = w.doc
                 db.execute(
-                    "INSERT INTO documents(doc_id, title, source, mime, content_hash, ingested_at)"
-                    " VALUES (?,?,?,?,?,?)", w.document_row())
+                    "INSERT INTO documents(doc_id, title, source, mime, content_hash, ingested_at,"
+                    " metadata) VALUES (?,?,?,?,?,?,?)", w.document_row())
                 db.executemany(
                     "INSERT INTO sections(doc_id, section, ord, title, title_path, text)"
                     " VALUES (?,?,?,?,?,?)", w.section_rows())
@@ -255,10 +259,22 @@ class SqliteStore:
             rows = self.db.execute(
                 "SELECT d.doc_id, d.title, d.source, d.content_hash,"
                 " (SELECT count(*) FROM sections s WHERE s.doc_id = d.doc_id),"
-                " (SELECT count(*) FROM chunks c WHERE c.doc_id = d.doc_id)"
+                " (SELECT count(*) FROM chunks c WHERE c.doc_id = d.doc_id), d.metadata"
                 " FROM documents d ORDER BY d.doc_id").fetchall()
         return [DocumentInfo(doc_id=r[0], title=r[1], source=r[2], content_hash=r[3],
-                             sections=r[4], chunks=r[5]) for r in rows]
+                             sections=r[4], chunks=r[5], metadata=json.loads(r[6]))
+                for r in rows]
+
+    def document_fields(self) -> list[tuple[str, str, dict]]:
+        with self.lock:
+            rows = self.db.execute("SELECT doc_id, source, metadata FROM documents").fetchall()
+        return [(d, src, json.loads(meta)) for d, src, meta in rows]
+
+    def _chunk_ids(self, doc_ids: list[str]) -> set[int]:
+        with self.lock:
+            return {r[0] for r in self.db.execute(
+                "SELECT id FROM chunks WHERE doc_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(doc_ids),))}
 
     def chunk_count(self) -> int:
         with self.lock:
@@ -466,16 +482,19 @@ class SqliteStore:
                 self._write_state(None)
             return run(*self._indexes())
 
-    def search_bm25(self, terms: list[str], k: int) -> list[tuple[int, float]]:
+    def search_bm25(self, terms: list[str], k: int,
+                    within: list[str] | None = None) -> list[tuple[int, float]]:
         def run(fulltext: FullTextIndex, _: VectorIndex) -> list[tuple[int, float]]:
             if fulltext.pending:
                 fulltext.commit()
-            return fulltext.search(terms, k)
+            return fulltext.search(terms, k, within)
 
         return self._search(run)
 
-    def search_vector(self, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
-        return self._search(lambda _, vectors: vectors.search(vector, k))
+    def search_vector(self, vector: np.ndarray, k: int,
+                      within: list[str] | None = None) -> list[tuple[int, float]]:
+        allowed = None if within is None else self._chunk_ids(within)
+        return self._search(lambda _, vectors: vectors.search(vector, k, allowed))
 
     def index_sizes(self) -> tuple[int, int]:
         fulltext, vectors = self._indexes()
