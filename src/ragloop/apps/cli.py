@@ -74,11 +74,22 @@ def ingest(paths: Annotated[list[Path], typer.Argument(help="Files or folders (r
     if as_json:
         emit_json(report.to_dict())
     else:
-        for path, reason in report.failed:
-            err.print(f"[yellow]skipped[/] {escape(path)}: {escape(reason)}")
+        print_skipped(report.skipped())
         out.print(escape(report.summary()))
     if report.failed and not (report.added or report.updated or report.unchanged):
         raise typer.Exit(1)
+
+
+# Skipped files named one per line up to here; past it, a count (`--json` lists them all).
+SKIPPED_SHOWN = 20
+
+
+def print_skipped(skipped: list[tuple[str, str]]) -> None:
+    for path, reason in skipped[:SKIPPED_SHOWN]:
+        err.print(f"[yellow]skipped[/] {escape(path)}: {escape(reason)}")
+    if len(skipped) > SKIPPED_SHOWN:
+        err.print(f"[yellow]and {len(skipped) - SKIPPED_SHOWN} more skipped[/]"
+                  " (`ragloop ingest --json` lists every one with its reason)")
 
 
 @app.command()

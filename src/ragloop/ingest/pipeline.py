@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
+import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +51,11 @@ class IngestReport:
                 "conflicts": [{"doc_id": d, "reason": r} for d, r in self.conflicts],
                 "seconds": round(self.seconds, 3)}
 
+    def skipped(self) -> list[tuple[str, str]]:
+        """(path, reason) of every file this ingest left out: failed, then unsupported."""
+        return [*self.failed, *((p, f"unsupported file type {Path(p).suffix or '(none)'}")
+                                for p in self.unsupported)]
+
     def summary(self) -> str:
         text = (f"added {self.added}, updated {self.updated}, unchanged {self.unchanged} documents;"
                 f" {self.chunks} chunks written ({self.embedded} embedded) in {self.seconds:.1f} s")
@@ -65,25 +73,46 @@ def iter_files(paths: Iterable[str | Path]) -> Iterator[tuple[Path, str, str | N
     path relative to the root given (a folder) or the file name (a file), with forward
     slashes. Skipped: names that are not valid UTF-8 (a doc_id must be text), and symlinks
     that lead out of the folder (ingesting a folder must not pull in files from elsewhere;
-    a link inside it is read as the file it points to)."""
+    a link inside it is read as the file it points to), and what is not a regular file
+    (a dangling link, a link loop, a FIFO), each with its reason."""
     for raw in paths:
         root = Path(raw)
         if not root.exists():
             raise UserError(f"{root}: no such file or folder")
-        if root.is_file():
-            yield root, root.name, _name_problem(root.name)
+        if not root.is_dir():
+            yield root, root.name, _name_problem(root.name) or _not_a_file(root)
             continue
         real_root = root.resolve()
         for path in sorted(root.rglob("*")):
             rel = path.relative_to(root)
-            if any(part.startswith(".") for part in rel.parts) or not path.is_file():
+            if any(part.startswith(".") for part in rel.parts) or path.is_dir():
                 continue
             doc_id = rel.as_posix()
-            reason = _name_problem(doc_id)
+            reason = _name_problem(doc_id) or _not_a_file(path)
             if reason is None and not path.resolve().is_relative_to(real_root):
                 reason = (f"a symlink to {path.resolve()}, outside {root}: not followed"
                           " (copy the file into the folder to ingest it)")
             yield path, doc_id, reason
+
+
+def _not_a_file(path: Path) -> str | None:
+    """Why `path` (not a folder) cannot be read as a file, or None. Named, not passed over in
+    silence: the user asked for the folder and should hear what of it was left out. A FIFO is
+    never opened (reading it would wait for a writer forever)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        if path.is_symlink():
+            target = os.readlink(path)
+            if exc.errno == errno.ELOOP:
+                return f"a symlink loop (to {target}): nothing to read"
+            return f"a dangling symlink (to {target}, which does not exist): nothing to read"
+        return f"cannot read it: {exc.strerror or exc}"
+    if stat.S_ISREG(mode):
+        return None
+    kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a device" if stat.S_ISBLK(mode) or stat.S_ISCHR(mode) else "not a regular file")
+    return f"{kind}, not a file: not read"
 
 
 def _name_problem(name: str) -> str | None:
