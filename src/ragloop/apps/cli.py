@@ -69,8 +69,14 @@ def ingest(paths: Annotated[list[Path], typer.Argument(help="Files or folders (r
            kb: KbOpt = None, embedder: EmbedderOpt = None, language: LanguageOpt = None,
            as_json: JsonOpt = False) -> None:
     """Add or update documents; unchanged files are skipped by content hash."""
-    with open_kb(kb, embedder, create=True, language=language) as base:
-        report = base.ingest(paths, progress=not as_json and err.is_terminal)
+    from ragloop.ingest.pipeline import IngestInterrupted
+
+    try:
+        with open_kb(kb, embedder, create=True, language=language) as base:
+            report = base.ingest(paths, progress=not as_json and err.is_terminal)
+    except IngestInterrupted as exc:  # the knowledge base was closed (its indexes saved) first
+        err.print(escape(exc.message()))
+        raise typer.Exit(130) from None
     if as_json:
         emit_json(report.to_dict())
     else:
@@ -527,8 +533,8 @@ def mcp(model: Annotated[str | None, typer.Option(
 def main() -> None:
     try:
         app()
-    except UserError as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}")
+    except UserError as exc:  # one line (not wrapped at 80 columns): scripts grep it
+        err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
         sys.exit(2)
     except RagloopError as exc:
         err.print(f"[red]failed:[/] {escape(str(exc))}")

@@ -8,6 +8,7 @@ import os
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,8 +27,25 @@ from ragloop.storage.protocols import DocumentWrite, Store
 # Chunks embedded and written together: large enough to fill embedding batches, small
 # enough that an interrupted ingest loses little.
 WRITE_BATCH_CHUNKS = 512
+# The first batch is this small and each next one twice the last, up to WRITE_BATCH_CHUNKS:
+# on a slow or loaded machine embedding 512 chunks takes minutes, and an ingest killed before
+# its first write would keep nothing, run after run.
+FIRST_BATCH_CHUNKS = 16
 # admit(doc, content_hash) -> None to go on, or the reason the document is skipped
 Admit = Callable[[ParsedDocument, str], str | None]
+
+
+class IngestInterrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) during an ingest, with the report of what was written before it."""
+
+    def __init__(self, report: IngestReport) -> None:
+        super().__init__()
+        self.report = report
+
+    def message(self) -> str:
+        written = self.report.added + self.report.updated
+        return (f"interrupted: {written} documents written, run again to finish (unchanged"
+                " files are skipped)")
 
 
 @dataclass
@@ -179,6 +197,7 @@ class _Writer:
         self.seen: set[str] = set()
         self.batch: list[tuple[ParsedDocument, str, list[Chunk], bool]] = []
         self.size = 0  # chunks in the batch
+        self.limit = FIRST_BATCH_CHUNKS  # chunks that make this batch full
 
     def fail(self, where: str | Path, reason: str) -> None:
         self.report.failed.append((shown(where), shown(reason)))
@@ -208,8 +227,9 @@ class _Writer:
             return
         self.batch.append((doc, content_hash, chunks, doc.doc_id not in self.known))
         self.size += len(chunks)
-        if self.size >= WRITE_BATCH_CHUNKS:
+        if self.size >= self.limit:
             self.flush()
+            self.limit = min(2 * self.limit, WRITE_BATCH_CHUNKS)
 
     def flush(self) -> None:
         if not self.batch:
@@ -222,15 +242,17 @@ class _Writer:
         texts = [[embed_text(doc, c) for c in chunks] for doc, _, chunks, _ in self.batch]
         vectors = emb.embed([t for doc_texts in texts for t in doc_texts])
         writes, start = [], 0
-        for (doc, content_hash, chunks, new), doc_texts in zip(self.batch, texts, strict=True):
+        for (doc, content_hash, chunks, _), doc_texts in zip(self.batch, texts, strict=True):
             writes.append(DocumentWrite(doc=doc, content_hash=content_hash, chunks=chunks,
                                         vectors=vectors[start:start + len(chunks)],
                                         embed_hashes=[text_hash(t) for t in doc_texts]))
             start += len(chunks)
+        self.store.write_documents(writes)
+        # counted once written: an interrupted ingest reports what is in the record
+        for _, _, chunks, new in self.batch:
             report.chunks += len(chunks)
             report.added += new
             report.updated += not new
-        self.store.write_documents(writes)
         report.embedded += emb.misses - misses_before
         self.batch, self.size = [], 0
 
@@ -239,6 +261,18 @@ class _Writer:
         self.store.flush()
         self.report.seconds = time.perf_counter() - started
         return self.report
+
+
+@contextmanager
+def _interruptible(writer: _Writer) -> Iterator[None]:
+    """A Ctrl-C becomes IngestInterrupted, carrying what was written (the batch being written
+    is rolled back by the store, so the count is exact)."""
+    try:
+        yield
+    except IngestInterrupted:
+        raise
+    except KeyboardInterrupt:
+        raise IngestInterrupted(writer.report) from None
 
 
 def _progress(label: str, with_names: bool, progress: bool) -> Progress:
@@ -260,7 +294,7 @@ def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: It
     writer = _Writer(store, embedder, settings, admit, before_write)
     report = writer.report
     files = list(iter_files(paths))
-    with _progress("ingest", True, progress) as bar:
+    with _progress("ingest", True, progress) as bar, _interruptible(writer):
         task = bar.add_task("files", total=len(files), name="")
         for path, doc_id, skip in files:
             bar.update(task, advance=1, name=shown(doc_id)[-50:])
@@ -291,7 +325,7 @@ def ingest_documents(store: Store, embedder: Callable[[], CachedEmbedder],
     document's failures are reported under its `source`."""
     started = time.perf_counter()
     writer = _Writer(store, embedder, settings, before_write=before_write)
-    with _progress(label, False, progress) as bar:
+    with _progress(label, False, progress) as bar, _interruptible(writer):
         task = bar.add_task("docs", total=len(docs))
         for doc in docs:
             bar.update(task, advance=1)
