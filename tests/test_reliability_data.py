@@ -222,7 +222,8 @@ def test_a_search_does_not_wait_for_another_processes_ingest(tmp_path, saved) ->
 
         shutil.rmtree(index)
     # another process holds the write lock (an ingest at work) for longer than we may wait
-    holder = subprocess.Popen(["flock", str(tmp_path / "kb" / "write.lock"), "sleep", "60"])
+    holder = subprocess.Popen(["flock", str(tmp_path / "kb" / "write.lock"), "sleep", "60"],
+                              start_new_session=True)
     try:
         time.sleep(0.3)
         os.environ["RAGLOOP_LOCK_WAIT"] = "20"
@@ -234,7 +235,7 @@ def test_a_search_does_not_wait_for_another_processes_ingest(tmp_path, saved) ->
         assert time.monotonic() - started < 10
     finally:
         os.environ.pop("RAGLOOP_LOCK_WAIT", None)
-        holder.kill()
+        os.killpg(holder.pid, signal.SIGKILL)  # flock and the sleep that holds its lock
         holder.wait()
     with open_kb(tmp_path / "kb", create=False) as kb:  # lock free again: rebuilt and saved
         assert top_doc(kb, "zanzibar clove harvest") == "a.md"
@@ -271,4 +272,4 @@ def test_a_full_disk_loses_nothing_and_says_so(tmp_path) -> None:
         capture_output=True, text=True, timeout=600,
         env={**os.environ, "PYTHONPATH": _pythonpath()})
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "scenarios: 14" in proc.stdout, proc.stdout
+    assert "scenarios: 10" in proc.stdout, proc.stdout

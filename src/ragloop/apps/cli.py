@@ -75,7 +75,7 @@ def ingest(paths: Annotated[list[Path], typer.Argument(help="Files or folders (r
         with open_kb(kb, embedder, create=True, language=language) as base:
             report = base.ingest(paths, progress=not as_json and err.is_terminal)
     except IngestInterrupted as exc:  # the knowledge base was closed (its indexes saved) first
-        err.print(escape(exc.message()))
+        err.print(escape(exc.message()), soft_wrap=True)
         raise typer.Exit(130) from None
     if as_json:
         emit_json(report.to_dict())
@@ -92,10 +92,10 @@ SKIPPED_SHOWN = 20
 
 def print_skipped(skipped: list[tuple[str, str]]) -> None:
     for path, reason in skipped[:SKIPPED_SHOWN]:
-        err.print(f"[yellow]skipped[/] {escape(path)}: {escape(reason)}")
+        err.print(f"[yellow]skipped[/] {escape(path)}: {escape(reason)}", soft_wrap=True)
     if len(skipped) > SKIPPED_SHOWN:
         err.print(f"[yellow]and {len(skipped) - SKIPPED_SHOWN} more skipped[/]"
-                  " (`ragloop ingest --json` lists every one with its reason)")
+                  " (`ragloop ingest --json` lists every one with its reason)", soft_wrap=True)
 
 
 @app.command()
