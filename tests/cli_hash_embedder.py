@@ -9,8 +9,9 @@ import os
 import sys
 import time
 
-import ragloop.embed
 from reliability_kit import HashEmbedder
+
+import ragloop.embed
 
 
 class _SlowHashEmbedder(HashEmbedder):

@@ -196,7 +196,7 @@ def test_sigint_during_ingest_says_what_was_written(tmp_path) -> None:
     while _documents(kb) == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     written = _documents(kb)

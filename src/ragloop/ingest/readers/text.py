@@ -1,8 +1,9 @@
 """Plain text files, and the byte decoding every text format shares.
 
 Decoding never loses a readable file: BOM (UTF-8/16/32) first, then UTF-16/32 without a BOM
-(told by where its NUL bytes sit), then strict UTF-8, then cp1252, then latin-1. Empty files and binary content (magic numbers, NUL bytes, mostly control
-characters) raise ReaderError instead of producing garbage.
+(told by where its NUL bytes sit), then strict UTF-8, then cp1252, then latin-1. Empty files
+and binary content (magic numbers, NUL bytes, mostly control characters) raise ReaderError
+instead of producing garbage.
 """
 
 from __future__ import annotations
