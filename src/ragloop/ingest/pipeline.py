@@ -197,7 +197,7 @@ class _Writer:
         self.seen: set[str] = set()
         self.batch: list[tuple[ParsedDocument, str, list[Chunk], bool]] = []
         self.size = 0  # chunks in the batch
-        self.limit = FIRST_BATCH_CHUNKS  # chunks that make this batch full
+        self.limit = min(FIRST_BATCH_CHUNKS, WRITE_BATCH_CHUNKS)  # chunks that fill this batch
 
     def fail(self, where: str | Path, reason: str) -> None:
         self.report.failed.append((shown(where), shown(reason)))
