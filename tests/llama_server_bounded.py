@@ -41,10 +41,13 @@ class _Bounded:
         return getattr(self._llama, name)
 
     def create_completion(self, *args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("max_tokens") is None:
-            kwargs["max_tokens"] = self._max_tokens
-        grammar = kwargs.get("grammar")
-        if grammar is not None and '"<|im_end|>"' in getattr(grammar, "_grammar", ""):
+        grammar = getattr(kwargs.get("grammar"), "_grammar", "")
+        if "functions ::=" not in grammar:
+            # arguments or a message; the choice of a function is bounded by its grammar (and
+            # a budget there would cut a long function name short)
+            if kwargs.get("max_tokens") is None:
+                kwargs["max_tokens"] = self._max_tokens
+        elif '"<|im_end|>"' in grammar:
             self._calls += 1  # the handler's follow-up: another function, or the end
             if self._calls > MAX_CALLS_PER_REPLY:
                 kwargs["grammar"] = llama_chat_format.llama_grammar.LlamaGrammar.from_string(

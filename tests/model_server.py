@@ -44,17 +44,19 @@ def llama_server(tmp_path_factory):
     log = tmp_path_factory.mktemp("llama") / "server.log"
     # chatml-function-calling: the ChatML template with llama-cpp-python's tool-call parser,
     # kept to the request's max_tokens (tests/llama_server_bounded.py says why); n_ctx 4096
-    # holds a 3-step run of the small KB. Its own thread counts (generation and prompt batches)
-    # are set, so a loaded machine slows it rather than oversubscribing; --verbose logs each
-    # request's prompt and generated token counts and times (what a failure shows).
+    # holds a 3-step run of the small KB. One thread for generation and for prompt batches:
+    # llama.cpp's threads wait for each other at every step, so with both cores busy (a shared
+    # CI machine, other tests) two threads were 7 times slower than one (one tool-call request
+    # at load 8: 28.9 s with 2 threads, 4.0 s with 1); on an idle machine one costs little for
+    # a 135M model. --verbose logs each request's token counts and times (what a failure shows).
     cmd = [sys.executable, str(Path(__file__).parent / "llama_server_bounded.py"),
            "--model", str(gguf_path()),
            "--model_alias", MODEL_ALIAS, "--chat_format", "chatml-function-calling",
-           "--n_ctx", "4096", "--n_threads", "2", "--n_threads_batch", "2", "--seed", "0",
+           "--n_ctx", "4096", "--n_threads", "1", "--n_threads_batch", "1", "--seed", "0",
            "--verbose", "True", "--host", "127.0.0.1", "--port", str(port)]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                env={**os.environ, "OMP_NUM_THREADS": "2"})
+                                env={**os.environ, "OMP_NUM_THREADS": "1"})
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 120
     try:
