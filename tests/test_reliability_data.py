@@ -210,7 +210,8 @@ def test_sigint_during_ingest_says_what_was_written(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("saved", ["stale", "none"])
-def test_a_search_does_not_wait_for_another_processes_ingest(tmp_path, saved) -> None:
+def test_a_search_does_not_wait_for_another_processes_ingest(tmp_path, monkeypatch,
+                                                             saved) -> None:
     docs = write_files(tmp_path / "docs", DOCS)
     with open_kb(tmp_path / "kb") as kb:
         kb.ingest([docs])
@@ -226,7 +227,7 @@ def test_a_search_does_not_wait_for_another_processes_ingest(tmp_path, saved) ->
                               start_new_session=True)
     try:
         time.sleep(0.3)
-        os.environ["RAGLOOP_LOCK_WAIT"] = "20"
+        monkeypatch.setenv("RAGLOOP_LOCK_WAIT", "20")
         started = time.monotonic()
         with open_kb(tmp_path / "kb", create=False) as kb:
             assert top_doc(kb, "zanzibar clove harvest") == "a.md"
@@ -234,7 +235,6 @@ def test_a_search_does_not_wait_for_another_processes_ingest(tmp_path, saved) ->
             assert "another ingest" in (kb.store.degraded or "")
         assert time.monotonic() - started < 10
     finally:
-        os.environ.pop("RAGLOOP_LOCK_WAIT", None)
         os.killpg(holder.pid, signal.SIGKILL)  # flock and the sleep that holds its lock
         holder.wait()
     with open_kb(tmp_path / "kb", create=False) as kb:  # lock free again: rebuilt and saved
