@@ -206,6 +206,31 @@ def test_sigint_during_ingest_says_what_was_written(tmp_path) -> None:
         assert_consistent(base)
 
 
+def test_an_ingest_killed_outright_keeps_its_first_batches(tmp_path) -> None:
+    """kill -9 on a slow machine (1 s per embed call) after the first write: what was written
+    stays, and the rerun adds only the rest."""
+    docs = write_files(tmp_path / "docs", {f"n{i:03d}.txt": f"Note {i} about shelf {i}\n"
+                                           for i in range(300)})
+    kb = tmp_path / "kb"
+    proc = subprocess.Popen(
+        [sys.executable, str(TESTS / "cli_hash_embedder.py"), "ingest", str(docs), "--kb",
+         str(kb)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": _pythonpath(), "RAGLOOP_TEST_EMBED_DELAY": "1"})
+    deadline = time.monotonic() + 60
+    while _documents(kb) == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait(timeout=30)
+    kept = _documents(kb)
+    assert 0 < kept < 300
+    with open_kb(kb, create=False) as base:  # the stale indexes are rebuilt from the record
+        assert len(base.documents()) == kept
+        assert_consistent(base)
+        again = base.ingest([docs])
+        assert (again.added, again.unchanged) == (300 - kept, kept)
+        assert_consistent(base)
+
+
 # -- readers do not wait for writers ---------------------------------------------------------
 
 
