@@ -10,12 +10,18 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 
 MODEL_ALIAS = "smollm2"
+# One model call's bound in the tests (seconds): with small max_tokens a call takes seconds even
+# with both cores busy; past this the test fails with what the server was doing (its log).
+CALL_TIMEOUT_S = 90
+_LOG: list[Path] = []  # the running server's log file
 
 
 def gguf_path() -> Path:
@@ -36,15 +42,21 @@ def llama_server(tmp_path_factory):
     """The base URL (`http://127.0.0.1:PORT/v1`) of a running llama-cpp-python server."""
     port = free_port()
     log = tmp_path_factory.mktemp("llama") / "server.log"
-    # chatml-function-calling: the ChatML template with llama-cpp-python's tool-call parser;
-    # n_ctx 4096 holds a 3-step run of the small KB.
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()),
+    # chatml-function-calling: the ChatML template with llama-cpp-python's tool-call parser,
+    # kept to the request's max_tokens (tests/llama_server_bounded.py says why); n_ctx 4096
+    # holds a 3-step run of the small KB. One thread for generation and for prompt batches:
+    # llama.cpp's threads wait for each other at every step, so with both cores busy (a shared
+    # CI machine, other tests) two threads were 7 times slower than one (one tool-call request
+    # at load 8: 28.9 s with 2 threads, 4.0 s with 1); on an idle machine one costs little for
+    # a 135M model. --verbose logs each request's token counts and times (what a failure shows).
+    cmd = [sys.executable, str(Path(__file__).parent / "llama_server_bounded.py"),
+           "--model", str(gguf_path()),
            "--model_alias", MODEL_ALIAS, "--chat_format", "chatml-function-calling",
-           "--n_ctx", "4096", "--n_threads", "2", "--seed", "0", "--verbose", "False",
-           "--host", "127.0.0.1", "--port", str(port)]
+           "--n_ctx", "4096", "--n_threads", "1", "--n_threads_batch", "1", "--seed", "0",
+           "--verbose", "True", "--host", "127.0.0.1", "--port", str(port)]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                env={**os.environ, "OMP_NUM_THREADS": "2"})
+                                env={**os.environ, "OMP_NUM_THREADS": "1"})
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 120
     try:
@@ -59,13 +71,33 @@ def llama_server(tmp_path_factory):
             if time.monotonic() > deadline:
                 raise RuntimeError("llama_cpp.server did not start in 120 s")
             time.sleep(0.2)
+        _LOG[:] = [log]
         yield url
     finally:
+        _LOG.clear()
         proc.terminate()
         try:
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def server_doing(lines: int = 25) -> str:
+    """The model server's last log lines: the request it was working on, its token counts."""
+    if not _LOG:
+        return "(no model server running)"
+    text = [line for line in _LOG[0].read_text(errors="replace").splitlines() if line.strip()]
+    return "\n".join(text[-lines:])
+
+
+@contextmanager
+def explained() -> Iterator[None]:
+    """A failure inside says what the model server was doing."""
+    try:
+        yield
+    except Exception as exc:
+        raise AssertionError(f"{type(exc).__name__}: {exc}\n--- the model server's last log"
+                             f" lines ---\n{server_doing()}") from exc
 
 
 class WireLog:
@@ -92,4 +124,4 @@ class WireLog:
                                                          **body}))
 
         return httpx2.Client(event_hooks={"request": [on_request], "response": [on_response]},
-                             timeout=120)
+                             timeout=CALL_TIMEOUT_S)

@@ -143,11 +143,12 @@ def test_markdown_without_headings_uses_front_matter_or_file_name(tmp_path):
         ("1", ("plain", "A")), ("2", ("plain", "B"))]
 
 
-def test_markdown_only_headings_is_an_error(tmp_path):
+def test_markdown_of_only_headings_has_them_as_its_text(tmp_path):
+    # a note of only headings is still searchable by its words (issue 28)
     path = tmp_path / "h.md"
     path.write_text("# Title\n\n## Empty\n", encoding="utf-8")
-    with pytest.raises(ReaderError, match="no text"):
-        read_file(path, "h.md")
+    [doc] = read_file(path, "h.md")
+    assert [(s.section, s.text) for s in doc.sections] == [("0", "Title\nEmpty")]
 
 
 # ---------------------------------------------------------------- html

@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from model_server import MODEL_ALIAS, WireLog
+from model_server import CALL_TIMEOUT_S, MODEL_ALIAS, WireLog, explained
 
 from ragloop.agent.engine import Engine
 from ragloop.agent.jsonparse import parse_json_object, strict_schema
@@ -38,7 +38,8 @@ SMALL_RUN = {"loop_max_tokens": 128, "decision_max_tokens": 128, "search_k": 3,
 
 
 def chat(url: str, wire: WireLog, dialect: str = "compatible") -> OpenAIChat:
-    return OpenAIChat(MODEL_ALIAS, base_url=url, timeout=120, max_retries=0, dialect=dialect,
+    return OpenAIChat(MODEL_ALIAS, base_url=url, timeout=CALL_TIMEOUT_S, max_retries=0,
+                      dialect=dialect,
                       http_client=wire.client())
 
 
@@ -51,7 +52,8 @@ def test_tools_run_starts_from_single_shots_search_and_round_trips_a_real_tool_c
                     grader=LocalGrader(small_kb.embedder))
     events = []
     question = "Is the T9 sensor waterproof?"
-    result = engine.ask(question, route="agent", driver="tools", on_event=events.append)
+    with explained():
+        result = engine.ask(question, route="agent", driver="tools", on_event=events.append)
     assert result.status in ENDED, result.answer
     loop = [(req, resp) for req, resp in wire.exchanges if "tools" in req]
     # step 1 is single-shot's search, made by the driver before any model call: the model's
@@ -91,19 +93,21 @@ def test_each_json_decision_is_schema_valid_through_constrained_output(llama_ser
     hits = [Hit(chunk_id=1, doc_id="products/sensor.md", section="1", section_title="Ratings",
                 text="The T9 sensor is rated IP67: it survives one metre of water.")]
     budget = 64  # the grader and rewriter finish well inside it; a 135M model may ramble
-    LLMPlanner(model, max_tokens=budget).plan("Is the T9 waterproof?")
+    with explained():
+        LLMPlanner(model, max_tokens=budget).plan("Is the T9 waterproof?")
     if dialect == "compatible":  # one decision shows the fallback
         assert wire.exchanges[0][1]["status"] == 500  # the server's own request validation
         assert "response_format" not in wire.exchanges[1][0]
         assert wire.exchanges[1][1]["status"] == 200
         return
-    grade = LLMGrader(model, max_tokens=budget).grade("Is the T9 waterproof?", hits)
-    LLMRewriter(model, max_tokens=budget).rewrite(
-        "Is the T9 waterproof?", Grade(kept=[], discarded=hits, enough=False,
-                                       missing="the T9's water rating"), [])
-    LLMAnswerer(model, max_tokens=budget).answer(
-        "Is the T9 waterproof?", ["Is the T9 waterproof?"],
-        [Evidence(1, "products/sensor.md", "1", "Ratings", hits[0].text, 1)])
+    with explained():
+        grade = LLMGrader(model, max_tokens=budget).grade("Is the T9 waterproof?", hits)
+        LLMRewriter(model, max_tokens=budget).rewrite(
+            "Is the T9 waterproof?", Grade(kept=[], discarded=hits, enough=False,
+                                           missing="the T9's water rating"), [])
+        LLMAnswerer(model, max_tokens=budget).answer(
+            "Is the T9 waterproof?", ["Is the T9 waterproof?"],
+            [Evidence(1, "products/sensor.md", "1", "Ratings", hits[0].text, 1)])
     assert grade.kept or grade.discarded
     decisions = [(req, resp) for req, resp in wire.exchanges if resp.get("status") == 200]
     assert len(decisions) >= 4
@@ -125,15 +129,17 @@ def test_ragloop_ask_against_the_server_never_fails(llama_server, small_kb, tmp_
     """The acceptance command, as a user runs it."""
     folder = small_kb.store.folder
     small_kb.close()
-    proc = subprocess.run(
-        [sys.executable, "-m", "ragloop", "ask", "Is the T9 sensor waterproof?",
-         "--kb", str(folder), "--route", "agent", "--driver", "tools", "--max-steps", "3",
-         "--model", f"openai:{MODEL_ALIAS}", "--base-url", llama_server,
-         "--grader-model", "offline"],
-        capture_output=True, text=True, timeout=600,
-        env={**os.environ, **{f"RAGLOOP_{k.upper()}": str(v) for k, v in SMALL_RUN.items()},
-             "COLUMNS": "60"})
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    with explained():
+        proc = subprocess.run(
+            [sys.executable, "-m", "ragloop", "ask", "Is the T9 sensor waterproof?",
+             "--kb", str(folder), "--route", "agent", "--driver", "tools", "--max-steps", "3",
+             "--model", f"openai:{MODEL_ALIAS}", "--base-url", llama_server,
+             "--grader-model", "offline"],
+            capture_output=True, text=True, timeout=6 * CALL_TIMEOUT_S,
+            env={**os.environ, **{f"RAGLOOP_{k.upper()}": str(v) for k, v in SMALL_RUN.items()},
+                 "RAGLOOP_REQUEST_TIMEOUT_S": str(CALL_TIMEOUT_S), "RAGLOOP_MAX_RETRIES": "0",
+                 "COLUMNS": "60"})
+        assert proc.returncode == 0, proc.stderr[-2000:]
     status = re.search(r"status=(\w+)", proc.stdout)
     assert status and status.group(1) in ("answered", "truncated", "unanswerable"), proc.stdout
     # one physical line per tool call, even on a 60-column terminal
@@ -148,10 +154,12 @@ def test_a_run_through_the_server_streams_its_steps(llama_server, small_kb):
     from ragloop.apps.server.app import create_app
 
     settings = small_kb.settings.with_(model=f"openai:{MODEL_ALIAS}", base_url=llama_server,
-                                       max_steps=2, kb=str(small_kb.store.folder), **SMALL_RUN)
+                                       max_steps=2, kb=str(small_kb.store.folder),
+                                       request_timeout_s=CALL_TIMEOUT_S, max_retries=0,
+                                       **SMALL_RUN)
     grader = LocalGrader(small_kb.embedder)
     with LiveServer(create_app(settings, kb=small_kb, grader=grader)) as live, \
-            live.client() as client:
+            live.client() as client, explained():
         started = client.post("/runs", json={"question": "Is the T9 sensor waterproof?",
                                              "route": "agent", "driver": "tools"})
         assert started.status_code == 202, started.text
@@ -172,8 +180,9 @@ def test_the_citation_judge_reply_is_schema_valid_through_constrained_output(lla
 
     wire = WireLog()
     judge = LLMSupportJudge(chat(llama_server, wire, "llamacpp"), max_tokens=96)
-    said = judge.judge([("The T9 is rated IP67.", "The T9 sensor is rated IP67."),
-                        ("The T9 runs for 9 years.", "The T9 battery lasts 5 years.")])
+    with explained():
+        said = judge.judge([("The T9 is rated IP67.", "The T9 sensor is rated IP67."),
+                            ("The T9 runs for 9 years.", "The T9 battery lasts 5 years.")])
     assert len(said) == 2 and all(s in (True, False, None) for s in said)
     # one call for both pairs (asked again only when cut off or unreadable)
     assert wire.exchanges and "id=2" in wire.exchanges[0][0]["messages"][-1]["content"]

@@ -122,12 +122,17 @@ class _Args(BaseModel):
                               json_schema_extra={"additionalProperties": False})
 
 
-# maxLength is a schema bound, not a check: it keeps a grammar-constrained small model from
-# looping inside the string until its token budget runs out; a longer query is still searched.
+# maxLength and the page's enum are schema bounds, not checks: they keep a grammar-constrained
+# small model from looping inside a string or a number. Some servers do not stop it otherwise:
+# llama-cpp-python's chatml-function-calling handler generates tool arguments with
+# max_tokens=None on tool_choice "auto" (llama_chat_format.py, 0.3.36), and its JSON-schema
+# grammar ignores minimum/maximum, so an integer's digits were unbounded. A longer query is
+# still searched.
 class SearchArgs(_Args):
     query: Text = Field(description="Words to search for; plain text, no operators.",
                         json_schema_extra={"maxLength": MAX_QUERY_CHARS})
     page: Page = Field(1, ge=1, le=MAX_PAGE,
+                       json_schema_extra={"enum": list(range(1, MAX_PAGE + 1))},
                        description=f"Result page, 1 (default) to {MAX_PAGE}: page 2 holds the"
                                    " results that follow page 1.")
     # the filters (retrieval/filters.py): optional, only when the question names them

@@ -131,22 +131,27 @@ def ingest(paths: Annotated[list[str], typer.Argument(
                "--private-urls", help="Allow URLs on loopback and private addresses (an"
                " intranet site); refused by default.")] = False) -> None:
     """Add or update documents; unchanged files are skipped by content hash."""
-    with open_kb(kb, embedder, create=True, language=language) as base:
-        progress = not as_json and err.is_terminal
-        if sync:
-            report = None
-            for folder in paths:
-                one = base.sync(folder, progress=progress, tags=tag or [])
-                report = one if report is None else _merged(report, one)
-        else:
-            report = base.ingest(paths, progress=progress, tags=tag or [],
-                                 private_urls=private_urls)
+    from ragloop.ingest.pipeline import IngestInterrupted
+
+    try:
+        with open_kb(kb, embedder, create=True, language=language) as base:
+            progress = not as_json and err.is_terminal
+            if sync:
+                report = None
+                for folder in paths:
+                    one = base.sync(folder, progress=progress, tags=tag or [])
+                    report = one if report is None else _merged(report, one)
+            else:
+                report = base.ingest(paths, progress=progress, tags=tag or [],
+                                     private_urls=private_urls)
+    except IngestInterrupted as exc:  # the knowledge base was closed (its indexes saved) first
+        err.print(shown(exc.message()), soft_wrap=True)
+        raise typer.Exit(130) from None
     assert report is not None
     if as_json:
         emit_json(report.to_dict())
     else:
-        for path, reason in report.failed:
-            err.print(f"[yellow]skipped[/] {shown(path)}: {shown(reason)}")
+        print_skipped(report.skipped())
         if report.removed is not None:
             for doc_id, change in report.changes:
                 out.print(f"{change} {shown(doc_id)}")
@@ -165,6 +170,18 @@ def _merged(a: IngestReport, b: IngestReport) -> IngestReport:
     a.changes += b.changes
     a.removed = (a.removed or []) + (b.removed or [])
     return a
+
+
+# Skipped files named one per line up to here; past it, a count (`--json` lists them all).
+SKIPPED_SHOWN = 20
+
+
+def print_skipped(skipped: list[tuple[str, str]]) -> None:
+    for path, reason in skipped[:SKIPPED_SHOWN]:
+        err.print(f"[yellow]skipped[/] {shown(path)}: {shown(reason)}", soft_wrap=True)
+    if len(skipped) > SKIPPED_SHOWN:
+        err.print(f"[yellow]and {len(skipped) - SKIPPED_SHOWN} more skipped[/]"
+                  " (`ragloop ingest --json` lists every one with its reason)", soft_wrap=True)
 
 
 @command()
@@ -642,8 +659,8 @@ def mcp(model: Annotated[str | None, typer.Option(
 def main() -> None:
     try:
         app()
-    except UserError as exc:
-        err.print(f"[red]error:[/] {shown(str(exc))}")
+    except UserError as exc:  # one line (not wrapped at 80 columns): scripts grep it
+        err.print(f"[red]error:[/] {shown(str(exc))}", soft_wrap=True)
         sys.exit(2)
     except RagloopError as exc:
         err.print(f"[red]failed:[/] {shown(str(exc))}")

@@ -39,6 +39,10 @@ class NotFoundError(UserError):
     pass
 
 
+class DiskFullError(UserError):
+    """No space left where the knowledge base is written; the message names the folder."""
+
+
 class ReaderError(RagloopError):
     """A file could not be read; ingest reports it by name and goes on."""
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
+import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -26,8 +30,25 @@ from ragloop.storage.protocols import DocumentWrite, Store
 # Chunks embedded and written together: large enough to fill embedding batches, small
 # enough that an interrupted ingest loses little.
 WRITE_BATCH_CHUNKS = 512
+# The first batch is this small and each next one twice the last, up to WRITE_BATCH_CHUNKS:
+# on a slow or loaded machine embedding 512 chunks takes minutes, and an ingest killed before
+# its first write would keep nothing, run after run.
+FIRST_BATCH_CHUNKS = 16
 # admit(doc, content_hash) -> None to go on, or the reason the document is skipped
 Admit = Callable[[ParsedDocument, str], str | None]
+
+
+class IngestInterrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) during an ingest, with the report of what was written before it."""
+
+    def __init__(self, report: IngestReport) -> None:
+        super().__init__()
+        self.report = report
+
+    def message(self) -> str:
+        written = self.report.added + self.report.updated
+        return (f"interrupted: {written} documents written, run again to finish (unchanged"
+                " files are skipped)")
 
 
 @dataclass
@@ -60,6 +81,11 @@ class IngestReport:
                     "removed": self.removed,
                     "changes": [{"doc_id": d, "change": c} for d, c in self.changes]})}
 
+    def skipped(self) -> list[tuple[str, str]]:
+        """(path, reason) of every file this ingest left out: failed, then unsupported."""
+        return [*self.failed, *((p, f"unsupported file type {Path(p).suffix or '(none)'}")
+                                for p in self.unsupported)]
+
     def summary(self) -> str:
         removed = "" if self.removed is None else f", removed {len(self.removed)}"
         text = (f"added {self.added}, updated {self.updated}, unchanged {self.unchanged}"
@@ -79,25 +105,46 @@ def iter_files(paths: Iterable[str | Path]) -> Iterator[tuple[Path, str, str | N
     path relative to the root given (a folder) or the file name (a file), with forward
     slashes. Skipped: names that are not valid UTF-8 (a doc_id must be text), and symlinks
     that lead out of the folder (ingesting a folder must not pull in files from elsewhere;
-    a link inside it is read as the file it points to)."""
+    a link inside it is read as the file it points to), and what is not a regular file
+    (a dangling link, a link loop, a FIFO), each with its reason."""
     for raw in paths:
         root = Path(raw)
         if not root.exists():
             raise UserError(f"{root}: no such file or folder")
-        if root.is_file():
-            yield root, root.name, _name_problem(root.name)
+        if not root.is_dir():
+            yield root, root.name, _name_problem(root.name) or _not_a_file(root)
             continue
         real_root = root.resolve()
         for path in sorted(root.rglob("*")):
             rel = path.relative_to(root)
-            if any(part.startswith(".") for part in rel.parts) or not path.is_file():
+            if any(part.startswith(".") for part in rel.parts) or path.is_dir():
                 continue
             doc_id = rel.as_posix()
-            reason = _name_problem(doc_id)
+            reason = _name_problem(doc_id) or _not_a_file(path)
             if reason is None and not path.resolve().is_relative_to(real_root):
                 reason = (f"a symlink to {path.resolve()}, outside {root}: not followed"
                           " (copy the file into the folder to ingest it)")
             yield path, doc_id, reason
+
+
+def _not_a_file(path: Path) -> str | None:
+    """Why `path` (not a folder) cannot be read as a file, or None. Named, not passed over in
+    silence: the user asked for the folder and should hear what of it was left out. A FIFO is
+    never opened (reading it would wait for a writer forever)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        if path.is_symlink():
+            target = os.readlink(path)
+            if exc.errno == errno.ELOOP:
+                return f"a symlink loop (to {target}): nothing to read"
+            return f"a dangling symlink (to {target}, which does not exist): nothing to read"
+        return f"cannot read it: {exc.strerror or exc}"
+    if stat.S_ISREG(mode):
+        return None
+    kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a device" if stat.S_ISBLK(mode) or stat.S_ISCHR(mode) else "not a regular file")
+    return f"{kind}, not a file: not read"
 
 
 def _name_problem(name: str) -> str | None:
@@ -167,6 +214,7 @@ class _Writer:
         self.seen: set[str] = set()
         self.batch: list[tuple[ParsedDocument, str, list[Chunk], bool]] = []
         self.size = 0  # chunks in the batch
+        self.limit = min(FIRST_BATCH_CHUNKS, WRITE_BATCH_CHUNKS)  # chunks that fill this batch
 
     def fail(self, where: str | Path, reason: str) -> None:
         self.report.failed.append((shown(where), shown(reason)))
@@ -197,8 +245,9 @@ class _Writer:
             return
         self.batch.append((doc, content_hash, chunks, doc.doc_id not in self.known))
         self.size += len(chunks)
-        if self.size >= WRITE_BATCH_CHUNKS:
+        if self.size >= self.limit:
             self.flush()
+            self.limit = min(2 * self.limit, WRITE_BATCH_CHUNKS)
 
     def flush(self) -> None:
         if not self.batch:
@@ -211,16 +260,18 @@ class _Writer:
         texts = [[embed_text(doc, c) for c in chunks] for doc, _, chunks, _ in self.batch]
         vectors = emb.embed([t for doc_texts in texts for t in doc_texts])
         writes, start = [], 0
-        for (doc, content_hash, chunks, new), doc_texts in zip(self.batch, texts, strict=True):
+        for (doc, content_hash, chunks, _), doc_texts in zip(self.batch, texts, strict=True):
             writes.append(DocumentWrite(doc=doc, content_hash=content_hash, chunks=chunks,
                                         vectors=vectors[start:start + len(chunks)],
                                         embed_hashes=[text_hash(t) for t in doc_texts]))
             start += len(chunks)
+        self.store.write_documents(writes)
+        # counted once written: an interrupted ingest reports what is in the record
+        for doc, _, chunks, new in self.batch:
             report.chunks += len(chunks)
             report.added += new
             report.updated += not new
             report.changes.append((doc.doc_id, "added" if new else "updated"))
-        self.store.write_documents(writes)
         report.embedded += emb.misses - misses_before
         self.batch, self.size = [], 0
 
@@ -229,6 +280,18 @@ class _Writer:
         self.store.flush()
         self.report.seconds = time.perf_counter() - started
         return self.report
+
+
+@contextmanager
+def _interruptible(writer: _Writer) -> Iterator[None]:
+    """A Ctrl-C becomes IngestInterrupted, carrying what was written (the batch being written
+    is rolled back by the store, so the count is exact)."""
+    try:
+        yield
+    except IngestInterrupted:
+        raise
+    except KeyboardInterrupt:
+        raise IngestInterrupted(writer.report) from None
 
 
 def _progress(label: str, with_names: bool, progress: bool) -> Progress:
@@ -256,7 +319,7 @@ def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: It
         for doc in _web_documents(writer, url, private_urls):
             writer.add(_tagged(doc, tags), doc.source)
     files = list(iter_files(p for p in paths if not (isinstance(p, str) and is_url(p))))
-    with _progress("ingest", True, progress) as bar:
+    with _progress("ingest", True, progress) as bar, _interruptible(writer):
         task = bar.add_task("files", total=len(files), name="")
         for path, doc_id, skip in files:
             bar.update(task, advance=1, name=shown(doc_id)[-50:])
@@ -316,7 +379,7 @@ def ingest_documents(store: Store, embedder: Callable[[], CachedEmbedder],
     document's failures are reported under its `source`."""
     started = time.perf_counter()
     writer = _Writer(store, embedder, settings, before_write=before_write)
-    with _progress(label, False, progress) as bar:
+    with _progress(label, False, progress) as bar, _interruptible(writer):
         task = bar.add_task("docs", total=len(docs))
         for doc in docs:
             bar.update(task, advance=1)

@@ -66,14 +66,22 @@ def build_sections(
     headings: Sequence[tuple[int, str, str]],
     preamble: str = "",
     title: str = "",
+    text_title: str = "",
 ) -> tuple[str, list[SectionText]]:
     """(document title, sections) from a preamble and (level, heading, body) triples.
 
     `title` is the document title to use when the headings do not supply one (no single
     top-level title heading); it heads every title_path. Returns the title actually used.
+    `text_title` is a title the document itself states (an HTML <title>, a front-matter
+    title), as opposed to one made from its file name.
+
+    A document whose only words are headings or a stated title (a one-line note, a page
+    of just a <title>) gets them as the text of section "0": a short document is still
+    searchable, and a heading is the one place its words are.
     """
     nodes = [_Node(level, clean_heading(h), clean_text(b)) for level, h, b in headings]
     nodes = [n for n in nodes if n.heading or n.body]
+    headings_only = [clean_heading(text_title)] + [n.heading for n in nodes]
     preamble = clean_text(preamble)
 
     title_node: _Node | None = None
@@ -118,4 +126,6 @@ def build_sections(
         node.path = (*parent.path, node.heading) if node.heading else parent.path
         stack.append(node)
         add(node.sid, node.path, node.body)
+    if not sections:
+        add("0", root_path, "\n".join(dict.fromkeys(h for h in headings_only if h)))
     return doc_title, sections

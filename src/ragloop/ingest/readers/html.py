@@ -145,7 +145,8 @@ def html_blocks(html: str) -> tuple[str, str, list[tuple[int, str, str]]]:
 
 def parse_html(html: str, doc_id: str, source: str, fallback_title: str = "") -> ParsedDocument:
     title, preamble, heads = html_blocks(html)
-    head_title, sections = build_sections(heads, preamble, title=title or fallback_title)
+    head_title, sections = build_sections(heads, preamble, title=title or fallback_title,
+                                         text_title=title)
     return ParsedDocument(doc_id=doc_id, title=title or head_title or fallback_title,
                           source=source, sections=sections, mime="text/html")
 

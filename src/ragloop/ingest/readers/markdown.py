@@ -160,7 +160,8 @@ def parse_markdown(text: str, doc_id: str, source: str, fallback_title: str = ""
     metadata = front_matter(text)
     fm_title, text = split_front_matter(text)
     preamble, heads = markdown_blocks(text)
-    title, sections = build_sections(heads, preamble, title=fm_title or fallback_title)
+    title, sections = build_sections(heads, preamble, title=fm_title or fallback_title,
+                                     text_title=fm_title)
     return ParsedDocument(doc_id=doc_id, title=title or fm_title or fallback_title, source=source,
                           sections=sections, mime="text/markdown", metadata=metadata)
 

@@ -1,8 +1,9 @@
 """Plain text files, and the byte decoding every text format shares.
 
-Decoding never loses a readable file: BOM (UTF-8/16/32) first, then strict UTF-8, then cp1252,
-then latin-1. Empty files and binary content (magic numbers, NUL bytes, mostly control
-characters) raise ReaderError instead of producing garbage.
+Decoding never loses a readable file: BOM (UTF-8/16/32) first, then UTF-16/32 without a BOM
+(told by where its NUL bytes sit), then strict UTF-8, then cp1252, then latin-1. Empty files
+and binary content (magic numbers, NUL bytes, mostly control characters) raise ReaderError
+instead of producing garbage.
 """
 
 from __future__ import annotations
@@ -54,6 +55,40 @@ def _binary(what: str) -> ReaderError:
     return ReaderError(f"binary file ({what}), not text")
 
 
+# (encoding, code unit width, offsets within a unit where the high bytes of Latin text sit)
+_UNMARKED = (
+    ("utf-32-le", 4, (1, 2, 3)),
+    ("utf-32-be", 4, (0, 1, 2)),
+    ("utf-16-le", 2, (1,)),
+    ("utf-16-be", 2, (0,)),
+)
+
+
+def _unmarked_utf(data: bytes) -> str | None:
+    """UTF-16/32 text written without a byte-order mark (Windows tools do), else None.
+
+    Text in such a file that is mostly Latin script has a NUL byte as the high byte of most
+    code units and nowhere else; binary data has its NULs scattered. The text must also decode
+    strictly and read as text (no NUL characters, few controls)."""
+    for encoding, width, high in _UNMARKED:
+        head = data[:SNIFF_BYTES - SNIFF_BYTES % width]
+        if len(data) % width or not head:
+            continue
+        nul_at = [i % width for i, b in enumerate(head) if b == 0]
+        units = len(head) // width
+        if any(pos not in high for pos in nul_at) or nul_at.count(high[-1]) < units // 4:
+            continue
+        try:
+            text = data.decode(encoding)
+        except UnicodeDecodeError:
+            continue
+        sample = text[:SNIFF_BYTES]
+        if "\x00" in sample or len(_CONTROL.findall(sample)) > max(2, len(sample) // 20):
+            continue
+        return text
+    return None
+
+
 def decode_bytes(data: bytes) -> str:
     """Text from a text file's bytes; ReaderError for an empty or binary file."""
     if not data.strip():
@@ -68,6 +103,10 @@ def decode_bytes(data: bytes) -> str:
                 raise ReaderError("empty file")
             return text
     head = data[:SNIFF_BYTES]
+    if b"\x00" in head and (unmarked := _unmarked_utf(data)) is not None:
+        if not unmarked.strip():
+            raise ReaderError("empty file")
+        return unmarked
     for magic, what in _MAGIC:
         if head.startswith(magic):
             # MZ/RIFF/ID3 could start a text file: only call it binary if it is not text-like

@@ -5,6 +5,7 @@ Both are rebuilt from the SQLite record when missing or stale; they hold only ch
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -32,17 +33,21 @@ class FullTextIndex:
     """BM25 over chunk text with the KB language's analyzer (retrieval/languages.py);
     documents are (chunk_id, doc_id, text)."""
 
-    def __init__(self, folder: Path, language: str | None = None) -> None:
+    def __init__(self, folder: Path | None, language: str | None = None) -> None:
+        """`folder` None: an index in memory only (a read that cannot write its folder)."""
         self.folder = folder
         self.language = languages.get_language(language).code
-        folder.mkdir(parents=True, exist_ok=True)
         tokenizer = languages.tokenizer_name(self.language)
         builder = tantivy.SchemaBuilder()
         builder.add_unsigned_field("chunk_id", stored=False, indexed=True, fast=True)
         builder.add_text_field("doc_id", stored=False, tokenizer_name="raw")
         builder.add_text_field("text", stored=False, tokenizer_name=tokenizer, index_option="freq")
         self.schema = builder.build()
-        self.index = tantivy.Index(self.schema, path=str(folder), reuse=True)
+        if folder is None:
+            self.index = tantivy.Index(self.schema)
+        else:
+            folder.mkdir(parents=True, exist_ok=True)
+            self.index = tantivy.Index(self.schema, path=str(folder), reuse=True)
         analyzer = languages.text_analyzer(self.language)
         if analyzer is not None:  # custom analyzers live in the process, not in the index files
             self.index.register_tokenizer(tokenizer, analyzer)
@@ -127,7 +132,8 @@ class FullTextIndex:
 
     def destroy(self) -> None:
         self._writer = None
-        shutil.rmtree(self.folder, ignore_errors=True)
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class VectorIndex:
@@ -138,16 +144,16 @@ class VectorIndex:
     (hnswlib skips them); their ids are kept in a sidecar so counts and the exact path know them.
     """
 
-    def __init__(self, path: Path, dim: int) -> None:
+    def __init__(self, path: Path | None, dim: int) -> None:
+        """`path` None: in memory only, never saved."""
         self.path = path
         self.dim = dim
         self.dirty = False
         self.lock = threading.RLock()  # hnswlib may not be searched while it is written
         self.deleted: set[int] = set()
         self._exact: tuple[np.ndarray, np.ndarray] | None = None
-        sidecar = self._sidecar()
-        if path.exists() and sidecar.exists():
-            meta = json.loads(sidecar.read_text())
+        if path is not None and path.exists() and self._sidecar(path).exists():
+            meta = json.loads(self._sidecar(path).read_text())
             self.index = hnswlib.Index(space="cosine", dim=dim)
             self.index.load_index(str(path), max_elements=int(meta["capacity"]))
             self.index.set_ef(HNSW_EF_SEARCH)
@@ -155,8 +161,9 @@ class VectorIndex:
         else:
             self.index = self._new(INITIAL_CAPACITY)
 
-    def _sidecar(self) -> Path:
-        return self.path.with_name(self.path.name + ".json")
+    @staticmethod
+    def _sidecar(path: Path) -> Path:
+        return path.with_name(path.name + ".json")
 
     def _new(self, capacity: int) -> hnswlib.Index:
         index = hnswlib.Index(space="cosine", dim=self.dim)
@@ -276,15 +283,27 @@ class VectorIndex:
         with self.lock:
             return sorted(int(i) for i in self.index.get_ids_list() if int(i) not in self.deleted)
 
+    def _least_file_size(self) -> int:
+        """The fewest bytes hnswlib's saveIndex writes for this graph: a 96-byte header, then
+        per element its level-0 record (links, vector, label) and a 4-byte link-list size."""
+        level0 = (4 + 2 * HNSW_M * 4) + 4 * self.dim + 8
+        return 96 + self.index.element_count * (level0 + 4)
+
     def save(self) -> None:
         with self.lock:
-            if not self.dirty:
+            if not self.dirty or self.path is None:
                 return
             tmp = self.path.with_suffix(".tmp")
             self.index.save_index(str(tmp))
+            # hnswlib does not check its writes: on a full disk the file is just short
+            written = tmp.stat().st_size if tmp.exists() else 0
+            if written < self._least_file_size():
+                tmp.unlink(missing_ok=True)
+                raise OSError(errno.ENOSPC, f"hnswlib wrote {written} of at least"
+                              f" {self._least_file_size()} bytes (disk full?)", str(tmp))
             meta = {"capacity": self.index.get_max_elements(), "deleted": sorted(self.deleted)}
-            side_tmp = self._sidecar().with_suffix(".tmp")
+            side_tmp = self._sidecar(self.path).with_suffix(".tmp")
             side_tmp.write_text(json.dumps(meta))
             os.replace(tmp, self.path)
-            os.replace(side_tmp, self._sidecar())
+            os.replace(side_tmp, self._sidecar(self.path))
             self.dirty = False

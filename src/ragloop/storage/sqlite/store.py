@@ -8,13 +8,15 @@ interrupted or half-written folder heals itself on the next open.
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import sqlite3
 import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 
@@ -23,8 +25,11 @@ from ragloop.core.types import DocumentInfo, Hit, SectionInfo
 from ragloop.retrieval.index_text import index_text
 from ragloop.retrieval.languages import ENGLISH, get_language
 from ragloop.storage.protocols import DocumentWrite
+from ragloop.storage.sqlite.disk import disk_full_as_user_error, disk_full_error, is_disk_full
 from ragloop.storage.sqlite.indexes import FullTextIndex, VectorIndex
 from ragloop.storage.sqlite.lock import WriteLock
+
+log = logging.getLogger(__name__)
 
 DB_FILE = "ragloop.db"
 VECTOR_FILE = "vectors.hnsw"
@@ -74,31 +79,61 @@ class SqliteStore:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.lock = threading.RLock()
         self.write_lock = WriteLock(self.folder)
+        #: why the record is open read-only (None: it is writable)
+        self.read_only: str | None = None
         self.db = self._connect()
         self._fulltext: FullTextIndex | None = None
         self._vectors: VectorIndex | None = None
         self._loaded_generation: int | None = None
+        # the loaded indexes live in memory only (built by a read that could not write them)
+        self._in_memory = False
+        #: why searches answer from indexes that are not the saved, current ones (None: they are)
+        self.degraded: str | None = None
 
     def _connect(self) -> sqlite3.Connection:
-        db = None
         try:
-            db = sqlite3.connect(self.db_path, check_same_thread=False, isolation_level=None,
-                                 timeout=30)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
+            return self._open(str(self.db_path), immutable=False)
+        except sqlite3.DatabaseError as exc:
+            if not (self.db_path.is_file() and is_disk_full(exc, self.folder)):
+                raise not_a_knowledge_base(self.db_path, exc) from None
+        # No room for SQLite's shared-memory file, which WAL mode needs even to read: read the
+        # database file as it is (immutable: no locks, no -shm; a cleanly closed KB has its
+        # whole record there). Writes then fail with the full-disk message.
+        try:
+            db = self._open(f"file:{quote(str(self.db_path.resolve()))}?immutable=1",
+                            immutable=True)
+        except sqlite3.DatabaseError as exc:
+            raise not_a_knowledge_base(self.db_path, exc) from None
+        self.read_only = f"no space left on the disk of {self.folder}"
+        return db
+
+    def _open(self, target: str, immutable: bool) -> sqlite3.Connection:
+        db = sqlite3.connect(target, check_same_thread=False, isolation_level=None, timeout=30,
+                             uri=immutable)
+        try:
+            if not immutable:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA foreign_keys=ON")
-            db.executescript(SCHEMA)
-            columns = {r[1] for r in db.execute("PRAGMA table_info(documents)")}
-            if "metadata" not in columns:  # a knowledge base from before metadata
-                db.execute("ALTER TABLE documents ADD COLUMN metadata TEXT NOT NULL"
-                           " DEFAULT '{}'")
+            if not immutable:
+                db.executescript(SCHEMA)
+                columns = {r[1] for r in db.execute("PRAGMA table_info(documents)")}
+                if "metadata" not in columns:  # a knowledge base from before metadata
+                    db.execute("ALTER TABLE documents ADD COLUMN metadata TEXT NOT NULL"
+                               " DEFAULT '{}'")
             for table, columns in PROBES.items():  # another program's tables of the same name
                 db.execute(f"SELECT {columns} FROM {table} LIMIT 0")
-        except sqlite3.DatabaseError as exc:
-            if db is not None:
-                db.close()
-            raise not_a_knowledge_base(self.db_path, exc) from None
+        except sqlite3.DatabaseError:
+            db.close()
+            raise
         return db
+
+    def _no_space_is_a_user_error(self) -> AbstractContextManager[None]:
+        return disk_full_as_user_error(self.folder, self._index_folder)
+
+    def _writable(self) -> None:
+        if self.read_only is not None:
+            raise disk_full_error(self.folder)
 
     # -- record -----------------------------------------------------------------------
 
@@ -119,7 +154,8 @@ class SqliteStore:
         return row[0] if row else None
 
     def set_meta(self, key: str, value: str) -> None:
-        with self.lock:
+        self._writable()
+        with self.lock, self._no_space_is_a_user_error():
             self.db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
 
     def generation(self) -> int:
@@ -139,7 +175,8 @@ class SqliteStore:
         """Replace each document with its new sections and chunks, in one transaction."""
         if not writes:
             return
-        with self._index_write():
+        self._writable()
+        with self._no_space_is_a_user_error(), self._index_write():
             self._write(writes)
 
     def _write(self, writes: list[DocumentWrite]) -> None:
@@ -181,7 +218,8 @@ class SqliteStore:
         return existed
 
     def remove_document(self, doc_id: str) -> bool:
-        with self._index_write():
+        self._writable()
+        with self._no_space_is_a_user_error(), self._index_write():
             fulltext, vectors = self._indexes()
             self._mark_indexes_dirty()
             with self.transaction() as db:
@@ -219,6 +257,7 @@ class SqliteStore:
                     self._fulltext.rollback()
             self._fulltext = self._vectors = None
             self._loaded_generation = None
+            self._in_memory = False
             with suppress(OSError):  # `index` unwritable: then no state claims anything
                 self._write_state(None)
             self.write_lock.release()
@@ -295,10 +334,19 @@ class SqliteStore:
         return out
 
     def put_embeddings(self, model: str, items: dict[str, np.ndarray]) -> None:
+        """Remember vectors; on a full disk they are not remembered (a search still answers,
+        and an ingest meets the full disk at its write, which says so)."""
+        if self.read_only is not None:
+            return
         with self.lock:
-            self.db.executemany(
-                "INSERT OR IGNORE INTO embeddings(model, hash, vector) VALUES (?,?,?)",
-                [(model, h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in items.items()])
+            try:
+                self.db.executemany(
+                    "INSERT OR IGNORE INTO embeddings(model, hash, vector) VALUES (?,?,?)",
+                    [(model, h, np.asarray(v, dtype=np.float32).tobytes())
+                     for h, v in items.items()])
+            except sqlite3.Error as exc:
+                if not is_disk_full(exc, self.folder):
+                    raise
 
     # -- derived indexes -------------------------------------------------------------------
 
@@ -381,28 +429,65 @@ class SqliteStore:
             fresh = (self._fulltext is not None and self._vectors is not None
                      and self._loaded_generation == current
                      and self._vectors.dim == (self._dim() or 1)
-                     and self._fulltext.language == self.language())
+                     and self._fulltext.language == self.language()
+                     and not (self._in_memory and self.write_lock.held))
             if fresh:
                 return self._fulltext, self._vectors  # type: ignore[return-value]
             if self._fulltext is not None and self._fulltext.pending:
                 self._fulltext.commit()
             loaded = self._load() if self._saved_generation() == current else None
-            if loaded is None:
-                had = self.write_lock.held
-                if not had and not self.write_lock.try_acquire():
-                    if self._fulltext is not None and self._vectors is not None:
-                        # another process is writing: keep answering from what we hold
-                        return self._fulltext, self._vectors
-                    self.write_lock.acquire()  # nothing to answer from: wait for it
-                try:
-                    loaded = self._rebuild_locked(waited=not had)
-                finally:
-                    if not had:
-                        self.write_lock.release()
-                current = self.generation()
-            self._fulltext, self._vectors = loaded
-            self._loaded_generation = current
+            if loaded is not None:
+                self._set_loaded(loaded, current, None)
+                return loaded
+            if self.write_lock.held:  # the writer itself: rebuild and save, or fail
+                loaded = self._rebuild_locked(waited=False)
+                self._set_loaded(loaded, self.generation(), None)
+                return loaded
+            if not self.write_lock.try_acquire():
+                # Readers never wait for a writer (another process's ingest may take hours):
+                # keep what we hold, else the indexes as last saved, else the record indexed
+                # in memory; either may miss what the running ingest is writing.
+                if self._fulltext is not None and self._vectors is not None:
+                    return self._fulltext, self._vectors
+                why = f"another ingest into {self.folder} is running"
+                saved = (self._index_folder / "fulltext" / "meta.json",
+                         self._index_folder / VECTOR_FILE)
+                # opening a missing tantivy folder would create one under the writer's feet
+                stale = self._load() if all(p.is_file() for p in saved) else None
+                if stale is not None:
+                    self._set_loaded(stale, None, f"{why}: searching the indexes as last saved")
+                    return stale
+                return self._memory_indexes(why)
+            try:
+                loaded = self._rebuild_locked(waited=True)
+            except Exception as exc:
+                if not is_disk_full(exc, self.folder, self._index_folder):
+                    raise
+                # a read must not need to write: answer from the record, indexed in memory
+                return self._memory_indexes(f"{self._index_folder} cannot be written (disk"
+                                            " full)")
+            finally:
+                self.write_lock.release()
+            self._set_loaded(loaded, self.generation(), None)
             return loaded
+
+    def _set_loaded(self, loaded: tuple[FullTextIndex, VectorIndex], generation: int | None,
+                    degraded: str | None, in_memory: bool = False) -> None:
+        self._fulltext, self._vectors = loaded
+        self._loaded_generation = generation
+        self._in_memory = in_memory
+        if degraded is not None and degraded != self.degraded:
+            log.warning("note: %s; results may miss recent changes", degraded)
+        self.degraded = degraded
+
+    def _memory_indexes(self, why: str) -> tuple[FullTextIndex, VectorIndex]:
+        """The record as it is now, indexed in memory only (nothing is written)."""
+        current = self.generation()
+        loaded = (FullTextIndex(None, self.language()), VectorIndex(None, self._dim() or 1))
+        self._rebuild(*loaded, save=False)
+        self._set_loaded(loaded, current, f"{why}: searching the record indexed in memory",
+                         in_memory=True)
+        return loaded
 
     def _load(self) -> tuple[FullTextIndex, VectorIndex] | None:
         """The saved indexes, or None when a file is damaged (they are rebuilt then)."""
@@ -443,7 +528,7 @@ class SqliteStore:
             self._discard_indexes()
             raise
 
-    def _rebuild(self, fulltext: FullTextIndex, vectors: VectorIndex) -> None:
+    def _rebuild(self, fulltext: FullTextIndex, vectors: VectorIndex, save: bool = True) -> None:
         fulltext.clear()
         vectors.clear()
         model = self.get_meta("embedder") or ""
@@ -462,8 +547,9 @@ class SqliteStore:
             if keys:
                 vectors.add(np.asarray(keys, dtype=np.uint64), np.vstack(vecs))
         fulltext.commit()
-        vectors.save()
-        self._write_state(self.generation())
+        if save:
+            vectors.save()
+            self._write_state(self.generation())
 
     def _search(self, run: Callable[[FullTextIndex, VectorIndex], list[tuple[int, float]]]
                 ) -> list[tuple[int, float]]:
@@ -479,7 +565,8 @@ class SqliteStore:
                     raise
                 self._fulltext = self._vectors = None
                 self._loaded_generation = None
-                self._write_state(None)
+                with suppress(OSError):  # a full disk: the rebuild then goes to memory
+                    self._write_state(None)
             return run(*self._indexes())
 
     def search_bm25(self, terms: list[str], k: int,
@@ -514,14 +601,15 @@ class SqliteStore:
         next writer in. A store that only read has nothing to save and writes nothing."""
         with self.lock:
             try:
-                if self._fulltext is None or self._vectors is None:
+                if self._fulltext is None or self._vectors is None or self._in_memory:
                     return
                 if not (self.write_lock.held or self._fulltext.pending or self._vectors.dirty):
                     return
                 try:
-                    self._fulltext.commit()
-                    self._vectors.save()
-                    self._write_state(self._loaded_generation)
+                    with self._no_space_is_a_user_error():
+                        self._fulltext.commit()
+                        self._vectors.save()
+                        self._write_state(self._loaded_generation)
                 except BaseException:
                     self._discard_indexes()
                     raise
@@ -533,6 +621,9 @@ class SqliteStore:
             try:
                 self.flush()
             finally:
+                # tantivy maps its segment files: a closed store lets go of them (a deleted
+                # folder's space is only freed then)
+                self._fulltext = self._vectors = None
                 self.db.close()
 
 
