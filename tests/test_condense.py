@@ -67,7 +67,8 @@ def test_a_question_that_stands_alone_is_left_alone() -> None:
 def test_a_new_topic_drops_the_old_one() -> None:
     r = ask([("What is the IP rating of the S200 sensor?", "IP67.")],
             "How long are support call recordings kept?")
-    assert r.kind == TurnKind.NEW_TOPIC and r.question == "How long are support call recordings kept?"
+    assert r.kind == TurnKind.NEW_TOPIC
+    assert r.question == "How long are support call recordings kept?"
     assert r.subject == ""
 
 
