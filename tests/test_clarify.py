@@ -79,3 +79,17 @@ def test_one_document_or_none_is_no_ambiguity() -> None:
 def test_the_question_is_asked_in_the_kbs_language() -> None:
     c = clarify("Qual è il grado di protezione del sensore?", ip_hits()[:2], vocabulary("it"))
     assert c is not None and c.question == "Quale intendi: S200 o S100?"
+
+
+def test_a_code_of_another_kind_does_not_choose_a_reading() -> None:
+    reports = [hit((f"reports/{q}.md", f"Quarterly Sales Report: {q.upper()} FY2024"),
+                   f"Halden shipped 1,300 Edge G2 gateways in {q.upper()} FY2024.", 0.8, i)
+               for i, q in enumerate(["q1", "q2"])]
+    c = clarify("How many Edge G2 gateways were shipped in the quarter?", reports, EN)
+    assert c is not None and c.options == ("Q1", "Q2")  # the year they share is no option
+
+
+def test_guides_of_one_named_product_are_one_reading() -> None:
+    hits = [hit(EDGE, "The Edge G2 enclosure is rated IP66.", 0.8, 1),
+            hit(EDGE_INSTALL, "Use the supplied cable glands to keep the IP66 rating.", 0.7, 2)]
+    assert clarify("What is the IP rating of the Edge G2 gateway?", hits, EN) is None

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from ragloop.core.conversation import Clarification
 from ragloop.core.types import Hit
-from ragloop.offline.text import is_code, words
+from ragloop.offline.text import code_family, is_code, words
 from ragloop.offline.vocabulary import Vocabulary
 
 MIN_OPTIONS = 2
@@ -70,9 +70,13 @@ def _lower_words(kept: Sequence[Hit]) -> set[str]:
 
 def _name(doc: _Doc, common: set[str], lower: set[str]) -> str:
     """What tells `doc` from its siblings: its codes when it has any there, else its title
-    words that are not in every sibling's title and are never written in lower case."""
+    words that are not in every sibling's title and are never written in lower case — unless
+    the titles share a code: then they are documents of one named thing ("Edge G2 Gateway
+    Product Guide", "… Installation Guide"), and words alone do not make another reading."""
     differ = [t for t in doc.tokens if t.lower() not in common]
     found = [t for t in differ if is_code(t)]
+    if not found and any(is_code(t) for t in common):
+        return ""
     if found:
         # a code's neighbouring name word stays with it ("Edge G2"), a description does not
         at = [i for i, t in enumerate(differ) if is_code(t)]
@@ -129,8 +133,9 @@ def clarify(question: str, kept: Sequence[Hit], words_: Vocabulary) -> Clarifica
     options = named if named else list(names)
     if named and len(named) < MIN_OPTIONS:
         return None  # the question chose its reading
-    if q_codes and not named and any(is_code(t) for n in names for t in words(n)):
-        return None  # it names a code of its own (another quarter, another model)
+    families = {code_family(t) for n in names for t in words(n) if is_code(t)}
+    if not named and any(code_family(c) in families for c in q_codes):
+        return None  # it names a code of the readings' kind (another quarter, another model)
     options = options[:MAX_OPTIONS]
     return Clarification(
         question=words_.text("clarify.question").format(options=_join(options, words_)),
