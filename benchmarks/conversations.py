@@ -1,0 +1,158 @@
+"""Conversations without the engine (issue 30, groundwork): does the offline condense rule find
+what a follow-up needs, and does the offline clarify rule ask back when it should?
+
+    .venv/bin/python benchmarks/conversations.py --kb KB [--split test] [--show]
+
+KB is the examples knowledge base (`ragloop ingest examples/kb --kb KB`, or a copy of a
+prebuilt one). For every turn of `examples/evals/conversations.jsonl` the KB's own search runs
+three ways: the question as typed (no history), the question condensed with the history
+(`offline/condense.py`; the history holds each earlier turn's condensed question, its
+reference answer and the titles of its search's top documents, as the engine would cite them),
+and the human rewrite (the ceiling). all-gold@5: every gold document among the first 5
+distinct documents of the top 10 hits; all-gold@1 too, because on a KB of 34 documents five of
+them often hold the gold one even for a question typed without its subject. Unanswerable
+follow-ups have no gold and are not scored here (abstaining needs the engine).
+
+For `examples/evals/ambiguity.jsonl`: search, grade with the offline grader (the engine's
+search-and-grade step), then `offline/clarify.py` on the kept passages; the share that would
+end with needs_input, for the ambiguous and the single-reading halves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+
+from ragloop.agent.search_grade import search_and_grade
+from ragloop.agent.tools import Toolbox
+from ragloop.core.conversation import Turn
+from ragloop.core.types import Hit
+from ragloop.eval.metrics import distinct, recall_all
+from ragloop.kb import KnowledgeBase
+from ragloop.offline.clarify import clarify
+from ragloop.offline.condense import condense
+from ragloop.offline.grader import LocalGrader
+from ragloop.offline.text import reading_language
+from ragloop.offline.vocabulary import vocabulary
+
+ROOT = Path(__file__).resolve().parents[1]
+CONVERSATIONS = ROOT / "examples" / "evals" / "conversations.jsonl"
+AMBIGUITY = ROOT / "examples" / "evals" / "ambiguity.jsonl"
+SEARCH_K = 10  # hits searched per query
+K = 5  # documents scored
+CITED = 2  # documents of a turn a later turn sees as cited
+WAYS = ("typed", "condensed", "rewrite")
+
+
+def _read(path: Path) -> list[dict]:
+    with path.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _docs(hits: list[Hit]) -> list[str]:
+    return distinct(h.doc_id for h in hits)
+
+
+def _cited(hits: list[Hit]) -> tuple[str, ...]:
+    seen: dict[str, str] = {}
+    for h in hits:
+        if h.doc_id not in seen and len(seen) < CITED:
+            seen[h.doc_id] = " › ".join(x for x in (h.doc_title, h.section_title) if x)
+    return tuple(seen.values())
+
+
+def run_conversations(kb: KnowledgeBase, split: str, show: bool) -> dict:
+    words = vocabulary(kb.language)
+    rows: dict[tuple[str, str], dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
+    for conv in _read(CONVERSATIONS):
+        if split != "all" and conv["split"] != split:
+            continue
+        history: list[Turn] = []
+        for t in conv["turns"]:
+            c = condense(history, t["q"], words)
+            queries = {"typed": t["q"], "condensed": c.question, "rewrite": t["rewrite"] or t["q"]}
+            hits = {way: kb.search(q, SEARCH_K) for way, q in queries.items()}
+            if t["gold_doc"]:
+                for way in WAYS:
+                    for k in (K, 1):
+                        found = recall_all(_docs(hits[way]), t["gold_doc"], k)
+                        rows[(conv["split"], t["type"])][f"{way}@{k}"].append(found)
+            if show:
+                marks = "/".join("Y" if recall_all(_docs(hits[w]), t["gold_doc"], K) else "n"
+                                 for w in WAYS) if t["gold_doc"] else "-"
+                print(f"{conv['id']} {t['type']:12} {c.kind:10} {t['q']!r}"
+                      f" -> {c.question!r} typed/condensed/rewrite={marks}")
+            history.append(Turn(t["q"], c.question, t["answer"] or "",
+                                _cited(hits["condensed"])))
+    return rows
+
+
+def run_ambiguity(kb: KnowledgeBase, show: bool) -> dict[str, list[bool]]:
+    words = vocabulary(kb.language)
+    toolbox, grader = Toolbox(kb, k=SEARCH_K), LocalGrader(kb.embedder)
+    out: dict[str, list[bool]] = defaultdict(list)
+    for q in _read(AMBIGUITY):
+        graded = search_and_grade(toolbox, grader, q["q"], q["q"])
+        c = clarify(q["q"], graded.grade.kept, words)
+        out[q["type"]].append(c is not None)
+        if show:
+            print(f"{q['id']} {q['type']:9} {q['q']!r} -> {c.options if c else None}")
+    return out
+
+
+def _share(flags: list[bool]) -> str:
+    return f"{sum(flags) / len(flags):.2f}" if flags else "–"
+
+
+def _row(s: str, kind: str, r: dict[str, list[bool]], k: int) -> str:
+    typed, cond, rew = (sum(r[f"{w}@{k}"]) / len(r[f"{w}@{k}"]) for w in WAYS)
+    ratio = f"{cond / rew:.2f}" if rew else "–"
+    return (f"| {s} | {kind} | {len(r[f'typed@{k}'])} | {typed:.2f} | {cond:.2f} | {rew:.2f}"
+            f" | {ratio} | {cond - typed:+.2f} |")
+
+
+def report(rows: dict, amb: dict[str, list[bool]], split: str) -> str:
+    groups = dict(rows)
+    for s in sorted({s for s, _ in rows}):
+        merged: dict[str, list[bool]] = defaultdict(list)
+        for (s2, kind), r in rows.items():
+            if s2 == s and kind in ("follow_up", "two_back"):
+                for key, flags in r.items():
+                    merged[key] += flags
+        if merged:
+            groups[(s, "all follow-ups")] = merged
+    lines = []
+    for k, what in ((K, f"all-gold@{K}: every gold document among the first {K} distinct"
+                        f" documents of the top {SEARCH_K} hits"),
+                    (1, "all-gold@1: the gold document is the first document")):
+        lines += [f"Conversation set, split `{split}`, {what}", "",
+                  "| split | turn type | turns | no history (typed) | condensed (offline rule)"
+                  " | human rewrite | condensed / rewrite | condensed − typed |",
+                  "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        lines += [_row(s, kind, r, k) for (s, kind), r in sorted(groups.items())]
+        lines.append("")
+    lines += ["Ambiguity set (not split; offline grader on the top 10 hits, then the clarify"
+              " rule): share ending with needs_input", "",
+              "| questions | n | needs_input |", "| --- | ---: | ---: |"]
+    for kind in ("ambiguous", "single"):
+        lines.append(f"| {kind} | {len(amb.get(kind, []))} | {_share(amb.get(kind, []))} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--kb", required=True, help="the examples knowledge base")
+    parser.add_argument("--split", default="all", choices=("dev", "test", "all"))
+    parser.add_argument("--show", action="store_true", help="print every turn and question")
+    args = parser.parse_args(argv)
+    with KnowledgeBase.open(args.kb) as kb, reading_language(kb.language):
+        rows = run_conversations(kb, args.split, args.show)
+        amb = run_ambiguity(kb, args.show)
+    print(report(rows, amb, args.split))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

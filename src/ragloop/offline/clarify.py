@@ -1,0 +1,146 @@
+"""The offline clarify rule: ask the user back when a question has several readings that the
+knowledge base answers differently, instead of guessing one or answering all of them.
+
+The readings are read off the graded evidence. Kept passages come from *sibling* documents
+when their titles are the same apart from a name ("S100 … Sensor Datasheet", "S200 … Sensor
+Datasheet"; "Quarterly Sales Report: Q1 FY2024", "… Q3 FY2024"; "Pulse Release Notes", "Edge
+G2 Firmware Release Notes"). A name is a code (S200, Q1 FY2024) or a word the passages never
+write in lower case (Pulse, Edge); a title word that they do (wireless, installation,
+product) is a description, so an installation guide and a product guide of one gateway are
+not two readings. When at least two siblings with different names are kept and the question
+names none of them — nor any other kept document by a code of its title ("the Edge G2
+gateway") — the run should end with a clarifying question whose options are those names.
+A question that names some of them (Q3, of "Q3 FY2024" and "Q3 FY2025") keeps the ones it
+names: one left is no ambiguity.
+
+Pure: the question, the kept hits and the words of the knowledge base's language in, a
+`Clarification` or None out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ragloop.core.conversation import Clarification
+from ragloop.core.types import Hit
+from ragloop.offline.text import code_family, is_code, words
+from ragloop.offline.vocabulary import Vocabulary
+
+MIN_OPTIONS = 2
+MAX_OPTIONS = 5
+# Two titles are siblings when, without their codes, this share of the shorter one's words
+# is in the other ("Pulse Release Notes" / "Edge G2 Firmware Release Notes": 2 of 3).
+SIBLING_OVERLAP = 0.6
+
+
+@dataclass(frozen=True)
+class _Doc:
+    doc_id: str
+    title: str
+    tokens: tuple[str, ...]  # the title's words as written
+    best: float  # the best grade score of its kept passages
+
+
+def _docs(kept: Sequence[Hit]) -> list[_Doc]:
+    best: dict[str, _Doc] = {}
+    for h in kept:
+        score = h.grade_score if h.grade_score is not None else h.score
+        d = best.get(h.doc_id)
+        if d is None or score > d.best:
+            best[h.doc_id] = _Doc(h.doc_id, h.doc_title, tuple(words(h.doc_title)), score)
+    return sorted(best.values(), key=lambda d: -d.best)
+
+
+def _plain(tokens: Sequence[str]) -> set[str]:
+    return {t.lower() for t in tokens if not is_code(t)}
+
+
+def _siblings(a: _Doc, b: _Doc) -> bool:
+    pa, pb = _plain(a.tokens), _plain(b.tokens)
+    if not pa or not pb or a.title == b.title:
+        return False
+    return len(pa & pb) / min(len(pa), len(pb)) >= SIBLING_OVERLAP
+
+
+def _lower_words(kept: Sequence[Hit]) -> set[str]:
+    """Words the passages write in lower case somewhere: descriptions, not names."""
+    return {w for h in kept for w in words(f"{h.section_title} {h.text}") if w.islower()}
+
+
+def _name(doc: _Doc, common: set[str], lower: set[str]) -> str:
+    """What tells `doc` from its siblings: its codes when it has any there, else its title
+    words that are not in every sibling's title and are never written in lower case — unless
+    the titles share a code: then they are documents of one named thing ("Edge G2 Gateway
+    Product Guide", "… Installation Guide"), and words alone do not make another reading."""
+    differ = [t for t in doc.tokens if t.lower() not in common]
+    found = [t for t in differ if is_code(t)]
+    if not found and any(is_code(t) for t in common):
+        return ""
+    if found:
+        # a code's neighbouring name word stays with it ("Edge G2"), a description does not
+        at = [i for i, t in enumerate(differ) if is_code(t)]
+        lead = differ[at[0] - 1] if at[0] > 0 else ""
+        if lead and not is_code(lead) and lead.lower() not in lower and lead[:1].isupper():
+            found.insert(0, lead)
+        return " ".join(found)
+    return " ".join(t for t in differ if t.lower() not in lower and t[:1].isupper())
+
+
+def _family(docs: list[_Doc]) -> list[_Doc]:
+    """The largest group of sibling documents among the kept ones (best-scored first)."""
+    best: list[_Doc] = []
+    for d in docs:
+        group = [d, *(o for o in docs if o is not d and _siblings(d, o))]
+        if len(group) > len(best):
+            best = group
+    return best
+
+
+def _named(question_tokens: set[str], name: str) -> bool:
+    return bool({t.lower() for t in words(name)} & question_tokens)
+
+
+def _join(options: Sequence[str], words_: Vocabulary) -> str:
+    if len(options) == 1:
+        return options[0]
+    glue = " " if words_.spaced else ""
+    return ", ".join(options[:-1]) + f"{glue}{words_.text('clarify.or')}{glue}" + options[-1]
+
+
+def clarify(question: str, kept: Sequence[Hit], words_: Vocabulary) -> Clarification | None:
+    """A clarifying question when `kept` (the graded evidence of `question`) answers several
+    readings the question does not choose between; None when it does not."""
+    docs = _docs(kept)
+    family = _family(docs)
+    if len(family) < MIN_OPTIONS:
+        return None
+    common = set.intersection(*({t.lower() for t in d.tokens} for d in family))
+    lower = _lower_words(kept)
+    names: dict[str, list[str]] = {}
+    for d in family:
+        n = _name(d, common, lower)
+        if n:
+            names.setdefault(n, []).append(d.doc_id)
+    if len(names) < MIN_OPTIONS:
+        return None
+    q = {t.lower() for t in words(question)}
+    q_codes = {t.lower() for t in words(question) if is_code(t)}
+    outside = [d for d in docs if d not in family]
+    if any(q_codes & {t.lower() for t in d.tokens} for d in outside):
+        return None  # the question names another kept document ("the Edge G2 gateway")
+    named = [n for n in names if _named(q, n)]
+    options = named if named else list(names)
+    if named and len(named) < MIN_OPTIONS:
+        return None  # the question chose its reading
+    families = {code_family(t) for n in names for t in words(n) if is_code(t)}
+    if not named and any(code_family(c) in families for c in q_codes):
+        return None  # it names a code of the readings' kind (another quarter, another model)
+    options = options[:MAX_OPTIONS]
+    return Clarification(
+        question=words_.text("clarify.question").format(options=_join(options, words_)),
+        options=tuple(options),
+        reason=(f"the kept passages come from {len(names)} sibling documents told apart by"
+                f" {', '.join(names)}; the question names"
+                f" {f'{len(named)} of them' if named else 'none of them'}"),
+        evidence={o: tuple(names[o]) for o in options})

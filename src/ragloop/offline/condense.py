@@ -1,0 +1,266 @@
+"""The offline condense rule: a conversation's new question made standalone before searching.
+
+A question refers back when it opens with a follow-up phrase ("and …", "what about …",
+"why …", "going back to …"), uses a pronoun before naming anything of its own ("how do I pair
+it?"), or is too short to carry a subject ("is there a free trial?"). It is then rewritten
+with the subject of the turn it refers to — that turn's names (S200, Edge G2, Q3 FY2024,
+Helen Marsh; its answer's names when it had none or the pronoun is a person's), else its
+content words:
+
+- "what about X" puts X in place of the earlier name of the same shape (S300 for S200, Q1
+  FY2025 for Q3 FY2024, £60,000 for £20,000, Rotterdam for Austin); X with no name is a new
+  aspect of the same subject ("what about the battery?" → "the battery (S200)");
+- a pronoun is replaced by the subject ("how long does its battery last?" → "… S200 battery …");
+- anything else that refers back gets the subject added.
+
+A question with no such sign stands alone and is left as typed; when it shares no word with
+the last turn it is a new topic, and the history is dropped.
+
+Pure: the history, the question and the words of the knowledge base's language
+(`offline/lang/<code>.json`, key "conversation") in, a `Condensed` out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ragloop.core.conversation import Condensed, Turn, TurnKind
+from ragloop.offline.text import code_family, content_words, is_code, name_spans, stem, words
+from ragloop.offline.vocabulary import Vocabulary
+
+# A money amount or number as written: "£20,000", "2.5.0", "10,000".
+_AMOUNT = re.compile(r"(?<![\w.,])[£$€]?\d(?:[\d,.]*\d)?(?![\w])")
+# a run of Chinese/Japanese characters: the capitalisation of a name is not there to read
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
+# what separates "what about X" from a clause that follows it: "what about 2.5.0, what did it add?"
+_CLAUSE_BREAK = re.compile(r"\s*(?:[,;:](?=\s)|\s[—–-]\s)\s*")
+# A lower-case word put before a fragment so that its first capitalised word reads as a name
+_LEAD = "about"
+# at most this many content words of an earlier question are carried when it has no names
+MAX_CARRIED_WORDS = 6
+
+
+@dataclass(frozen=True)
+class ConversationWords:
+    """The compiled "conversation" words of one language."""
+
+    continuation: re.Pattern[str]
+    about: re.Pattern[str]
+    why: re.Pattern[str]
+    back: re.Pattern[str]
+    pronoun: re.Pattern[str]
+    person: re.Pattern[str]
+    ellipsis_words: int
+
+    @classmethod
+    def of(cls, v: Vocabulary) -> ConversationWords:
+        def opener(key: str) -> re.Pattern[str]:
+            return re.compile(rf"^\s*{v.alternatives('conversation.' + key)}{v.edge}[\s,:;]*",
+                              re.IGNORECASE)
+
+        def anywhere(key: str) -> re.Pattern[str]:
+            return re.compile(rf"{v.edge}{v.alternatives('conversation.' + key)}{v.edge}",
+                              re.IGNORECASE)
+
+        return cls(opener("continuations"), opener("about_openers"), opener("why"),
+                   opener("back_openers"), anywhere("pronouns"), anywhere("person_pronouns"),
+                   int(v.get("conversation.ellipsis_words")))
+
+
+_COMPILED: dict[str, ConversationWords] = {}
+
+
+def conversation_words(v: Vocabulary) -> ConversationWords:
+    if v.code not in _COMPILED:
+        _COMPILED[v.code] = ConversationWords.of(v)
+    return _COMPILED[v.code]
+
+
+@dataclass(frozen=True)
+class _Opening:
+    kind: str | None  # "back", "about", "why", "and" or None
+    focus: str  # X of "what about X" / "going back to X" ("" otherwise)
+    body: str  # the rest of the question, still to be read
+
+
+def _opening(q: str, w: ConversationWords) -> _Opening:
+    for kind, pattern in (("back", w.back), ("about", w.about)):
+        m = pattern.match(q)
+        if m:
+            rest = q[m.end():].strip()
+            parts = _CLAUSE_BREAK.split(rest, maxsplit=1)
+            focus, body = (parts[0], parts[1]) if len(parts) == 2 else (rest, "")
+            return _Opening(kind, focus.rstrip("?!. "), body)
+    m = w.why.match(q)
+    if m:
+        return _Opening("why", "", q)
+    m = w.continuation.match(q)
+    if m:
+        return _Opening("and", "", q[m.end():].strip())
+    return _Opening(None, "", q)
+
+
+def _names(text: str) -> list[str]:
+    """The names of a text, in order: multi-word names and codes, then amounts."""
+    out = [n for n in name_spans(text) if not _CJK.search(n)]
+    out += [c for c in words(text) if is_code(c) and not any(c in n for n in out)]
+    out += [a for a in _AMOUNT.findall(text) if not any(a in n for n in out)]
+    return list(dict.fromkeys(out))
+
+
+def _shape(name: str) -> tuple[str, frozenset[str]]:
+    families = frozenset(code_family(t) for t in words(name) if is_code(t))
+    if families - {""}:
+        return "code", families - {""}
+    if _AMOUNT.fullmatch(name.strip()):
+        return "amount", frozenset()
+    return "name", frozenset()
+
+
+def _same_shape(a: str, b: str) -> bool:
+    (ka, fa), (kb, fb) = _shape(a), _shape(b)
+    return ka == kb and (ka != "code" or bool(fa & fb))
+
+
+def _pronoun_refers_back(body: str, w: ConversationWords) -> re.Match[str] | None:
+    """The first pronoun of `body` when nothing is named before it (in "can a Starter tenant
+    change its region" the pronoun points at the tenant, not back at the history)."""
+    m = w.pronoun.search(body)
+    if m is None or _names(body[:m.start()]):
+        return None
+    return m
+
+
+def _turn_text(t: Turn) -> str:
+    return " ".join([t.searched, t.answer, *t.cited])
+
+
+def _stems(text: str) -> set[str]:
+    return {stem(x) for x in content_words(text)}
+
+
+def _referred(history: Sequence[Turn], opening: _Opening) -> int:
+    """Index of the turn a follow-up refers to: the last, or, for "going back to X", the
+    latest earlier turn that shares a word with X."""
+    last = len(history) - 1
+    if opening.kind != "back":
+        return last
+    want = _stems(opening.focus)
+    for i in range(last - 1, -1, -1):
+        if want & _stems(_turn_text(history[i])):
+            return i
+    return max(last - 1, 0)
+
+
+def _subject(turn: Turn, person: bool) -> list[str]:
+    """What a later turn carries over from `turn`: its names; for a person's pronoun ("who
+    is that person?", "where is he based?") the names its answer gave, when it gave any."""
+    names = _names(turn.searched)
+    answer = _names(turn.answer)
+    if person and answer:
+        return answer
+    names += [n for n in answer if n not in names] if not names else []
+    if names:
+        return names
+    return content_words(turn.searched)[:MAX_CARRIED_WORDS]
+
+
+def _substitute(question: str, old_names: list[str], new: list[str]) -> tuple[str, list[str]]:
+    """`question` with each new name in place of its latest earlier name of the same shape;
+    the new names that found no place are returned."""
+    unplaced = []
+    for n in new:
+        same = [o for o in old_names if _same_shape(o, n) and o in question]
+        if same:
+            question = question.replace(same[-1], n)
+        else:
+            unplaced.append(n)
+    return question, unplaced
+
+
+def _tidy(text: str, like: str) -> str:
+    text = re.sub(r"\s+", " ", text).strip(" ,;:")
+    text = re.sub(r"\s+([?.!,])", r"\1", text)
+    if like.rstrip().endswith("?") and not text.endswith("?"):
+        text = text.rstrip(".!") + "?"
+    return text[:1].upper() + text[1:]
+
+
+def _with_subject(text: str, subject: list[str]) -> str:
+    missing = list(dict.fromkeys(s for s in subject if s.lower() not in text.lower()))
+    if not missing:
+        return text
+    return f"{text.rstrip('?!. ')} ({' '.join(missing)})?"
+
+
+def condense(history: Sequence[Turn], question: str, words: Vocabulary) -> Condensed:
+    """`question` made standalone from `history` (oldest turn first), read with `words`, the
+    knowledge base's language's vocabulary (`offline.vocabulary.vocabulary(code)`)."""
+    q = " ".join(question.split())
+    if not q:
+        raise ValueError("the question is empty")
+    if not history:
+        return Condensed(q, TurnKind.STANDALONE, "the first turn: nothing to refer to")
+    w = conversation_words(words)
+    opening = _opening(q, w)
+    pronoun = _pronoun_refers_back(opening.body, w)
+    if (opening.kind == "and" and pronoun is None and _names(opening.body)
+            and len(content_words(opening.body)) <= w.ellipsis_words):
+        opening = _Opening("about", opening.body.rstrip("?!. "), "")  # "and in Q3 FY2025?"
+    own = content_words(q)
+    short = not _names(q) and len(own) <= w.ellipsis_words
+    if opening.kind is None and pronoun is None and not short:
+        last = history[-1]
+        if _stems(q) & _stems(_turn_text(last)):
+            return Condensed(q, TurnKind.STANDALONE,
+                             "no pronoun or follow-up phrase: it names its own subject")
+        return Condensed(q, TurnKind.NEW_TOPIC,
+                         "no pronoun or follow-up phrase, and no word of the last turn:"
+                         " a new topic, the history is dropped")
+
+    at = _referred(history, opening)
+    turn = history[at]
+    person = pronoun is not None and w.person.fullmatch(pronoun.group(0).strip()) is not None
+    subject = _subject(turn, person)
+    how = []
+    # "what about X": X read where a capitalised first word is still a name ("Rotterdam")
+    focus_names = _names(f"{_LEAD} {opening.focus}") if opening.focus else []
+    if focus_names and opening.kind == "about":
+        placed, unplaced = _substitute(" ".join(subject), subject, focus_names)
+        subject = [*placed.split(" "), *unplaced]
+        how.append(f"{', '.join(focus_names)} in place of the earlier name")
+    carried = list(subject)
+    if len(content_words(opening.body or opening.focus)) <= w.ellipsis_words:
+        carried += content_words(turn.searched)[:MAX_CARRIED_WORDS]  # too short to stand
+
+    if opening.kind == "about" and not opening.body:
+        if focus_names:
+            text, unplaced = _substitute(turn.searched, _names(turn.searched), focus_names)
+            text = _with_subject(text, unplaced)
+            how.append(f"the question of turn {at + 1} asked again")
+        else:  # a new aspect of the same subject
+            text = _with_subject(opening.focus, carried)
+            how.append(f"a new aspect of turn {at + 1}'s subject")
+    elif opening.kind == "why" and len(content_words(opening.body)) <= 1 and pronoun is None:
+        text = f"{opening.body.rstrip('?!. ')} {turn.searched}"  # "why?", "why not?"
+        how.append(f"why of turn {at + 1}")
+    elif pronoun is not None:
+        body = opening.body
+        text = body[:pronoun.start()] + " ".join(subject) + body[pronoun.end():]
+        if len(content_words(body)) <= 1:  # "how long does it take?": what "it" did, too
+            text = _with_subject(text, carried)
+        how.append(f"'{pronoun.group(0)}' read as {' '.join(subject)} (turn {at + 1})")
+    else:
+        body = opening.body or q
+        if opening.kind == "back" and not w.pronoun.search(opening.focus):
+            carried = [*content_words(opening.focus), *carried]  # "going back to the mileage"
+        text = _with_subject(body, carried)
+        how.append(f"the subject of turn {at + 1} added")
+    sign = {"back": "refers back by name", "about": "'what about'", "why": "'why'",
+            "and": "opens with a continuation", None: "no subject of its own"}[opening.kind]
+    if pronoun is not None and opening.kind is None:
+        sign = f"pronoun '{pronoun.group(0)}'"
+    return Condensed(_tidy(text, q), TurnKind.FOLLOW_UP, f"{sign}: {'; '.join(how)}",
+                     subject=" ".join(subject), refers_to=at)

@@ -1,0 +1,95 @@
+"""The offline clarify rule (offline/clarify.py): sibling documents told apart by a name the
+question does not give make a clarifying question; a named reading, or documents that differ
+by a description only, do not."""
+
+from __future__ import annotations
+
+from ragloop.core.types import Hit
+from ragloop.offline.clarify import clarify
+from ragloop.offline.vocabulary import vocabulary
+
+EN = vocabulary("en")
+S100 = ("products/s100-datasheet.md", "S100 Wireless Vibration and Temperature Sensor Datasheet")
+S200 = ("products/s200-datasheet.md", "S200 Industrial Vibration and Temperature Sensor Datasheet")
+S300 = ("products/s300-datasheet.pdf",
+        "S300 Hazardous-Area Vibration and Temperature Sensor Datasheet")
+EDGE = ("products/edge-g2-gateway.md", "Edge G2 Gateway Product Guide")
+EDGE_INSTALL = ("products/edge-g2-installation-guide.pdf", "Edge G2 Gateway Installation Guide")
+
+
+def hit(doc: tuple[str, str], text: str, score: float = 0.7, n: int = 0) -> Hit:
+    return Hit(chunk_id=n, doc_id=doc[0], section="3.2", section_title="Ingress protection",
+               text=text, doc_title=doc[1], grade_score=score, verdict="relevant")
+
+
+def ip_hits() -> list[Hit]:
+    return [hit(S200, "The S200 enclosure has an ingress protection rating of IP67.", 0.8, 1),
+            hit(S100, "The S100 is an entry-level wireless sensor rated IP65.", 0.7, 2),
+            hit(S300, "The S300 enclosure is rated IP68 for hazardous areas.", 0.6, 3),
+            hit(EDGE, "The Edge G2 enclosure has a rating of IP66.", 0.6, 4)]
+
+
+def test_siblings_told_apart_by_a_name_the_question_lacks_ask_back() -> None:
+    c = clarify("What is the IP rating of the sensor?", ip_hits(), EN)
+    assert c is not None
+    assert c.options == ("S200", "S100", "S300")  # best-graded first
+    assert c.question == "Which one do you mean: S200, S100 or S300?"
+    assert c.evidence["S100"] == ("products/s100-datasheet.md",)
+
+
+def test_a_question_that_names_its_reading_is_answered() -> None:
+    assert clarify("What is the IP rating of the S200 sensor?", ip_hits(), EN) is None
+    # another kept document named by a code of its title: the gateway, not a sensor
+    assert clarify("What is the IP rating of the Edge G2?", ip_hits(), EN) is None
+
+
+def test_a_partly_named_reading_narrows_the_options() -> None:
+    reports = [hit((f"reports/{y}-{q}.md", f"Quarterly Sales Report: {q.upper()} {y.upper()}"),
+                   f"Total revenue in {q.upper()} {y.upper()} was £13m.", 0.7, i)
+               for i, (q, y) in enumerate([("q3", "fy2024"), ("q3", "fy2025"), ("q1", "fy2024")])]
+    c = clarify("What was revenue in Q3?", reports, EN)
+    assert c is not None and c.options == ("Q3 FY2024", "Q3 FY2025")
+    assert clarify("What was revenue in Q1?", reports, EN) is None  # one Q1 report
+    assert clarify("What was revenue in Q2 FY2025?", reports, EN) is None  # its own quarter
+    assert clarify("What was total revenue?", reports, EN).options == (
+        "Q3 FY2024", "Q3 FY2025", "Q1 FY2024")
+
+
+def test_documents_that_differ_by_a_description_are_one_reading() -> None:
+    hits = [hit(EDGE, "One gateway supports 250 sensors; see the installation guide.", 0.8, 1),
+            hit(EDGE_INSTALL, "Plan the product installation: up to 250 sensors.", 0.7, 2)]
+    assert clarify("How many sensors can a gateway support?", hits, EN) is None
+
+
+def test_names_that_are_not_codes() -> None:
+    hits = [hit(("support/release-notes-pulse.md", "Pulse Release Notes"),
+                "Release 2025.06 adds the Asset Health Score to Pulse.", 0.7, 1),
+            hit(("support/release-notes-edge-g2-firmware.html", "Edge G2 Firmware Release Notes"),
+                "Version 2.5.0 adds support for WPA3 firmware updates.", 0.7, 2)]
+    c = clarify("What changed in the latest release?", hits, EN)
+    assert c is not None and set(c.options) == {"Pulse", "Edge G2"}
+    assert clarify("What changed in the latest Pulse release?", hits, EN) is None
+
+
+def test_one_document_or_none_is_no_ambiguity() -> None:
+    assert clarify("What is the IP rating?", [], EN) is None
+    assert clarify("What is the IP rating?", ip_hits()[:1], EN) is None
+
+
+def test_the_question_is_asked_in_the_kbs_language() -> None:
+    c = clarify("Qual è il grado di protezione del sensore?", ip_hits()[:2], vocabulary("it"))
+    assert c is not None and c.question == "Quale intendi: S200 o S100?"
+
+
+def test_a_code_of_another_kind_does_not_choose_a_reading() -> None:
+    reports = [hit((f"reports/{q}.md", f"Quarterly Sales Report: {q.upper()} FY2024"),
+                   f"Halden shipped 1,300 Edge G2 gateways in {q.upper()} FY2024.", 0.8, i)
+               for i, q in enumerate(["q1", "q2"])]
+    c = clarify("How many Edge G2 gateways were shipped in the quarter?", reports, EN)
+    assert c is not None and c.options == ("Q1", "Q2")  # the year they share is no option
+
+
+def test_guides_of_one_named_product_are_one_reading() -> None:
+    hits = [hit(EDGE, "The Edge G2 enclosure is rated IP66.", 0.8, 1),
+            hit(EDGE_INSTALL, "Use the supplied cable glands to keep the IP66 rating.", 0.7, 2)]
+    assert clarify("What is the IP rating of the Edge G2 gateway?", hits, EN) is None

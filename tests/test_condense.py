@@ -1,0 +1,91 @@
+"""The offline condense rule (offline/condense.py): a follow-up carries the earlier turn's
+subject, a question that stands on its own is left alone, a new topic drops the history."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragloop.core.conversation import Turn, TurnKind
+from ragloop.offline.condense import condense
+from ragloop.offline.text import reading_language
+from ragloop.offline.vocabulary import vocabulary
+
+EN = vocabulary("en")
+
+
+def ask(history: list[tuple[str, str]], question: str, code: str = "en"):
+    turns = [Turn(q, answer=a) for q, a in history]
+    with reading_language(code):
+        return condense(turns, question, vocabulary(code))
+
+
+def test_the_first_turn_is_left_as_typed() -> None:
+    r = condense([], "  How do I pair it? ", EN)
+    assert (r.question, r.kind) == ("How do I pair it?", TurnKind.STANDALONE)
+
+
+def test_a_pronoun_is_read_as_the_earlier_subject() -> None:
+    r = ask([("What is the IP rating of the S200 sensor?", "IP67.")],
+            "How long does its battery last?")
+    assert r.kind == TurnKind.FOLLOW_UP and "S200" in r.question and "its" not in r.question
+    assert r.refers_to == 0 and "its" in r.reason
+
+
+def test_what_about_puts_the_new_name_in_place_of_the_old_one() -> None:
+    r = ask([("What was Pulse revenue in Q3 FY2024?", "£4.1m.")], "What about Q1 FY2025?")
+    assert r.question == "What was Pulse revenue in Q1 FY2025?"
+    r = ask([("What is the hotel room rate cap in Austin?", "$210.")], "What about Rotterdam?")
+    assert r.question == "What is the hotel room rate cap in Rotterdam?"
+
+
+def test_an_ellipsis_gets_the_subject_added() -> None:
+    r = ask([("How many sensors can one Edge G2 gateway support?", "250.")],
+            "And the operating temperature range?")
+    assert r.kind == TurnKind.FOLLOW_UP
+    assert "Edge G2" in r.question and "operating temperature range" in r.question
+
+
+def test_a_persons_pronoun_reads_the_name_the_answer_gave() -> None:
+    r = ask([("Who is the Head of Procurement?", "Helen Marsh.")], "Who does she report to?")
+    assert "Helen Marsh" in r.question
+
+
+def test_going_back_finds_the_turn_two_back() -> None:
+    r = ask([("How many sensors can one Edge G2 gateway support?", "250."),
+             ("How long are support call recordings kept?", "90 days.")],
+            "Going back to the gateway, how much does it cost?")
+    assert r.refers_to == 0 and "Edge G2" in r.question and "recording" not in r.question
+
+
+def test_a_question_that_stands_alone_is_left_alone() -> None:
+    r = ask([("What is the IP rating of the S200 sensor?", "IP67.")],
+            "What is the list price of the S200 sensor?")
+    assert (r.question, r.kind) == ("What is the list price of the S200 sensor?",
+                                    TurnKind.STANDALONE)
+
+
+def test_a_new_topic_drops_the_old_one() -> None:
+    r = ask([("What is the IP rating of the S200 sensor?", "IP67.")],
+            "How long are support call recordings kept?")
+    assert r.kind == TurnKind.NEW_TOPIC
+    assert r.question == "How long are support call recordings kept?"
+    assert r.subject == ""
+
+
+def test_a_pronoun_after_the_questions_own_name_is_not_a_reference() -> None:
+    r = ask([("What is the IP rating of the S200 sensor?", "IP67.")],
+            "Can a Pulse Starter tenant change its hosting region?")
+    assert r.kind != TurnKind.FOLLOW_UP and "S200" not in r.question
+
+
+def test_italian_and_chinese_words() -> None:
+    r = ask([("Qual è il grado di protezione del sensore S200?", "IP67.")],
+            "Quanto dura la sua batteria?", "it")
+    assert r.kind == TurnKind.FOLLOW_UP and "S200" in r.question
+    r = ask([("S200传感器的防护等级是多少？", "IP67。")], "它的电池能用多久？", "zh")
+    assert r.kind == TurnKind.FOLLOW_UP and "S200" in r.question
+
+
+def test_an_empty_question_is_refused() -> None:
+    with pytest.raises(ValueError, match="empty"):
+        condense([Turn("What is E104?")], "   ", EN)
