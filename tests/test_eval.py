@@ -10,7 +10,7 @@ import pytest
 from graders import KeepsAll
 
 from ragloop.agent.run import RunResult
-from ragloop.agent.single_shot import SINGLE_DEPTH_PER_DOC, top_documents
+from ragloop.agent.template import SINGLE_DEPTH_PER_DOC, top_documents
 from ragloop.agent.tools_driver import FIRST_SEARCH_NOTE
 from ragloop.core.decisions import Draft, Grade, Route
 from ragloop.core.errors import UserError

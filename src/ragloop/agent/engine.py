@@ -1,8 +1,9 @@
-"""ask(): route a question, run a driver, check citations, store the run.
+"""ask(): route a question, build the run's components, run the template, store the run.
 
-The engine is where a run's events go: it drains the chosen driver's generator (run.py `drain`)
-into the run store and the listener (SSE, CLI, eval), and ends the run on an error that
-failures.py says ends it."""
+The engine chooses the components (models, decisions, driver) once, in one place, and is where
+a run's events go: it drains the run template's generator (agent/template.py: first search,
+the driver's gathering, answer, citations, support, status; run.py `drain`) into the run store
+and the listener (SSE, CLI, eval)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,14 @@ from dataclasses import dataclass, field
 
 from ragloop.agent.citation_judge import LLMSupportJudge
 from ragloop.agent.citations import CitationCheck
-from ragloop.agent.evidence import check_citations
-from ragloop.agent.failures import ENDS, ended_answer, ended_status
 from ragloop.agent.llm_decisions import LLMAnswerer, LLMGrader, LLMPlanner, LLMRewriter
-from ragloop.agent.run import Driver, DriverOutcome, RunContext, RunResult, Steps, drain
-from ragloop.agent.single_shot import SINGLE_DEPTH_PER_DOC, OutOfScope, SingleShotDriver
+from ragloop.agent.run import DriverOutcome, RunContext, RunResult, Steps, drain
+from ragloop.agent.template import SINGLE_DEPTH_PER_DOC, Driver, RunTemplate, SingleShot
 from ragloop.agent.tools import Toolbox
 from ragloop.core.config import Settings
 from ragloop.core.decisions import Answerer, Grader, Planner, Rewriter, Route
 from ragloop.core.errors import ConfigError
-from ragloop.core.events import ErrorEvent, Event, PlanEvent, RouteEvent
+from ragloop.core.events import Event, RouteEvent
 from ragloop.core.types import RunStatus
 from ragloop.core.unicode import clean_text
 from ragloop.kb import KnowledgeBase
@@ -113,7 +112,9 @@ class Engine:
 
         return ExtractiveAnswerer(self.kb.embedder)
 
-    def _grader(self, comps: Components) -> Grader:
+    def make_grader(self, comps: Components) -> Grader:
+        """The run's grader: the one given, else the grader model's, else the offline one.
+        The MCP server's graded search takes its grader from here too."""
         if self.grader is not None:
             return self.grader
         if comps.grader_chat is not None:
@@ -123,22 +124,20 @@ class Engine:
         return LocalGrader(self.kb.embedder)
 
     def _single_toolbox(self, settings: Settings) -> Toolbox:
-        """Single-shot's search: deep enough for its single_k documents. The first step of
-        both loop drivers (pipeline and tools) is this same search."""
+        """Single-shot's search: deep enough for its single_k documents. Step 1 of every
+        path is this same search (agent/template.py)."""
         return Toolbox(self.kb, settings.single_k * SINGLE_DEPTH_PER_DOC,
                        settings.tool_result_chars)
 
-    def _driver(self, comps: Components, toolbox: Toolbox,
-                settings: Settings) -> tuple[Driver, list[Decision]]:
-        grader = self._grader(comps)
+    def _loop_driver(self, comps: Components, grader: Grader,
+                     settings: Settings) -> tuple[Driver, list[Decision]]:
+        toolbox = Toolbox(self.kb, settings.search_k, settings.tool_result_chars)
         if comps.driver == "tools":
             from ragloop.agent.tools_driver import ToolsDriver
 
             assert comps.chat is not None
             return ToolsDriver(comps.chat, toolbox, grader,
-                               max_tokens=self.settings.loop_max_tokens,
-                               baseline=self._single_toolbox(settings),
-                               baseline_docs=settings.single_k), [grader]
+                               max_tokens=self.settings.loop_max_tokens), []
         from ragloop.agent.pipeline_driver import PipelineDriver
 
         if comps.chat is not None:
@@ -151,13 +150,11 @@ class Engine:
             planner, rewriter = LocalPlanner(words=kb_words(self.kb)), LocalRewriter()
         from ragloop.agent.local import follow_ups_for
 
-        answerer = self._answerer(comps.chat)
-        driver = PipelineDriver(toolbox, planner, grader, rewriter, answerer,
-                                follow_ups_for(self.kb), baseline=self._single_toolbox(settings),
+        driver = PipelineDriver(toolbox, planner, grader, rewriter, follow_ups_for(self.kb),
                                 baseline_docs=settings.single_k)
-        return driver, [planner, grader, rewriter, answerer]
+        return driver, [planner, rewriter]
 
-    def _citation_check(self, comps: Components, ctx: RunContext) -> CitationCheck | None:
+    def _citation_check(self, comps: Components) -> CitationCheck | None:
         """Checks every citation of the answer against its passage (agent/citations.py)."""
         mode = self.settings.citation_check
         if mode == "off":
@@ -167,44 +164,34 @@ class Engine:
         judge_chat = comps.grader_chat if mode == "auto" else None
         judge = LLMSupportJudge(judge_chat, max_tokens=self.settings.decision_max_tokens) \
             if judge_chat is not None else None
-        return CitationCheck(SupportChecker(self.kb.embedder), judge, labels=lambda: [
-            q for e in ctx.events if isinstance(e, PlanEvent) for q in e.sub_questions])
+        return CitationCheck(SupportChecker(self.kb.embedder), judge, words=kb_words(self.kb))
 
     # -- running ------------------------------------------------------------------------
 
-    def _chosen(self, route: Route, comps: Components,
-                settings: Settings) -> tuple[Driver, list[Decision]]:
-        """The driver for the route, and the decisions whose model calls it makes."""
-        if route.route == "out_of_scope":
-            from ragloop.agent.local import describe_scope
-
-            return OutOfScope(route.reason, describe_scope(self.kb)), []
-        if route.route == "single":
-            answerer = self._answerer(comps.chat)
-            grader = self._grader(comps)
-            return SingleShotDriver(self._single_toolbox(settings), answerer, grader,
-                                    settings.single_k), [answerer, grader]
-        toolbox = Toolbox(self.kb, settings.search_k, settings.tool_result_chars)
-        return self._driver(comps, toolbox, settings)
-
     def _steps(self, ctx: RunContext, route: str, comps: Components, settings: Settings,
                run: _Run) -> Steps[DriverOutcome]:
-        """Route, then run the chosen driver; an error that ends the run (failures.py) ends it
-        here with an `error` event and what was gathered."""
-        try:
-            run.route = _route(ctx.question, self.kb, route)
-            yield RouteEvent(route=run.route.route, reason=run.route.reason)
-            driver, run.decisions = self._chosen(run.route, comps, settings)
-            run.driver = driver.name
-            return (yield from driver.run(ctx))
-        except ENDS as exc:
-            run.error = str(exc)
-            yield ErrorEvent(error=run.error)
-            gathered = "; ".join(f"[{e.n}] {e.doc_id} §{e.section}" for e in ctx.ledger.items)
-            outcome = DriverOutcome(checked=check_citations("", ctx.ledger),
-                                    status=ended_status(exc))
-            outcome.checked.text = ended_answer(exc, gathered)
-            return outcome
+        """Route, then run the template with the route's driver."""
+        run.route = _route(ctx.question, self.kb, route)
+        yield RouteEvent(route=run.route.route, reason=run.route.reason)
+        grader = self.make_grader(comps)
+        answerer = self._answerer(comps.chat)
+        template = RunTemplate(self._single_toolbox(settings), grader, answerer,
+                               settings.single_k, citation_check=run.citation_check,
+                               declined_phrases=kb_words(self.kb).declined)
+        if run.route.route == "out_of_scope":
+            from ragloop.agent.local import describe_scope
+
+            run.driver = "none"
+            return (yield from template.out_of_scope(ctx, run.route.reason,
+                                                     describe_scope(self.kb)))
+        driver: Driver = SingleShot()
+        extra: list[Decision] = []
+        if run.route.route != "single":
+            driver, extra = self._loop_driver(comps, grader, settings)
+        # their model calls (the tools loop adds its own)
+        run.decisions = [grader, answerer, *extra]
+        run.driver = driver.name
+        return (yield from template.run(ctx, driver))
 
     def ask(self, question: str, *, route: str = "auto", driver: str | None = None,
             max_steps: int | None = None, on_event: Callable[[Event], None] | None = None,
@@ -229,9 +216,7 @@ class Engine:
                 on_event(event)
 
         ctx = RunContext(question, settings.max_steps)
-        run = _Run(driver=comps.driver)
-        citation_check = self._citation_check(comps, ctx)
-        ctx.ledger.support_check = citation_check
+        run = _Run(driver=comps.driver, citation_check=self._citation_check(comps))
         # the offline rules read the question with the KB language's words and stop words
         with reading_language(reading(self.kb)):
             try:
@@ -242,8 +227,8 @@ class Engine:
                 raise
         for decision in run.decisions:  # their model calls (the tools loop adds its own)
             ctx.usage.add(decision.usage)
-        if citation_check is not None:
-            ctx.usage.add(citation_check.usage)
+        if run.citation_check is not None:
+            ctx.usage.add(run.citation_check.usage)
         result = RunResult(
             run_id=run_id, question=question, status=outcome.status, route=run.route.route,
             route_reason=run.route.reason, driver=run.driver, model=model_name,
@@ -256,9 +241,9 @@ class Engine:
                        "section_title": e.section_title, "step": e.step,
                        "confirmed": e.confirmed}
                       for e in ctx.ledger.items],
-            error=run.error, unsupported=outcome.checked.unsupported,
+            error=outcome.error, unsupported=outcome.checked.unsupported,
             citations_unchecked=outcome.checked.unchecked,
-            citation_support=outcome.checked.support)
+            citation_support=outcome.checked.support, declined=outcome.declined)
         self.runs.finish(run_id, result.to_dict())
         return result
 
@@ -268,6 +253,6 @@ class _Run:
     """What the engine learns while a run's steps go: the route, the driver, its decisions."""
 
     driver: str
+    citation_check: CitationCheck | None = None
     route: Route = field(default_factory=lambda: Route("agent", ""))
     decisions: list[Decision] = field(default_factory=list)
-    error: str | None = None

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
-from ragloop.agent.engine import Engine
+from ragloop.agent.engine import Components, Engine
 from ragloop.agent.search_grade import graded_result, search_and_grade
 from ragloop.agent.tools import FETCH, LIST, SEARCH, TOOLS, Toolbox, ToolDef
 from ragloop.core.config import Settings
@@ -59,19 +59,11 @@ class KnowledgeBaseTools:
         self._engine: Engine | None = None
 
     def grader(self) -> Grader:
+        """The grader a run of `ask` would use, chosen where the engine chooses it."""
+        engine = self.engine()
         with self._lock:
             if self._grader is None:
-                from ragloop.agent.engine import Components
-
-                comps = Components.from_settings(self.settings)
-                if comps.grader_chat is not None:
-                    from ragloop.agent.llm_decisions import LLMGrader
-
-                    self._grader = LLMGrader(comps.grader_chat)
-                else:
-                    from ragloop.agent.local import LocalGrader
-
-                    self._grader = LocalGrader(self.kb.embedder)
+                self._grader = engine.make_grader(Components.from_settings(self.settings))
             return self._grader
 
     def engine(self) -> Engine:

@@ -121,6 +121,8 @@ def make_record(question: EvalQuestion, path: str, result: RunResult,
         "cost_usd": usage.cost_usd, "grades": grades, "error": result.error,
         # the offline support check of the answer's citations (agent/citations.py)
         "citation_support": result.citation_support,
+        # the run's own word on whether it declined (metrics.abstained reads it)
+        "declined": result.declined,
     }
 
 
