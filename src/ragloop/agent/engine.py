@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from ragloop.agent.citation_judge import LLMSupportJudge
 from ragloop.agent.citations import CitationCheck
 from ragloop.agent.llm_decisions import LLMAnswerer, LLMGrader, LLMPlanner, LLMRewriter
+from ragloop.agent.search_grade import GradedSearch, search_and_grade
 from ragloop.agent.run import DriverOutcome, RunContext, RunResult, Steps, drain
 from ragloop.agent.template import SINGLE_DEPTH_PER_DOC, Driver, RunTemplate, SingleShot
 from ragloop.agent.tools import Toolbox
@@ -102,6 +103,7 @@ class Engine:
         self.settings = settings or kb.settings
         # the knowledge base's own run store (closed with it) unless one is given
         self.runs: RunStore = runs if runs is not None else kb.backend.runs
+        self._search_grader: Grader | None = None
 
     # -- components ---------------------------------------------------------------------
 
@@ -110,7 +112,7 @@ class Engine:
             return LLMAnswerer(chat, max_tokens=self.settings.loop_max_tokens)
         from ragloop.agent.local import ExtractiveAnswerer
 
-        return ExtractiveAnswerer(self.kb.embedder)
+        return ExtractiveAnswerer(self.kb.embedder, min_support=self.settings.strictness)
 
     def make_grader(self, comps: Components) -> Grader:
         """The run's grader: the one given, else the grader model's, else the offline one.
@@ -166,6 +168,15 @@ class Engine:
             if judge_chat is not None else None
         return CitationCheck(SupportChecker(self.kb.embedder), judge, words=kb_words(self.kb))
 
+    def graded_search(self, toolbox: Toolbox, query: str, page: int = 1) -> GradedSearch:
+        """A search graded against the query itself by the grader a run would use, reading
+        the knowledge base's language as a run does (the MCP server's search tool)."""
+        if self._search_grader is None:  # made once (a model client per search would not do)
+            self._search_grader = self.make_grader(Components.from_settings(
+                self.settings, None, self.chat, self.grader_chat))
+        with reading_language(reading(self.kb)):
+            return search_and_grade(toolbox, self._search_grader, query, query, page)
+
     # -- running ------------------------------------------------------------------------
 
     def _steps(self, ctx: RunContext, route: str, comps: Components, settings: Settings,
@@ -202,6 +213,9 @@ class Engine:
         if settings.citation_check not in CITATION_CHECKS:
             raise ConfigError(f"RAGLOOP_CITATION_CHECK must be one of"
                               f" {', '.join(CITATION_CHECKS)}, not {settings.citation_check!r}")
+        if not 0.0 <= settings.strictness <= 1.0:
+            raise ConfigError(f"--strict (RAGLOOP_STRICTNESS) must be between 0 and 1, not"
+                              f" {settings.strictness}")
         if settings.max_steps < 2:
             raise ConfigError("--max-steps must be at least 2 (one search and the answer)")
         question = clean_text(question)  # undecodable bytes of a command-line argument

@@ -305,10 +305,10 @@ class PipelineDriver:
         """A part the run could not answer gets the top passage of each of the first
         NEAREST_DOCS documents of its own search that the evidence does not hold yet, as
         unconfirmed evidence: the local grader misses paraphrases the search ranked near the
-        top ("extra years of cover" for an extended warranty, "pay me back for the fuel" for
-        mileage), and the closest passages serve the user better than a bare "not found".
-        Not when the part asks about a code none of them mentions (the S400): the knowledge
-        base does not have it, and the nearest passages are about something else."""
+        top (a passage in everyday words for a question in the documents' own terms), and the
+        closest passages serve the user better than a bare "not found". Not when the part
+        asks about a product or period code none of them mentions: the knowledge base does
+        not have it, and the nearest passages are about something else."""
         if part.enough or not part.first_hits:
             return
         hits = part.first_hits

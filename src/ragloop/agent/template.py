@@ -25,6 +25,7 @@ from ragloop.agent.tools import SEARCH, Toolbox
 from ragloop.core.decisions import Answerer, Draft, Grade, Grader, Plan
 from ragloop.core.events import AnswerEvent, ErrorEvent, PlanEvent, ToolCallEvent
 from ragloop.core.types import Hit, RunStatus
+from ragloop.offline.vocabulary import ENGLISH_WORDS
 
 # Single-shot searches this many chunks per document it may read (documents span chunks).
 SINGLE_DEPTH_PER_DOC = 3
@@ -177,8 +178,7 @@ class RunTemplate:
     def out_of_scope(self, ctx: RunContext, reason: str, scope: str) -> Steps[DriverOutcome]:
         """The router found the question outside the knowledge base: say so and what it
         covers."""
-        text = (f"The knowledge base does not cover this question ({reason}). "
-                f"It covers: {scope}")
+        text = ENGLISH_WORDS.text("decline.out_of_scope").format(reason=reason, scope=scope)
         return (yield from self._fixed(ctx, Draft(text, missing=[ctx.question],
                                                   unanswerable=True),
                                        RunStatus.UNANSWERABLE))

@@ -45,6 +45,10 @@ ModelOpt = Annotated[str | None, typer.Option(
 GraderModelOpt = Annotated[str | None, typer.Option(help="A cheaper model to grade.")]
 BaseUrlOpt = Annotated[str | None, typer.Option(
     help="OpenAI-compatible server, e.g. http://localhost:11434/v1")]
+StrictOpt = Annotated[float | None, typer.Option(
+    "--strict", min=0.0, max=1.0,
+    help="Offline answers: how closely a sentence must match a part before it is stated"
+         " (0..1; higher declines more) [env RAGLOOP_STRICTNESS, default 0.34].")]
 
 
 def settings_for(kb: str | Path | None, **changes: object) -> Settings:
@@ -211,12 +215,14 @@ def ask(question: str,
         base_url: BaseUrlOpt = None,
         kb: KbOpt = None, as_json: JsonOpt = False,
         debug: Annotated[bool, typer.Option(help="Show plan, verdicts, rewrites.")] = False,
+        strict: StrictOpt = None,
         ) -> None:
     """Answer a question with cited evidence (agent loop with a step ceiling)."""
     from ragloop.agent.engine import Engine
     from ragloop.kb import KnowledgeBase
 
-    settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url)
+    settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url,
+                            strictness=strict)
     with KnowledgeBase.open(settings.kb, settings, create=False) as base:
         engine = Engine(base, settings, base.backend.runs)
         result = engine.ask(question, route=route, driver=driver, max_steps=max_steps,
@@ -323,7 +329,8 @@ def eval_(dataset: Annotated[Path, typer.Argument(
               help="Parallel runs [default 1 offline, 4 with a remote model].")] = None,
           fresh: Annotated[bool, typer.Option(help="Discard earlier results in --out.")]
           = False,
-          embedder: EmbedderOpt = None, as_json: JsonOpt = False) -> None:
+          embedder: EmbedderOpt = None, as_json: JsonOpt = False,
+          strict: StrictOpt = None) -> None:
     """Evaluate single-shot vs agent vs router: recall@k, MRR, answers, cost, latency.
 
     Resumable: results go to OUT/results.jsonl as they finish; a rerun skips finished pairs.
@@ -340,7 +347,7 @@ def eval_(dataset: Annotated[Path, typer.Argument(
         raise UserError("-k must be at least 1")
     data = load_dataset(dataset)
     settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url,
-                            embedder=embedder)
+                            embedder=embedder, strictness=strict)
     progress = not as_json and err.is_terminal
     with KnowledgeBase.open(settings.kb, settings) as base:
         if data.corpus is not None:

@@ -18,12 +18,11 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
-from ragloop.agent.engine import Components, Engine
-from ragloop.agent.search_grade import graded_result, search_and_grade
+from ragloop.agent.engine import Engine
+from ragloop.agent.search_grade import graded_result
 from ragloop.agent.tools import FETCH, LIST, SEARCH, TOOLS, Toolbox, ToolDef
 from ragloop.core.config import Settings
 from ragloop.core.data_block import data_block
-from ragloop.core.decisions import Grader
 from ragloop.core.errors import RagloopError, ToolError, UserError
 from ragloop.kb import KnowledgeBase
 
@@ -55,16 +54,7 @@ class KnowledgeBaseTools:
         self.settings = settings
         self.toolbox = Toolbox(kb, settings.search_k, settings.tool_result_chars)
         self._lock = threading.Lock()
-        self._grader: Grader | None = None
         self._engine: Engine | None = None
-
-    def grader(self) -> Grader:
-        """The grader a run of `ask` would use, chosen where the engine chooses it."""
-        engine = self.engine()
-        with self._lock:
-            if self._grader is None:
-                self._grader = engine.make_grader(Components.from_settings(self.settings))
-            return self._grader
 
     def engine(self) -> Engine:
         with self._lock:
@@ -73,8 +63,9 @@ class KnowledgeBaseTools:
             return self._engine
 
     def search(self, query: str, page: int = 1) -> str:
-        """A graded search, graded against the query itself (there is no question here)."""
-        found = search_and_grade(self.toolbox, self.grader(), query, query, page)
+        """A graded search, graded against the query itself (there is no question here) by
+        the grader and in the language a run of `ask` uses."""
+        found = self.engine().graded_search(self.toolbox, query, page)
         numbered = list(enumerate(found.grade.kept, start=1))
         return graded_result(numbered, found.grade, self.toolbox.budget)
 

@@ -133,11 +133,10 @@ class PlannerGrammar:
             r"(?:[\w\-]+\s+){0,2}[\w\-]+[?.!]?$",
             re.IGNORECASE,
         )
-        # "According to section 5.2 of the annual report, how …": a lead that frames the
-        # question.
+        # a lead that frames the question ("according to <a section of a document>, how …")
         self.lead = re.compile(rf"^{alt(f'{k}.framing_leads')}\b", re.IGNORECASE)
-        # "If I drive to a site myself, how much …": a condition frames the question after it
-        # ("when" does too unless it asks: "when is …").
+        # a condition ("if <a situation>, how much …") frames the question after it ("when"
+        # does too unless it asks: "when is …").
         self.condition = re.compile(
             rf"^(?:{alt(f'{k}.conditions')}|{alternation([words.text(f'{k}.question_condition')])}"
             rf"\s+(?!{alt(f'{k}.question_auxiliaries')}\b))\b",

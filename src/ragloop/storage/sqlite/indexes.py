@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import threading
 from pathlib import Path
 
@@ -115,10 +114,6 @@ class FullTextIndex:
         hits = searcher.search(tantivy.Query.all_query(), searcher.num_docs, count=False).hits
         return sorted(int(c) for c in searcher.fast_field_values(
             "chunk_id", [addr for _, addr in hits]))
-
-    def destroy(self) -> None:
-        self._writer = None
-        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class VectorIndex:
