@@ -159,7 +159,7 @@ def router_calibration(kb_dir: Path, evals: Path, n_off: int = 100) -> None:
     """The out-of-scope floor: nearest-chunk cosine of on-topic questions (rag_hard, all
     types) vs off-topic ones (BEIR questions asked of the example KB); then route accuracy
     per rag_hard type at the chosen floor (simple → single, others → agent)."""
-    from ragloop.agent.router import RuleRouter
+    from ragloop.offline.router import RuleRouter
     from ragloop.kb import KnowledgeBase
 
     rows = _jsonl(evals)

@@ -67,7 +67,7 @@ def _no_planner_split() -> None:
 
 
 def _no_title_links() -> None:
-    from ragloop.agent.local import LocalFollowUps
+    from ragloop.offline.follow_ups import LocalFollowUps
 
     _replace(LocalFollowUps, "_titled", lambda self, text, skip=None, question=None: [])
 

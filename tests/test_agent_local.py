@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from ragloop.agent.local import LocalFollowUps
+from ragloop.offline.follow_ups import LocalFollowUps
 from ragloop.agent.pipeline_driver import WHOLE_QUESTION, PipelineDriver
-from ragloop.agent.router import RuleRouter, describe_scope
+from ragloop.offline.router import RuleRouter, describe_scope
 from ragloop.agent.run import RunContext, drain
 from ragloop.agent.template import RunTemplate
 from ragloop.agent.tools import FETCH, Toolbox

@@ -26,7 +26,7 @@ from ragloop.agent.llm_decisions import (
     PlanReply,
     RewriteReply,
 )
-from ragloop.agent.local import LocalGrader
+from ragloop.offline.grader import LocalGrader
 from ragloop.core.decisions import Evidence, Grade
 from ragloop.core.types import EventKind, Hit, RunStatus
 from ragloop.llm.openai import OpenAIChat

@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from ragloop.agent.citation_judge import LLMSupportJudge
 from ragloop.agent.citations import CitationCheck
 from ragloop.agent.llm_decisions import LLMAnswerer, LLMGrader, LLMPlanner, LLMRewriter
+from ragloop.agent.pipeline_driver import PipelineDriver
 from ragloop.agent.search_grade import GradedSearch, search_and_grade
 from ragloop.agent.run import DriverOutcome, RunContext, RunResult, Steps, drain
 from ragloop.agent.template import SINGLE_DEPTH_PER_DOC, Driver, RunTemplate, SingleShot
 from ragloop.agent.tools import Toolbox
+from ragloop.agent.tools_driver import ToolsDriver
 from ragloop.core.config import Settings
 from ragloop.core.decisions import Answerer, Grader, Planner, Rewriter, Route
 from ragloop.core.errors import ConfigError
@@ -24,8 +26,9 @@ from ragloop.core.events import Event, RouteEvent
 from ragloop.core.types import RunStatus
 from ragloop.core.unicode import clean_text
 from ragloop.kb import KnowledgeBase
+from ragloop.llm import make_chat_model
 from ragloop.llm.base import ChatModel
-from ragloop.offline.text import reading_language
+from ragloop.offline import factory as offline
 from ragloop.offline.vocabulary import Vocabulary, vocabulary
 from ragloop.storage.protocols import RunStore
 
@@ -49,8 +52,6 @@ class Components:
     def from_settings(cls, settings: Settings, driver: str | None = None,
                       chat: ChatModel | None = None,
                       grader_chat: ChatModel | None = None) -> Components:
-        from ragloop.llm import make_chat_model
-
         chat = chat or make_chat_model(settings.model, settings)
         grader_chat = grader_chat or (make_chat_model(settings.grader_model, settings)
                                       if settings.grader_model else chat)
@@ -67,7 +68,7 @@ class Components:
 def reading(kb: KnowledgeBase) -> str | None:
     """The language the offline rules read for `kb`: its own. The one place that decides it:
     the planner and router take its words (`kb_words`), and `Engine.ask` sets it for the text
-    helpers the grader, rewriter, answerer and citation checker use (`reading_language`)."""
+    helpers the grader, rewriter, answerer and citation checker use (`offline.reading`)."""
     return kb.language
 
 
@@ -79,9 +80,7 @@ def kb_words(kb: KnowledgeBase) -> Vocabulary:
 def _route(question: str, kb: KnowledgeBase, route: str) -> Route:
     if route == "agent":
         return Route("agent", "forced by --route agent")
-    from ragloop.agent.local import RuleRouter
-
-    router = RuleRouter(kb, words=kb_words(kb))
+    router = offline.router(kb, kb_words(kb))
     if route == "single":
         # single-shot declines what the knowledge base plainly does not cover, as routing does
         why = router.out_of_scope(question)
@@ -110,9 +109,7 @@ class Engine:
     def _answerer(self, chat: ChatModel | None) -> Answerer:
         if chat is not None:
             return LLMAnswerer(chat, max_tokens=self.settings.loop_max_tokens)
-        from ragloop.agent.local import ExtractiveAnswerer
-
-        return ExtractiveAnswerer(self.kb.embedder, min_support=self.settings.strictness)
+        return offline.answerer(self.kb, self.settings.strictness)
 
     def make_grader(self, comps: Components) -> Grader:
         """The run's grader: the one given, else the grader model's, else the offline one.
@@ -121,9 +118,7 @@ class Engine:
             return self.grader
         if comps.grader_chat is not None:
             return LLMGrader(comps.grader_chat, max_tokens=self.settings.decision_max_tokens)
-        from ragloop.agent.local import LocalGrader
-
-        return LocalGrader(self.kb.embedder)
+        return offline.grader(self.kb)
 
     def _single_toolbox(self, settings: Settings) -> Toolbox:
         """Single-shot's search: deep enough for its single_k documents. Step 1 of every
@@ -135,24 +130,16 @@ class Engine:
                      settings: Settings) -> tuple[Driver, list[Decision]]:
         toolbox = Toolbox(self.kb, settings.search_k, settings.tool_result_chars)
         if comps.driver == "tools":
-            from ragloop.agent.tools_driver import ToolsDriver
-
             assert comps.chat is not None
             return ToolsDriver(comps.chat, toolbox, grader,
                                max_tokens=self.settings.loop_max_tokens), []
-        from ragloop.agent.pipeline_driver import PipelineDriver
-
         if comps.chat is not None:
             budget = self.settings.decision_max_tokens
             planner = LLMPlanner(comps.chat, max_tokens=budget)
             rewriter = LLMRewriter(comps.chat, max_tokens=budget)
         else:
-            from ragloop.agent.local import LocalPlanner, LocalRewriter
-
-            planner, rewriter = LocalPlanner(words=kb_words(self.kb)), LocalRewriter()
-        from ragloop.agent.local import follow_ups_for
-
-        driver = PipelineDriver(toolbox, planner, grader, rewriter, follow_ups_for(self.kb),
+            planner, rewriter = offline.planner(kb_words(self.kb)), offline.rewriter()
+        driver = PipelineDriver(toolbox, planner, grader, rewriter, offline.follow_ups(self.kb),
                                 baseline_docs=settings.single_k)
         return driver, [planner, rewriter]
 
@@ -161,12 +148,10 @@ class Engine:
         mode = self.settings.citation_check
         if mode == "off":
             return None
-        from ragloop.offline.support import SupportChecker
-
         judge_chat = comps.grader_chat if mode == "auto" else None
         judge = LLMSupportJudge(judge_chat, max_tokens=self.settings.decision_max_tokens) \
             if judge_chat is not None else None
-        return CitationCheck(SupportChecker(self.kb.embedder), judge, words=kb_words(self.kb))
+        return CitationCheck(offline.support_checker(self.kb), judge, words=kb_words(self.kb))
 
     def graded_search(self, toolbox: Toolbox, query: str, page: int = 1) -> GradedSearch:
         """A search graded against the query itself by the grader a run would use, reading
@@ -174,7 +159,7 @@ class Engine:
         if self._search_grader is None:  # made once (a model client per search would not do)
             self._search_grader = self.make_grader(Components.from_settings(
                 self.settings, None, self.chat, self.grader_chat))
-        with reading_language(reading(self.kb)):
+        with offline.reading(reading(self.kb)):
             return search_and_grade(toolbox, self._search_grader, query, query, page)
 
     # -- running ------------------------------------------------------------------------
@@ -190,11 +175,9 @@ class Engine:
                                settings.single_k, citation_check=run.citation_check,
                                declined_phrases=kb_words(self.kb).declined)
         if run.route.route == "out_of_scope":
-            from ragloop.agent.local import describe_scope
-
             run.driver = "none"
             return (yield from template.out_of_scope(ctx, run.route.reason,
-                                                     describe_scope(self.kb)))
+                                                     offline.scope(self.kb)))
         driver: Driver = SingleShot()
         extra: list[Decision] = []
         if run.route.route != "single":
@@ -232,7 +215,7 @@ class Engine:
         ctx = RunContext(question, settings.max_steps)
         run = _Run(driver=comps.driver, citation_check=self._citation_check(comps))
         # the offline rules read the question with the KB language's words and stop words
-        with reading_language(reading(self.kb)):
+        with offline.reading(reading(self.kb)):
             try:
                 outcome = drain(self._steps(ctx, route, comps, settings, run), ctx, record)
             except BaseException as exc:

@@ -38,6 +38,7 @@ from ragloop.agent.template import Gathered
 from ragloop.agent.tools import FETCH, SEARCH, Toolbox, shown_page
 from ragloop.core.decisions import (
     Evidence,
+    FollowUps,
     Grade,
     Grader,
     Plan,
@@ -100,9 +101,8 @@ class Part:
         return self.last_grade is not None and self.last_grade.enough
 
 
-class FollowUps:
-    """Which sections a kept chunk points to (its own section when the chunk is cut off, a
-    one-passage document it names). Supplied by the local decision module."""
+class NoFollowUps:
+    """Follows nothing (the offline `FollowUps` come from offline/follow_ups.py)."""
 
     def __call__(self, hit: Hit, question: str | None = None) -> list[tuple[str, str]]:
         """(doc_id, section) pairs; `question` may order them by what it asks."""
@@ -127,7 +127,7 @@ class PipelineDriver:
         self.planner = planner
         self.grader = grader
         self.rewriter = rewriter
-        self.follow_ups = follow_ups or FollowUps()
+        self.follow_ups: FollowUps = follow_ups or NoFollowUps()
 
     def plan(self, question: str) -> Plan | None:
         return self.planner.plan(question)
