@@ -7,9 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from ragloop.offline.follow_ups import LocalFollowUps
 from ragloop.agent.pipeline_driver import WHOLE_QUESTION, PipelineDriver
-from ragloop.offline.router import RuleRouter, describe_scope
 from ragloop.agent.run import RunContext, drain
 from ragloop.agent.template import RunTemplate
 from ragloop.agent.tools import FETCH, Toolbox
@@ -18,6 +16,7 @@ from ragloop.core.types import EventKind, Hit, RunStatus, Usage
 from ragloop.kb import KnowledgeBase
 from ragloop.offline import answerer as answerer_local
 from ragloop.offline.answerer import ExtractiveAnswerer
+from ragloop.offline.follow_ups import LocalFollowUps
 from ragloop.offline.grader import LocalGrader, select
 from ragloop.offline.planner import LocalPlanner
 from ragloop.offline.rewriter import (
@@ -26,6 +25,7 @@ from ragloop.offline.rewriter import (
     fetch_targets,
     looks_cut_off,
 )
+from ragloop.offline.router import RuleRouter, describe_scope
 from ragloop.offline.text import TitleIndex, name_spans, section_refs
 
 DOCS = {

@@ -362,3 +362,17 @@ def test_a_passage_the_grader_did_not_keep_is_never_cited(small_kb) -> None:
     assert result.invalid_citations == [n_unsure]
     assert f"[{n_unsure}]" not in result.answer and "[1]" in result.answer
     assert [c["doc_id"] for c in result.citations] == [kept]
+
+
+def test_only_the_run_template_writes_the_answer_and_the_first_search() -> None:
+    """One beginning and one end for every run (agent/template.py): no driver builds an
+    AnswerEvent or searches the question itself for step 1."""
+    from pathlib import Path
+
+    import ragloop.agent
+
+    folder = Path(ragloop.agent.__file__).parent
+    answering = {p.name for p in folder.glob("*.py") if "AnswerEvent(" in p.read_text()}
+    assert answering == {"template.py"}
+    first = {p.name for p in folder.glob("*.py") if ".search(ctx.question" in p.read_text()}
+    assert first == {"template.py"}

@@ -14,8 +14,8 @@ from ragloop.agent.citation_judge import LLMSupportJudge
 from ragloop.agent.citations import CitationCheck
 from ragloop.agent.llm_decisions import LLMAnswerer, LLMGrader, LLMPlanner, LLMRewriter
 from ragloop.agent.pipeline_driver import PipelineDriver
-from ragloop.agent.search_grade import GradedSearch, search_and_grade
 from ragloop.agent.run import DriverOutcome, RunContext, RunResult, Steps, drain
+from ragloop.agent.search_grade import GradedSearch, search_and_grade
 from ragloop.agent.template import SINGLE_DEPTH_PER_DOC, Driver, RunTemplate, SingleShot
 from ragloop.agent.tools import Toolbox
 from ragloop.agent.tools_driver import ToolsDriver

@@ -13,7 +13,6 @@ import numpy as np
 from ragloop.core.decisions import Draft, Evidence
 from ragloop.core.types import Usage
 from ragloop.embed.base import Embedder
-from ragloop.offline.vocabulary import ENGLISH_WORDS
 from ragloop.offline.text import (
     Quantity,
     absent_codes,
@@ -25,6 +24,7 @@ from ragloop.offline.text import (
     stem,
     term_set,
 )
+from ragloop.offline.vocabulary import ENGLISH_WORDS
 
 # A sentence needs this much of the sub-question's terms (or meaning) to count as support:
 # the default of the user's setting (RAGLOOP_STRICTNESS / --strict), chosen on the hard dev
