@@ -196,7 +196,7 @@ class Engine:
         if settings.citation_check not in CITATION_CHECKS:
             raise ConfigError(f"RAGLOOP_CITATION_CHECK must be one of"
                               f" {', '.join(CITATION_CHECKS)}, not {settings.citation_check!r}")
-        if not 0.0 <= settings.strictness <= 1.0:
+        if settings.strictness is not None and not 0.0 <= settings.strictness <= 1.0:
             raise ConfigError(f"--strict (RAGLOOP_STRICTNESS) must be between 0 and 1, not"
                               f" {settings.strictness}")
         if settings.max_steps < 2:
