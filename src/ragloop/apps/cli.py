@@ -18,6 +18,7 @@ from ragloop.core.errors import RagloopError, UserError
 
 if TYPE_CHECKING:
     from ragloop.core.events import Event
+    from ragloop.eval.datasets import Dataset
     from ragloop.kb import KnowledgeBase
     from ragloop.storage.protocols import Backend
 
@@ -309,6 +310,29 @@ def stats(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
                   " (above 10%): look at what the spare steps searched for (`ragloop runs`).")
 
 
+def _eval_corpus(base: KnowledgeBase, data: Dataset, *, progress: bool,
+                 quiet: bool) -> list[tuple[str, str]]:
+    """Ingest the dataset's corpus when it has one, then resolve its gold names against the
+    KB's documents: the (question, name) pairs that did not resolve, each warned about."""
+    from ragloop.eval.datasets import ingest_corpus, resolve_gold
+
+    if data.corpus is not None:
+        added = ingest_corpus(base, data.corpus, progress=progress)
+        if added and not quiet:
+            err.print(f"ingested {added} corpus documents into {escape(str(base.settings.kb))}")
+    doc_ids = [d.doc_id for d in base.documents()]
+    if not doc_ids:
+        raise UserError(f"The knowledge base {base.settings.kb} is empty: ingest the documents"
+                        f" first (`ragloop ingest PATH --kb {base.settings.kb}`).")
+    misses = resolve_gold(data, doc_ids)
+    for qid, name in misses[:10]:
+        err.print(f"[yellow]warning:[/] question {escape(qid)}: gold document"
+                  f" {escape(repr(name))} is not in the knowledge base")
+    if len(misses) > 10:
+        err.print(f"[yellow]warning:[/] {len(misses)} gold names did not resolve in all")
+    return misses
+
+
 @app.command(name="eval")
 def eval_(dataset: Annotated[Path, typer.Argument(
               help="Seed-style .jsonl ({q, gold_doc, type, answer?}) or a BEIR folder.")],
@@ -336,7 +360,7 @@ def eval_(dataset: Annotated[Path, typer.Argument(
     Resumable: results go to OUT/results.jsonl as they finish; a rerun skips finished pairs.
     Writes OUT/report.json, OUT/report.md and OUT/report.html (plots)."""
     from ragloop.agent.engine import Engine
-    from ragloop.eval.datasets import ingest_corpus, load_dataset, resolve_gold
+    from ragloop.eval.datasets import load_dataset
     from ragloop.eval.metrics import build_report, diagnose
     from ragloop.eval.report import markdown, to_json, write_reports
     from ragloop.eval.runner import EvalOptions, parse_paths, run_eval
@@ -350,20 +374,7 @@ def eval_(dataset: Annotated[Path, typer.Argument(
                             embedder=embedder, strictness=strict)
     progress = not as_json and err.is_terminal
     with KnowledgeBase.open(settings.kb, settings) as base:
-        if data.corpus is not None:
-            added = ingest_corpus(base, data.corpus, progress=progress)
-            if added and not as_json:
-                err.print(f"ingested {added} corpus documents into {escape(str(settings.kb))}")
-        doc_ids = [d.doc_id for d in base.documents()]
-        if not doc_ids:
-            raise UserError(f"The knowledge base {settings.kb} is empty: ingest the documents"
-                            f" first (`ragloop ingest PATH --kb {settings.kb}`).")
-        misses = resolve_gold(data, doc_ids)
-        for qid, name in misses[:10]:
-            err.print(f"[yellow]warning:[/] question {escape(qid)}: gold document"
-                      f" {escape(repr(name))} is not in the knowledge base")
-        if len(misses) > 10:
-            err.print(f"[yellow]warning:[/] {len(misses)} gold names did not resolve in all")
+        misses = _eval_corpus(base, data, progress=progress, quiet=as_json)
         offline = settings.model.strip().lower() in ("offline", "none", "")
         options = EvalOptions(out=out_dir or Path("eval-results") / data.name, paths=chosen,
                               k=k, limit=limit, driver=driver, max_steps=max_steps,
