@@ -148,18 +148,29 @@ class PipelineDriver:
                             page=shown_page(page))
         yield grade_event(query, part.index, found.hits, grade)
 
-    def _take_first(self, ctx: RunContext, part: Part) -> None:
-        """Step 1 (the template's search of the whole question) as this part's first search;
-        its first documents are single-shot's."""
+    def place_first(self, ctx: RunContext) -> Grade:
+        """Step 1 (the template's search of the whole question) as the whole question's first
+        search (its one part's, when the plan has one); its first documents are
+        single-shot's."""
+        plan = ctx.plan
+        assert plan is not None
+        self._parts = [Part(i, q) for i, q in enumerate(plan.sub_questions or [ctx.question])]
+        self._priority: dict[int, float] = {}
+        self._pointer_cache: dict[tuple[int, str], list[tuple[str, str]]] = {}
+        self._single_docs: list[str] = []
+        self._single_hits: list[Hit] = []
+        self._doc_score: dict[str, float] = {}
+        parts = self._parts
+        whole = parts[0] if len(parts) == 1 else Part(WHOLE_QUESTION, ctx.question)
         first = ctx.first
         assert first is not None
-        part.tried.append(first.query)
+        whole.tried.append(first.query)
         if first.error is not None:
-            part.exhausted = True
-            return
+            whole.exhausted = True
+            return first.grade
         self._single_docs = top_doc_ids(first.hits, self.baseline_docs)
         self._single_hits = first.hits
-        self._take(ctx, part, GradedSearch(first.query, 1, first.hits, first.grade))
+        return self._take(ctx, whole, GradedSearch(first.query, 1, first.hits, first.grade))
 
     def _take(self, ctx: RunContext, part: Part, found: GradedSearch) -> Grade:
         """A graded search's kept hits into the part and the evidence, ranked; the grade as
@@ -416,18 +427,9 @@ class PipelineDriver:
         return True
 
     def gather(self, ctx: RunContext) -> Steps[Gathered]:
-        plan = ctx.plan
-        assert plan is not None
-        parts = [Part(i, q) for i, q in enumerate(plan.sub_questions or [ctx.question])]
-        self._priority: dict[int, float] = {}
-        self._pointer_cache: dict[tuple[int, str], list[tuple[str, str]]] = {}
-        self._single_docs: list[str] = []
-        self._single_hits: list[Hit] = []
-        self._doc_score: dict[str, float] = {}
-        # step 1 was single-shot's own search (the whole question, single-shot's depth): the
-        # run starts from the evidence single-shot would answer from
-        whole = parts[0] if len(parts) == 1 else Part(WHOLE_QUESTION, ctx.question)
-        self._take_first(ctx, whole)
+        # step 1 was single-shot's own search (the whole question, single-shot's depth,
+        # `place_first`): the run starts from the evidence single-shot would answer from
+        parts = self._parts
         # every other part gets its first search before any part gets a second
         for part in parts:
             if ctx.tool_steps_left and not part.tried:

@@ -68,6 +68,11 @@ class Driver(Protocol):
         """The driver's plan of the question, or None for a driver that does not plan."""
         ...
 
+    def place_first(self, ctx: RunContext) -> Grade:
+        """Put step 1's hits (`ctx.first`) into the evidence as this driver keeps them; the
+        grade as kept (what step 1's grade event reports)."""
+        ...
+
     def gather(self, ctx: RunContext) -> Steps[Gathered]: ...
 
 
@@ -113,20 +118,23 @@ class RunTemplate:
 
     # -- the beginning ----------------------------------------------------------------------
 
-    def _first(self, ctx: RunContext, driver: Driver, against: str) -> Steps[FirstSearch]:
-        """Step 1: single-shot's search of the whole question, graded against `against`."""
+    def _first(self, ctx: RunContext, driver: Driver, against: str) -> Steps[None]:
+        """Step 1: single-shot's search of the whole question, graded against `against`, its
+        hits placed in the evidence by the driver."""
         ctx.step += 1
         try:
             page = self.first_search.search(ctx.question)
         except CONTINUES as exc:  # no words to search for ("?!", an emoji): nothing found
             yield ToolCallEvent(tool=SEARCH, query=ctx.question, error=str(exc))
-            return FirstSearch(ctx.question, against, [], Grade([], [], False), str(exc))
+            ctx.first = FirstSearch(ctx.question, against, [], Grade([], [], False), str(exc))
+            driver.place_first(ctx)
+            return
         hits = page if driver.grades_whole_page else top_documents(page, self.k)
-        grade = self.grader.grade(against, hits)
+        ctx.first = FirstSearch(ctx.question, against, hits, self.grader.grade(against, hits))
+        kept = driver.place_first(ctx)
         yield ToolCallEvent(tool=SEARCH, query=ctx.question, chunks=len(hits),
-                            kept=len(grade.kept), reason="single-shot's search")
-        yield grade_event(ctx.question, 0, hits, grade)
-        return FirstSearch(ctx.question, against, hits, grade)
+                            kept=len(kept.kept), reason="single-shot's search")
+        yield grade_event(ctx.question, 0, hits, kept)
 
     # -- the end ----------------------------------------------------------------------------
 
@@ -210,7 +218,7 @@ class RunTemplate:
         ctx.plan = plan
         parts = (plan.sub_questions if plan is not None else []) or [ctx.question]
         against = parts[0] if len(parts) == 1 else ctx.question
-        ctx.first = yield from self._first(ctx, driver, against)
+        yield from self._first(ctx, driver, against)
         gathered = yield from driver.gather(ctx)
         draft = gathered.draft
         if draft is None:
@@ -229,11 +237,14 @@ class SingleShot:
     def plan(self, question: str) -> Plan | None:
         return None
 
-    def gather(self, ctx: RunContext) -> Steps[Gathered]:
+    def place_first(self, ctx: RunContext) -> Grade:
         first = ctx.first
         assert first is not None
         kept = {h.chunk_id for h in first.grade.kept}
         for h in first.hits:
             ctx.ledger.add_hit(h, ctx.step, confirmed=first.grade.ungraded or h.chunk_id in kept)
+        return first.grade
+
+    def gather(self, ctx: RunContext) -> Steps[Gathered]:
         yield from ()
         return Gathered([ctx.question])

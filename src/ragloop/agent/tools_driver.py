@@ -34,7 +34,7 @@ from ragloop.agent.search_grade import (
 )
 from ragloop.agent.template import Gathered
 from ragloop.agent.tools import SEARCH, SEARCH_TOOL, Toolbox, format_hits, shown_page, wrap
-from ragloop.core.decisions import Draft, Grader, Plan
+from ragloop.core.decisions import Draft, Grade, Grader, Plan
 from ragloop.core.errors import ModelRefused
 from ragloop.core.events import ErrorEvent, GradeEvent, ToolCallEvent
 from ragloop.core.types import Hit, SectionInfo
@@ -82,6 +82,7 @@ class ToolsDriver:
         self.toolbox = toolbox
         self.grader = grader
         self.max_tokens = max_tokens
+        self._first_result = ""  # step 1's tool result (place_first)
         # tools run by name; the search is graded here, the others run as the toolbox has them
         self._handlers: dict[str, Callable[[RunContext, ToolCall], Steps[ToolReply]]] = {
             SEARCH: self._search}
@@ -165,15 +166,16 @@ class ToolsDriver:
                 break
         return reply
 
-    def _single_shot_evidence(self, ctx: RunContext) -> str:
+    def place_first(self, ctx: RunContext) -> Grade:
         """Step 1's documents enter the evidence in single-shot's order (the kept chunks
         confirmed, the others not), except a document the grader is sure is irrelevant; the
-        tool result the model's first call sees."""
+        tool result the model's first call sees is kept for `gather`."""
         first = ctx.first
         assert first is not None
-        if first.error is not None:
-            return f"Tool error: {first.error}"
         grade = first.grade
+        if first.error is not None:
+            self._first_result = f"Tool error: {first.error}"
+            return grade
         kept = {h.chunk_id for h in grade.kept}
         scores = document_scores(grade)
         confirmed: list[tuple[int, Hit]] = []
@@ -187,7 +189,8 @@ class ToolsDriver:
         if unconfirmed:
             text += wrap(SEARCH, UNCONFIRMED_NOTE.strip() + "\n" + format_hits(unconfirmed),
                          self.toolbox.budget)
-        return text
+        self._first_result = text
+        return grade
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -196,7 +199,7 @@ class ToolsDriver:
 
     def gather(self, ctx: RunContext) -> Steps[Gathered]:
         """The model's loop after step 1; its last reply is the answer."""
-        first = self._single_shot_evidence(ctx)
+        first = self._first_result
         messages = [Message(role="user", content=ctx.question + FIRST_SEARCH_NOTE + first)]
         system = SYSTEM.format(max_steps=ctx.max_steps, says_missing=SAYS_MISSING)
         final: ChatResponse | None = None
