@@ -4,8 +4,9 @@
           ─► driver.gather(ctx) ─► answer ─► citations checked ─► support checked
           ─► the one AnswerEvent ─► status (one rule, `run_status`)
 
-A driver only gathers: it is handed the first search (`ctx.first`) and yields the events of
-what it does next, returning `Gathered` (the parts the answer covers; the answer itself only
+A driver only places and gathers: it puts the first search's hits (`ctx.first`) into the
+evidence as it keeps them (`place_first`), then yields the events of what it does next,
+returning `Gathered` (the parts the answer covers; the answer itself only
 when gathering wrote it, as the tools driver's model does). It never writes the first search's
 events, the answer event or the status. Errors that end a run (failures.py) end it here too.
 """
