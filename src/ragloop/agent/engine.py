@@ -182,10 +182,13 @@ class Engine:
         extra: list[Decision] = []
         if run.route.route != "single":
             driver, extra = self._loop_driver(comps, grader, settings)
-        # their model calls (the tools loop adds its own)
-        run.decisions = [grader, answerer, *extra]
+        # their model calls (the tools loop adds its own; the answerer's, when it answered)
+        run.decisions = [grader, *extra]
         run.driver = driver.name
-        return (yield from template.run(ctx, driver))
+        outcome = yield from template.run(ctx, driver)
+        if template.answerer_used:
+            run.decisions.append(answerer)
+        return outcome
 
     def ask(self, question: str, *, route: str = "auto", driver: str | None = None,
             max_steps: int | None = None, on_event: Callable[[Event], None] | None = None,

@@ -116,6 +116,7 @@ class RunTemplate:
         self.k = k
         self.citation_check = citation_check
         self.declined_phrases = tuple(declined_phrases)
+        self.answerer_used = False  # the answerer wrote this run's answer (its usage counts)
 
     # -- the beginning ----------------------------------------------------------------------
 
@@ -224,6 +225,7 @@ class RunTemplate:
         draft = gathered.draft
         if draft is None:
             ctx.step += 1  # the answer step
+            self.answerer_used = True
             draft = self.answerer.answer(ctx.question, gathered.sub_questions, ctx.ledger.items)
         return (yield from self._answer(ctx, draft, gathered, labels))
 
