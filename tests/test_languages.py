@@ -278,7 +278,7 @@ def test_month_names_come_from_one_table_for_every_date_rule() -> None:
     """The quantities reader, the planner's date split and the router's date cue all read the
     months of retrieval/languages.py; "Sept", which the planner read and quantities did not,
     is now a month for both."""
-    from ragloop.agent import router
+    from ragloop.offline import router
     from ragloop.offline import planner, text
     from ragloop.retrieval.languages import month_names, month_pattern
 
