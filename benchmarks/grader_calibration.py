@@ -159,8 +159,8 @@ def router_calibration(kb_dir: Path, evals: Path, n_off: int = 100) -> None:
     """The out-of-scope floor: nearest-chunk cosine of on-topic questions (rag_hard, all
     types) vs off-topic ones (BEIR questions asked of the example KB); then route accuracy
     per rag_hard type at the chosen floor (simple → single, others → agent)."""
-    from ragloop.agent.router import RuleRouter
     from ragloop.kb import KnowledgeBase
+    from ragloop.offline.router import RuleRouter
 
     rows = _jsonl(evals)
     off = []

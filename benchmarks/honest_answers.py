@@ -119,7 +119,7 @@ def report(runs: list[list[dict[str, Any]]]) -> list[str]:
 def calibrate(argv: list[str]) -> int:
     """How sure is the local grader that a single-shot document is irrelevant? For single-shot's
     top 10 documents: the share scoring below each threshold, and of the gold ones."""
-    from ragloop.agent.single_shot import SINGLE_DEPTH_PER_DOC, top_documents
+    from ragloop.agent.template import SINGLE_DEPTH_PER_DOC, top_documents
     from ragloop.eval.datasets import load_dataset, resolve_gold
     from ragloop.kb import KnowledgeBase
     from ragloop.offline.grader import LocalGrader

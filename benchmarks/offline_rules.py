@@ -4,8 +4,9 @@
     .venv/bin/python benchmarks/honest_answers.py WITH/results.jsonl OUT/results.jsonl
 
 RULE is one of the names below (or `none` for the rules as shipped), or `support=X`: the
-answerer's support threshold (MIN_SUPPORT) set to X, to trace the trade between declining
-unanswerable questions and declining answerable ones. The rule is switched off in this process
+answerer's support threshold set to X through the user's setting (RAGLOOP_STRICTNESS, as
+`--strict X` does), to trace the trade between declining unanswerable questions and declining
+answerable ones. The rule is switched off in this process
 only (the code is patched here, not configured; a patch of a name the code no longer has is an
 error, not a silent no-op), then `ragloop eval` runs with the remaining arguments. Compare
 the two runs with honest_answers.py: a rule stays only if it helps on a set other than the one
@@ -67,7 +68,7 @@ def _no_planner_split() -> None:
 
 
 def _no_title_links() -> None:
-    from ragloop.agent.local import LocalFollowUps
+    from ragloop.offline.follow_ups import LocalFollowUps
 
     _replace(LocalFollowUps, "_titled", lambda self, text, skip=None, question=None: [])
 
@@ -92,9 +93,10 @@ def _no_nearest() -> None:
 
 
 def _support(value: str) -> None:
-    import ragloop.offline.answerer as answerer
+    import os
 
-    _replace(answerer, "MIN_SUPPORT", float(value))
+    # the user's setting (RAGLOOP_STRICTNESS / --strict), not a patch: what a user gets
+    os.environ["RAGLOOP_STRICTNESS"] = str(float(value))
 
 
 RULES: dict[str, Callable[[], None]] = {

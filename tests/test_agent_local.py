@@ -7,16 +7,16 @@ from dataclasses import replace
 
 import pytest
 
-from ragloop.agent.local import LocalFollowUps
 from ragloop.agent.pipeline_driver import WHOLE_QUESTION, PipelineDriver
-from ragloop.agent.router import RuleRouter, describe_scope
 from ragloop.agent.run import RunContext, drain
+from ragloop.agent.template import RunTemplate
 from ragloop.agent.tools import FETCH, Toolbox
 from ragloop.core.decisions import Evidence, Grade
 from ragloop.core.types import EventKind, Hit, RunStatus, Usage
 from ragloop.kb import KnowledgeBase
 from ragloop.offline import answerer as answerer_local
 from ragloop.offline.answerer import ExtractiveAnswerer
+from ragloop.offline.follow_ups import LocalFollowUps
 from ragloop.offline.grader import LocalGrader, select
 from ragloop.offline.planner import LocalPlanner
 from ragloop.offline.rewriter import (
@@ -25,6 +25,7 @@ from ragloop.offline.rewriter import (
     fetch_targets,
     looks_cut_off,
 )
+from ragloop.offline.router import RuleRouter, describe_scope
 from ragloop.offline.text import TitleIndex, name_spans, section_refs
 
 DOCS = {
@@ -413,10 +414,11 @@ class _ForQuestionsNaming(_OnlyDocs):
 
 def _run(kb, question: str, grader, max_steps: int = 6, baseline: Toolbox | None = None):
     driver = PipelineDriver(Toolbox(kb, k=4), LocalPlanner(), grader, LocalRewriter(),
-                            ExtractiveAnswerer(kb.embedder), LocalFollowUps(kb),
-                            baseline=baseline)
+                            LocalFollowUps(kb))
+    template = RunTemplate(baseline or Toolbox(kb, k=4), grader,
+                           ExtractiveAnswerer(kb.embedder), 5)
     ctx = RunContext(question, max_steps)
-    outcome = drain(driver.run(ctx), ctx)
+    outcome = drain(template.run(ctx, driver), ctx)
     return ctx, outcome
 
 

@@ -8,6 +8,7 @@ from dataclasses import replace
 from ragloop.agent.engine import Engine
 from ragloop.agent.failures import ended_status
 from ragloop.agent.run import BUDGET_NOTICE, RunContext, drain, log_line
+from ragloop.agent.template import RunTemplate
 from ragloop.agent.tools import Toolbox
 from ragloop.agent.tools_driver import ToolsDriver
 from ragloop.core.decisions import Grade
@@ -15,6 +16,7 @@ from ragloop.core.errors import ModelRefused, ProviderError, ToolError
 from ragloop.core.types import EventKind, Hit, RunStatus, Usage
 from ragloop.llm.base import ChatResponse, Finish, ModelTraits, ToolCall
 from ragloop.llm.scripted import ScriptedChat
+from ragloop.offline.answerer import ExtractiveAnswerer
 
 
 class KeepDocs:
@@ -149,8 +151,10 @@ def test_one_rule_says_which_errors_end_a_run() -> None:
 def test_a_driver_yields_its_events_and_the_engine_stores_and_streams_them(small_kb) -> None:
     chat = ScriptedChat([search_call("approval threshold"), ChatResponse(text="CFO [1].")])
     ctx = RunContext("Who approves?", 4)
-    steps = ToolsDriver(chat, Toolbox(small_kb), KeepDocs("policies/travel.md")).run(ctx)
-    # a driver stores and streams nothing itself: its events come out as it goes
+    grader = KeepDocs("policies/travel.md")
+    template = RunTemplate(Toolbox(small_kb), grader, ExtractiveAnswerer(), 5)
+    steps = template.run(ctx, ToolsDriver(chat, Toolbox(small_kb), grader))
+    # the run stores and streams nothing itself: its events come out as it goes
     assert inspect.isgenerator(steps) and not ctx.events and not chat.calls
     outcome = drain(steps, ctx)
     assert outcome.status == RunStatus.ANSWERED
@@ -358,3 +362,17 @@ def test_a_passage_the_grader_did_not_keep_is_never_cited(small_kb) -> None:
     assert result.invalid_citations == [n_unsure]
     assert f"[{n_unsure}]" not in result.answer and "[1]" in result.answer
     assert [c["doc_id"] for c in result.citations] == [kept]
+
+
+def test_only_the_run_template_writes_the_answer_and_the_first_search() -> None:
+    """One beginning and one end for every run (agent/template.py): no driver builds an
+    AnswerEvent or searches the question itself for step 1."""
+    from pathlib import Path
+
+    import ragloop.agent
+
+    folder = Path(ragloop.agent.__file__).parent
+    answering = {p.name for p in folder.glob("*.py") if "AnswerEvent(" in p.read_text()}
+    assert answering == {"template.py"}
+    first = {p.name for p in folder.glob("*.py") if ".search(ctx.question" in p.read_text()}
+    assert first == {"template.py"}

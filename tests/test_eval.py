@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from graders import KeepsAll
 
 from ragloop.agent.run import RunResult
-from ragloop.agent.single_shot import SINGLE_DEPTH_PER_DOC, top_documents
+from ragloop.agent.template import SINGLE_DEPTH_PER_DOC, top_documents
 from ragloop.agent.tools_driver import FIRST_SEARCH_NOTE
 from ragloop.core.decisions import Draft, Grade, Route
 from ragloop.core.errors import UserError
@@ -781,6 +782,21 @@ def test_warm_up_loads_the_model_even_when_its_text_is_cached(small_kb_template,
         assert inner._model is not None
 
 
+def _t9_beir(tmp_path, queries: list[dict]) -> Path:
+    """A BEIR folder of two T9 documents (a warranty that "does not cover" something, a
+    datasheet) with `queries`; query "a" has the warranty as its gold document."""
+    folder = tmp_path / "beir"
+    (folder / "qrels").mkdir(parents=True)
+    corpus = [{"_id": "w1", "title": "T9 warranty terms", "text":
+               "The T9 warranty does not cover damage from mounting torque above the value in "
+               "the guide. Mounting torque above 5 Nm voids the T9 warranty."},
+              {"_id": "s1", "title": "T9 Sensor", "text": "The T9 sensor is rated IP67."}]
+    (folder / "corpus.jsonl").write_text("\n".join(json.dumps(c) for c in corpus) + "\n")
+    (folder / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries) + "\n")
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\na\tw1\t1\n")
+    return folder
+
+
 def test_a_quoted_does_not_cover_is_no_decline_but_a_declined_part_is(tmp_path) -> None:
     """The offline answerer states which parts it declines; the eval counts those, not the
     words of a source it quotes (a warranty's "does not cover" sentence is an answer)."""
@@ -788,19 +804,11 @@ def test_a_quoted_does_not_cover_is_no_decline_but_a_declined_part_is(tmp_path) 
 
     from ragloop.apps.cli import app
 
-    folder = tmp_path / "beir"
-    (folder / "qrels").mkdir(parents=True)
-    corpus = [{"_id": "w1", "title": "T9 warranty terms", "text":
-               "The T9 warranty does not cover damage from mounting torque above the value in "
-               "the guide. Mounting torque above 5 Nm voids the T9 warranty."},
-              {"_id": "s1", "title": "T9 Sensor", "text": "The T9 sensor is rated IP67."}]
     queries = [{"_id": "a", "text": "Above what mounting torque does the T9 warranty end?",
                 "answer": "5 Nm"},
                {"_id": "u", "text": "What is the warranty of the Z7 drone?",
                 "type": "unanswerable", "answerable": False}]
-    (folder / "corpus.jsonl").write_text("\n".join(json.dumps(c) for c in corpus) + "\n")
-    (folder / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries) + "\n")
-    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\na\tw1\t1\n")
+    folder = _t9_beir(tmp_path, queries)
     out = tmp_path / "out"
     done = CliRunner().invoke(app, ["eval", str(folder), "--kb", str(tmp_path / "kb"),
                                     "--paths", "single,agent", "--out", str(out), "--json"])
@@ -815,3 +823,49 @@ def test_a_quoted_does_not_cover_is_no_decline_but_a_declined_part_is(tmp_path) 
     for path in ("single", "agent"):
         assert report["paths"][path]["false_abstention"] == 0.0
         assert report["paths"][path]["abstention"] == 1.0
+
+
+def test_the_runs_status_and_the_evals_abstention_agree_on_every_record(tmp_path) -> None:
+    """One decline vocabulary (offline/lang `decline`): the eval's abstention is the run's own
+    word (`declined`), and reading a record's text the old way gives the same on every record
+    of an eval run; a free-text answer's status reads the same words."""
+    from types import SimpleNamespace
+
+    from typer.testing import CliRunner
+
+    from ragloop.agent.engine import Engine
+    from ragloop.apps.cli import app
+    from ragloop.eval.runner import make_record
+    from ragloop.kb import KnowledgeBase
+    from ragloop.offline.grader import LocalGrader
+
+    queries = [{"_id": "a", "text": "Above what mounting torque does the T9 warranty end?"},
+               {"_id": "b", "text": "Is the T9 sensor rated IP67, and what does it weigh?"},
+               {"_id": "u", "text": "What is the warranty of the Z7 drone?",
+                "type": "unanswerable", "answerable": False}]
+    folder = _t9_beir(tmp_path, queries)
+    out, kb = tmp_path / "out", tmp_path / "kb"
+    done = CliRunner().invoke(app, ["eval", str(folder), "--kb", str(kb),
+                                    "--paths", "single,agent,router", "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    records = lines(out)
+    assert len(records) == 9
+    for r in records:
+        stored_before = {k: v for k, v in r.items() if k != "declined"}
+        assert abstained(r) == r["declined"] == abstained(stored_before), r["qid"]
+        assert r["status"] != "unanswerable" or abstained(r)
+    # a model's free-text answer: declined by the words the eval reads ("not stated" and
+    # "cannot find" were the eval's alone before, so the run called such an answer answered)
+    question = SimpleNamespace(id="m", q="Who approves?", type="simple", answerable=True,
+                               gold_docs=[], gold_section=None, gold_sections=None, answer=None)
+    with KnowledgeBase.open(kb, create=False) as base:
+        for text, declines in (("It is not stated in the sources; I cannot find it.", True),
+                               ("The T9 sensor is rated IP67.", False)):
+            engine = Engine(base, base.settings.with_(citation_check="offline"),
+                            chat=ScriptedChat([ChatResponse(text=text)]),
+                            grader=LocalGrader(base.embedder))
+            result = engine.ask("What is the T9 rated?", route="agent", driver="tools")
+            record = make_record(question, "agent", result, [])
+            assert abstained(record) == declines == result.declined
+            assert (result.status == RunStatus.UNANSWERABLE) == declines
+            assert abstained({k: v for k, v in record.items() if k != "declined"}) == declines

@@ -278,8 +278,7 @@ def test_month_names_come_from_one_table_for_every_date_rule() -> None:
     """The quantities reader, the planner's date split and the router's date cue all read the
     months of retrieval/languages.py; "Sept", which the planner read and quantities did not,
     is now a month for both."""
-    from ragloop.agent import router
-    from ragloop.offline import planner, text
+    from ragloop.offline import planner, router, text
     from ragloop.retrieval.languages import month_names, month_pattern
 
     assert month_names() == text.MONTHS and len(month_names()) == 12

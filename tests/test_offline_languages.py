@@ -139,3 +139,34 @@ def test_every_language_file_has_the_keys_of_english() -> None:
         data = json.loads((folder / f"{code}.json").read_text(encoding="utf-8"))
         assert keys(data) == english, code
         assert vocabulary(code).code == code
+
+
+def test_an_italian_kb_is_graded_alike_through_mcp_and_ask(italian_kb: Path) -> None:
+    """The MCP server's graded search reads the KB's language as a run does: the same
+    verdicts as `ask`'s first search, and not the ones English's words would give."""
+    from ragloop.agent.search_grade import search_and_grade
+    from ragloop.apps.mcp_server import KnowledgeBaseTools
+    from ragloop.core.events import GradeEvent
+    from ragloop.offline.grader import LocalGrader
+
+    question = "Quanti anni di contributi servono per la pensione di vecchiaia?"
+    # the MCP search reads as deep as single-shot: the same hits on both sides
+    settings = Settings(kb=str(italian_kb), model="offline", search_k=15, single_k=5)
+    with KnowledgeBase.open(italian_kb, settings) as base:
+        grades: list[GradeEvent] = []
+        Engine(base, settings).ask(question, route="single", on_event=lambda e: grades.append(
+            e) if isinstance(e, GradeEvent) else None)
+        tools = KnowledgeBaseTools(base, settings)
+        found = tools.engine().graded_search(tools.toolbox, question)
+        text = tools.search(question)
+        english = search_and_grade(tools.toolbox, LocalGrader(base.embedder), question, question)
+
+    def verdicts(grade) -> list[tuple[int, str, float | None]]:
+        return [(h.chunk_id, h.verdict, h.grade_score) for h in [*grade.kept, *grade.discarded]]
+
+    asked = [(v["chunk_id"], v["verdict"], v["score"]) for v in grades[0].verdicts]
+    assert verdicts(found.grade) == asked
+    assert found.grade.missing == (grades[0].missing or "")
+    assert all(h.text.strip()[:40] in text for h in found.grade.kept)
+    # read with English's stop words the Italian question's words weigh otherwise
+    assert verdicts(english.grade) != asked

@@ -8,9 +8,9 @@ import copy
 import json
 from importlib import resources
 
-from ragloop.agent.router import ENGLISH_CUES, RuleRouter
 from ragloop.offline import planner, support, text
 from ragloop.offline.planner import LocalPlanner
+from ragloop.offline.router import ENGLISH_CUES, RuleRouter
 from ragloop.offline.vocabulary import ENGLISH_WORDS, Vocabulary, vocabulary
 
 

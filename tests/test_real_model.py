@@ -26,10 +26,10 @@ from ragloop.agent.llm_decisions import (
     PlanReply,
     RewriteReply,
 )
-from ragloop.agent.local import LocalGrader
 from ragloop.core.decisions import Evidence, Grade
 from ragloop.core.types import EventKind, Hit, RunStatus
 from ragloop.llm.openai import OpenAIChat
+from ragloop.offline.grader import LocalGrader
 
 ENDED = {RunStatus.ANSWERED, RunStatus.TRUNCATED, RunStatus.UNANSWERABLE}
 # Small budgets and short results keep a 2-core CPU's prompt processing to seconds a call.

@@ -113,7 +113,7 @@ class SlowGrader:
     usage = Usage()  # no model calls
 
     def __init__(self, kb, delay: float = 0.4) -> None:
-        from ragloop.agent.local import LocalGrader
+        from ragloop.offline.grader import LocalGrader
 
         self.inner = LocalGrader(kb.embedder)
         self.delay = delay

@@ -28,10 +28,7 @@ from ragloop.offline.support import (
     claims,
 )
 from ragloop.offline.text import content_words
-
-# Sentences that say what the knowledge base lacks are not claims about the sources.
-NOT_CLAIMS = ("does not say", "doesn't say", "not in the knowledge base", "does not cover",
-              "no information", "closest passages", "could not find", "cannot find")
+from ragloop.offline.vocabulary import ENGLISH_WORDS, Vocabulary
 
 
 @dataclass
@@ -42,13 +39,14 @@ class SupportOutcome:
     summary: dict[str, Any] = field(default_factory=dict)  # offline figures for the eval
 
 
-def uncited_claims(text: str) -> int:
+def uncited_claims(text: str, words: Vocabulary = ENGLISH_WORDS) -> int:
     """Sentences of the answer that state something but cite nothing (a question, such as the
-    part an offline answer could not answer, quoted, states nothing)."""
+    part an offline answer could not answer, quoted, states nothing; nor does a sentence
+    saying what the knowledge base lacks: `words.not_claims`)."""
     n = 0
     for sentence in answer_sentences(text):
         low = sentence.casefold()
-        if CITATION.search(sentence) or any(m in low for m in NOT_CLAIMS):
+        if CITATION.search(sentence) or any(m in low for m in words.not_claims):
             continue
         if low.startswith("note:") or low.rstrip().endswith(("?", "？")) \
                 or not content_words(CITATION.sub(" ", sentence)):
@@ -58,21 +56,24 @@ def uncited_claims(text: str) -> int:
 
 
 class CitationCheck:
-    """Set on a run's ledger by the engine; `check_citations` calls it with the answer."""
+    """The run template's support step, after the mechanical check of the citations."""
 
     def __init__(self, checker: SupportChecker, judge: LLMSupportJudge | None = None,
-                 labels: Callable[[], Sequence[str]] = tuple) -> None:
+                 words: Vocabulary = ENGLISH_WORDS) -> None:
+        """`words`: the knowledge base language's (what a decline says, `Vocabulary`)."""
         self.checker = checker
         self.judge = judge
-        self.labels = labels  # the run's sub-questions (the extractive answer's part heads)
+        self.words = words
 
     @property
     def usage(self) -> Usage:
         return self.judge.usage if self.judge is not None else Usage()
 
-    def __call__(self, text: str, evidence: Callable[[int], Evidence | None]) -> SupportOutcome:
-        found = [c for c in claims(text, self.labels())
-                 if not any(m in c.sentence.casefold() for m in NOT_CLAIMS[:4])]
+    def __call__(self, text: str, evidence: Callable[[int], Evidence | None],
+                 labels: Sequence[str] = ()) -> SupportOutcome:
+        """`labels`: the run's sub-questions (the extractive answer's part heads)."""
+        found = [c for c in claims(text, labels)
+                 if not any(m in c.sentence.casefold() for m in self.words.says_missing)]
         passages: dict[int, Passage] = {}
         for claim in found:
             for n in claim.cited:
@@ -88,7 +89,7 @@ class CitationCheck:
             unchecked = any(s is None for s in said)
             verdict = {(v.claim, v.n): s for v, s in zip(offline, said, strict=True)}
         drop = {key for key, ok in verdict.items() if ok is False}
-        out = SupportOutcome(text=_remove(text, claims(text, self.labels()), found, drop),
+        out = SupportOutcome(text=_remove(text, claims(text, labels), found, drop),
                              unchecked=unchecked)
         seen: set[tuple[int, str]] = set()
         for claim, n in drop:
@@ -99,7 +100,7 @@ class CitationCheck:
         cited_ok: dict[str, bool] = {}
         for v in offline:
             cited_ok[v.claim.sentence] = cited_ok.get(v.claim.sentence, True) and v.supported
-        uncited = uncited_claims(text)
+        uncited = uncited_claims(text, self.words)
         out.summary = {
             "checked": len(offline), "supported": sum(v.supported for v in offline),
             "claims": len(cited_ok) + uncited, "uncited_claims": uncited,

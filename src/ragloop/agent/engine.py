@@ -1,8 +1,9 @@
-"""ask(): route a question, run a driver, check citations, store the run.
+"""ask(): route a question, build the run's components, run the template, store the run.
 
-The engine is where a run's events go: it drains the chosen driver's generator (run.py `drain`)
-into the run store and the listener (SSE, CLI, eval), and ends the run on an error that
-failures.py says ends it."""
+The engine chooses the components (models, decisions, driver) once, in one place, and is where
+a run's events go: it drains the run template's generator (agent/template.py: first search,
+the driver's gathering, answer, citations, support, status; run.py `drain`) into the run store
+and the listener (SSE, CLI, eval)."""
 
 from __future__ import annotations
 
@@ -11,22 +12,25 @@ from dataclasses import dataclass, field
 
 from ragloop.agent.citation_judge import LLMSupportJudge
 from ragloop.agent.citations import CitationCheck
-from ragloop.agent.evidence import check_citations
-from ragloop.agent.failures import ENDS, ended_answer, ended_status
 from ragloop.agent.llm_decisions import LLMAnswerer, LLMGrader, LLMPlanner, LLMRewriter
-from ragloop.agent.run import Driver, DriverOutcome, RunContext, RunResult, Steps, drain
-from ragloop.agent.single_shot import SINGLE_DEPTH_PER_DOC, OutOfScope, SingleShotDriver
+from ragloop.agent.pipeline_driver import PipelineDriver
+from ragloop.agent.run import DriverOutcome, RunContext, RunResult, Steps, drain
+from ragloop.agent.search_grade import GradedSearch, search_and_grade
+from ragloop.agent.template import SINGLE_DEPTH_PER_DOC, Driver, RunTemplate, SingleShot
 from ragloop.agent.tools import Toolbox
+from ragloop.agent.tools_driver import ToolsDriver
 from ragloop.core.config import Settings
 from ragloop.core.decisions import Answerer, Grader, Planner, Rewriter, Route
 from ragloop.core.errors import ConfigError
-from ragloop.core.events import ErrorEvent, Event, PlanEvent, RouteEvent
+from ragloop.core.events import Event, RouteEvent
 from ragloop.core.types import RunStatus
 from ragloop.core.unicode import clean_text
 from ragloop.kb import KnowledgeBase
+from ragloop.llm import make_chat_model
 from ragloop.llm.base import ChatModel
-from ragloop.offline.text import reading_language
+from ragloop.offline import factory as offline
 from ragloop.offline.vocabulary import Vocabulary, vocabulary
+from ragloop.retrieval.filters import Filter
 from ragloop.storage.protocols import RunStore
 
 ROUTES = ("auto", "single", "agent")
@@ -49,8 +53,6 @@ class Components:
     def from_settings(cls, settings: Settings, driver: str | None = None,
                       chat: ChatModel | None = None,
                       grader_chat: ChatModel | None = None) -> Components:
-        from ragloop.llm import make_chat_model
-
         chat = chat or make_chat_model(settings.model, settings)
         grader_chat = grader_chat or (make_chat_model(settings.grader_model, settings)
                                       if settings.grader_model else chat)
@@ -67,7 +69,7 @@ class Components:
 def reading(kb: KnowledgeBase) -> str | None:
     """The language the offline rules read for `kb`: its own. The one place that decides it:
     the planner and router take its words (`kb_words`), and `Engine.ask` sets it for the text
-    helpers the grader, rewriter, answerer and citation checker use (`reading_language`)."""
+    helpers the grader, rewriter, answerer and citation checker use (`offline.reading`)."""
     return kb.language
 
 
@@ -79,9 +81,7 @@ def kb_words(kb: KnowledgeBase) -> Vocabulary:
 def _route(question: str, kb: KnowledgeBase, route: str) -> Route:
     if route == "agent":
         return Route("agent", "forced by --route agent")
-    from ragloop.agent.local import RuleRouter
-
-    router = RuleRouter(kb, words=kb_words(kb))
+    router = offline.router(kb, kb_words(kb))
     if route == "single":
         # single-shot declines what the knowledge base plainly does not cover, as routing does
         why = router.out_of_scope(question)
@@ -107,108 +107,96 @@ class Engine:
         # the knowledge base's own run store (closed with it) unless one is given
         self.runs: RunStore = runs if runs is not None else kb.backend.runs
         self.source = source
+        self._search_grader: Grader | None = None
 
     # -- components ---------------------------------------------------------------------
 
     def _answerer(self, chat: ChatModel | None) -> Answerer:
         if chat is not None:
             return LLMAnswerer(chat, max_tokens=self.settings.loop_max_tokens)
-        from ragloop.agent.local import ExtractiveAnswerer
+        return offline.answerer(self.kb, self.settings.strictness)
 
-        return ExtractiveAnswerer(self.kb.embedder)
-
-    def _grader(self, comps: Components) -> Grader:
+    def make_grader(self, comps: Components) -> Grader:
+        """The run's grader: the one given, else the grader model's, else the offline one.
+        The MCP server's graded search takes its grader from here too."""
         if self.grader is not None:
             return self.grader
         if comps.grader_chat is not None:
             return LLMGrader(comps.grader_chat, max_tokens=self.settings.decision_max_tokens)
-        from ragloop.agent.local import LocalGrader
-
-        return LocalGrader(self.kb.embedder)
+        return offline.grader(self.kb)
 
     def _single_toolbox(self, settings: Settings) -> Toolbox:
-        """Single-shot's search: deep enough for its single_k documents. The first step of
-        both loop drivers (pipeline and tools) is this same search."""
+        """Single-shot's search: deep enough for its single_k documents. Step 1 of every
+        path is this same search (agent/template.py)."""
         return Toolbox(self.kb, settings.single_k * SINGLE_DEPTH_PER_DOC,
                        settings.tool_result_chars)
 
-    def _driver(self, comps: Components, toolbox: Toolbox,
-                settings: Settings) -> tuple[Driver, list[Decision]]:
-        grader = self._grader(comps)
+    def _loop_driver(self, comps: Components, grader: Grader,
+                     settings: Settings) -> tuple[Driver, list[Decision]]:
+        toolbox = Toolbox(self.kb, settings.search_k, settings.tool_result_chars)
         if comps.driver == "tools":
-            from ragloop.agent.tools_driver import ToolsDriver
-
             assert comps.chat is not None
             return ToolsDriver(comps.chat, toolbox, grader,
-                               max_tokens=self.settings.loop_max_tokens,
-                               baseline=self._single_toolbox(settings),
-                               baseline_docs=settings.single_k), [grader]
-        from ragloop.agent.pipeline_driver import PipelineDriver
-
+                               max_tokens=self.settings.loop_max_tokens), []
         if comps.chat is not None:
             budget = self.settings.decision_max_tokens
             planner = LLMPlanner(comps.chat, max_tokens=budget)
             rewriter = LLMRewriter(comps.chat, max_tokens=budget)
         else:
-            from ragloop.agent.local import LocalPlanner, LocalRewriter
-
-            planner, rewriter = LocalPlanner(words=kb_words(self.kb)), LocalRewriter()
-        from ragloop.agent.local import follow_ups_for
-
-        answerer = self._answerer(comps.chat)
-        driver = PipelineDriver(toolbox, planner, grader, rewriter, answerer,
-                                follow_ups_for(self.kb), baseline=self._single_toolbox(settings),
+            planner, rewriter = offline.planner(kb_words(self.kb)), offline.rewriter()
+        driver = PipelineDriver(toolbox, planner, grader, rewriter, offline.follow_ups(self.kb),
                                 baseline_docs=settings.single_k)
-        return driver, [planner, grader, rewriter, answerer]
+        return driver, [planner, rewriter]
 
-    def _citation_check(self, comps: Components, ctx: RunContext) -> CitationCheck | None:
+    def _citation_check(self, comps: Components) -> CitationCheck | None:
         """Checks every citation of the answer against its passage (agent/citations.py)."""
         mode = self.settings.citation_check
         if mode == "off":
             return None
-        from ragloop.offline.support import SupportChecker
-
         judge_chat = comps.grader_chat if mode == "auto" else None
         judge = LLMSupportJudge(judge_chat, max_tokens=self.settings.decision_max_tokens) \
             if judge_chat is not None else None
-        return CitationCheck(SupportChecker(self.kb.embedder), judge, labels=lambda: [
-            q for e in ctx.events if isinstance(e, PlanEvent) for q in e.sub_questions])
+        return CitationCheck(offline.support_checker(self.kb), judge, words=kb_words(self.kb))
+
+    def graded_search(self, toolbox: Toolbox, query: str, page: int = 1,
+                      search_filter: Filter | None = None) -> GradedSearch:
+        """A search graded against the query itself by the grader a run would use, reading
+        the knowledge base's language as a run does (the MCP server's search tool), within
+        `search_filter`."""
+        if self._search_grader is None:  # made once (a model client per search would not do)
+            self._search_grader = self.make_grader(Components.from_settings(
+                self.settings, None, self.chat, self.grader_chat))
+        with offline.reading(reading(self.kb)):
+            return search_and_grade(toolbox, self._search_grader, query, query, page,
+                                    search_filter)
 
     # -- running ------------------------------------------------------------------------
 
-    def _chosen(self, route: Route, comps: Components,
-                settings: Settings) -> tuple[Driver, list[Decision]]:
-        """The driver for the route, and the decisions whose model calls it makes."""
-        if route.route == "out_of_scope":
-            from ragloop.agent.local import describe_scope
-
-            return OutOfScope(route.reason, describe_scope(self.kb)), []
-        if route.route == "single":
-            answerer = self._answerer(comps.chat)
-            grader = self._grader(comps)
-            return SingleShotDriver(self._single_toolbox(settings), answerer, grader,
-                                    settings.single_k), [answerer, grader]
-        toolbox = Toolbox(self.kb, settings.search_k, settings.tool_result_chars)
-        return self._driver(comps, toolbox, settings)
-
     def _steps(self, ctx: RunContext, route: str, comps: Components, settings: Settings,
                run: _Run) -> Steps[DriverOutcome]:
-        """Route, then run the chosen driver; an error that ends the run (failures.py) ends it
-        here with an `error` event and what was gathered."""
-        try:
-            run.route = _route(ctx.question, self.kb, route)
-            yield RouteEvent(route=run.route.route, reason=run.route.reason)
-            driver, run.decisions = self._chosen(run.route, comps, settings)
-            run.driver = driver.name
-            return (yield from driver.run(ctx))
-        except ENDS as exc:
-            run.error = str(exc)
-            yield ErrorEvent(error=run.error)
-            gathered = "; ".join(f"[{e.n}] {e.doc_id} §{e.section}" for e in ctx.ledger.items)
-            outcome = DriverOutcome(checked=check_citations("", ctx.ledger),
-                                    status=ended_status(exc))
-            outcome.checked.text = ended_answer(exc, gathered)
-            return outcome
+        """Route, then run the template with the route's driver."""
+        run.route = _route(ctx.question, self.kb, route)
+        yield RouteEvent(route=run.route.route, reason=run.route.reason)
+        grader = self.make_grader(comps)
+        answerer = self._answerer(comps.chat)
+        template = RunTemplate(self._single_toolbox(settings), grader, answerer,
+                               settings.single_k, citation_check=run.citation_check,
+                               declined_phrases=kb_words(self.kb).declined)
+        if run.route.route == "out_of_scope":
+            run.driver = "none"
+            return (yield from template.out_of_scope(ctx, run.route.reason,
+                                                     offline.scope(self.kb)))
+        driver: Driver = SingleShot()
+        extra: list[Decision] = []
+        if run.route.route != "single":
+            driver, extra = self._loop_driver(comps, grader, settings)
+        # their model calls (the tools loop adds its own; the answerer's, when it answered)
+        run.decisions = [grader, *extra]
+        run.driver = driver.name
+        outcome = yield from template.run(ctx, driver)
+        if template.answerer_used:
+            run.decisions.append(answerer)
+        return outcome
 
     def ask(self, question: str, *, route: str = "auto", driver: str | None = None,
             max_steps: int | None = None, on_event: Callable[[Event], None] | None = None,
@@ -219,6 +207,9 @@ class Engine:
         if settings.citation_check not in CITATION_CHECKS:
             raise ConfigError(f"RAGLOOP_CITATION_CHECK must be one of"
                               f" {', '.join(CITATION_CHECKS)}, not {settings.citation_check!r}")
+        if settings.strictness is not None and not 0.0 <= settings.strictness <= 1.0:
+            raise ConfigError(f"--strict (RAGLOOP_STRICTNESS) must be between 0 and 1, not"
+                              f" {settings.strictness}")
         if settings.max_steps < 2:
             raise ConfigError("--max-steps must be at least 2 (one search and the answer)")
         question = clean_text(question)  # undecodable bytes of a command-line argument
@@ -234,11 +225,9 @@ class Engine:
                 on_event(event)
 
         ctx = RunContext(question, settings.max_steps)
-        run = _Run(driver=comps.driver)
-        citation_check = self._citation_check(comps, ctx)
-        ctx.ledger.support_check = citation_check
+        run = _Run(driver=comps.driver, citation_check=self._citation_check(comps))
         # the offline rules read the question with the KB language's words and stop words
-        with reading_language(reading(self.kb)):
+        with offline.reading(reading(self.kb)):
             try:
                 outcome = drain(self._steps(ctx, route, comps, settings, run), ctx, record)
             except BaseException as exc:
@@ -247,8 +236,8 @@ class Engine:
                 raise
         for decision in run.decisions:  # their model calls (the tools loop adds its own)
             ctx.usage.add(decision.usage)
-        if citation_check is not None:
-            ctx.usage.add(citation_check.usage)
+        if run.citation_check is not None:
+            ctx.usage.add(run.citation_check.usage)
         result = RunResult(
             run_id=run_id, question=question, status=outcome.status, route=run.route.route,
             route_reason=run.route.reason, driver=run.driver, model=model_name,
@@ -261,9 +250,9 @@ class Engine:
                        "section_title": e.section_title, "step": e.step,
                        "confirmed": e.confirmed}
                       for e in ctx.ledger.items],
-            error=run.error, unsupported=outcome.checked.unsupported,
+            error=outcome.error, unsupported=outcome.checked.unsupported,
             citations_unchecked=outcome.checked.unchecked,
-            citation_support=outcome.checked.support)
+            citation_support=outcome.checked.support, declined=outcome.declined)
         self.runs.finish(run_id, result.to_dict())
         return result
 
@@ -273,6 +262,6 @@ class _Run:
     """What the engine learns while a run's steps go: the route, the driver, its decisions."""
 
     driver: str
+    citation_check: CitationCheck | None = None
     route: Route = field(default_factory=lambda: Route("agent", ""))
     decisions: list[Decision] = field(default_factory=list)
-    error: str | None = None

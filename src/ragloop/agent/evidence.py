@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,10 +19,6 @@ class Ledger:
     def __init__(self) -> None:
         self.items: list[Evidence] = []
         self._by_key: dict[tuple[str, str, str], int] = {}
-        # the support check (agent/citations.CitationCheck) the engine sets, and what it
-        # found in the last answer checked: drivers report it without knowing of it
-        self.support_check: Callable[[str, Callable[[int], Evidence | None]], Any] | None = None
-        self.last_support: CheckedAnswer | None = None
 
     def add_hit(self, hit: Hit, step: int, sub_question: int = 0,
                 confirmed: bool = True) -> int:
@@ -78,9 +73,8 @@ def _numbers(group: str) -> list[int]:
 def check_citations(text: str, ledger: Ledger) -> CheckedAnswer:
     """Keep citations that name confirmed evidence; drop (and report) the others: a number
     the ledger does not hold, or a passage the grader did not keep (an unconfirmed nearest
-    or single-shot passage is listed beside an answer, never cited). With a support check on
-    the ledger, also drop (and report) the citations whose passage does not support their
-    sentence."""
+    or single-shot passage is listed beside an answer, never cited). Whether each passage
+    supports its sentence is the run template's next step (agent/citations.py)."""
     invalid: list[int] = []
     used: list[int] = []
 
@@ -98,24 +92,9 @@ def check_citations(text: str, ledger: Ledger) -> CheckedAnswer:
 
     cleaned = _CITATION.sub(replace, text)
     cleaned = re.sub(r"[ \t]+([.,;:])", r"\1", cleaned)
-    support = None
-    if ledger.support_check is not None and used:
-        support = ledger.support_check(cleaned, ledger.get)
-        cleaned = support.text
-        used = [n for n in used if f"[{n}]" in cleaned]
     citations = []
     for n in used:
         ev = ledger.get(n)
         assert ev is not None
         citations.append({"n": n, "doc_id": ev.doc_id, "section": ev.section})
-    checked = CheckedAnswer(text=cleaned, citations=citations, invalid=sorted(set(invalid)))
-    if support is not None:
-        checked.unsupported, checked.unchecked = support.unsupported, support.unchecked
-        checked.support = support.summary
-        ledger.last_support = checked
-    return checked
-
-
-def sources_block(checked: CheckedAnswer) -> str:
-    """The `n → doc_id §section` list printed under an answer."""
-    return "\n".join(f"[{c['n']}] → {c['doc_id']} §{c['section']}" for c in checked.citations)
+    return CheckedAnswer(text=cleaned, citations=citations, invalid=sorted(set(invalid)))

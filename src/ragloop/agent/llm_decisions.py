@@ -34,10 +34,11 @@ from ragloop.agent.jsonparse import ask_json
 from ragloop.core.decisions import Draft, Evidence, Grade, Plan
 from ragloop.core.types import Hit, Usage
 from ragloop.llm.base import ChatModel
+from ragloop.offline.vocabulary import ENGLISH_WORDS
 
 MAX_SUB_QUESTIONS = 3
 PLANNER_UNREADABLE = "planner reply unreadable"
-NO_EVIDENCE_ANSWER = "The knowledge base does not say anything that answers this question."
+NO_EVIDENCE_ANSWER = ENGLISH_WORDS.text("decline.no_evidence")
 
 
 def _str_list(value: Any) -> Any:

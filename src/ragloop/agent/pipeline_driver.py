@@ -3,8 +3,9 @@
 Each decision is a separate component (LLM JSON calls or local rules); with the local ones the
 whole run needs no generative model. Steps count tool calls; the last step is the answer.
 
-Order of work: step 1 is single-shot's own search (the whole question, single-shot's depth);
-every other sub-question gets its first search; then the one-passage documents the question
+Order of work: the run template plans (this driver's planner) and makes step 1, single-shot's
+own search (the whole question, single-shot's depth; agent/template.py); every other
+sub-question gets its first search; then the one-passage documents the question
 names by title that the searches did not bring; then, round-robin while steps remain, for parts
 not answered yet a pointer read (a cut-off chunk's section, a one-passage document a kept chunk
 names) or else a rewrite from the gap,
@@ -23,27 +24,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ragloop.agent.evidence import Ledger, check_citations
+from ragloop.agent.evidence import Ledger
 from ragloop.agent.failures import CONTINUES
-from ragloop.agent.run import DriverOutcome, RunContext, Steps, closest_passages
+from ragloop.agent.run import RunContext, Steps
 from ragloop.agent.search_grade import (
+    GradedSearch,
     confidently_irrelevant,
     document_scores,
     grade_event,
     search_and_grade,
 )
+from ragloop.agent.template import Gathered
 from ragloop.agent.tools import FETCH, SEARCH, Toolbox, shown_page
 from ragloop.core.decisions import (
-    Answerer,
-    Draft,
     Evidence,
+    FollowUps,
     Grade,
     Grader,
+    Plan,
     Planner,
     Rewriter,
 )
-from ragloop.core.events import AnswerEvent, PlanEvent, RewriteEvent, ToolCallEvent
-from ragloop.core.types import Hit, RunStatus
+from ragloop.core.events import RewriteEvent, ToolCallEvent
+from ragloop.core.types import Hit
 from ragloop.offline.text import absent_codes, content_words, query_names_title, term_set
 
 # Follow-up reads per sub-question (fetching named documents or cut-off sections).
@@ -98,9 +101,8 @@ class Part:
         return self.last_grade is not None and self.last_grade.enough
 
 
-class FollowUps:
-    """Which sections a kept chunk points to (its own section when the chunk is cut off, a
-    one-passage document it names). Supplied by the local decision module."""
+class NoFollowUps:
+    """Follows nothing (the offline `FollowUps` come from offline/follow_ups.py)."""
 
     def __call__(self, hit: Hit, question: str | None = None) -> list[tuple[str, str]]:
         """(doc_id, section) pairs; `question` may order them by what it asks."""
@@ -113,37 +115,67 @@ class FollowUps:
 
 class PipelineDriver:
     name = "pipeline"
+    grades_whole_page = True
 
     def __init__(self, toolbox: Toolbox, planner: Planner, grader: Grader, rewriter: Rewriter,
-                 answerer: Answerer, follow_ups: FollowUps | None = None,
-                 baseline: Toolbox | None = None, baseline_docs: int = 5) -> None:
-        """`baseline` searches as single-shot does (its depth); the first `baseline_docs`
-        documents of that search are single-shot's evidence, which the run's evidence keeps
-        in place unless the grader found them irrelevant (see `_final_evidence`)."""
+                 follow_ups: FollowUps | None = None, baseline_docs: int = 5) -> None:
+        """The first `baseline_docs` documents of step 1's search are single-shot's evidence,
+        which the run's evidence keeps in place unless the grader found them irrelevant (see
+        `_final_evidence`)."""
         self.toolbox = toolbox
-        self.baseline = baseline or toolbox
         self.baseline_docs = baseline_docs
         self.planner = planner
         self.grader = grader
         self.rewriter = rewriter
-        self.answerer = answerer
-        self.follow_ups = follow_ups or FollowUps()
+        self.follow_ups: FollowUps = follow_ups or NoFollowUps()
+
+    def plan(self, question: str) -> Plan | None:
+        return self.planner.plan(question)
 
     def _search(self, ctx: RunContext, part: Part, query: str, page: int = 1,
-                toolbox: Toolbox | None = None, reason: str | None = None) -> Steps[None]:
+                reason: str | None = None) -> Steps[None]:
         ctx.step += 1
         part.tried.append(query)
         try:
-            found = search_and_grade(toolbox or self.toolbox, self.grader, query, part.question,
-                                     page)
+            found = search_and_grade(self.toolbox, self.grader, query, part.question, page)
         except CONTINUES as exc:
             yield ToolCallEvent(tool=SEARCH, query=query, error=str(exc))
             part.exhausted = True
             return
-        hits, grade = found.hits, found.grade
-        if toolbox is self.baseline and not self._single_docs:
-            self._single_docs = top_doc_ids(hits, self.baseline_docs)
-            self._single_hits = hits
+        grade = self._take(ctx, part, found)
+        yield ToolCallEvent(tool=SEARCH, query=query, chunks=len(found.hits),
+                            kept=len(grade.kept), sub_question=part.index, reason=reason,
+                            page=shown_page(page))
+        yield grade_event(query, part.index, found.hits, grade)
+
+    def place_first(self, ctx: RunContext) -> Grade:
+        """Step 1 (the template's search of the whole question) as the whole question's first
+        search (its one part's, when the plan has one); its first documents are
+        single-shot's."""
+        plan = ctx.plan
+        assert plan is not None
+        self._parts = [Part(i, q) for i, q in enumerate(plan.sub_questions or [ctx.question])]
+        self._priority: dict[int, float] = {}
+        self._pointer_cache: dict[tuple[int, str], list[tuple[str, str]]] = {}
+        self._single_docs: list[str] = []
+        self._single_hits: list[Hit] = []
+        self._doc_score: dict[str, float] = {}
+        parts = self._parts
+        whole = parts[0] if len(parts) == 1 else Part(WHOLE_QUESTION, ctx.question)
+        first = ctx.first
+        assert first is not None
+        whole.tried.append(first.query)
+        if first.error is not None:
+            whole.exhausted = True
+            return first.grade
+        self._single_docs = top_doc_ids(first.hits, self.baseline_docs)
+        self._single_hits = first.hits
+        return self._take(ctx, whole, GradedSearch(first.query, 1, first.hits, first.grade))
+
+    def _take(self, ctx: RunContext, part: Part, found: GradedSearch) -> Grade:
+        """A graded search's kept hits into the part and the evidence, ranked; the grade as
+        kept (with the query's own grade and the pointed-to hits)."""
+        query, hits, grade = found.query, found.hits, found.grade
         document_scores(grade, into=self._doc_score)
         part.last_grade = grade
         if part.first_hits is None:
@@ -163,10 +195,7 @@ class PipelineDriver:
             if h.chunk_id not in known:
                 part.kept.append(h)
                 known.add(h.chunk_id)
-        yield ToolCallEvent(tool=SEARCH, query=query, chunks=len(hits),
-                            kept=len(grade.kept), sub_question=part.index, reason=reason,
-                            page=shown_page(page))
-        yield grade_event(query, part.index, hits, grade)
+        return grade
 
     def _with_query_grade(self, grade: Grade, query: str, hits: list[Hit]) -> Grade:
         """A re-query looks for something the question does not name (the bridge entity, the
@@ -287,10 +316,10 @@ class PipelineDriver:
         """A part the run could not answer gets the top passage of each of the first
         NEAREST_DOCS documents of its own search that the evidence does not hold yet, as
         unconfirmed evidence: the local grader misses paraphrases the search ranked near the
-        top ("extra years of cover" for an extended warranty, "pay me back for the fuel" for
-        mileage), and the closest passages serve the user better than a bare "not found".
-        Not when the part asks about a code none of them mentions (the S400): the knowledge
-        base does not have it, and the nearest passages are about something else."""
+        top (a passage in everyday words for a question in the documents' own terms), and the
+        closest passages serve the user better than a bare "not found". Not when the part
+        asks about a product or period code none of them mentions: the knowledge base does
+        not have it, and the nearest passages are about something else."""
         if part.enough or not part.first_hits:
             return
         hits = part.first_hits
@@ -397,27 +426,10 @@ class PipelineDriver:
             part.exhausted = True
         return True
 
-    def run(self, ctx: RunContext) -> Steps[DriverOutcome]:
-        plan = self.planner.plan(ctx.question)
-        yield PlanEvent(need_search=plan.need_search, sub_questions=plan.sub_questions,
-                        reason=plan.reason)
-        if not plan.need_search:
-            ctx.step += 1
-            text = plan.reply or "Hello! Ask me something about the documents."
-            yield AnswerEvent(text=text, citations=[], invalid_citations=[])
-            return DriverOutcome(checked=check_citations(text, ctx.ledger),
-                                 status=RunStatus.ANSWERED)
-        parts = [Part(i, q) for i, q in enumerate(plan.sub_questions or [ctx.question])]
-        self._priority: dict[int, float] = {}
-        self._pointer_cache: dict[tuple[int, str], list[tuple[str, str]]] = {}
-        self._single_docs: list[str] = []
-        self._single_hits: list[Hit] = []
-        self._doc_score: dict[str, float] = {}
-        # step 1 is single-shot's own search (the whole question, single-shot's depth): the
-        # run starts from the evidence single-shot would answer from
-        whole = parts[0] if len(parts) == 1 else Part(WHOLE_QUESTION, ctx.question)
-        if ctx.tool_steps_left:
-            yield from self._search(ctx, whole, ctx.question, toolbox=self.baseline)
+    def gather(self, ctx: RunContext) -> Steps[Gathered]:
+        # step 1 was single-shot's own search (the whole question, single-shot's depth,
+        # `place_first`): the run starts from the evidence single-shot would answer from
+        parts = self._parts
         # every other part gets its first search before any part gets a second
         for part in parts:
             if ctx.tool_steps_left and not part.tried:
@@ -436,21 +448,7 @@ class PipelineDriver:
         for part in parts:
             self._add_nearest(ctx, part)
         self._final_evidence(ctx)
-        ctx.step += 1  # the answer step
-        draft: Draft = self.answerer.answer(ctx.question, [p.question for p in parts],
-                                            ctx.ledger.items)
-        checked = check_citations(draft.text, ctx.ledger)
-        closest = closest_passages(draft.closest, ctx.ledger)
-        yield AnswerEvent(text=checked.text, citations=checked.citations,
-                          invalid_citations=checked.invalid, missing=draft.missing,
-                          conflicts=draft.conflicts, closest=closest or None,
-                          unconfirmed=[e.n for e in ctx.ledger.items if not e.confirmed])
         unanswered = [p for p in parts if not p.enough]
-        if draft.unanswerable or not checked.citations:
-            status = RunStatus.UNANSWERABLE
-        elif unanswered and not any(p.exhausted for p in unanswered):
-            status = RunStatus.TRUNCATED  # the ceiling stopped work that could have gone on
-        else:
-            status = RunStatus.ANSWERED
-        return DriverOutcome(checked=checked, status=status, missing=draft.missing,
-                             conflicts=draft.conflicts, closest=closest)
+        # the ceiling stopped work that could have gone on
+        work_left = bool(unanswered) and not any(p.exhausted for p in unanswered)
+        return Gathered([p.question for p in parts], work_left=work_left)

@@ -1,9 +1,10 @@
 """One run's shared state (step counter, events, evidence, usage), the shape of a driver, and
 `drain`, the one place a run's events are numbered, kept, logged and handed on.
 
-A driver's `run(ctx)` is a generator: it yields each Event as it happens (nested steps with
-`yield from`) and returns its DriverOutcome. It never stores or streams an event itself; the
-engine drains the generator into the run store and the listener (SSE, CLI, eval).
+A run's steps (agent/template.py, and a driver's `gather(ctx)` within them) are a generator:
+each Event is yielded as it happens (nested steps with `yield from`) and the result returned.
+Nothing in them stores or streams an event itself; the engine drains the generator into the
+run store and the listener (SSE, CLI, eval).
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ import logging
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from ragloop.agent.evidence import CheckedAnswer, Ledger
-from ragloop.core.events import AnswerEvent, Event, ToolCallEvent
-from ragloop.core.types import RunStatus, Usage
+from ragloop.core.decisions import Grade, Plan
+from ragloop.core.events import Event, ToolCallEvent
+from ragloop.core.types import Hit, RunStatus, Usage
 
 log = logging.getLogger("ragloop.agent")
 
@@ -69,6 +71,9 @@ class RunResult:
     unsupported: list[dict[str, Any]] = field(default_factory=list)  # citations taken out
     citations_unchecked: bool = False  # the model's support verdict was unreadable
     citation_support: dict[str, Any] | None = None  # the offline support figures (the eval)
+    # the answer declines, in whole or in part (see DriverOutcome.declined): the eval's
+    # abstention reads this, so the run and the eval never disagree about an answer
+    declined: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -80,52 +85,48 @@ class RunResult:
             "usage": self.usage.to_dict(), "latency_s": round(self.latency_s, 3),
             "evidence": self.evidence, "error": self.error, "closest": self.closest,
             "unsupported": self.unsupported, "citations_unchecked": self.citations_unchecked,
-            "citation_support": self.citation_support,
+            "citation_support": self.citation_support, "declined": self.declined,
         }
 
 
+@dataclass
+class FirstSearch:
+    """Step 1 of every run (agent/template.py): the question searched at single-shot's depth
+    and graded."""
+
+    query: str
+    against: str  # what the hits were graded against (the question, or its one part)
+    hits: list[Hit]  # the graded hits, in search order
+    grade: Grade
+    error: str | None = None  # the search failed (no words to search for): nothing found
+
+
 class RunContext:
-    """Counts steps, numbers evidence and keeps the run's events (numbered by `record`)."""
+    """Counts steps, numbers evidence and keeps the run's events (numbered by `record`), with
+    the run's plan and first search for the driver that gathers after them."""
 
     def __init__(self, question: str, max_steps: int) -> None:
         self.question = question
         self.max_steps = max_steps
         self.step = 0
         self.seq = 0
-        self._ledger = Ledger()
+        # a driver may renumber the evidence into a new ledger (the pipeline's final order)
+        self.ledger = Ledger()
         self.usage = Usage()
         self.events: list[Event] = []
         self.started = time.perf_counter()
+        self.plan: Plan | None = None  # the driver's plan, when it plans
+        self.first: FirstSearch | None = None  # step 1, set before the driver gathers
 
     def record(self, event: Event) -> Event:
-        """Number the event (this step, the next seq), keep it and log its line; an answer
-        carries what the support check took out of it (check_citations ran the check)."""
-        update: dict[str, Any] = {"step": self.step, "seq": self.seq}
-        support = self.ledger.last_support
-        if isinstance(event, AnswerEvent) and support is not None and support.text == event.text:
-            if support.unsupported:
-                update["unsupported"] = support.unsupported
-            if support.unchecked:
-                update["citations_unchecked"] = True
-        event = event.model_copy(update=update)
+        """Number the event (this step, the next seq), keep it and log its line."""
+        event = event.model_copy(update={"step": self.step, "seq": self.seq})
         self.seq += 1
         self.events.append(event)
         line = log_line(event)
         if line:
             log.info(line)
         return event
-
-    @property
-    def ledger(self) -> Ledger:
-        return self._ledger
-
-    @ledger.setter
-    def ledger(self, ledger: Ledger) -> None:
-        """A driver may renumber the evidence into a new ledger (the pipeline's final order):
-        the support check set on the first goes with it."""
-        if ledger.support_check is None:
-            ledger.support_check = self._ledger.support_check
-        self._ledger = ledger
 
     @property
     def tool_steps_left(self) -> int:
@@ -138,7 +139,7 @@ class RunContext:
 
 @dataclass
 class DriverOutcome:
-    """What a driver hands back: the checked answer and how the run ended."""
+    """How a run ended: the checked answer and its status (agent/template.py)."""
 
     checked: CheckedAnswer
     status: RunStatus
@@ -147,6 +148,10 @@ class DriverOutcome:
     # nearest passages nothing confirmed ({n, doc_id, section, text}): "closest passages
     # (not confirmed)" beside the answer, never in it and never cited
     closest: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None  # what ended the run early (failures.ENDS)
+    # the answer declines in whole or in part: status unanswerable, a part the answerer
+    # stated missing, or a free-text answer whose words decline (offline/lang `decline`)
+    declined: bool = False
 
 
 def closest_passages(draft_closest: list[tuple[int, str]], ledger: Ledger) -> list[dict[str, Any]]:
@@ -163,12 +168,6 @@ T = TypeVar("T")
 # What a driver's run (and each of its nested steps) is: events yielded as they happen, then
 # its result returned.
 Steps = Generator[Event, None, T]
-
-
-class Driver(Protocol):
-    name: str
-
-    def run(self, ctx: RunContext) -> Steps[DriverOutcome]: ...
 
 
 def drain(steps: Steps[T], ctx: RunContext,

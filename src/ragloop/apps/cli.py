@@ -21,6 +21,7 @@ from ragloop.core.errors import RagloopError, UserError
 
 if TYPE_CHECKING:
     from ragloop.core.events import Event
+    from ragloop.eval.datasets import Dataset
     from ragloop.ingest.pipeline import IngestReport
     from ragloop.kb import KnowledgeBase
     from ragloop.storage.protocols import Backend
@@ -93,6 +94,10 @@ DateToOpt = Annotated[str | None, typer.Option(
 BaseUrlOpt = Annotated[str | None, typer.Option(
     metavar="URL", help="OpenAI-compatible server, e.g. http://localhost:11434/v1."
     + env_hint("RAGLOOP_BASE_URL"))]
+StrictOpt = Annotated[float | None, typer.Option(
+    "--strict", min=0.0, max=1.0,
+    help="Offline answers: how closely a sentence must match a part before it is stated"
+         " (0..1; higher declines more) [env RAGLOOP_STRICTNESS, default 0.34].")]
 
 
 def settings_for(kb: str | Path | None, **changes: object) -> Settings:
@@ -335,12 +340,14 @@ def ask(question: str,
         kb: KbOpt = None, as_json: JsonOpt = False,
         debug: Annotated[bool, typer.Option(
             "--debug", metavar="", help="Show plan, verdicts, rewrites.")] = False,
+        strict: StrictOpt = None,
         ) -> None:
     """Answer a question with cited evidence (agent loop with a step ceiling)."""
     from ragloop.agent.engine import Engine
     from ragloop.kb import KnowledgeBase
 
-    settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url)
+    settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url,
+                            strictness=strict)
     with KnowledgeBase.open(settings.kb, settings, create=False) as base:
         engine = Engine(base, settings, base.backend.runs, source="cli")
         result = engine.ask(question, route=route, driver=driver, max_steps=max_steps,
@@ -434,6 +441,29 @@ def stats(kb: KbOpt = None, as_json: JsonOpt = False,
                   " (above 10%): look at what the spare steps searched for (`ragloop runs`).")
 
 
+def _eval_corpus(base: KnowledgeBase, data: Dataset, *, progress: bool,
+                 quiet: bool) -> list[tuple[str, str]]:
+    """Ingest the dataset's corpus when it has one, then resolve its gold names against the
+    KB's documents: the (question, name) pairs that did not resolve, each warned about."""
+    from ragloop.eval.datasets import ingest_corpus, resolve_gold
+
+    if data.corpus is not None:
+        added = ingest_corpus(base, data.corpus, progress=progress)
+        if added and not quiet:
+            err.print(f"ingested {added} corpus documents into {shown(str(base.settings.kb))}")
+    doc_ids = [d.doc_id for d in base.documents()]
+    if not doc_ids:
+        raise UserError(f"The knowledge base {base.settings.kb} is empty: ingest the documents"
+                        f" first (`ragloop ingest PATH --kb {base.settings.kb}`).")
+    misses = resolve_gold(data, doc_ids)
+    for qid, name in misses[:10]:
+        err.print(f"[yellow]warning:[/] question {shown(qid)}: gold document"
+                  f" {shown(repr(name))} is not in the knowledge base")
+    if len(misses) > 10:
+        err.print(f"[yellow]warning:[/] {len(misses)} gold names did not resolve in all")
+    return misses
+
+
 @command(name="eval")
 def eval_(dataset: Annotated[Path, typer.Argument(
               help="Seed-style .jsonl ({q, gold_doc, type, answer?}) or a BEIR folder.")],
@@ -456,14 +486,15 @@ def eval_(dataset: Annotated[Path, typer.Argument(
           fresh: Annotated[bool, typer.Option(
               "--fresh", metavar="", help="Discard earlier results in --out.")]
           = False,
-          embedder: EmbedderOpt = None, as_json: JsonOpt = False) -> None:
+          embedder: EmbedderOpt = None, as_json: JsonOpt = False,
+          strict: StrictOpt = None) -> None:
     """Evaluate single-shot vs agent vs router: recall@k, MRR, answers, cost, latency.
 
     Resumable: results go to OUT/results.jsonl as they finish; a rerun skips finished pairs.
     Writes OUT/report.json, OUT/report.md and OUT/report.html (plots)."""
     from ragloop.agent.engine import Engine
     from ragloop.core.extras import EVAL_MODULES, require_extra
-    from ragloop.eval.datasets import ingest_corpus, load_dataset, resolve_gold
+    from ragloop.eval.datasets import load_dataset
     from ragloop.eval.metrics import build_report, diagnose
     from ragloop.eval.report import markdown, to_json, write_reports
     from ragloop.eval.runner import EvalOptions, parse_paths, run_eval
@@ -475,23 +506,10 @@ def eval_(dataset: Annotated[Path, typer.Argument(
         raise UserError("-k must be at least 1")
     data = load_dataset(dataset)
     settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url,
-                            embedder=embedder)
+                            embedder=embedder, strictness=strict)
     progress = not as_json and err.is_terminal
     with KnowledgeBase.open(settings.kb, settings) as base:
-        if data.corpus is not None:
-            added = ingest_corpus(base, data.corpus, progress=progress)
-            if added and not as_json:
-                err.print(f"ingested {added} corpus documents into {shown(str(settings.kb))}")
-        doc_ids = [d.doc_id for d in base.documents()]
-        if not doc_ids:
-            raise UserError(f"The knowledge base {settings.kb} is empty: ingest the documents"
-                            f" first (`ragloop ingest PATH --kb {settings.kb}`).")
-        misses = resolve_gold(data, doc_ids)
-        for qid, name in misses[:10]:
-            err.print(f"[yellow]warning:[/] question {shown(qid)}: gold document"
-                      f" {shown(repr(name))} is not in the knowledge base")
-        if len(misses) > 10:
-            err.print(f"[yellow]warning:[/] {len(misses)} gold names did not resolve in all")
+        misses = _eval_corpus(base, data, progress=progress, quiet=as_json)
         offline = settings.model.strip().lower() in ("offline", "none", "")
         options = EvalOptions(out=out_dir or Path("eval-results") / data.name, paths=chosen,
                               k=k, limit=limit, driver=driver, max_steps=max_steps,

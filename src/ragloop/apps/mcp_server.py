@@ -21,12 +21,11 @@ import anyio
 from pydantic import Field, ValidationError
 
 from ragloop.agent.engine import Engine
-from ragloop.agent.search_grade import graded_result, search_and_grade
+from ragloop.agent.search_grade import graded_result
 from ragloop.agent.tools import FETCH, LIST, SEARCH, TOOLS, SearchArgs, Toolbox, ToolDef
 from ragloop.core.config import Settings
 from ragloop.core.config_file import apply_config_files
 from ragloop.core.data_block import BLOCK_END, data_block
-from ragloop.core.decisions import Grader
 from ragloop.core.errors import RagloopError, ToolError, UserError
 from ragloop.core.unicode import is_text
 from ragloop.kb import KnowledgeBase
@@ -63,24 +62,7 @@ class KnowledgeBaseTools:
         self.settings = settings
         self.toolbox = Toolbox(kb, settings.search_k, settings.tool_result_chars)
         self._lock = threading.Lock()
-        self._grader: Grader | None = None
         self._engine: Engine | None = None
-
-    def grader(self) -> Grader:
-        with self._lock:
-            if self._grader is None:
-                from ragloop.agent.engine import Components
-
-                comps = Components.from_settings(self.settings)
-                if comps.grader_chat is not None:
-                    from ragloop.agent.llm_decisions import LLMGrader
-
-                    self._grader = LLMGrader(comps.grader_chat)
-                else:
-                    from ragloop.agent.local import LocalGrader
-
-                    self._grader = LocalGrader(self.kb.embedder)
-            return self._grader
 
     def engine(self) -> Engine:
         with self._lock:
@@ -89,10 +71,12 @@ class KnowledgeBaseTools:
             return self._engine
 
     def search(self, query: str, page: int = 1, **filters: str | None) -> str:
-        """A graded search, graded against the query itself (there is no question here);
-        `filters`: the search tool's filter arguments."""
-        found = search_and_grade(self.toolbox, self.grader(), query, query, page,
-                                 SearchArgs(query=query, page=page, **filters).search_filter())
+        """A graded search, graded against the query itself (there is no question here) by
+        the grader and in the language a run of `ask` uses; `filters`: the search tool's
+        filter arguments."""
+        found = self.engine().graded_search(
+            self.toolbox, query, page,
+            SearchArgs(query=query, page=page, **filters).search_filter())
         numbered = list(enumerate(found.grade.kept, start=1))
         return graded_result(numbered, found.grade, self.toolbox.budget)
 

@@ -53,6 +53,11 @@ class Settings:
     # Who checks that a cited passage supports its sentence: "auto" (the model, in one
     # batched call, when one is configured; else offline), "offline", or "off".
     citation_check: str = "auto"
+    # How much of a part's words (or meaning) a sentence must share before the offline
+    # answerer states it (0..1): higher declines more, lower answers more. The curve it trades
+    # (abstained vs wrongly declined on the example hard splits) is in the README. None: the
+    # answerer's own default (offline/answerer.py MIN_SUPPORT, 0.34).
+    strictness: float | None = None
 
     @classmethod
     def from_env(cls) -> Settings:

@@ -1,6 +1,8 @@
-"""The decision protocols of the agent: plan, grade, rewrite, answer, route.
+"""The decision protocols of the agent: plan, grade, rewrite, answer, route, follow up.
 
-Each has an LLM implementation (JSON calls) and a local one that needs no generative model.
+Plan, grade, rewrite and answer each have an LLM implementation (agent/llm_decisions.py, JSON
+calls) and an offline one that needs no generative model (offline/, built through
+offline/factory.py); routing and following up are offline rules only.
 """
 
 from __future__ import annotations
@@ -99,3 +101,20 @@ class Answerer(Protocol):
 
 class Router(Protocol):
     def route(self, question: str) -> Route: ...
+
+    def out_of_scope(self, question: str) -> str | None:
+        """Why the knowledge base plainly does not cover the question, or None."""
+        ...
+
+
+class FollowUps(Protocol):
+    """Which sections a kept chunk points to (its own section when the chunk is cut off, a
+    one-passage document it names), for the pipeline driver to read next."""
+
+    def __call__(self, hit: Hit, question: str | None = None) -> list[tuple[str, str]]:
+        """(doc_id, section) pairs; `question` may order them by what it asks."""
+        ...
+
+    def named(self, text: str) -> list[tuple[str, str]]:
+        """The passage of each one-passage document a question names by title."""
+        ...

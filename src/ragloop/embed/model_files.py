@@ -12,7 +12,6 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-LOCAL_MODEL_NAME = "all-MiniLM-L6-v2"
 LOCAL_MODEL_DIM = 384
 LOCAL_MODEL_MAX_TOKENS = 256
 

@@ -37,10 +37,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ragloop.eval.datasets import SINGLE_TYPES, UNANSWERABLE_TYPE
-
-ABSTAIN_MARKERS = ("does not say", "doesn't say", "not in the knowledge base",
-                   "does not cover", "does not contain", "no information",
-                   "not mentioned", "not stated", "cannot find", "could not find")
+from ragloop.offline.vocabulary import ENGLISH_WORDS
 
 _CITE = re.compile(r"\[\d+\]")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3})")
@@ -132,16 +129,20 @@ def token_f1(reference: str, answer: str) -> float:
 
 
 def abstained(record: dict[str, Any]) -> bool:
-    """The run declined to answer, in whole or in part: status unanswerable, or a part its
-    answerer declined (`missing`). A free-text answer (no `missing`) is read for words that
-    say the knowledge base lacks it; a quoted source sentence saying "does not cover" is not
-    a decline, which is why the stated parts come first."""
+    """The run declined to answer, in whole or in part, as the run itself said (`declined`,
+    agent/template.py). A record stored before runs said so is read the same way: status
+    unanswerable, or a part its answerer declined (`missing`); a free-text answer (no
+    `missing`) is read for the language data's decline words (offline/lang `decline`, as the
+    run reads them); a quoted source sentence saying "does not cover" is not a decline, which
+    is why the stated parts come first."""
+    if "declined" in record:
+        return bool(record["declined"])
     if record.get("status") == "unanswerable":
         return True
     if record.get("missing") is not None:
         return bool(record["missing"])
     lowered = (record.get("answer") or "").lower()
-    return any(m in lowered for m in ABSTAIN_MARKERS)
+    return any(m in lowered for m in ENGLISH_WORDS.declined)
 
 
 # -- numbers ---------------------------------------------------------------------------------

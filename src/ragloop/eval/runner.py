@@ -121,6 +121,8 @@ def make_record(question: EvalQuestion, path: str, result: RunResult,
         "cost_usd": usage.cost_usd, "grades": grades, "error": result.error,
         # the offline support check of the answer's citations (agent/citations.py)
         "citation_support": result.citation_support,
+        # the run's own word on whether it declined (metrics.abstained reads it)
+        "declined": result.declined,
     }
 
 
@@ -225,10 +227,8 @@ def run_one(engine: EvalEngine, question: EvalQuestion, path: str, options: Eval
     return make_record(question, path, result, grades)
 
 
-def run_eval(dataset: Dataset, engine_factory: EngineFactory, options: EvalOptions,
-             on_record: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-    """Run what OUT/results.jsonl does not hold yet; return the records of this dataset's
-    questions and these paths (old and new), in question order."""
+def _progress(options: EvalOptions) -> Any:
+    """The eval's progress bar on stderr (none without `options.progress`)."""
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -239,6 +239,70 @@ def run_eval(dataset: Dataset, engine_factory: EngineFactory, options: EvalOptio
         TimeRemainingColumn,
     )
 
+    return Progress(TextColumn("[bold]eval[/]"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[what]}", markup=False), TimeElapsedColumn(),
+                    TimeRemainingColumn(), console=Console(stderr=True, emoji=False),
+                    disable=not options.progress, transient=True)
+
+
+Pair = tuple[EvalQuestion, str]
+
+
+def _run_pairs(todo: list[Pair], work: Callable[[EvalQuestion, str], dict[str, Any]],
+               options: EvalOptions,
+               on_record: Callable[[dict[str, Any]], None] | None
+               ) -> dict[tuple[str, str], dict[str, Any]]:
+    """Run every (question, path) of `todo`, in order or on `options.workers` threads."""
+    fresh: dict[tuple[str, str], dict[str, Any]] = {}
+    bar = _progress(options)
+    with bar:
+        task = bar.add_task("eval", total=len(todo), what="")
+        if options.workers <= 1:
+            for q, p in todo:
+                bar.update(task, what=f"{p} {q.id}"[:40])
+                rec = work(q, p)
+                fresh[(q.id, p)] = rec
+                bar.update(task, advance=1)
+                if on_record:
+                    on_record(rec)
+            return fresh
+        with ThreadPoolExecutor(max_workers=options.workers) as pool:
+            futures = {pool.submit(work, q, p): (q, p) for q, p in todo}
+            try:
+                for fut in as_completed(futures):
+                    q, p = futures[fut]
+                    rec = fut.result()
+                    fresh[(q.id, p)] = rec
+                    bar.update(task, advance=1, what=f"{p} {q.id}"[:40])
+                    if on_record:
+                        on_record(rec)
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise
+    return fresh
+
+
+def _in_order(data: Dataset, paths: list[str],
+              found: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records of `data`'s questions and `paths`, in question order; the dataset is the
+    truth for gold, type and reference (it may have been fixed since a record was written)."""
+    records = []
+    for q in data.questions:
+        for p in paths:
+            rec = found.get((q.id, p))
+            if rec is not None:
+                records.append({**rec, "q": q.q, "type": q.type, "answerable": q.answerable,
+                                "gold": list(q.gold_docs), "gold_section": q.gold_section,
+                                "gold_sections": q.gold_sections,
+                                "reference": q.answer})
+    return records
+
+
+def run_eval(dataset: Dataset, engine_factory: EngineFactory, options: EvalOptions,
+             on_record: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+    """Run what OUT/results.jsonl does not hold yet; return the records of this dataset's
+    questions and these paths (old and new), in question order."""
     data = dataset.limit(options.limit)
     options.out.mkdir(parents=True, exist_ok=True)
     per_thread: dict[int, EvalEngine] = {}  # one engine per worker thread
@@ -265,7 +329,6 @@ def run_eval(dataset: Dataset, engine_factory: EngineFactory, options: EvalOptio
     todo = [(q, p) for i, q in enumerate(data.questions) for p in _rotated(options.paths, i)
             if (q.id, p) not in done]
     _warm_up(first)
-    fresh: dict[tuple[str, str], dict[str, Any]] = {}
 
     def work(question: EvalQuestion, path: str) -> dict[str, Any]:
         try:
@@ -277,43 +340,5 @@ def run_eval(dataset: Dataset, engine_factory: EngineFactory, options: EvalOptio
         results.append(record)
         return record
 
-    bar = Progress(TextColumn("[bold]eval[/]"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("{task.fields[what]}", markup=False), TimeElapsedColumn(),
-                   TimeRemainingColumn(), console=Console(stderr=True, emoji=False),
-                   disable=not options.progress, transient=True)
-    with bar:
-        task = bar.add_task("eval", total=len(todo), what="")
-        if options.workers <= 1:
-            for q, p in todo:
-                bar.update(task, what=f"{p} {q.id}"[:40])
-                rec = work(q, p)
-                fresh[(q.id, p)] = rec
-                bar.update(task, advance=1)
-                if on_record:
-                    on_record(rec)
-        else:
-            with ThreadPoolExecutor(max_workers=options.workers) as pool:
-                futures = {pool.submit(work, q, p): (q, p) for q, p in todo}
-                try:
-                    for fut in as_completed(futures):
-                        q, p = futures[fut]
-                        rec = fut.result()
-                        fresh[(q.id, p)] = rec
-                        bar.update(task, advance=1, what=f"{p} {q.id}"[:40])
-                        if on_record:
-                            on_record(rec)
-                except BaseException:
-                    for f in futures:
-                        f.cancel()
-                    raise
-    records = []
-    for q in data.questions:
-        for p in options.paths:
-            rec = fresh.get((q.id, p)) or done.get((q.id, p))
-            if rec is not None:
-                # the dataset is the truth for gold, type and reference (it may have been fixed)
-                records.append({**rec, "q": q.q, "type": q.type, "answerable": q.answerable,
-                                "gold": list(q.gold_docs), "gold_section": q.gold_section,
-                                "gold_sections": q.gold_sections,
-                                "reference": q.answer})
-    return records
+    fresh = _run_pairs(todo, work, options, on_record)
+    return _in_order(data, options.paths, {**done, **fresh})

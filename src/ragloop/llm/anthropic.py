@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import replace
 from typing import Any
 
 import anthropic
@@ -34,15 +35,14 @@ import anthropic
 from ragloop.core.errors import ConfigError
 from ragloop.core.types import Usage
 from ragloop.llm.base import (
+    ChatRequest,
     ChatResponse,
     Finish,
     ForceTool,
     Message,
     ModelTraits,
-    Purpose,
     ToolCall,
     ToolChoice,
-    ToolSpec,
 )
 from ragloop.llm.pricing import cost_usd
 from ragloop.llm.sdk_errors import translate
@@ -97,28 +97,12 @@ class AnthropicChat:
             api_key=key, base_url=base_url, timeout=timeout, max_retries=max_retries
         )
 
-    def chat(
-        self,
-        messages: list[Message],
-        *,
-        system: str = "",
-        tools: list[ToolSpec] | None = None,
-        tool_choice: ToolChoice = "auto",
-        max_tokens: int = 1024,
-        temperature: float = 0.0,  # not sent, see the module docstring
-        purpose: Purpose = "loop",
-        json_schema: dict[str, Any] | None = None,
-    ) -> ChatResponse:
-        kwargs = build_request(
-            self.model,
-            messages,
-            system=system,
-            tools=tools,
-            tool_choice=tool_choice,
-            max_tokens=max_tokens,
-            purpose=purpose,
-            json_schema=json_schema if self.traits.json_schema_output else None,
-        )
+    def chat(self, messages: list[Message], **options: Any) -> ChatResponse:
+        # temperature is not sent, see the module docstring
+        req = ChatRequest(**options)
+        if not self.traits.json_schema_output:
+            req = replace(req, json_schema=None)
+        kwargs = build_request(self.model, messages, req)
         try:
             resp = self._client.messages.create(**kwargs)
         except anthropic.AnthropicError as e:
@@ -127,7 +111,7 @@ class AnthropicChat:
             raise translate(anthropic, e, provider="anthropic", key_env=API_KEY_ENV,
                             timeout=self.timeout, retries=self.max_retries,
                             base_url=self._client.base_url, hint_404=hint) from e
-        return parse_response(resp, self.model, tool_choice=tool_choice)
+        return parse_response(resp, self.model, tool_choice=req.tool_choice)
 
 
 def _tool_choice(choice: ToolChoice) -> dict[str, Any]:
@@ -136,18 +120,13 @@ def _tool_choice(choice: ToolChoice) -> dict[str, Any]:
     return {"type": {"auto": "auto", "none": "none", "required": "any"}[choice]}
 
 
-def build_request(
-    model: str,
-    messages: list[Message],
-    *,
-    system: str = "",
-    tools: list[ToolSpec] | None = None,
-    tool_choice: ToolChoice = "auto",
-    max_tokens: int = 1024,
-    purpose: Purpose = "loop",
-    json_schema: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The keyword arguments of `messages.create` (plain JSON-able dicts)."""
+def build_request(model: str, messages: list[Message], request: ChatRequest | None = None,
+                  **options: Any) -> dict[str, Any]:
+    """The keyword arguments of `messages.create` (plain JSON-able dicts). `options`:
+    ChatRequest's fields, without `request`."""
+    req = request or ChatRequest(**options)
+    system, tools, tool_choice = req.system, req.tools, req.tool_choice
+    max_tokens, purpose, json_schema = req.max_tokens, req.purpose, req.json_schema
     kwargs: dict[str, Any] = {
         "model": model,
         "max_tokens": max_tokens,

@@ -88,24 +88,29 @@ class ModelTraits:
     json_schema_output: bool = True
 
 
+@dataclass(frozen=True)
+class ChatRequest:
+    """The options of one model call, declared once: every `ChatModel.chat` takes them as
+    keywords (`chat(messages, system=..., max_tokens=...)`) and reads them through this."""
+
+    system: str = ""
+    tools: list[ToolSpec] | None = None
+    tool_choice: ToolChoice = "auto"
+    max_tokens: int = 1024
+    # sent only where the model takes one (current Anthropic and OpenAI reasoning models
+    # reject sampling parameters)
+    temperature: float = 0.0
+    purpose: Purpose = "loop"
+    # one JSON object of this schema, constrained by the provider where it can
+    # (`traits.json_schema_output`)
+    json_schema: dict[str, Any] | None = None
+
+
 class ChatModel(Protocol):
     name: str  # "provider:model"
     traits: ModelTraits
 
-    def chat(
-        self,
-        messages: list[Message],
-        *,
-        system: str = "",
-        tools: list[ToolSpec] | None = None,
-        tool_choice: ToolChoice = "auto",
-        max_tokens: int = 1024,
-        temperature: float = 0.0,
-        purpose: Purpose = "loop",
-        json_schema: dict[str, Any] | None = None,
-    ) -> ChatResponse:
-        """One model call. Retries provider errors with backoff; raises ProviderError at the end.
-        `json_schema` asks for one JSON object of that schema, constrained by the provider where
-        it can (`traits.json_schema_output`). `temperature` is sent only where the model takes
-        one (current Anthropic and OpenAI reasoning models reject sampling parameters)."""
+    def chat(self, messages: list[Message], **options: Any) -> ChatResponse:
+        """One model call with `options` (the fields of ChatRequest; an unknown one is a
+        TypeError). Retries provider errors with backoff; raises ProviderError at the end."""
         ...

@@ -37,6 +37,7 @@ import openai
 from ragloop.core.errors import ConfigError, ProviderError
 from ragloop.core.types import Usage
 from ragloop.llm.base import (
+    ChatRequest,
     ChatResponse,
     Finish,
     ForceTool,
@@ -45,7 +46,6 @@ from ragloop.llm.base import (
     Purpose,
     ToolCall,
     ToolChoice,
-    ToolSpec,
 )
 from ragloop.llm.pricing import cost_usd
 from ragloop.llm.sdk_errors import fix_for, translate
@@ -120,36 +120,15 @@ class OpenAIChat:
             http_client=http_client,
         )
 
-    def chat(
-        self,
-        messages: list[Message],
-        *,
-        system: str = "",
-        tools: list[ToolSpec] | None = None,
-        tool_choice: ToolChoice = "auto",
-        max_tokens: int = 1024,
-        temperature: float = 0.0,
-        purpose: Purpose = "loop",
-        json_schema: dict[str, Any] | None = None,
-    ) -> ChatResponse:
-        if tools and self.dialect == "openai" and self.model.lower().startswith(
+    def chat(self, messages: list[Message], **options: Any) -> ChatResponse:
+        req = ChatRequest(**options)
+        if req.tools and self.dialect == "openai" and self.model.lower().startswith(
                 _RESPONSES_ONLY_TOOLS):
             raise ConfigError(
                 f"{self.name} calls tools only through the Responses API, which ragloop does not"
                 " use: pick another model for --driver tools (e.g. openai:gpt-5.4-mini), or use"
                 " --driver pipeline")
-        kwargs = build_request(
-            self.model,
-            messages,
-            system=system,
-            tools=tools,
-            tool_choice=tool_choice,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            dialect=self.dialect,
-            purpose=purpose,
-            json_schema=json_schema,
-        )
+        kwargs = build_request(self.model, messages, req, dialect=self.dialect)
         if self._schema_rejected:
             kwargs.pop("response_format", None)
         try:
@@ -171,7 +150,7 @@ class OpenAIChat:
                 raise self._error(again) from again
         except openai.OpenAIError as e:
             raise self._error(e) from e
-        return parse_response(resp, self.model, tool_choice=tool_choice,
+        return parse_response(resp, self.model, tool_choice=req.tool_choice,
                               priced=self.dialect == "openai")
 
     def _error(self, exc: openai.OpenAIError) -> Exception:
@@ -203,21 +182,15 @@ def _response_format(schema: dict[str, Any], dialect: Dialect) -> dict[str, Any]
             "json_schema": {"name": "decision", "schema": schema, "strict": True}}
 
 
-def build_request(
-    model: str,
-    messages: list[Message],
-    *,
-    system: str = "",
-    tools: list[ToolSpec] | None = None,
-    tool_choice: ToolChoice = "auto",
-    max_tokens: int = 1024,
-    temperature: float = 0.0,
-    dialect: Dialect = "openai",
-    purpose: Purpose = "loop",
-    json_schema: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+def build_request(model: str, messages: list[Message], request: ChatRequest | None = None, *,
+                  dialect: Dialect = "openai", **options: Any) -> dict[str, Any]:
     """The keyword arguments of `chat.completions.create` (plain JSON-able dicts); fields the SDK
-    has no argument for go in `extra_body`."""
+    has no argument for go in `extra_body`. `options`: ChatRequest's fields, without
+    `request`."""
+    req = request or ChatRequest(**options)
+    system, tools, tool_choice = req.system, req.tools, req.tool_choice
+    max_tokens, temperature, purpose, json_schema = (req.max_tokens, req.temperature,
+                                                      req.purpose, req.json_schema)
     kwargs: dict[str, Any] = {"model": model,
                               "messages": to_openai_messages(messages, system, dialect)}
     extra: dict[str, Any] = {}

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ragloop.llm.base import (
+    ChatRequest,
     ChatResponse,
     Message,
     ModelTraits,
@@ -61,27 +62,17 @@ class ScriptedChat:
     def remaining(self) -> int:
         return max(len(self.script) - len(self.calls), 0)
 
-    def chat(
-        self,
-        messages: list[Message],
-        *,
-        system: str = "",
-        tools: list[ToolSpec] | None = None,
-        tool_choice: ToolChoice = "auto",
-        max_tokens: int = 1024,
-        temperature: float = 0.0,
-        purpose: Purpose = "loop",
-        json_schema: dict[str, Any] | None = None,
-    ) -> ChatResponse:
+    def chat(self, messages: list[Message], **options: Any) -> ChatResponse:
+        req = ChatRequest(**options)
         call = ScriptedCall(
             messages=copy.deepcopy(list(messages)),
-            system=system,
-            tools=list(tools) if tools is not None else None,
-            tool_choice=tool_choice,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            purpose=purpose,
-            json_schema=json_schema,
+            system=req.system,
+            tools=list(req.tools) if req.tools is not None else None,
+            tool_choice=req.tool_choice,
+            max_tokens=req.max_tokens,
+            temperature=req.temperature,
+            purpose=req.purpose,
+            json_schema=req.json_schema,
         )
         index = len(self.calls)
         self.calls.append(call)
@@ -95,7 +86,7 @@ class ScriptedChat:
                 f"{len(self.script)} replies scripted (last user/tool message: "
                 f"{_last_content(messages)!r})"
             )
-        reply = item(call.messages, call.tools, tool_choice) if callable(item) else item
+        reply = item(call.messages, call.tools, req.tool_choice) if callable(item) else item
         if isinstance(reply, str):
             reply = ChatResponse(text=reply)
         if not isinstance(reply, ChatResponse):
@@ -105,7 +96,7 @@ class ScriptedChat:
         out = replace(
             reply, tool_calls=list(reply.tool_calls), usage=usage, model=reply.model or self.name
         )
-        if tool_choice == "none" and out.tool_calls and self.traits.honours_tool_choice:
+        if req.tool_choice == "none" and out.tool_calls and self.traits.honours_tool_choice:
             out.tool_calls = []
             if out.stop_reason in ("", "tool_use", "tool_calls"):
                 out.stop_reason = "end_turn"

@@ -24,8 +24,11 @@ from ragloop.offline.text import (
     stem,
     term_set,
 )
+from ragloop.offline.vocabulary import ENGLISH_WORDS
 
-# A sentence needs this much of the sub-question's terms (or meaning) to count as support.
+# A sentence needs this much of the sub-question's terms (or meaning) to count as support:
+# the default of the user's setting (RAGLOOP_STRICTNESS / --strict), chosen on the hard dev
+# split.
 MIN_SUPPORT = 0.34
 SENTENCES_PER_PART = 2
 # Only this many sentences (the best by lexical support) are embedded per sub-question: a
@@ -37,9 +40,12 @@ CLOSEST_PER_PART = 3
 
 
 class ExtractiveAnswerer:
-    def __init__(self, embedder: Embedder | None = None, per_part: int = SENTENCES_PER_PART):
+    def __init__(self, embedder: Embedder | None = None, per_part: int = SENTENCES_PER_PART,
+                 min_support: float | None = None):
+        """`min_support`: see MIN_SUPPORT (None: that default)."""
         self.embedder = embedder
         self.per_part = per_part
+        self.min_support = MIN_SUPPORT if min_support is None else min_support
         self.usage = Usage()  # no model calls
 
     def _candidates(self, evidence: list[Evidence]) -> list[tuple[int, str]]:
@@ -86,8 +92,8 @@ class ExtractiveAnswerer:
         for index, part in enumerate(parts):
             absent = absent_codes(part, held)
             if absent:
-                # a code the question asks about that no evidence mentions (FY2022, Edge
-                # G3): the nearest sentences would answer another question
+                # a code the question asks about (a product model, a financial year) that no
+                # evidence mentions: the nearest sentences would answer another question
                 missing.append(f"{part.rstrip('?. ')} (no source mentions {', '.join(absent)})")
                 continue
             scored = sorted(zip(self._score(part, cands), cands, strict=True),
@@ -99,7 +105,7 @@ class ExtractiveAnswerer:
             named = self._named_evidence(part)
             chosen: list[tuple[int, str]] = []
             for score, (n, sentence) in scored:
-                if len(chosen) >= self.per_part or (not named and score < MIN_SUPPORT):
+                if len(chosen) >= self.per_part or (not named and score < self.min_support):
                     break
                 if (not named or n in named) and all(sentence != s for _, s in chosen):
                     chosen.append((n, sentence))
@@ -115,7 +121,8 @@ class ExtractiveAnswerer:
         # a part nothing confirmed answers is declined in the answer and cites nothing; the
         # nearest unconfirmed passages go beside the answer, never into it
         for part in missing:
-            lines.append(f"The knowledge base does not say: {part}")
+            # English in every language for now: says_missing lists it in each
+            lines.append(ENGLISH_WORDS.text("decline.part_missing").format(part=part))
         conflicts = self._conflicts(chosen_all)
         for c in conflicts:
             lines.append(f"Note: the sources disagree — {c}")

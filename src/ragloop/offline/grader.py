@@ -51,8 +51,6 @@ FLOOR = 0.505
 # kept ones (49%); the floor keeps it from admitting the best of nothing.
 AGREEMENT_RANK = 2
 AGREEMENT_FLOOR = 0.35
-CALIBRATION = ("W_VEC=0.6 threshold=0.575: SciFact P0.74/R0.61, HotpotQA P0.85/R0.53,"
-               " rag_hard P0.35/R0.74, pooled P0.64/R0.59/F1 0.61")
 
 # Weights of question terms in lexical coverage: entities count more than plain words.
 ENTITY_WEIGHT = 2.0

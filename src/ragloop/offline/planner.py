@@ -36,8 +36,14 @@ class PlannerGrammar:
 
     def __init__(self, words: Vocabulary) -> None:
         self.words = words
-        talk, g = "small_talk", "grammar"
-        alt = words.alternatives
+        self._small_talk_patterns(words)
+        self._article_patterns(words)
+        self._date_patterns(words)
+        self._entity_patterns(words)
+        self._clause_patterns(words)
+
+    def _small_talk_patterns(self, words: Vocabulary) -> None:
+        talk, alt = "small_talk", words.alternatives
         self.small_talk: list[dict] = words.get(f"{talk}.kinds")
         kinds = "|".join(f"({alternation(k['phrases'])})" for k in self.small_talk)
         self.greeting = re.compile(
@@ -51,14 +57,18 @@ class PlannerGrammar:
             re.IGNORECASE,
         )
 
-        the, of = alt("articles"), alt(f"{g}.period_of")
+    def _article_patterns(self, words: Vocabulary) -> None:
+        g, alt = "grammar", words.alternatives
         self.the = (words.words("articles") or [""])[0]
         self.determiner = re.compile(rf"\b({alt(f'{g}.determiners')})\s+\1\b", re.IGNORECASE)
         self.possessive = alt(f"{g}.possessive_suffixes")
         # a language with no possessive suffix (Italian, Chinese) resolves no pronoun to one
         self.possessive_suffix = (words.words(f"{g}.possessive_suffixes") or [""])[0]
 
-        # dates and periods: a quarter or half code (Q3, H1) and a financial year (FY2025)
+    def _date_patterns(self, words: Vocabulary) -> None:
+        """A quarter or half code (Q3, H1) and a financial year (FY2025), and runs of them."""
+        g, alt = "grammar", words.alternatives
+        of = alt(f"{g}.period_of")
         qh = f"(?:{words.period_code('quarter')}|{words.period_code('half')})"
         fy = words.year_code
         self.date = (
@@ -84,7 +94,10 @@ class PlannerGrammar:
         self.date_preposition = words.text(f"{dates}.preposition")
         self.preposition_before = re.compile(rf"\b{re.escape(self.date_preposition)}\s*$")
 
-        # entities, comparisons and lists
+    def _entity_patterns(self, words: Vocabulary) -> None:
+        """Entities, comparisons and lists."""
+        g, alt = "grammar", words.alternatives
+        the, gap = alt("articles"), words.gap
         self.entity_head = re.compile(rf"(?:{the}\s+)?({_ENT})(?:{self.possessive})?\b(.*)$")
         self.entity_tail = re.compile(
             rf"^(.*?\b{alt(f'{g}.entity_prepositions')}\s+(?:{the}\s+)?)({_ENT})$"
@@ -114,7 +127,8 @@ class PlannerGrammar:
         self.the_before = re.compile(rf"\b{the}\s*$")
         self.the_first = re.compile(rf"{the}\s")
 
-        # clauses
+    def _clause_patterns(self, words: Vocabulary) -> None:
+        g, alt = "grammar", words.alternatives
         k = f"{g}.clauses"
         also = alt(f"{k}.additive")
         clause_start = rf"(?:{also}\s+)?{alt(f'{k}.openers')}"
@@ -126,18 +140,17 @@ class PlannerGrammar:
         )
         # "…, which/who/where …" after a comma is a relative clause, not a new question, so
         # only "after_comma" words start a clause after a comma. A bare "what other X"
-        # completes the clause before it ("… the Norsemen and what other ethnic group?"): a
-        # part like that means no split.
+        # completes the clause before it ("… <a name> and what other <kind>?"): a part like
+        # that means no split.
         self.fragment = re.compile(
             rf"^{alt(f'{k}.fragment_openers')}\s+(?:{alt(f'{k}.fragment_others')}\s+)?"
             r"(?:[\w\-]+\s+){0,2}[\w\-]+[?.!]?$",
             re.IGNORECASE,
         )
-        # "According to section 5.2 of the annual report, how …": a lead that frames the
-        # question.
+        # a lead that frames the question ("according to <a section of a document>, how …")
         self.lead = re.compile(rf"^{alt(f'{k}.framing_leads')}\b", re.IGNORECASE)
-        # "If I drive to a site myself, how much …": a condition frames the question after it
-        # ("when" does too unless it asks: "when is …").
+        # a condition ("if <a situation>, how much …") frames the question after it ("when"
+        # does too unless it asks: "when is …").
         self.condition = re.compile(
             rf"^(?:{alt(f'{k}.conditions')}|{alternation([words.text(f'{k}.question_condition')])}"
             rf"\s+(?!{alt(f'{k}.question_auxiliaries')}\b))\b",

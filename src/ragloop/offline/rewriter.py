@@ -17,7 +17,7 @@ Also the helpers the driver uses to decide on `fetch_document_section`: `looks_c
 from __future__ import annotations
 
 from ragloop.core.decisions import Grade
-from ragloop.core.types import DocumentInfo, Hit, Usage
+from ragloop.core.types import Hit, Usage
 from ragloop.offline.grader import context_text, gap_terms
 from ragloop.offline.text import (
     content_words,
@@ -110,19 +110,6 @@ class LocalRewriter:
                 continue
             return query
         return None
-
-
-def doc_for_title(title: str, documents: list[DocumentInfo]) -> str | None:
-    want = {stem(w) for w in content_words(title)}
-    best, best_score = None, 0.0
-    for d in documents:
-        have = {stem(w) for w in content_words(f"{d.title} {d.doc_id}")}
-        if not want or not have:
-            continue
-        score = len(want & have) / len(want)
-        if score > best_score:
-            best, best_score = d.doc_id, score
-    return best if best_score >= 0.6 else None
 
 
 def fetch_targets(hit: Hit) -> list[tuple[str, str]]:

@@ -199,9 +199,9 @@ _MEASURE = re.compile(r"^\d+-[a-z]+$", re.IGNORECASE)
 
 
 def absent_codes(question: str, held: set[str]) -> list[str]:
-    """The codes `question` asks about (FY2022, Edge G3) whose stems are not in `held` (a
-    `term_set` of what the sources say). Names and figures are not checked: users write
-    "£3,000" for a rule "above £2,500"."""
+    """The codes `question` asks about (a financial year, a product model) whose stems are
+    not in `held` (a `term_set` of what the sources say). Names and figures are not checked:
+    a user may write a figure the documents state as a threshold or a range."""
     return [c for c in codes(question) if not _MEASURE.match(c) and stem(c) not in held]
 
 

@@ -66,6 +66,23 @@ class Vocabulary:
         characters with no boundary in it (\\b never falls between two Chinese characters)."""
         return r"\b" if self.spaced else ""
 
+    @property
+    def declined(self) -> tuple[str, ...]:
+        """The phrases of an answer that declines, in whole or in part ("does not say"): the
+        run's status and the eval's abstention read these same words."""
+        d = self.data["decline"]
+        return (*d["says_missing"], *d["also"])
+
+    @property
+    def says_missing(self) -> tuple[str, ...]:
+        """The answer's own words for a part the knowledge base lacks: never a claim."""
+        return tuple(self.data["decline"]["says_missing"])
+
+    @property
+    def not_claims(self) -> tuple[str, ...]:
+        """Sentences with these state nothing about the sources (declines, headings)."""
+        return (*self.declined, *self.data["decline"]["not_claims"])
+
     # -- patterns built from the words ----------------------------------------------------
 
     def alternatives(self, key: str) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import shutil
 import threading
 from pathlib import Path
 
@@ -129,11 +128,6 @@ class FullTextIndex:
         hits = searcher.search(tantivy.Query.all_query(), searcher.num_docs, count=False).hits
         return sorted(int(c) for c in searcher.fast_field_values(
             "chunk_id", [addr for _, addr in hits]))
-
-    def destroy(self) -> None:
-        self._writer = None
-        if self.folder is not None:
-            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class VectorIndex:

@@ -1,18 +1,14 @@
-"""The offline decision makers, in one place for the engine: no generative model needed."""
+"""What a kept chunk (or the question) points to that is worth reading next: the offline
+`FollowUps` of the pipeline driver (core/decisions.py)."""
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
 
-from ragloop.agent.pipeline_driver import FollowUps
-from ragloop.agent.router import RuleRouter, describe_scope
 from ragloop.core.types import DocumentInfo, Hit
 from ragloop.kb import KnowledgeBase
-from ragloop.offline.answerer import ExtractiveAnswerer
-from ragloop.offline.grader import LocalGrader
-from ragloop.offline.planner import LocalPlanner
-from ragloop.offline.rewriter import LocalRewriter, fetch_targets
+from ragloop.offline.rewriter import fetch_targets
 from ragloop.offline.text import (
     TitleIndex,
     content_words,
@@ -51,7 +47,7 @@ def catalogue(kb: KnowledgeBase) -> _Catalogue:
         return cat
 
 
-class LocalFollowUps(FollowUps):
+class LocalFollowUps:
     """What a kept chunk points to: its own section when cut off, and the one-passage
     documents it names by title (the bridge of a two-hop question: "… the band Tinted Windows
     …" → the document titled "Tinted Windows"). `named` does the same for the question itself
@@ -104,7 +100,3 @@ class LocalFollowUps(FollowUps):
 def follow_ups_for(kb: KnowledgeBase) -> LocalFollowUps:
     """Sections a kept chunk (or the question) points to; see LocalFollowUps."""
     return LocalFollowUps(kb)
-
-
-__all__ = ["ExtractiveAnswerer", "LocalFollowUps", "LocalGrader", "LocalPlanner",
-           "LocalRewriter", "RuleRouter", "catalogue", "describe_scope", "follow_ups_for"]
