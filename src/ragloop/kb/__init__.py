@@ -109,7 +109,9 @@ class KnowledgeBase:
 
     def ingest(self, paths: Iterable[str | Path] | str | Path,
                progress: bool = False, admit: Admit | None = None) -> IngestReport:
-        """`admit`: see ingest_paths (which existing documents this ingest may replace)."""
+        """Read, chunk, embed and index files or folders (Markdown, text, HTML, PDF, …).
+        Idempotent by content hash: an unchanged file is skipped, a changed one replaced.
+        `admit`: see ingest_paths (which existing documents this ingest may replace)."""
         if isinstance(paths, str | Path):
             paths = [paths]
         return ingest_paths(self.store, self.embedder_for_write, paths, self.settings, progress,
@@ -122,6 +124,8 @@ class KnowledgeBase:
                                 progress, before_write=self.settle_language, label=label)
 
     def search(self, query: str, k: int | None = None, mode: Mode = "hybrid") -> list[Hit]:
+        """The `k` best chunks for `query` (settings' search_k by default), best first.
+        `mode`: "hybrid" (BM25 and vectors, fused), "bm25" (no model loaded) or "vector"."""
         if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
             raise UserError(f"k (the number of hits) must be a whole number of at least 1,"
                             f" not {k!r}")
@@ -132,6 +136,8 @@ class KnowledgeBase:
         return hybrid_search(self.store, embedder, query, k or self.settings.search_k, mode)
 
     def section(self, doc_id: str, section: str) -> SectionInfo:
+        """One section's full text (a heading with no text of its own: its subsections).
+        Raises NotFoundError naming the doc_ids or sections there are."""
         found = self.store.section(doc_id, str(section))
         if found is not None:
             return found
@@ -146,9 +152,11 @@ class KnowledgeBase:
         raise NotFoundError(f"Document {doc_id!r} has no section {section!r}; its sections: {ids}")
 
     def sections(self, doc_id: str) -> list[SectionInfo]:
+        """A document's sections in reading order."""
         return self.store.sections(doc_id)
 
     def documents(self) -> list[DocumentInfo]:
+        """Every document: doc_id, title, source, section and chunk counts."""
         return self.store.documents()
 
     def remove(self, doc_id: str) -> bool:
