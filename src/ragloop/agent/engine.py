@@ -18,6 +18,7 @@ from ragloop.agent.llm_decisions import LLMAnswerer, LLMGrader, LLMPlanner, LLMR
 from ragloop.agent.run import Driver, DriverOutcome, RunContext, RunResult, Steps, drain
 from ragloop.agent.single_shot import SINGLE_DEPTH_PER_DOC, OutOfScope, SingleShotDriver
 from ragloop.agent.tools import Toolbox
+from ragloop.agent.tracing import observed, traced_runs
 from ragloop.core.config import Settings
 from ragloop.core.decisions import Answerer, Grader, Planner, Rewriter, Route
 from ragloop.core.errors import ConfigError
@@ -52,9 +53,9 @@ class Components:
                       grader_chat: ChatModel | None = None) -> Components:
         from ragloop.llm import make_chat_model
 
-        chat = chat or make_chat_model(settings.model, settings)
-        grader_chat = grader_chat or (make_chat_model(settings.grader_model, settings)
-                                      if settings.grader_model else chat)
+        chat = observed(chat or make_chat_model(settings.model, settings))
+        grader_chat = observed(grader_chat or (make_chat_model(settings.grader_model, settings)
+                                               if settings.grader_model else chat))
         driver = driver or ("tools" if chat is not None else "pipeline")
         if driver not in DRIVERS:
             raise ConfigError(f"--driver must be one of {', '.join(DRIVERS)}, not {driver!r}")
@@ -105,8 +106,9 @@ class Engine:
         self.grader_chat = grader_chat
         self.grader = grader
         self.settings = settings or kb.settings
-        # the knowledge base's own run store (closed with it) unless one is given
-        self.runs: RunStore = runs if runs is not None else kb.backend.runs
+        # the knowledge base's own run store (closed with it) unless one is given; each run
+        # also sent as a trace when OTEL_EXPORTER_OTLP_ENDPOINT is set (agent/tracing.py)
+        self.runs: RunStore = traced_runs(runs if runs is not None else kb.backend.runs)
 
     # -- components ---------------------------------------------------------------------
 
