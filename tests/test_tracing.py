@@ -11,12 +11,12 @@ import os
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
-import httpx
 import pytest
 from graders import KeepsAll
-from model_server import free_port
+from model_server import free_port, serve
 
 from ragloop.agent.engine import Engine
 from ragloop.agent.tracing import ENDPOINT_VARIABLES, TracedRunStore, flush_traces
@@ -30,10 +30,24 @@ PROJECT = "ragloop-test"
 QUESTION = "Who approves travel expenses above £2,500?"
 
 # Phoenix's client (arize-phoenix-client) lists a project's spans over its REST API.
+# Attributes are flattened to the dotted keys they were sent with, whether Phoenix hands them
+# back flat or nested ({"retrieval": {"documents": [...]}}).
 READ_SPANS = """
 import json, sys
 from phoenix.client import Client
+
+def flat(value, prefix=""):
+    if isinstance(value, dict):
+        return {k: v for key, sub in value.items()
+                for k, v in flat(sub, prefix + key + ".").items()}
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return {k: v for i, sub in enumerate(value)
+                for k, v in flat(sub, f"{prefix}{i}.").items()}
+    return {prefix[:-1]: value}
+
 spans = Client(base_url=sys.argv[1]).spans.get_spans(project_identifier=sys.argv[2], limit=1000)
+for span in spans:
+    span["attributes"] = flat(span.get("attributes") or {})
 print(json.dumps(spans, default=str))
 """
 
@@ -48,31 +62,11 @@ def phoenix(tmp_path_factory):
     port = free_port()
     env = {**os.environ, "PHOENIX_WORKING_DIR": str(work), "PHOENIX_HOST": "127.0.0.1",
            "PHOENIX_PORT": str(port), "PHOENIX_GRPC_PORT": str(free_port())}
-    log = work / "server.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([str(PHOENIX_PYTHON), "-m", "phoenix.server.main", "serve"],
-                                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=work)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180  # first start migrates its database: slow on 2 cores
-    try:
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"Phoenix exited: {log.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"Phoenix did not start in 180 s: {log.read_text()[-3000:]}")
-            time.sleep(0.5)
+    # the first start creates and migrates its database: slow on 2 busy cores
+    with serve([str(PHOENIX_PYTHON), "-m", "phoenix.server.main", "serve"],
+               work / "server.log", f"{url}/healthz", 300, env=env, cwd=work):
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def phoenix_spans(url: str, run_id: str, expect: int) -> list[dict]:
@@ -151,7 +145,7 @@ def test_a_run_is_one_trace_in_phoenix(phoenix, small_kb, monkeypatch) -> None:
     assert "grade" in names and "answer" in names
 
     # each model call: an LLM span with the model, tokens, cost and finish reason
-    llm = sorted(by_kind["LLM"], key=lambda s: s["start_time"])
+    llm = sorted(by_kind["LLM"], key=lambda s: datetime.fromisoformat(s["start_time"]))
     assert len(llm) == 2
     first_call = llm[0]["attributes"]
     assert first_call["llm.token_count.prompt"] == 300
@@ -164,10 +158,14 @@ def test_a_run_is_one_trace_in_phoenix(phoenix, small_kb, monkeypatch) -> None:
     for s in llm:
         assert ids[s["parent_id"]]["name"].startswith("step ")
     # the trace's spans nest in time: each child within its parent
+    def t(span: dict, key: str) -> datetime:
+        return datetime.fromisoformat(span[key])
+
     for s in spans:
         if s["parent_id"] in ids:
             parent = ids[s["parent_id"]]
-            assert parent["start_time"] <= s["start_time"] <= s["end_time"] <= parent["end_time"]
+            assert t(parent, "start_time") <= t(s, "start_time") <= t(s, "end_time") \
+                <= t(parent, "end_time"), (s["name"], parent["name"])
 
 
 NO_ENDPOINT = """

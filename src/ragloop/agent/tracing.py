@@ -9,11 +9,14 @@ exporter is built and the engine's run store and chat models are the plain ones.
 Attributes follow OpenInference (`openinference.span.kind`, `input.value`,
 `retrieval.documents.N.document.*`, `llm.token_count.*`, `llm.cost.total`) because that is
 what Arize Phoenix renders (a span without a kind is "unknown", a retriever's documents are
-shown only from those keys) and what Langfuse's OTLP endpoint maps to its observation types;
-model-call spans also carry the OTel GenAI keys (`gen_ai.request.model`,
-`gen_ai.usage.input_tokens`, `gen_ai.response.finish_reasons`, …) for any other backend.
+shown only from those keys); model-call spans also carry the OTel GenAI keys
+(`gen_ai.request.model`, `gen_ai.usage.input_tokens`, `gen_ai.response.finish_reasons`, …),
+which is what Langfuse's OTLP endpoint reads to make a span a generation with tokens and cost
+(it takes `input.value` / `output.value` for every span's input and output). The GenAI
+conventions alone have no retriever documents or chain steps Phoenix shows, hence both.
 Conventions: github.com/Arize-ai/openinference spec/semantic_conventions.md; OTel
-semantic-conventions docs/gen-ai/gen-ai-spans.md.
+semantic-conventions docs/gen-ai/gen-ai-spans.md; langfuse.com/docs/opentelemetry
+("property mapping").
 
 How spans are made: the engine's events come after the work they describe, and the model
 calls and searches of a step come before its events. So the traced run store (below) keeps a
