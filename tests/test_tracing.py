@@ -128,7 +128,10 @@ def test_a_run_is_one_trace_in_phoenix(phoenix, small_kb, monkeypatch) -> None:
     # each step under the run, each search under a step with its query and its hits
     steps = [s for s in spans if s["name"].startswith("step ")]
     assert {s["parent_id"] for s in steps} == {run["context"]["span_id"]}
-    searches = by_kind["RETRIEVER"]
+    def t(span: dict, key: str = "start_time") -> datetime:
+        return datetime.fromisoformat(span[key])
+
+    searches = sorted(by_kind["RETRIEVER"], key=t)  # Phoenix lists the newest first
     assert [s["attributes"]["input.value"] for s in searches] == [QUESTION,
                                                                   "approval threshold"]
     for s in searches:
@@ -146,7 +149,7 @@ def test_a_run_is_one_trace_in_phoenix(phoenix, small_kb, monkeypatch) -> None:
     assert "grade" in names and "answer" in names
 
     # each model call: an LLM span with the model, tokens, cost and finish reason
-    llm = sorted(by_kind["LLM"], key=lambda s: datetime.fromisoformat(s["start_time"]))
+    llm = sorted(by_kind["LLM"], key=t)
     assert len(llm) == 2
     first_call = llm[0]["attributes"]
     assert first_call["llm.token_count.prompt"] == 300
@@ -159,9 +162,6 @@ def test_a_run_is_one_trace_in_phoenix(phoenix, small_kb, monkeypatch) -> None:
     for s in llm:
         assert ids[s["parent_id"]]["name"].startswith("step ")
     # the trace's spans nest in time: each child within its parent
-    def t(span: dict, key: str) -> datetime:
-        return datetime.fromisoformat(span[key])
-
     for s in spans:
         if s["parent_id"] in ids:
             parent = ids[s["parent_id"]]
