@@ -4,8 +4,8 @@ Each decision is a separate component (LLM JSON calls or local rules); with the 
 whole run needs no generative model. Steps count tool calls; the last step is the answer.
 
 Order of work: step 1 is single-shot's own search (the whole question, single-shot's depth);
-every other sub-question gets its first search; then the one-passage documents the question
-names by title that the searches did not bring; then, round-robin while steps remain, for parts
+every other sub-question that single-shot's results do not answer gets its first search; then
+the one-passage documents the question names by title that the searches did not bring; then, round-robin while steps remain, for parts
 not answered yet a pointer read (a cut-off chunk's section, a one-passage document a kept chunk
 names) or else a rewrite from the gap,
 until the gap stops narrowing. A part the grader judged enough is done: a spare step for it
