@@ -5,10 +5,10 @@ whole run needs no generative model. Steps count tool calls; the last step is th
 
 Order of work: step 1 is single-shot's own search (the whole question, single-shot's depth);
 every other sub-question that single-shot's results do not answer gets its first search; then
-the one-passage documents the question names by title that the searches did not bring; then, round-robin while steps remain, for parts
-not answered yet a pointer read (a cut-off chunk's section, a one-passage document a kept chunk
-names) or else a rewrite from the gap,
-until the gap stops narrowing. A part the grader judged enough is done: a spare step for it
+the one-passage documents the question names by title that the searches did not bring; then,
+round-robin while steps remain, for parts not answered yet a pointer read (a cut-off chunk's
+section, a one-passage document a kept chunk names) or else a rewrite from the gap, until the
+gap stops narrowing. A part the grader judged enough is done: a spare step for it
 helped on HotpotQA but lost ground on the held-out hard set, so there is none. A re-query's
 hits are graded against the re-query too, so a second hop is not discarded for sharing little
 with the question. Only relevant chunks are confirmed evidence; a part the run could not answer
