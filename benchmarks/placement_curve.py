@@ -10,9 +10,9 @@ the run's, why each was reached, grades) to OUT/placement.jsonl. `--offset N` sk
 first N questions of a BEIR folder (the tuning half is 1-300 of HotpotQA dev, 301-600 the
 part not tuned on). `curve` then places every question's documents again for each value of
 the knob (`Policy.give_up_below`: single-shot documents graded below it, covering no open
-part, give their place to a document reached through a hop) and for the hop signals off
+part, give their place to a document reached through a hop), for the hop signals off
 (`hops off`: only documents the grader is sure about give their place, the rule before
-issue 27), and prints per type all-gold@5/@10 of single-shot and the agent, the lead, and
+issue 27) and for each signal off alone (`no pointer`, ...), and prints per type all-gold@5/@10 of single-shot and the agent, the lead, and
 lost/gained at 5 and 10. The placement is a pure function of what the run gathered, so one
 run gives the whole curve; the gathering itself does not depend on the knob.
 """
@@ -88,7 +88,7 @@ def _all_gold(docs: list[str], gold: list[str], k: int) -> bool:
 
 def curve(out: Path, knobs: list[float]) -> list[str]:
     from ragloop.agent import placement
-    from ragloop.agent.placement import Policy, place
+    from ragloop.agent.placement import Hop, Policy, place
 
     records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines() if x]
     inputs = {}
@@ -99,10 +99,12 @@ def curve(out: Path, knobs: list[float]) -> list[str]:
     single = {r["qid"]: r for r in records if r["path"] == "single"}
     agent = [r for r in records if r["path"] == "agent" and r.get("gold")
              and r.get("answerable", True) and r["qid"] in single]
+    base = placement.DEFAULT_POLICY
     points: list[tuple[str, Policy | None]] = [
-        ("hops off", replace(placement.DEFAULT_POLICY, signals=frozenset())),
-        *((f"give_up<{v:g}", replace(placement.DEFAULT_POLICY, give_up_below=v))
-          for v in knobs),
+        ("hops off", replace(base, signals=frozenset())),
+        *((f"give_up<{v:g}", replace(base, give_up_below=v)) for v in knobs),
+        *((f"no {h}", replace(base, signals=base.signals - {h})) for h in Hop
+          if h in base.signals),
         ("as run", None)]
     types = ["ALL", *sorted({r.get("type", "") for r in agent})]
     lines = ["| point | type | n | single @5 | agent @5 | lead @5 | lost@5 | gained@5 |"

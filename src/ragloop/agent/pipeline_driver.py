@@ -168,8 +168,9 @@ class PipelineDriver:
             grade = self._with_query_grade(grade, query, hits)
         grade = self._with_pointed(ctx, part, grade, asked)
         known = {h.chunk_id for h in part.kept}
+        held = {e.doc_id for e in ctx.ledger.items}
         for h in grade.kept:
-            self._note_search_hop(ctx, part, query, h)
+            self._note_search_hop(ctx, part, query, h, new=h.doc_id not in held)
             n = ctx.ledger.add_hit(h, ctx.step, part.index)
             self._rank(n, asked.get(h.chunk_id, h.grade_score or 0.0))
             if h.chunk_id not in known:
@@ -203,10 +204,12 @@ class PipelineDriver:
     def _note(self, doc_id: str, hop: Hop) -> None:
         self._reached.setdefault(doc_id, set()).add(hop)
 
-    def _note_search_hop(self, ctx: RunContext, part: Part, query: str, hit: Hit) -> None:
+    def _note_search_hop(self, ctx: RunContext, part: Part, query: str, hit: Hit,
+                         new: bool) -> None:
         """Why a searched hit was kept: its own sub-question's first search, a re-query that
-        names its title (a bridge), the rewriter's re-query; and a part single-shot left
-        open."""
+        names the title of a document the run did not hold yet (a bridge: the name came
+        from a kept chunk of another document), the rewriter's re-query; and a part
+        single-shot left open."""
         if part.index in self._open:
             self._note(hit.doc_id, Hop.COVERS_PART)
         if query.strip().lower() == part.question.strip().lower():
@@ -214,8 +217,8 @@ class PipelineDriver:
                 self._note(hit.doc_id, Hop.SECOND_HOP)
         elif query.strip().lower() != ctx.question.strip().lower():
             title = hit.doc_title or hit.section_title
-            bridge = query_names_title(query, title) and not query_names_title(ctx.question,
-                                                                               title)
+            bridge = new and query_names_title(query, title) \
+                and not query_names_title(ctx.question, title)
             self._note(hit.doc_id, Hop.BRIDGE if bridge else Hop.REQUERY)
 
     def _note_pointer(self, ctx: RunContext, doc_id: str, title: str, source: str) -> None:
