@@ -14,7 +14,8 @@ part, give their place to a document reached through a hop), for the hop signals
 (`hops off`: only documents the grader is sure about give their place, the rule before
 issue 27) and for each signal off alone (`no pointer`, ...), and prints per type
 all-gold@5/@10 of single-shot and the agent, the lead, and lost/gained at 5 and 10. The
-placement is a pure function of what the run gathered, so one run gives the whole curve; the gathering itself does not depend on the knob.
+placement is a pure function of what the run gathered, so one run gives the whole curve;
+the gathering itself does not depend on the knob.
 """
 
 from __future__ import annotations
