@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from test_agent_local import DOCS as AGENT_DOCS
 
 from ragloop.agent.local import LocalFollowUps
 from ragloop.agent.pipeline_driver import PipelineDriver
@@ -95,16 +96,9 @@ def test_an_unconfirmed_find_takes_no_place() -> None:
 # -- the driver ------------------------------------------------------------------------------
 
 DOCS = {
-    "harrow-vale.md": """# Harrow Vale (album)
-
-Harrow Vale is the debut studio album by the folk group The Quiet Orchards, recorded in a
-barn over the winter of 2011 and released on a small label in 2012.
-""",
-    "quiet-orchards.md": """# The Quiet Orchards
-
-The Quiet Orchards are a folk group formed by three school friends. They gave their first
-concert in Millbrook, a market town, in the spring of 2009.
-""",
+    # the two-hop pair of the local agent's tests, and two distractors that share its words
+    "harrow-vale.md": AGENT_DOCS["wiki/harrow-vale.md"],
+    "quiet-orchards.md": AGENT_DOCS["wiki/quiet-orchards.md"],
     "harrow-fair.md": """# Harrow Fair
 
 Harrow Fair is a yearly album of concert recordings made at the Harrow market, where the
