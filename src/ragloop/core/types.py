@@ -141,6 +141,7 @@ class EventKind(StrEnum):
     TOOL_CALL = "tool_call"
     GRADE = "grade"
     REWRITE = "rewrite"
+    PLACEMENT = "placement"
     ANSWER = "answer"
     ERROR = "error"
 
