@@ -6,18 +6,19 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from ragloop.agent.local import LocalFollowUps
 from test_agent_local import DOCS as AGENT_DOCS
 
 from ragloop.agent.pipeline_driver import PipelineDriver
 from ragloop.agent.placement import DEFAULT_POLICY, Hop, Policy, place
 from ragloop.agent.run import RunContext, drain
+from ragloop.agent.template import RunTemplate
 from ragloop.agent.tools import Toolbox
 from ragloop.core.decisions import Grade
 from ragloop.core.events import PlacementEvent, event_from
 from ragloop.core.types import EventKind, Hit, Usage
 from ragloop.kb import KnowledgeBase
 from ragloop.offline.answerer import ExtractiveAnswerer
+from ragloop.offline.follow_ups import LocalFollowUps
 from ragloop.offline.planner import LocalPlanner
 from ragloop.offline.rewriter import LocalRewriter
 
@@ -140,12 +141,12 @@ class _OnlyDocs:
 def test_the_run_gives_a_place_to_the_second_hop_and_says_why(kb) -> None:
     question = "Where did the group behind the album Harrow Vale give its first concert?"
     single = Toolbox(kb, k=12)
-    driver = PipelineDriver(Toolbox(kb, k=4), LocalPlanner(),
-                            _OnlyDocs({"harrow-vale.md"}), LocalRewriter(),
-                            ExtractiveAnswerer(kb.embedder), LocalFollowUps(kb),
-                            baseline=single, baseline_docs=4)
+    grader = _OnlyDocs({"harrow-vale.md"})
+    driver = PipelineDriver(Toolbox(kb, k=4), LocalPlanner(), grader, LocalRewriter(),
+                            LocalFollowUps(kb))
+    template = RunTemplate(single, grader, ExtractiveAnswerer(kb.embedder), 4)
     ctx = RunContext(question, 6)
-    drain(driver.run(ctx), ctx)
+    drain(template.run(ctx, driver), ctx)
     single_docs = list(dict.fromkeys(h.doc_id for h in single.search(question)))[:4]
     docs = list(dict.fromkeys(e.doc_id for e in ctx.ledger.items))
     events = [e for e in ctx.events if e.kind == EventKind.PLACEMENT]
