@@ -37,6 +37,14 @@ SENTENCES_PER_PART = 2
 EMBED_CANDIDATES = 24
 # Nearest unconfirmed passages listed beside the answer for a part it cannot answer.
 CLOSEST_PER_PART = 3
+# A sentence's meaning score is read in its passage's context: this share is the sentence's own
+# similarity to the question, the rest its whole passage's. Alone, a sentence that names only
+# the product ("X is not certified for …") can out-score, on a small embedder, the one that
+# answers in the property's own terms ("an ingress protection rating of …") when the question
+# names the property in other words; the passage around the answer (its heading, the sentences
+# that explain it) is what retrieval ranked first. 1/3: the passage counts twice the sentence;
+# checked on the hard dev split (benchmarks/RESULTS.md, issue 31).
+SENTENCE_SHARE = 1 / 3
 
 
 class ExtractiveAnswerer:
@@ -52,6 +60,7 @@ class ExtractiveAnswerer:
         out: list[tuple[int, str]] = []
         self._section = {ev.n: ev.section for ev in evidence}
         self._doc = {ev.n: ev.doc_id.lower() for ev in evidence}
+        self._passage = {ev.n: f"{ev.section_title}\n{ev.text}".strip() for ev in evidence}
         for ev in evidence:
             for sentence in split_sentences(ev.text):
                 if len(sentence) > 12:
@@ -73,8 +82,13 @@ class ExtractiveAnswerer:
                       key=lambda i: -lexical[i])[:EMBED_CANDIDATES]
         if not best:
             return [0.6 * lex for lex in lexical]
-        vecs = np.asarray(self.embedder.embed([question, *[cands[i][1] for i in best]]))
-        cos = dict(zip(best, (float(c) for c in vecs[1:] @ vecs[0]), strict=True))
+        passages = sorted({cands[i][0] for i in best})
+        vecs = np.asarray(self.embedder.embed([question, *[cands[i][1] for i in best],
+                                               *[self._passage[n] for n in passages]]))
+        sims = vecs[1:] @ vecs[0]
+        around = dict(zip(passages, (float(c) for c in sims[len(best):]), strict=True))
+        cos = {i: SENTENCE_SHARE * float(c) + (1 - SENTENCE_SHARE) * around[cands[i][0]]
+               for i, c in zip(best, sims[:len(best)], strict=True)}
         return [0.6 * lex + 0.4 * cos.get(i, 0.0) for i, lex in enumerate(lexical)]
 
     def answer(self, question: str, sub_questions: list[str], evidence: list[Evidence]) -> Draft:
