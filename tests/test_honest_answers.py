@@ -104,3 +104,19 @@ def test_the_demo_question_stops_when_enough(example_kb) -> None:
     firsts = 1 + len(next(e for e in events if e.kind == "plan").sub_questions)
     assert len(calls) == firsts and result.steps == firsts + 1, [c.data for c in calls]
     assert "£4.9m" in result.answer and "£2,500" in result.answer
+
+
+def test_the_readme_first_question_answers_from_the_section_that_holds_the_property(
+        example_kb) -> None:
+    # the README's first question names a product and a property no passage words the same
+    # way: every sentence about the product shares the same terms with it, so the sentence is
+    # read in its passage's context, and the ingress-protection passage answers, not the
+    # product's certifications
+    result = Engine(example_kb).ask("is the S200 waterproof")
+    assert result.status == RunStatus.ANSWERED
+    assert "IP67" in result.answer
+    ip67 = [s for s in result.answer.split(". ") if "IP67" in s][0]
+    cited = {c["n"]: (c["doc_id"], c["section"]) for c in result.citations}
+    n = int(ip67.rsplit("[", 1)[1].split("]")[0])
+    assert cited[n] == ("products/s200-datasheet.md", "3.2")
+    assert "hazardous" not in result.answer
