@@ -5,6 +5,7 @@ drops a single-shot document the grader did not judge irrelevant."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -115,8 +116,8 @@ def test_the_readme_first_question_answers_from_the_section_that_holds_the_prope
     result = Engine(example_kb).ask("is the S200 waterproof")
     assert result.status == RunStatus.ANSWERED
     assert "IP67" in result.answer
-    ip67 = [s for s in result.answer.split(". ") if "IP67" in s][0]
+    # the citation that follows the sentence naming IP67
+    n = int(re.search(r"IP67[^\[]*\[(\d+)\]", result.answer).group(1))
     cited = {c["n"]: (c["doc_id"], c["section"]) for c in result.citations}
-    n = int(ip67.rsplit("[", 1)[1].split("]")[0])
     assert cited[n] == ("products/s200-datasheet.md", "3.2")
     assert "hazardous" not in result.answer
