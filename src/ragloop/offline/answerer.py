@@ -45,6 +45,11 @@ CLOSEST_PER_PART = 3
 # that explain it) is what retrieval ranked first. 1/3: the passage counts twice the sentence;
 # checked on the hard dev split (benchmarks/RESULTS.md, issue 31).
 SENTENCE_SHARE = 1 / 3
+# The passages of the best candidates embedded per sub-question, in a call of their own (a
+# chunk is at most a few hundred tokens, so the call stays on the numpy query path; embedding
+# every candidate's passage cost an offline run up to a second). A sentence of a passage not
+# embedded is read alone.
+PASSAGES_EMBEDDED = 4
 
 
 class ExtractiveAnswerer:
@@ -82,13 +87,13 @@ class ExtractiveAnswerer:
                       key=lambda i: -lexical[i])[:EMBED_CANDIDATES]
         if not best:
             return [0.6 * lex for lex in lexical]
-        passages = sorted({cands[i][0] for i in best})
-        vecs = np.asarray(self.embedder.embed([question, *[cands[i][1] for i in best],
-                                               *[self._passage[n] for n in passages]]))
-        sims = vecs[1:] @ vecs[0]
-        around = dict(zip(passages, (float(c) for c in sims[len(best):]), strict=True))
-        cos = {i: SENTENCE_SHARE * float(c) + (1 - SENTENCE_SHARE) * around[cands[i][0]]
-               for i, c in zip(best, sims[:len(best)], strict=True)}
+        vecs = np.asarray(self.embedder.embed([question, *[cands[i][1] for i in best]]))
+        own = dict(zip(best, (float(c) for c in vecs[1:] @ vecs[0]), strict=True))
+        passages = list(dict.fromkeys(cands[i][0] for i in best))[:PASSAGES_EMBEDDED]
+        around = dict(zip(passages, (float(c) for c in np.asarray(self.embedder.embed(
+            [self._passage[n] for n in passages])) @ vecs[0]), strict=True))
+        cos = {i: SENTENCE_SHARE * c + (1 - SENTENCE_SHARE) * around.get(cands[i][0], c)
+               for i, c in own.items()}
         return [0.6 * lex + 0.4 * cos.get(i, 0.0) for i, lex in enumerate(lexical)]
 
     def answer(self, question: str, sub_questions: list[str], evidence: list[Evidence]) -> Draft:
