@@ -55,7 +55,7 @@ def test_single_shot_with_the_grader_answers_and_cites(example_kb) -> None:
     assert result.status == RunStatus.ANSWERED
     assert "£289" in result.answer
     confirmed = {e["n"] for e in result.evidence if e["confirmed"]}
-    assert {c["n"] for c in result.citations} <= confirmed
+    assert {c.n for c in result.citations} <= confirmed
 
 
 def test_single_shot_declines_what_the_knowledge_base_does_not_cover(example_kb) -> None:
