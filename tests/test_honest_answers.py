@@ -118,6 +118,6 @@ def test_the_readme_first_question_answers_from_the_section_that_holds_the_prope
     assert "IP67" in result.answer
     # the citation that follows the sentence naming IP67
     n = int(re.search(r"IP67[^\[]*\[(\d+)\]", result.answer).group(1))
-    cited = {c["n"]: (c["doc_id"], c["section"]) for c in result.citations}
+    cited = {c.n: (c.doc_id, c.section) for c in result.citations}
     assert cited[n] == ("products/s200-datasheet.md", "3.2")
     assert "hazardous" not in result.answer
