@@ -5,6 +5,7 @@ drops a single-shot document the grader did not judge irrelevant."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -100,3 +101,19 @@ def test_the_demo_question_stops_when_enough(example_kb) -> None:
     graded = {e.sub_question for e in events if isinstance(e, GradeEvent)}
     assert {0, 1} <= graded
     assert "£4.9m" in result.answer and "£2,500" in result.answer
+
+
+def test_the_readme_first_question_answers_from_the_section_that_holds_the_property(
+        example_kb) -> None:
+    # the README's first question names a product and a property no passage words the same
+    # way: every sentence about the product shares the same terms with it, so the sentence is
+    # read in its passage's context, and the ingress-protection passage answers, not the
+    # product's certifications
+    result = Engine(example_kb).ask("is the S200 waterproof")
+    assert result.status == RunStatus.ANSWERED
+    assert "IP67" in result.answer
+    # the citation that follows the sentence naming IP67
+    n = int(re.search(r"IP67[^\[]*\[(\d+)\]", result.answer).group(1))
+    cited = {c.n: (c.doc_id, c.section) for c in result.citations}
+    assert cited[n] == ("products/s200-datasheet.md", "3.2")
+    assert "hazardous" not in result.answer
