@@ -133,8 +133,10 @@ def test_hybrid_equals_the_python_fusion_of_the_components(kb: KnowledgeBase,
     terms = query_terms(query)
     bm25 = store.search_bm25(terms, depth)
     vector = store.search_vector(kb.embedder.embed([query])[0], depth)
-    held = matched_terms(store.chunks(c for c, _ in bm25), terms, store.language())
-    fused = rrf([term_level_ranks(bm25, held), positions(vector)])
+    rows = store.chunks(c for c, _ in bm25)
+    held = matched_terms(rows, terms, store.language())
+    groups = {cid: (rows[cid].doc_id, t) for cid, t in held.items()}
+    fused = rrf([term_level_ranks(bm25, groups, vector), positions(vector)])
     firsts = [ranked[0][0] for ranked in (bm25, vector) if ranked]
     expected = fused_top(fused, firsts, k)
     hits = hybrid_search(store, kb.embedder, query, k, "hybrid")
@@ -201,13 +203,16 @@ def test_a_product_and_property_question_ranks_the_property_section_first(
     assert "IP67" in hits[0].text
 
 
-def test_term_level_ranks_tie_chunks_holding_the_same_terms() -> None:
+def test_term_level_ranks_let_the_vectors_order_one_documents_equal_chunks() -> None:
     bm25 = [(1, 9.0), (2, 8.0), (3, 7.0), (4, 6.0), (5, 5.0)]
-    held = {1: frozenset({"a"}), 2: frozenset({"a", "b"}), 3: frozenset({"a"}),
-            4: frozenset({"a", "b"})}
-    assert term_level_ranks(bm25, held) == {1: 1, 2: 2, 3: 1, 4: 2, 5: 5}
-    # ties weigh the same in RRF, and the vector side breaks them
-    fused = rrf([term_level_ranks(bm25, held), positions([(3, 0.9), (1, 0.8)])])
+    held = {1: ("d", frozenset({"a"})), 2: ("d", frozenset({"a", "b"})),
+            3: ("d", frozenset({"a"})), 4: ("d", frozenset({"a", "b"})),
+            5: ("e", frozenset({"a"}))}
+    vector = [(3, 0.9), (4, 0.8), (1, 0.7)]
+    # chunks 1 and 3 (one document, the same terms) swap their BM25 ranks, as do 2 and 4;
+    # chunk 5 (another document) keeps its own, and each group keeps its set of ranks
+    assert term_level_ranks(bm25, held, vector) == {3: 1, 1: 3, 4: 2, 2: 4, 5: 5}
+    fused = rrf([term_level_ranks(bm25, held, vector), positions(vector)])
     assert fused[3] > fused[1]
 
 

@@ -29,8 +29,11 @@ def hybrid_search(store: Store, embedder: Embedder | None, query: str, k: int = 
         vector = store.search_vector(embedder.embed_query([query])[0], depth, within)
         rows = store.chunks(cid for cid, _ in bm25)
         held = matched_terms(rows, terms, store.language())
+        # tied within one document only: across documents BM25's length and frequency order
+        # still carries signal (a corpus of one-chunk abstracts lost gold documents to it)
+        groups = {cid: (rows[cid].doc_id, terms_held) for cid, terms_held in held.items()}
         return fuse(bm25, vector, k, mode, _reuse(rows, store.chunks),
-                    bm25_ranks=term_level_ranks(bm25, held))
+                    bm25_ranks=term_level_ranks(bm25, groups, vector))
     if mode == "bm25":
         return fuse(store.search_bm25(terms, depth, within), [], k, mode, store.chunks)
     assert embedder is not None

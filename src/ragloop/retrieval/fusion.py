@@ -3,7 +3,7 @@ the one definition every store and mode uses."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Literal
 
 from ragloop.core.types import Hit
@@ -33,20 +33,30 @@ def positions(ranked: list[tuple[int, float]]) -> dict[int, int]:
     return {cid: rank for rank, (cid, _) in enumerate(ranked, start=1)}
 
 
-def term_level_ranks(bm25: list[tuple[int, float]],
-                     matched: dict[int, frozenset[str]]) -> dict[int, int]:
-    """BM25 ranks in which chunks holding the same query terms share the rank of the best of
-    them. Among such chunks BM25's order is term frequency and length only: for "is the S200
-    waterproof", where no chunk says "waterproof", every S200 chunk matched "s200" alone
-    (their document's title holds it), and that order put the short Certifications section
-    first and the ingress-protection section (vector rank 1) ninth, so fusion ranked it
-    fourth. Tied, the vector side orders them. A chunk with no entry in `matched` keeps its
-    position."""
-    first: dict[frozenset[str], int] = {}
+def term_level_ranks(bm25: list[tuple[int, float]], matched: Mapping[int, Hashable],
+                     vector: list[tuple[int, float]]) -> dict[int, int]:
+    """BM25 ranks in which the chunks of one group (the caller's: a document and the query
+    terms its chunk holds) hand out the group's BM25 ranks in the vector side's order. Among
+    one document's chunks that hold the same query terms BM25's order is term frequency and
+    length only: for a question naming a product and a property no chunk words the same way,
+    every chunk of the product's document matched the product's name alone (the document's
+    title holds it), and that order put a short unrelated section first and the section the
+    vectors ranked first ninth. The group keeps its set of ranks (no document gains places);
+    only which of its chunks holds which rank changes. A chunk with no entry in `matched`
+    keeps its rank."""
+    position = {cid: i for i, (cid, _) in enumerate(vector)}
+    groups: dict[Hashable, list[tuple[int, int]]] = {}
     ranks: dict[int, int] = {}
     for rank, (cid, _) in enumerate(bm25, start=1):
-        held = matched.get(cid)
-        ranks[cid] = rank if held is None else first.setdefault(held, rank)
+        key = matched.get(cid)
+        if key is None:
+            ranks[cid] = rank
+        else:
+            groups.setdefault(key, []).append((rank, cid))
+    for members in groups.values():
+        by_vector = sorted(members, key=lambda m: (position.get(m[1], len(position)), m[0]))
+        for (rank, _), (_, cid) in zip(members, by_vector, strict=True):
+            ranks[cid] = rank
     return ranks
 
 
