@@ -48,7 +48,10 @@ def test_tools_run_starts_from_single_shots_search_and_round_trips_a_real_tool_c
     wire = WireLog()
     model = chat(llama_server, wire)
     # the offline grader: LLM grading through this server is the next test's subject
-    engine = Engine(small_kb, small_kb.settings.with_(max_steps=3, **SMALL_RUN), chat=model,
+    # a reply's budget holds one whole tool call: the search tool's arguments may fill their
+    # schema bounds (a 300-character query), which 128 tokens cut mid-string
+    run = {**SMALL_RUN, "loop_max_tokens": 256}
+    engine = Engine(small_kb, small_kb.settings.with_(max_steps=3, **run), chat=model,
                     grader=LocalGrader(small_kb.embedder))
     events = []
     question = "Is the T9 sensor waterproof?"
