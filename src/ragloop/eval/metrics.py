@@ -321,8 +321,9 @@ def build_report(records: Sequence[dict[str, Any]], k: int,
     order = list(paths) if paths else distinct(r["path"] for r in records)
     by_path = {p: [r for r in records if r["path"] == p] for p in order}
     types = sorted({r.get("type", "") for r in records})
-    single = ({str(r["qid"]): r for r in by_path["single"]} if "single" in by_path
-              else None)
+    # records without a question id (hand-made ones) have no pairs: no lost / gained figures
+    single = ({str(r["qid"]): r for r in by_path["single"] if "qid" in r}
+              if "single" in by_path else None)
     return {
         "k": k,
         "paths": {p: _figures(rs, k, single) for p, rs in by_path.items()},
