@@ -33,7 +33,7 @@ def _no_gap_stop() -> None:
     import ragloop.agent.pipeline_driver as driver
 
     smaller = itertools.count(0, -1)
-    _replace(driver, "gap_size", lambda missing: next(smaller))  # every re-query "narrows"
+    _replace(driver, "gap_size", lambda missing, rd: next(smaller))  # every re-query "narrows"
 
 
 def _no_single_shot_places() -> None:
@@ -51,7 +51,7 @@ def _no_agreement() -> None:
 def _no_code_penalty() -> None:
     import ragloop.offline.grader as grader
 
-    _replace(grader, "code_penalty", lambda question_codes, hit_text: 1.0)
+    _replace(grader, "code_penalty", lambda question_codes, hit_text, rd: 1.0)
 
 
 def _no_planner_split() -> None:
