@@ -93,8 +93,3 @@ class LocalFollowUps:
 
     def named(self, text: str) -> list[tuple[str, str]]:
         return self._titled(text)
-
-
-def follow_ups_for(kb: KnowledgeBase) -> LocalFollowUps:
-    """Sections a kept chunk (or the question) points to; see LocalFollowUps."""
-    return LocalFollowUps(kb)
