@@ -17,7 +17,15 @@ $(RUNTIME): pyproject.toml requirements.lock
 	$(BIN)/pip install -q -c requirements.lock -e .
 	touch $(RUNTIME)
 
-$(STAMP): $(RUNTIME)
+# Arize Phoenix, the trace receiver of tests/test_tracing.py, in a venv of its own: its pins
+# (anthropic<2 among them) cannot share ragloop's, and the tests only talk to it over HTTP.
+PHOENIX := .venv-phoenix/.installed
+$(PHOENIX): requirements-phoenix.lock
+	test -x .venv-phoenix/bin/python || $(PYTHON) -m venv .venv-phoenix
+	.venv-phoenix/bin/pip install -q -c requirements-phoenix.lock arize-phoenix==20.26.1
+	touch $(PHOENIX)
+
+$(STAMP): $(RUNTIME) $(PHOENIX)
 	# the web page is tested in a real headless Chromium (Debian's package)
 	command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 	# llama-cpp-python has no wheel for this platform: pip builds it once (about 6 minutes on
@@ -49,4 +57,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/retrieval.py --sizes 100000
 
 clean:
-	rm -rf $(VENV) $(DEMO_KB)
+	rm -rf $(VENV) .venv-phoenix $(DEMO_KB)

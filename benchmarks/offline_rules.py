@@ -6,7 +6,8 @@
 RULE is one of the names below (or `none` for the rules as shipped), or `support=X`: the
 answerer's support threshold set to X through the user's setting (RAGLOOP_STRICTNESS, as
 `--strict X` does), to trace the trade between declining unanswerable questions and declining
-answerable ones. The rule is switched off in this process
+answerable ones, or `give-up=X`: the placement policy's knob (agent/placement.py,
+`Policy.give_up_below`) set to X. The rule is switched off in this process
 only (the code is patched here, not configured; a patch of a name the code no longer has is an
 error, not a silent no-op), then `ragloop eval` runs with the remaining arguments. Compare
 the two runs with honest_answers.py: a rule stays only if it helps on a set other than the one
@@ -105,6 +106,30 @@ def _no_nearest() -> None:
     _replace(PipelineDriver, "_add_nearest", lambda self, ctx, part: None)
 
 
+def _policy(**change: Any) -> None:
+    """Replace the placement policy's fields (agent/placement.py) for this process."""
+    from dataclasses import replace
+
+    import ragloop.agent.placement as placement
+
+    _replace(placement, "DEFAULT_POLICY", replace(placement.DEFAULT_POLICY, **change))
+
+
+def _without(*hops: str) -> Callable[[], None]:
+    """Switch hop kinds off: they no longer earn a single-shot document's place."""
+    def switch() -> None:
+        from ragloop.agent.placement import DEFAULT_POLICY, Hop
+
+        _policy(signals=DEFAULT_POLICY.signals - {Hop(h) for h in hops})
+    return switch
+
+
+def _no_depth() -> None:
+    import ragloop.agent.pipeline_driver as driver
+
+    _replace(driver, "DEPTH_FOLLOWS_PARTS", False)
+
+
 def _support(value: str) -> None:
     import os
 
@@ -123,6 +148,14 @@ RULES: dict[str, Callable[[], None]] = {
     "absent-codes": _no_absent_codes,  # answerer: decline a part whose code no source names
     "conflict-notes": _no_conflict_notes,  # answerer: "the sources disagree" notes
     "nearest": _no_nearest,  # driver: an unanswered part's nearest passages, unconfirmed
+    # placement (issue 27): which hops earn a single-shot document's place
+    "hop-places": _without("pointer", "named", "bridge", "second_hop", "covers_part"),
+    "pointer": _without("pointer"),  # a kept chunk names it, the question does not
+    "named": _without("named"),  # the question names it by title
+    "bridge": _without("bridge"),  # a re-query naming its title found it
+    "second-hop": _without("second_hop"),  # its own sub-question's search kept it
+    "covered-parts": _without("covers_part"),  # kept for a part single-shot left open
+    "depth": _no_depth,  # driver: a part single-shot's search answers gets its own search
 }
 
 
@@ -130,11 +163,13 @@ def main() -> int:
     rule = sys.argv[1] if len(sys.argv) > 1 else ""
     if rule.startswith("support="):
         _support(rule.removeprefix("support="))
+    elif rule.startswith("give-up="):
+        _policy(give_up_below=float(rule.removeprefix("give-up=")))
     elif rule in RULES:
         RULES[rule]()
     else:
         print(__doc__)
-        print("rules:", ", ".join(RULES), "or support=X")
+        print("rules:", ", ".join(RULES), "or support=X or give-up=X")
         return 2
     from ragloop.apps.cli import main as cli_main
 

@@ -54,30 +54,39 @@ def llama_server(tmp_path_factory):
            "--model_alias", MODEL_ALIAS, "--chat_format", "chatml-function-calling",
            "--n_ctx", "4096", "--n_threads", "1", "--n_threads_batch", "1", "--seed", "0",
            "--verbose", "True", "--host", "127.0.0.1", "--port", str(port)]
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                env={**os.environ, "OMP_NUM_THREADS": "1"})
     url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 120
+    with serve(cmd, log, f"{url}/models", 120, env={**os.environ, "OMP_NUM_THREADS": "1"}):
+        yield url
+
+
+@contextmanager
+def serve(cmd: list[str], log: Path, ready_url: str, seconds: float,
+          env: dict[str, str] | None = None, cwd: Path | None = None) -> Iterator[None]:
+    """Run a server (`cmd`, output to `log`) until the block ends, once `ready_url` answers
+    200; a server that exits or is not up in `seconds` fails with the end of its log."""
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd)
+    deadline = time.monotonic() + seconds
     try:
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"llama_cpp.server exited: {log.read_text()[-2000:]}")
+                raise RuntimeError(f"{cmd[:3]} exited: {log.read_text()[-3000:]}")
             try:
-                if httpx.get(f"{url}/models", timeout=2).status_code == 200:
+                if httpx.get(ready_url, timeout=2).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError("llama_cpp.server did not start in 120 s")
+                raise RuntimeError(f"{cmd[:3]} did not start in {seconds:.0f} s:"
+                                   f" {log.read_text()[-3000:]}")
             time.sleep(0.2)
         _LOG[:] = [log]
-        yield url
+        yield
     finally:
         _LOG.clear()
         proc.terminate()
         try:
-            proc.wait(10)
+            proc.wait(20)
         except subprocess.TimeoutExpired:
             proc.kill()
 

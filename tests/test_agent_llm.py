@@ -376,7 +376,7 @@ def test_unreadable_decisions_never_crash_a_pipeline_run(small_kb) -> None:
                         driver="pipeline", on_event=events.append)
     assert result.status == RunStatus.ANSWERED
     assert result.answer.startswith("Expenses above £2,500 go to the CFO [1]")
-    assert result.citations and result.citations[0]["n"] == 1
+    assert result.citations and result.citations[0].n == 1
     plan = next(e for e in events if e.kind == EventKind.PLAN)
     assert plan.data["reason"] == PLANNER_UNREADABLE
     grades = [e for e in events if e.kind == EventKind.GRADE]

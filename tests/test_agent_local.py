@@ -534,7 +534,8 @@ def test_answerer_embeds_only_the_best_lexical_candidates(kb, monkeypatch) -> No
     evidence = _evidence(kb.search("battery life", k=6))
     draft = ExtractiveAnswerer(Counting(kb.embedder)).answer(
         "What is the battery life of the S200?", [], evidence)
-    assert sizes and max(sizes) <= 3  # the question and two sentences
+    # the question and two sentences; then the passages they come from (at most two)
+    assert sizes and max(sizes) <= 3
     assert _cited(draft.text) <= {e.n for e in evidence} and _cited(draft.text)
 
 

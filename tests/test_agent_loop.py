@@ -13,7 +13,7 @@ from ragloop.agent.tools import Toolbox
 from ragloop.agent.tools_driver import ToolsDriver
 from ragloop.core.decisions import Grade
 from ragloop.core.errors import ModelRefused, ProviderError, ToolError
-from ragloop.core.types import EventKind, Hit, RunStatus, Usage
+from ragloop.core.types import Citation, EventKind, Hit, RunStatus, Usage
 from ragloop.llm.base import ChatResponse, Finish, ModelTraits, ToolCall
 from ragloop.llm.scripted import ScriptedChat
 from ragloop.offline.answerer import ExtractiveAnswerer
@@ -68,7 +68,7 @@ def test_a_model_that_never_stops_hits_the_ceiling_and_still_answers(small_kb) -
     assert BUDGET_NOTICE in step3_tool_msgs[-1].content
     assert all(BUDGET_NOTICE not in m.content for m in step3_tool_msgs[:-1])
     assert result.answer.startswith("Approvals above £2,500")
-    assert result.citations[0]["doc_id"] == "policies/travel.md"
+    assert result.citations[0].doc_id == "policies/travel.md"
     lines = [log_line(e) for e in events if e.kind == EventKind.TOOL_CALL]
     assert lines[0].startswith('step=1 tool=search_knowledge_base'
                                ' query="Who approves big travel expenses?" chunks=')
@@ -119,7 +119,7 @@ def test_fetch_section_and_invalid_citations_are_removed(small_kb) -> None:
     result = engine_for(small_kb, chat).ask("threshold?", route="agent", driver="tools")
     assert result.answer == "Above £2,500 the CFO approves [1]."
     assert result.invalid_citations == [7]
-    assert result.citations == [{"n": 1, "doc_id": "policies/travel.md", "section": "4.2"}]
+    assert result.citations == [Citation(n=1, doc_id="policies/travel.md", section="4.2")]
 
 
 def test_provider_failure_ends_the_run_cleanly_with_what_was_gathered(small_kb) -> None:
@@ -361,7 +361,7 @@ def test_a_passage_the_grader_did_not_keep_is_never_cited(small_kb) -> None:
     assert "cannot be cited" in chat.calls[0].messages[0].content
     assert result.invalid_citations == [n_unsure]
     assert f"[{n_unsure}]" not in result.answer and "[1]" in result.answer
-    assert [c["doc_id"] for c in result.citations] == [kept]
+    assert [c.doc_id for c in result.citations] == [kept]
 
 
 def test_only_the_run_template_writes_the_answer_and_the_first_search() -> None:

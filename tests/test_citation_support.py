@@ -154,7 +154,7 @@ def test_a_run_drops_and_reports_a_citation_its_passage_does_not_support(example
     assert result.answer.endswith("The S200 carries a 12-year warranty.")
     assert result.answer.count("[1]") == 1  # the first sentence keeps its citation
     assert result.unsupported == [{"n": 1, "sentence": "The S200 carries a 12-year warranty."}]
-    assert [c["n"] for c in result.citations] == [1]
+    assert [c.n for c in result.citations] == [1]
     assert result.citation_support == {"checked": 2, "supported": 1, "claims": 2,
                                        "uncited_claims": 0, "all_supported": False}
     # on the answer event, as streamed and as stored

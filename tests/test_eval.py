@@ -147,6 +147,36 @@ def test_router_accuracy_and_by_type(records) -> None:
     assert report["by_type"]["simple"]["router"]["n"] == 2
 
 
+def test_lost_and_gained_against_single_shot_per_type() -> None:
+    """lost@k: single-shot's first k held every gold document and the agent's do not;
+    gained@k the reverse; paired by question id, at k and at 5, in the report's tables."""
+    five = [B, D, "e.md", "f.md", "g.md"]
+    records = [
+        rec("single", "bridge", [A], [A, B], qid="q1"),
+        rec("agent", "bridge", [A], [*five, A], qid="q1"),  # lost at 5, kept at 10
+        rec("single", "bridge", [A, C], [*five, A], qid="q2"),
+        rec("agent", "bridge", [A, C], [A, C], qid="q2"),  # gained at 5 and at 10
+        rec("single", "comparison", [A], [A], qid="q3"),
+        rec("agent", "comparison", [A], [B], qid="q3"),  # lost at both
+        rec("agent", "comparison", [A], [A], qid="q4"),  # single-shot did not run it
+    ]
+    report = build_report(records, 10)
+    agent = report["paths"]["agent"]
+    assert (agent["lost@5"], agent["lost@10"]) == (2, 1)
+    assert (agent["gained@5"], agent["gained@10"]) == (1, 1)
+    assert agent["lost@10_pct"] == pytest.approx(100 / 3)
+    assert agent["all_gold@5"] == pytest.approx(2 / 4)
+    bridge = report["by_type"]["bridge"]["agent"]
+    assert (bridge["lost@5"], bridge["gained@5"], bridge["lost@10"]) == (1, 1, 0)
+    assert report["paths"]["single"]["lost@10"] == 0
+    text = markdown(report)
+    assert "lost@10" in text and "agent lost@5" in text and "agent gained@10" in text
+    # without a single-shot path there is nothing to lose against
+    alone = build_report([r for r in records if r["path"] == "agent"], 10)
+    assert "lost@10" not in alone["paths"]["agent"]
+    assert "agent lost@5" not in markdown(alone)
+
+
 def test_answer_normalisation_and_f1() -> None:
     assert normalize_answer("The limit is £2,500 [3].") == "limit is £ 2500"
     assert exact_match("£2,500", "Above £2500, the CFO approves [1].")
@@ -775,11 +805,12 @@ def test_warm_up_loads_the_model_even_when_its_text_is_cached(small_kb_template,
         kb.embedder.embed(["warm-up"])  # now cached in the knowledge base
     with KnowledgeBase.open(folder) as kb:
         inner = kb.embedder.inner
-        assert inner._model is None
+        assert inner._model is None and inner._numpy_model is None
         kb.embedder.embed(["warm-up"])
-        assert inner._model is None  # a cache hit loads nothing
+        assert inner._model is None and inner._numpy_model is None  # a cache hit loads nothing
         _warm_up(SimpleNamespace(kb=kb))
-        assert inner._model is not None
+        # a question's embedding is short: the numpy query path is the model the runs use
+        assert inner._numpy_model is not None
 
 
 def _t9_beir(tmp_path, queries: list[dict]) -> Path:

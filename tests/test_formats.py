@@ -134,7 +134,7 @@ def test_a_question_per_file_is_answered_citing_the_right_section(kb, samples, s
     misses = []
     for doc_id, question, section in cases:
         result = engine.ask(question)
-        cited = {(c["doc_id"], c["section"]) for c in result.citations}
+        cited = {(c.doc_id, c.section) for c in result.citations}
         if result.status != RunStatus.ANSWERED or (doc_id, section) not in cited:
             misses.append((doc_id, question, result.status, sorted(cited), result.answer))
     assert not misses, misses

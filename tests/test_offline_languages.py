@@ -76,7 +76,7 @@ def test_an_italian_kb_plans_and_answers_with_the_italian_words(italian_kb: Path
     assert plans == ["Qual è il fatturato del Q3 2024?"]
     assert result.status == "answered"
     assert "euro 12 milioni" in result.answer
-    assert "relazione.md" in {c["doc_id"] for c in result.citations}
+    assert "relazione.md" in {c.doc_id for c in result.citations}
     # the answerer reads "euro 12 milioni" as money (it.json's currency and scale words): the
     # two sources that disagree are told apart
     assert any("12 milioni" in c and "14 milioni" in c for c in result.conflicts)

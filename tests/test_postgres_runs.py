@@ -152,7 +152,7 @@ def test_engine_records_its_runs_in_postgres(pg_small_url) -> None:
         assert isinstance(engine.runs, PgRunStore)
         result = engine.ask("Who approves expenses above £2,500?", route="single")
         assert result.status == RunStatus.ANSWERED
-        assert any(c["doc_id"] == "policies/travel.md" for c in result.citations)
+        assert any(c.doc_id == "policies/travel.md" for c in result.citations)
         run = engine.runs.get(result.run_id)
         assert run["status"] == RunStatus.ANSWERED
         kinds = [e.kind for e in engine.runs.events(result.run_id)]

@@ -7,6 +7,7 @@ and the listener (SSE, CLI, eval)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -19,11 +20,12 @@ from ragloop.agent.search_grade import GradedSearch, search_and_grade
 from ragloop.agent.template import SINGLE_DEPTH_PER_DOC, Driver, RunTemplate, SingleShot
 from ragloop.agent.tools import Toolbox
 from ragloop.agent.tools_driver import ToolsDriver
+from ragloop.agent.tracing import observed, traced_runs
 from ragloop.core.config import Settings
 from ragloop.core.decisions import Answerer, Grader, Planner, Rewriter, Route
 from ragloop.core.errors import ConfigError
 from ragloop.core.events import Event, RouteEvent
-from ragloop.core.types import RunStatus
+from ragloop.core.types import Citation, RunStatus
 from ragloop.core.unicode import clean_text
 from ragloop.kb import KnowledgeBase
 from ragloop.llm import make_chat_model
@@ -53,9 +55,9 @@ class Components:
     def from_settings(cls, settings: Settings, driver: str | None = None,
                       chat: ChatModel | None = None,
                       grader_chat: ChatModel | None = None) -> Components:
-        chat = chat or make_chat_model(settings.model, settings)
-        grader_chat = grader_chat or (make_chat_model(settings.grader_model, settings)
-                                      if settings.grader_model else chat)
+        chat = observed(chat or make_chat_model(settings.model, settings))
+        grader_chat = observed(grader_chat or (make_chat_model(settings.grader_model, settings)
+                                               if settings.grader_model else chat))
         driver = driver or ("tools" if chat is not None else "pipeline")
         if driver not in DRIVERS:
             raise ConfigError(f"--driver must be one of {', '.join(DRIVERS)}, not {driver!r}")
@@ -85,7 +87,10 @@ def _route(question: str, kb: KnowledgeBase, route: str) -> Route:
 
 
 class Engine:
-    """Answers questions against one knowledge base and records every run."""
+    """Answers questions against one knowledge base and records every run.
+
+    `Engine(kb).ask(question)` runs offline with the settings' defaults; pass `settings`
+    (`Settings(model="anthropic:…")`, or RAGLOOP_MODEL in the environment) for a model."""
 
     def __init__(self, kb: KnowledgeBase, settings: Settings | None = None,
                  runs: RunStore | None = None, *, chat: ChatModel | None = None,
@@ -99,8 +104,9 @@ class Engine:
         self.grader_chat = grader_chat
         self.grader = grader
         self.settings = settings or kb.settings
-        # the knowledge base's own run store (closed with it) unless one is given
-        self.runs: RunStore = runs if runs is not None else kb.backend.runs
+        # the knowledge base's own run store (closed with it) unless one is given; each run
+        # also sent as a trace when OTEL_EXPORTER_OTLP_ENDPOINT is set (agent/tracing.py)
+        self.runs: RunStore = traced_runs(runs if runs is not None else kb.backend.runs)
         self.source = source
         self._search_grader: Grader | None = None
 
@@ -198,6 +204,15 @@ class Engine:
     def ask(self, question: str, *, route: str = "auto", driver: str | None = None,
             max_steps: int | None = None, on_event: Callable[[Event], None] | None = None,
             run_id: str | None = None) -> RunResult:
+        """Answer `question` from the knowledge base, citing a document and section for each
+        claim, and record the run in the run store.
+
+        `route`: "auto" (the router decides), "single" (one search, one answer) or "agent"
+        (the loop). `driver`: "tools" (the model calls the tools) or "pipeline" (plan, search,
+        grade, rewrite; the offline default). `max_steps`: the ceiling (settings' default).
+        `on_event`: called with each typed event (`ragloop.core.events`) as it happens.
+        Returns a `RunResult`; raises `UserError` subclasses for bad arguments and
+        `RunFailed` only where the run could not end with an answer."""
         if route not in ROUTES:
             raise ConfigError(f"--route must be one of {', '.join(ROUTES)}, not {route!r}")
         settings = self.settings.with_(max_steps=max_steps)
@@ -236,7 +251,8 @@ class Engine:
         result = RunResult(
             run_id=run_id, question=question, status=outcome.status, route=run.route.route,
             route_reason=run.route.reason, driver=run.driver, model=model_name,
-            answer=outcome.checked.text, citations=outcome.checked.citations,
+            answer=outcome.checked.text,
+            citations=[Citation.from_dict(c) for c in outcome.checked.citations],
             invalid_citations=outcome.checked.invalid, missing=outcome.missing,
             conflicts=outcome.conflicts, steps=ctx.step, max_steps=settings.max_steps,
             usage=ctx.usage, latency_s=ctx.elapsed(),
@@ -250,6 +266,20 @@ class Engine:
             citation_support=outcome.checked.support, declined=outcome.declined)
         self.runs.finish(run_id, result.to_dict())
         return result
+
+    async def aask(self, question: str, *, route: str = "auto", driver: str | None = None,
+                   max_steps: int | None = None,
+                   on_event: Callable[[Event], None] | None = None,
+                   run_id: str | None = None) -> RunResult:
+        """`ask` for async code (a web app's handler): the same run, in a worker thread.
+
+        A thread, not a native coroutine: a run is CPU work (embedding, the offline grader)
+        between blocking calls (SQLite, the model SDKs' sync clients), so a native version
+        would need async twins of every store and provider and would still block the loop
+        on the CPU work. The stores lock their connections, so runs may go in parallel (the
+        server runs them the same way). `on_event` is called from that thread."""
+        return await asyncio.to_thread(self.ask, question, route=route, driver=driver,
+                                       max_steps=max_steps, on_event=on_event, run_id=run_id)
 
 
 @dataclass

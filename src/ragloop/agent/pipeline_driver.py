@@ -5,31 +5,33 @@ whole run needs no generative model. Steps count tool calls; the last step is th
 
 Order of work: the run template plans (this driver's planner) and makes step 1, single-shot's
 own search (the whole question, single-shot's depth; agent/template.py); every other
-sub-question gets its first search; then the one-passage documents the question
-names by title that the searches did not bring; then, round-robin while steps remain, for parts
-not answered yet a pointer read (a cut-off chunk's section, a one-passage document a kept chunk
-names) or else a rewrite from the gap,
-until the gap stops narrowing. A part the grader judged enough is done: a spare step for it
+sub-question that single-shot's results do not answer gets its first search; then the
+one-passage documents the question names by title that the searches did not bring; then,
+round-robin while steps remain, for parts not answered yet a pointer read (a cut-off chunk's
+section, a one-passage document a kept chunk names) or else a rewrite from the gap, until the
+gap stops narrowing. A part the grader judged enough is done: a spare step for it
 helped on HotpotQA but lost ground on the held-out hard set, so there is none. A re-query's
 hits are graded against the re-query too, so a second hop is not discarded for sharing little
 with the question. Only relevant chunks are confirmed evidence; a part the run could not answer
 also shows the nearest passages of its own first search (one per document it does not hold
 yet), unconfirmed, unless the part names a code no passage mentions.
 The evidence is finally renumbered best-supported first, sub-questions interleaved, and
-single-shot's documents keep their places unless the grader is sure they are irrelevant
-(`_keep_single_shot`).
+single-shot's documents keep their places unless a document the run reached through evidence
+of a hop takes the place of one the grader did not keep (`agent/placement.py`: the run notes
+why it reached each document, `Hop`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ragloop.agent import placement
 from ragloop.agent.evidence import Ledger
 from ragloop.agent.failures import CONTINUES
+from ragloop.agent.placement import Hop
 from ragloop.agent.run import RunContext, Steps
 from ragloop.agent.search_grade import (
     GradedSearch,
-    confidently_irrelevant,
     document_scores,
     grade_event,
     search_and_grade,
@@ -45,7 +47,7 @@ from ragloop.core.decisions import (
     Planner,
     Rewriter,
 )
-from ragloop.core.events import RewriteEvent, ToolCallEvent
+from ragloop.core.events import PlacementEvent, RewriteEvent, ToolCallEvent
 from ragloop.core.types import Hit
 from ragloop.offline.text import ENGLISH_READING, Reading, term_set
 
@@ -69,6 +71,9 @@ NEAREST_DOCS = 3
 NEAREST_PRIORITY = -1.0
 # The sub-question index of the whole question's own search when the plan has several parts.
 WHOLE_QUESTION = -1
+# A part single-shot's search already answers (graded against the part) gets no search of its
+# own: the depth follows the parts left open.
+DEPTH_FOLLOWS_PARTS = True
 
 
 def gap_size(missing: str, rd: Reading) -> int:
@@ -162,8 +167,14 @@ class PipelineDriver:
         self._single_docs: list[str] = []
         self._single_hits: list[Hit] = []
         self._doc_score: dict[str, float] = {}
+        # why the run reached each document, the parts single-shot leaves open (agent/placement.py)
+        self._reached: dict[str, set[Hop]] = {}
+        self._open: set[int] = set()
+        self._placement: placement.Placement | None = None
         parts = self._parts
+        self._multi_part = len(parts) > 1
         whole = parts[0] if len(parts) == 1 else Part(WHOLE_QUESTION, ctx.question)
+        self._whole = whole
         first = ctx.first
         assert first is not None
         whole.tried.append(first.query)
@@ -189,9 +200,11 @@ class PipelineDriver:
         asked = {h.chunk_id: h.grade_score or 0.0 for h in [*grade.kept, *grade.discarded]}
         if query.strip().lower() != part.question.strip().lower():
             grade = self._with_query_grade(grade, query, hits)
-        grade = self._with_pointed(part, grade, asked)
+        grade = self._with_pointed(ctx, part, grade, asked)
         known = {h.chunk_id for h in part.kept}
+        held = {e.doc_id for e in ctx.ledger.items}
         for h in grade.kept:
+            self._note_search_hop(ctx, part, query, h, new=h.doc_id not in held)
             n = ctx.ledger.add_hit(h, ctx.step, part.index)
             self._rank(n, asked.get(h.chunk_id, h.grade_score or 0.0))
             if h.chunk_id not in known:
@@ -220,22 +233,54 @@ class PipelineDriver:
         discarded = [h for h in grade.discarded if h.chunk_id not in kept]
         return Grade(ordered, discarded, grade.enough, grade.missing, grade.next_query)
 
-    def _with_pointed(self, part: Part, grade: Grade, asked: dict[int, float]) -> Grade:
+    def _note(self, doc_id: str, hop: Hop) -> None:
+        self._reached.setdefault(doc_id, set()).add(hop)
+
+    def _note_search_hop(self, ctx: RunContext, part: Part, query: str, hit: Hit,
+                         new: bool) -> None:
+        """Why a searched hit was kept: its own sub-question's first search, a re-query that
+        names the title of a document the run did not hold yet (a bridge: the name came
+        from a kept chunk of another document), the rewriter's re-query; and a part
+        single-shot left open."""
+        if part.index in self._open:
+            self._note(hit.doc_id, Hop.COVERS_PART)
+        if query.strip().lower() == part.question.strip().lower():
+            if part.index >= 0 and self._multi_part:
+                self._note(hit.doc_id, Hop.SECOND_HOP)
+        elif query.strip().lower() != ctx.question.strip().lower():
+            title = hit.doc_title or hit.section_title
+            bridge = new and query_names_title(query, title) \
+                and not query_names_title(ctx.question, title)
+            self._note(hit.doc_id, Hop.BRIDGE if bridge else Hop.REQUERY)
+
+    def _note_pointer(self, ctx: RunContext, doc_id: str, title: str, source: str) -> None:
+        """A document reached through what a kept chunk of another document names: a pointer
+        when the question does not name it too."""
+        if doc_id != source:
+            named = query_names_title(ctx.question, title)
+            self._note(doc_id, Hop.NAMED if named else Hop.POINTER)
+
+    def _with_pointed(self, ctx: RunContext, part: Part, grade: Grade,
+                      asked: dict[int, float]) -> Grade:
         """A discarded hit that a kept chunk points to (the one-passage document it names, its
         own cut-off section) is the next hop already in hand: kept, ranked just below the
         chunk that points to it, with no fetch step spent on it."""
         if not grade.discarded:
             return grade
         pointers: dict[tuple[str, str], float] = {}
+        sources: dict[tuple[str, str], str] = {}
         for h in sorted([*grade.kept, *part.kept], key=lambda h: -(h.grade_score or 0.0)):
             source = asked.get(h.chunk_id, h.grade_score or 0.0)
             for target in self._targets(h, part.question):
                 pointers.setdefault(target, source - POINTER_DISCOUNT)
+                sources.setdefault(target, h.doc_id)
         promoted = [h for h in grade.discarded if (h.doc_id, h.section) in pointers]
         if not promoted:
             return grade
         for h in promoted:
             asked[h.chunk_id] = pointers[(h.doc_id, h.section)]
+            self._note_pointer(ctx, h.doc_id, h.doc_title or h.section_title,
+                               sources[(h.doc_id, h.section)])
         kept = [*grade.kept, *(replace(h, verdict="relevant") for h in promoted)]
         discarded = [h for h in grade.discarded if h not in promoted]
         return Grade(kept, discarded, grade.enough, grade.missing, grade.next_query)
@@ -252,7 +297,7 @@ class PipelineDriver:
 
     def _read(self, ctx: RunContext, part: Part, doc_id: str, section: str,
               priority: float, follow: float | None = None,
-              reason: str | None = None) -> Steps[None]:
+              reason: str | None = None, source: str | None = None) -> Steps[None]:
         """Fetch a section into the evidence at `priority`; it joins the part's kept hits
         with grade `follow` (default: priority), which ranks the hits its pointers promote."""
         ctx.step += 1
@@ -266,6 +311,13 @@ class PipelineDriver:
             return
         n = ctx.ledger.add_section(found, ctx.step, part.index)
         self._rank(n, priority)
+        title = found.title_path[0] if found.title_path else found.title
+        if source is None:
+            self._note(found.doc_id, Hop.NAMED)
+        else:
+            self._note_pointer(ctx, found.doc_id, title, source)
+        if part.index in self._open:
+            self._note(found.doc_id, Hop.COVERS_PART)
         # what was read is kept evidence too: its names feed re-queries, and discarded hits
         # it points to are kept
         part.kept.append(Hit(chunk_id=-n, doc_id=found.doc_id, section=found.section,
@@ -311,7 +363,8 @@ class PipelineDriver:
                 score = (hit.grade_score or 0.0) - POINTER_DISCOUNT
                 yield from self._read(
                     ctx, part, doc_id, section, score, follow=score - CHAIN_DISCOUNT,
-                    reason=f"a kept chunk of {hit.doc_id} §{hit.section} points here")
+                    reason=f"a kept chunk of {hit.doc_id} §{hit.section} points here",
+                    source=hit.doc_id)
                 return True
         return False
 
@@ -340,12 +393,13 @@ class PipelineDriver:
             if len(docs) >= NEAREST_DOCS:
                 break
 
-    def _final_evidence(self, ctx: RunContext) -> None:
+    def _final_evidence(self, ctx: RunContext) -> PlacementEvent:
         """Renumber the evidence best-supported first: per sub-question by grade (a section
         read through a pointer right after the chunk that pointed to it), sub-questions
         interleaved, so the first k documents hold the best of every part; unconfirmed
         nearest passages come after all of them. Then single-shot's documents are put back in
-        their places (see `_keep_single_shot`)."""
+        their places, save those a document reached through a hop takes
+        (`_keep_single_shot`)."""
         ordered = []
         for confirmed in (True, False):
             queues: dict[int, list] = {}
@@ -365,36 +419,27 @@ class PipelineDriver:
                                section_title=e.section_title, text=e.text), e.step,
                            e.sub_question, e.confirmed)
         ctx.ledger = ledger
+        made = self._placement
+        return PlacementEvent(places=[p.to_dict() for p in made.places] if made else [],
+                              given_up=made.given_up if made else [])
 
     def _keep_single_shot(self, ctx: RunContext, ordered: list[Evidence]) -> list[Evidence]:
-        """Never worse than single-shot: for every k, the first k documents of the evidence
-        hold single-shot's first k documents, except those the grader is sure are irrelevant
-        (CONFIDENT_IRRELEVANT); what the run confirmed beyond single-shot takes their places,
-        then follows. A single-shot document the run did not keep stays as unconfirmed evidence
-        (its best passage of that search): it counts for retrieval, never as support."""
+        """Single-shot's first documents keep their places, save those the placement policy
+        gives up (agent/placement.py) to documents the run reached through a hop; a
+        single-shot document the run did not keep stays as unconfirmed evidence (its best
+        passage of that search): it counts for retrieval, never as support."""
         single = self._single_docs
         if not single:
             return ordered
         by_doc: dict[str, list[Evidence]] = {}
         for e in ordered:
             by_doc.setdefault(e.doc_id, []).append(e)
-        confirmed = {e.doc_id for e in ordered if e.confirmed}
-        irrelevant = {d for d in single if d not in confirmed
-                      and confidently_irrelevant(d, self._doc_score)}
-        # only what the run confirmed may take a single-shot document's place; a place no
-        # confirmed find takes stays with single-shot's document
-        found = [d for d in by_doc if d not in single and d in confirmed]
-        extra = iter(found)
-        docs: list[str] = []
-        for d in single:
-            nxt = next(extra, None) if d in irrelevant else None
-            docs.append(nxt if nxt is not None else d)
-        docs += list(extra)
-        docs += [d for d in by_doc if d not in docs]
-        docs += [d for d in single if d not in docs]
+        self._placement = placement.place(
+            single, list(by_doc), self._reached, self._doc_score,
+            {e.doc_id for e in ordered if e.confirmed}, policy=placement.DEFAULT_POLICY)
         out: list[Evidence] = []
         step = ctx.ledger.items[0].step if ctx.ledger.items else 1
-        for d in docs:
+        for d in self._placement.order:
             if d in by_doc:
                 out.extend(by_doc[d])
             else:
@@ -403,6 +448,30 @@ class PipelineDriver:
                                     section_title=hit.section_title, text=hit.text,
                                     step=step, sub_question=WHOLE_QUESTION, confirmed=False))
         return out
+
+    def _open_parts(self, ctx: RunContext, parts: list[Part], whole: Part) -> Steps[None]:
+        """Which parts single-shot's documents leave open: its search graded against the
+        part keeps nothing. A part they answer (the grader says enough) needs no search of
+        its own (DEPTH_FOLLOWS_PARTS): what single-shot found for it joins the evidence, and
+        the run spends no step on it."""
+        for part in parts:
+            if part is whole:
+                covered = bool(whole.last_grade and whole.last_grade.kept)
+                if not covered:
+                    self._open.add(part.index)
+                continue
+            grade = self.grader.grade(part.question, self._single_hits)
+            if not grade.kept:
+                self._open.add(part.index)
+            elif DEPTH_FOLLOWS_PARTS and grade.enough:
+                part.last_grade = grade
+                part.tried.append(part.question)
+                part.first_hits = self._single_hits
+                document_scores(grade, into=self._doc_score)
+                for h in grade.kept:
+                    self._rank(ctx.ledger.add_hit(h, 1, part.index), h.grade_score or 0.0)
+                    part.kept.append(h)
+                yield grade_event(part.question, part.index, self._single_hits, grade)
 
     def _follow_up(self, ctx: RunContext, part: Part) -> Steps[bool]:
         """One more step for a part that is not answered yet: fetch a pointer, else re-query."""
@@ -434,6 +503,7 @@ class PipelineDriver:
         # step 1 was single-shot's own search (the whole question, single-shot's depth,
         # `place_first`): the run starts from the evidence single-shot would answer from
         parts = self._parts
+        yield from self._open_parts(ctx, parts, self._whole)
         # every other part gets its first search before any part gets a second
         for part in parts:
             if ctx.tool_steps_left and not part.tried:
@@ -451,7 +521,7 @@ class PipelineDriver:
                     progressed = (yield from self._follow_up(ctx, part)) or progressed
         for part in parts:
             self._add_nearest(ctx, part)
-        self._final_evidence(ctx)
+        yield self._final_evidence(ctx)
         unanswered = [p for p in parts if not p.enough]
         # the ceiling stopped work that could have gone on
         work_left = bool(unanswered) and not any(p.exhausted for p in unanswered)

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from ragloop.agent.evidence import CheckedAnswer, Ledger
 from ragloop.core.decisions import Grade, Plan
 from ragloop.core.events import Event, ToolCallEvent
-from ragloop.core.types import Hit, RunStatus, Usage
+from ragloop.core.types import Citation, Hit, RunStatus, Usage
 
 log = logging.getLogger("ragloop.agent")
 
@@ -49,6 +49,15 @@ def log_line(event: Event) -> str | None:
 
 @dataclass
 class RunResult:
+    """What `Engine.ask` returns: the answer, its citations, and how the run went.
+
+    `answer` carries `[n]` markers; each `Citation` in `citations` says which document and
+    section `[n]` points to. `status` is one of `RunStatus` (answered, truncated,
+    unanswerable, needs_input, refused, failed); `missing` lists the parts the answer says it
+    could not find. `usage` counts the model calls (tokens, cost; zeros offline), `evidence`
+    every passage the run gathered, numbered as the answer cites them. `to_dict()` is the JSON
+    the HTTP API and the run store show."""
+
     run_id: str
     question: str
     status: RunStatus
@@ -57,7 +66,7 @@ class RunResult:
     driver: str
     model: str
     answer: str
-    citations: list[dict[str, Any]]
+    citations: list[Citation]
     invalid_citations: list[int]
     missing: list[str]
     conflicts: list[str]
@@ -79,7 +88,8 @@ class RunResult:
         return {
             "run_id": self.run_id, "question": self.question, "status": str(self.status),
             "route": self.route, "route_reason": self.route_reason, "driver": self.driver,
-            "model": self.model, "answer": self.answer, "citations": self.citations,
+            "model": self.model, "answer": self.answer,
+            "citations": [c.to_dict() for c in self.citations],
             "invalid_citations": self.invalid_citations, "missing": self.missing,
             "conflicts": self.conflicts, "steps": self.steps, "max_steps": self.max_steps,
             "usage": self.usage.to_dict(), "latency_s": round(self.latency_s, 3),

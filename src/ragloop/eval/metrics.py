@@ -25,6 +25,11 @@ OUT/results.jsonl alone. Conventions:
   answer as written): `citation_precision` is the share of (claim, cited passage) pairs whose
   passage supports the claim; `all_claims_supported` the share of answers stating anything
   whose every claim is cited and every citation supported.
+- Against single-shot (every path beside a `single` one, paired by question id):
+  `lost@k` counts the questions whose gold documents were all in single-shot's first k and
+  are not all in the path's first k, `gained@k` the reverse; `_pct` beside each is its share
+  of the questions with gold documents. They are figured at k and at 5 (the issue-27
+  objective is all-gold at both, per type, with lost small), with `all_gold@5` beside them.
 - A metric with nothing to count is None.
 """
 
@@ -276,16 +281,52 @@ def citation_figures(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def against_single(records: Sequence[dict[str, Any]], single: dict[str, dict[str, Any]],
+                   ks: Sequence[int]) -> dict[str, Any]:
+    """lost@k and gained@k of a path's records against single-shot's record of the same
+    question (see the module notes); questions single-shot did not run are not counted."""
+    out: dict[str, Any] = {}
+    with_gold = [r for r in records if r.get("gold") and r.get("answerable", True)]
+    paired = [(r, single[str(r["qid"])]) for r in with_gold if str(r.get("qid")) in single]
+    for k in ks:
+        lost = sum(recall_all(s.get("docs") or [], r["gold"], k)
+                   and not recall_all(r.get("docs") or [], r["gold"], k) for r, s in paired)
+        gained = sum(recall_all(r.get("docs") or [], r["gold"], k)
+                     and not recall_all(s.get("docs") or [], r["gold"], k) for r, s in paired)
+        out[f"lost@{k}"] = lost if paired else None
+        out[f"gained@{k}"] = gained if paired else None
+        out[f"lost@{k}_pct"] = 100.0 * lost / len(paired) if paired else None
+        out[f"gained@{k}_pct"] = 100.0 * gained / len(paired) if paired else None
+        if f"all_gold@{k}" not in out:
+            out[f"all_gold@{k}"] = share([recall_all(r.get("docs") or [], r["gold"], k)
+                                          for r in with_gold])
+    return out
+
+
+def _figures(records: Sequence[dict[str, Any]], k: int,
+             single: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
+    figures = summarize(records, k)
+    if single is not None:
+        ks = sorted({5, k}) if k > 5 else [k]
+        figures.update({key: value for key, value in against_single(records, single,
+                                                                      ks).items()
+                        if key not in figures})
+    return figures
+
+
 def build_report(records: Sequence[dict[str, Any]], k: int,
                  paths: Sequence[str] | None = None) -> dict[str, Any]:
-    """`{"k", "paths": {path: figures}, "by_type": {type: {path: figures}}}`."""
+    """`{"k", "paths": {path: figures}, "by_type": {type: {path: figures}}}`; with a
+    `single` path, every path's figures hold its lost@k / gained@k against it."""
     order = list(paths) if paths else distinct(r["path"] for r in records)
     by_path = {p: [r for r in records if r["path"] == p] for p in order}
     types = sorted({r.get("type", "") for r in records})
+    single = ({str(r["qid"]): r for r in by_path["single"]} if "single" in by_path
+              else None)
     return {
         "k": k,
-        "paths": {p: summarize(rs, k) for p, rs in by_path.items()},
-        "by_type": {t: {p: summarize([r for r in rs if r.get("type", "") == t], k)
+        "paths": {p: _figures(rs, k, single) for p, rs in by_path.items()},
+        "by_type": {t: {p: _figures([r for r in rs if r.get("type", "") == t], k, single)
                         for p, rs in by_path.items()} for t in types},
     }
 

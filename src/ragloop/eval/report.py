@@ -19,6 +19,11 @@ ROWS: list[tuple[str, str, str]] = [
     ("recall@{k}", "recall@{k} (any gold doc in first {k} distinct docs)", "share"),
     ("all_gold@{k}", "all_gold@{k}", "share"),
     ("all_gold@{k}_confirmed", "all_gold@{k}, confirmed evidence only", "share"),
+    ("lost@{k}", "lost@{k} (single-shot had every gold doc, this path not)", "int"),
+    ("gained@{k}", "gained@{k} (this path has every gold doc, single-shot not)", "int"),
+    ("all_gold@5", "all_gold@5", "share"),
+    ("lost@5", "lost@5", "int"),
+    ("gained@5", "gained@5", "int"),
     ("mrr", "MRR@{k}", "num3"),
     ("recall_uncapped", "recall, uncapped evidence", "share"),
     ("section_recall@{k}", "section_recall@{k} (any gold section in those docs' evidence)",
@@ -95,8 +100,25 @@ def markdown(report: dict[str, Any]) -> str:
                               *(fmt(per_path[p].get(c), "share") for c in columns
                                 for p in paths)])
         text += "\n\n" + _table(header, type_rows)
+        if "single" in paths:
+            text += "\n\n" + _against_single_by_type(report, paths)
         text += "\n\n" + _steps_and_citations_by_type(report, paths)
     return text
+
+
+def _against_single_by_type(report: dict[str, Any], paths: list[str]) -> str:
+    """Per type, at 5 and at k: single-shot's all-gold, then each other path's all-gold, lost
+    and gained against it."""
+    k = report["k"]
+    ks = sorted({5, k}) if k > 5 else [k]
+    columns = [(kk, p, c) for kk in ks for p in paths
+               for c in (("all_gold",) if p == "single" else ("all_gold", "lost", "gained"))]
+    header = ["type", *(f"{p} {c}@{kk}" for kk, p, c in columns)]
+    rows = [[t or "(none)", *(fmt(per_path[p].get(f"{c}@{kk}"),
+                                  "share" if c == "all_gold" else "int")
+                              for kk, p, c in columns)]
+            for t, per_path in report["by_type"].items()]
+    return _table(header, rows)
 
 
 # per type: the step ceiling and the citations, beside the retrieval table above

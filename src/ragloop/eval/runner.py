@@ -112,8 +112,7 @@ def make_record(question: EvalQuestion, path: str, result: RunResult,
         "confirmed_docs": distinct(str(e["doc_id"]) for e in result.evidence
                                    if e.get("confirmed", True)),
         "sections": distinct(f"{e['doc_id']}§{e['section']}" for e in result.evidence),
-        "citations": [{"n": c["n"], "doc_id": c["doc_id"], "section": c["section"]}
-                      for c in result.citations],
+        "citations": [c.to_dict() for c in result.citations],
         "steps": result.steps, "max_steps": result.max_steps,
         "latency_s": round(float(result.latency_s), 4),
         "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,

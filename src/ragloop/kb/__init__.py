@@ -115,10 +115,12 @@ class KnowledgeBase:
     def ingest(self, paths: Iterable[str | Path] | str | Path,
                progress: bool = False, admit: Admit | None = None,
                tags: Iterable[str] = (), private_urls: bool = False) -> IngestReport:
-        """Files, folders and web page URLs. `admit`: see ingest_paths (which existing
-        documents this ingest may replace); `tags`: added to every document's `tags` metadata
-        (what `--tag` filters match); `private_urls`: allow URLs on loopback and private
-        addresses (an intranet), which are refused by default."""
+        """Read, chunk, embed and index files, folders (Markdown, text, HTML, PDF, Office,
+        e-books, …) and web page URLs. Idempotent by content hash: an unchanged file is skipped,
+        a changed one replaced. `admit`: see ingest_paths (which existing documents this ingest
+        may replace); `tags`: added to every document's `tags` metadata (what `--tag` filters
+        match); `private_urls`: allow URLs on loopback and private addresses (an intranet),
+        which are refused by default."""
         from ragloop.ingest.pipeline import ingest_paths
 
         if isinstance(paths, str | Path):
@@ -155,8 +157,10 @@ class KnowledgeBase:
 
     def search(self, query: str, k: int | None = None, mode: Mode = "hybrid",
                filter: Filter | None = None) -> list[Hit]:
-        """`filter`: only hits from the documents it selects (applied inside both indexes:
-        k hits come back whenever k chunks of those documents match)."""
+        """The `k` best chunks for `query` (settings' search_k by default), best first.
+        `mode`: "hybrid" (BM25 and vectors, fused), "bm25" (no model loaded) or "vector";
+        `filter`: only hits from the documents it selects (applied inside both indexes: k hits
+        come back whenever k chunks of those documents match)."""
         if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
             raise UserError(f"k (the number of hits) must be a whole number of at least 1,"
                             f" not {k!r}")
@@ -173,6 +177,8 @@ class KnowledgeBase:
                              within)
 
     def section(self, doc_id: str, section: str) -> SectionInfo:
+        """One section's full text (a heading with no text of its own: its subsections).
+        Raises NotFoundError naming the doc_ids or sections there are."""
         found = self.store.section(doc_id, str(section))
         if found is not None:
             return found
@@ -187,9 +193,11 @@ class KnowledgeBase:
         raise NotFoundError(f"Document {doc_id!r} has no section {section!r}; its sections: {ids}")
 
     def sections(self, doc_id: str) -> list[SectionInfo]:
+        """A document's sections in reading order."""
         return self.store.sections(doc_id)
 
     def documents(self) -> list[DocumentInfo]:
+        """Every document: doc_id, title, source, section and chunk counts."""
         return self.store.documents()
 
     def remove(self, doc_id: str) -> bool:

@@ -27,6 +27,19 @@ SENTENCES_PER_PART = 2
 EMBED_CANDIDATES = 24
 # Nearest unconfirmed passages listed beside the answer for a part it cannot answer.
 CLOSEST_PER_PART = 3
+# A sentence's meaning score is read in its passage's context: this share is the sentence's own
+# similarity to the question, the rest its whole passage's. Alone, a sentence that names only
+# the product ("X is not certified for …") can out-score, on a small embedder, the one that
+# answers in the property's own terms ("an ingress protection rating of …") when the question
+# names the property in other words; the passage around the answer (its heading, the sentences
+# that explain it) is what retrieval ranked first. 1/3: the passage counts twice the sentence;
+# checked on the hard dev split (benchmarks/RESULTS.md, issue 31).
+SENTENCE_SHARE = 1 / 3
+# The passages of the best candidates embedded per sub-question, in a call of their own (a
+# chunk is at most a few hundred tokens, so the call stays on the numpy query path; embedding
+# every candidate's passage cost an offline run up to a second). A sentence of a passage not
+# embedded is read alone.
+PASSAGES_EMBEDDED = 4
 
 
 class ExtractiveAnswerer:
@@ -45,6 +58,7 @@ class ExtractiveAnswerer:
         out: list[tuple[int, str]] = []
         self._section = {ev.n: ev.section for ev in evidence}
         self._doc = {ev.n: ev.doc_id.lower() for ev in evidence}
+        self._passage = {ev.n: f"{ev.section_title}\n{ev.text}".strip() for ev in evidence}
         for ev in evidence:
             for sentence in rd.split_sentences(ev.text):
                 if len(sentence) > 12:
@@ -68,7 +82,12 @@ class ExtractiveAnswerer:
         if not best:
             return [0.6 * lex for lex in lexical]
         vecs = np.asarray(self.embedder.embed([question, *[cands[i][1] for i in best]]))
-        cos = dict(zip(best, (float(c) for c in vecs[1:] @ vecs[0]), strict=True))
+        own = dict(zip(best, (float(c) for c in vecs[1:] @ vecs[0]), strict=True))
+        passages = list(dict.fromkeys(cands[i][0] for i in best))[:PASSAGES_EMBEDDED]
+        around = dict(zip(passages, (float(c) for c in np.asarray(self.embedder.embed(
+            [self._passage[n] for n in passages])) @ vecs[0]), strict=True))
+        cos = {i: SENTENCE_SHARE * c + (1 - SENTENCE_SHARE) * around.get(cands[i][0], c)
+               for i, c in own.items()}
         return [0.6 * lex + 0.4 * cos.get(i, 0.0) for i, lex in enumerate(lexical)]
 
     def answer(self, question: str, sub_questions: list[str], evidence: list[Evidence]) -> Draft:
