@@ -249,15 +249,15 @@ class PipelineDriver:
                 self._note(hit.doc_id, Hop.SECOND_HOP)
         elif query.strip().lower() != ctx.question.strip().lower():
             title = hit.doc_title or hit.section_title
-            bridge = new and query_names_title(query, title) \
-                and not query_names_title(ctx.question, title)
+            bridge = new and self.reading.query_names_title(query, title) \
+                and not self.reading.query_names_title(ctx.question, title)
             self._note(hit.doc_id, Hop.BRIDGE if bridge else Hop.REQUERY)
 
     def _note_pointer(self, ctx: RunContext, doc_id: str, title: str, source: str) -> None:
         """A document reached through what a kept chunk of another document names: a pointer
         when the question does not name it too."""
         if doc_id != source:
-            named = query_names_title(ctx.question, title)
+            named = self.reading.query_names_title(ctx.question, title)
             self._note(doc_id, Hop.NAMED if named else Hop.POINTER)
 
     def _with_pointed(self, ctx: RunContext, part: Part, grade: Grade,
