@@ -34,7 +34,7 @@ from ragloop.kb import KnowledgeBase
 from ragloop.offline.clarify import clarify
 from ragloop.offline.condense import condense
 from ragloop.offline.grader import LocalGrader
-from ragloop.offline.text import reading_language
+from ragloop.offline.text import reading
 from ragloop.offline.vocabulary import vocabulary
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,7 +71,7 @@ def run_conversations(kb: KnowledgeBase, split: str, show: bool) -> dict:
             continue
         history: list[Turn] = []
         for t in conv["turns"]:
-            c = condense(history, t["q"], words)
+            c = condense(history, t["q"], words, reading(kb.language))
             queries = {"typed": t["q"], "condensed": c.question, "rewrite": t["rewrite"] or t["q"]}
             hits = {way: kb.search(q, SEARCH_K) for way, q in queries.items()}
             if t["gold_doc"]:
@@ -91,11 +91,12 @@ def run_conversations(kb: KnowledgeBase, split: str, show: bool) -> dict:
 
 def run_ambiguity(kb: KnowledgeBase, show: bool) -> dict[str, list[bool]]:
     words = vocabulary(kb.language)
-    toolbox, grader = Toolbox(kb, k=SEARCH_K), LocalGrader(kb.embedder)
+    toolbox = Toolbox(kb, k=SEARCH_K)
+    grader = LocalGrader(kb.embedder, reading=reading(kb.language))
     out: dict[str, list[bool]] = defaultdict(list)
     for q in _read(AMBIGUITY):
         graded = search_and_grade(toolbox, grader, q["q"], q["q"])
-        c = clarify(q["q"], graded.grade.kept, words)
+        c = clarify(q["q"], graded.grade.kept, words, reading(kb.language))
         out[q["type"]].append(c is not None)
         if show:
             print(f"{q['id']} {q['type']:9} {q['q']!r} -> {c.options if c else None}")
@@ -147,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", default="all", choices=("dev", "test", "all"))
     parser.add_argument("--show", action="store_true", help="print every turn and question")
     args = parser.parse_args(argv)
-    with KnowledgeBase.open(args.kb) as kb, reading_language(kb.language):
+    with KnowledgeBase.open(args.kb) as kb:
         rows = run_conversations(kb, args.split, args.show)
         amb = run_ambiguity(kb, args.show)
     print(report(rows, amb, args.split))

@@ -40,7 +40,7 @@ from ragloop.offline.grader import (
     coverage,
     select,
 )
-from ragloop.offline.text import is_code, term_set
+from ragloop.offline.text import ENGLISH_READING, term_set
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -64,10 +64,11 @@ def _jsonl(path: Path) -> list[dict]:
 
 
 def _features(question: str, hit: Hit, cos: float) -> tuple[float, float, float]:
-    terms = QuestionTerms.of(question)
-    qcodes = [e.upper() for e in terms.entities if is_code(e)]
+    # the calibration sets are English's
+    terms = QuestionTerms.of(question, ENGLISH_READING)
+    qcodes = [e.upper() for e in terms.entities if ENGLISH_READING.is_code(e)]
     ctx = context_text(hit)
-    return cos, coverage(terms, term_set(ctx)), code_penalty(qcodes, ctx)
+    return cos, coverage(terms, term_set(ctx)), code_penalty(qcodes, ctx, ENGLISH_READING)
 
 
 def beir_pairs(name: str, embedder, n: int, pool_size: int, k: int, seed: int = 0) -> list[Pair]:

@@ -34,7 +34,7 @@ def _no_gap_stop() -> None:
     import ragloop.agent.pipeline_driver as driver
 
     smaller = itertools.count(0, -1)
-    _replace(driver, "gap_size", lambda missing: next(smaller))  # every re-query "narrows"
+    _replace(driver, "gap_size", lambda missing, rd: next(smaller))  # every re-query "narrows"
 
 
 def _no_single_shot_places() -> None:
@@ -52,7 +52,7 @@ def _no_agreement() -> None:
 def _no_code_penalty() -> None:
     import ragloop.offline.grader as grader
 
-    _replace(grader, "code_penalty", lambda question_codes, hit_text: 1.0)
+    _replace(grader, "code_penalty", lambda question_codes, hit_text, rd: 1.0)
 
 
 def _no_planner_split() -> None:
@@ -76,9 +76,22 @@ def _no_title_links() -> None:
 
 def _no_absent_codes() -> None:
     import ragloop.offline.answerer as answerer
+    from ragloop.offline.text import Reading
 
-    # a code no evidence names: answer anyway
-    _replace(answerer, "absent_codes", lambda question, held: [])
+    if not hasattr(Reading, "absent_codes"):
+        raise SystemExit("Reading has no absent_codes: the rule is gone")
+
+    class AnswersAnyway(Reading):  # the answerer's reading only: the agent's check stays
+        def absent_codes(self, question: str, held: set[str]) -> list[str]:
+            return []  # a code no evidence names: answer anyway
+
+    init = answerer.ExtractiveAnswerer.__init__
+
+    def answering_anyway(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self.reading = AnswersAnyway(self.reading.code, self.reading.rules)
+
+    _replace(answerer.ExtractiveAnswerer, "__init__", answering_anyway)
 
 
 def _no_conflict_notes() -> None:

@@ -26,7 +26,7 @@ from ragloop.offline.rewriter import (
     looks_cut_off,
 )
 from ragloop.offline.router import RuleRouter, describe_scope
-from ragloop.offline.text import TitleIndex, name_spans, section_refs
+from ragloop.offline.text import ENGLISH_READING, TitleIndex
 
 DOCS = {
     "products/s200.md": """# S200 Sensor Datasheet
@@ -222,6 +222,7 @@ def test_rewriter_follows_a_bridge_entity(kb) -> None:
 
 
 def test_section_helpers(kb) -> None:
+    section_refs = ENGLISH_READING.section_refs
     assert section_refs("as defined in section 2.1 of the Data Retention Policy; see §4.2") == [
         "2.1", "4.2"]
     assert section_refs("no references here, version 4.2") == []
@@ -323,7 +324,7 @@ def test_describe_scope_names_the_documents(kb) -> None:
 def test_title_index_finds_the_longest_capitalised_title() -> None:
     index = TitleIndex([("a", "Tulsa, Oklahoma"), ("b", "Tinted Windows (album)"),
                         ("c", "Tinted Windows (band)"), ("d", "New York"),
-                        ("e", "New York City"), ("f", "The")])
+                        ("e", "New York City"), ("f", "The")], ENGLISH_READING)
     text = "The band Tinted Windows played in Tulsa, Oklahoma, then in New York City."
     assert index.named(text) == ["b", "c", "a", "e"]  # "The" is no title, NYC beats NY
     assert index.named("they moved to new york") == []  # lower case is not a name
@@ -331,15 +332,16 @@ def test_title_index_finds_the_longest_capitalised_title() -> None:
 
 
 def test_name_spans_keep_multi_word_names() -> None:
-    spans = name_spans("Trips above £2,500 must be approved by the Chief Financial Officer "
-                       "(CFO). The S200 raises E102 near the University of Tulsa.")
+    spans = ENGLISH_READING.name_spans(
+        "Trips above £2,500 must be approved by the Chief Financial Officer "
+        "(CFO). The S200 raises E102 near the University of Tulsa.")
     assert "Chief Financial Officer" in spans and "CFO" in spans
     assert "University of Tulsa" in spans and "S200" in spans
     assert "Trips" not in spans  # a capitalised word that only starts a sentence
 
 
 def test_a_query_names_the_title_of_the_page_it_looks_for() -> None:
-    from ragloop.offline.text import query_names_title
+    query_names_title = ENGLISH_READING.query_names_title
 
     assert query_names_title("Arthurdale Deckers Creek", "Arthurdale, West Virginia")
     assert query_names_title("songs by Belinda", "Belinda (singer)")  # the title is in it
@@ -362,7 +364,7 @@ def test_bridge_entities_are_whole_names(kb) -> None:
     hit = Hit(chunk_id=1, doc_id="p.md", section="4", section_title="Approvals",
               text="Trips above £2,500 must be approved by the Chief Financial Officer.")
     question = "Who, by name, approves a trip costing £3,000?"
-    assert bridge_entities(question, [hit])[0] == "Chief Financial Officer"
+    assert bridge_entities(question, [hit], ENGLISH_READING)[0] == "Chief Financial Officer"
     grade = Grade(kept=[hit], discarded=[], enough=False, missing="no kept chunk mentions: name")
     assert "Chief Financial Officer" in LocalRewriter().candidates(question, grade)
 
@@ -559,7 +561,8 @@ from continental Europe was £4.6m instead of £5.0m.
 
 
 def test_a_year_phrase_is_a_period_not_a_code() -> None:
-    from ragloop.offline.text import entities, is_code, is_period
+    en = ENGLISH_READING
+    entities, is_code, is_period = en.entities, en.is_code, en.is_period
 
     assert not is_code("mid-2025") and is_period("mid-2025") and is_period("FY2024")
     assert is_code("S200") and not is_period("S200") and is_code("Q4") and is_period("Q4")
@@ -569,14 +572,14 @@ def test_a_year_phrase_is_a_period_not_a_code() -> None:
 def test_code_penalty_checks_every_family_the_question_names() -> None:
     from ragloop.offline.grader import NO_CODE_PENALTY, WRONG_CODE_PENALTY, code_penalty
 
-    q = ["Q4", "FY2024"]
-    assert code_penalty(q, "Revenue in Q4 FY2024 was £5.0m.") == 1.0
+    q, en = ["Q4", "FY2024"], ENGLISH_READING
+    assert code_penalty(q, "Revenue in Q4 FY2024 was £5.0m.", en) == 1.0
     # the year matches, the quarter does not: another quarter's report
-    assert code_penalty(q, "Revenue in Q1 FY2024 was £4.0m.") == WRONG_CODE_PENALTY
-    assert code_penalty(q, "Revenue grew in every region.") == NO_CODE_PENALTY
-    assert code_penalty(["S200"], "The S100, S200 and S300 share a cap.") == 1.0
+    assert code_penalty(q, "Revenue in Q1 FY2024 was £4.0m.", en) == WRONG_CODE_PENALTY
+    assert code_penalty(q, "Revenue grew in every region.", en) == NO_CODE_PENALTY
+    assert code_penalty(["S200"], "The S100, S200 and S300 share a cap.", en) == 1.0
     # codes that start with a digit share no family: "10-minute" is not another "4G"
-    assert code_penalty(["4G", "S200"], "The S200 reports every 10-minute interval.") == 1.0
+    assert code_penalty(["4G", "S200"], "The S200 reports every 10-minute interval.", en) == 1.0
 
 
 def test_driver_finds_the_restatement_at_single_shot_depth(tmp_path) -> None:

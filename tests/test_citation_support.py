@@ -20,6 +20,7 @@ from ragloop.core.types import EventKind, Usage
 from ragloop.llm.base import ChatResponse
 from ragloop.llm.scripted import ScriptedChat
 from ragloop.offline.support import Passage, SupportChecker, claims
+from ragloop.offline.text import ENGLISH_READING
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "kb"
@@ -106,7 +107,7 @@ def test_the_checker_reads_other_languages() -> None:
 
 def test_claims_pair_each_citation_with_the_words_it_follows() -> None:
     found = claims("The S200 is rated IP67. [1] It weighs 180 g [2] and costs £289 [3][4].\n"
-                   "Who approves: Trips above £2,500 need the CFO [5].",
+                   "Who approves: Trips above £2,500 need the CFO [5].", ENGLISH_READING,
                    labels=["Who approves?"])
     assert [(c.text, c.cited) for c in found] == [
         ("The S200 is rated IP67.", (1,)),

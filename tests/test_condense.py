@@ -7,7 +7,7 @@ import pytest
 
 from ragloop.core.conversation import Turn, TurnKind
 from ragloop.offline.condense import condense
-from ragloop.offline.text import reading_language
+from ragloop.offline.text import reading
 from ragloop.offline.vocabulary import vocabulary
 
 EN = vocabulary("en")
@@ -15,8 +15,7 @@ EN = vocabulary("en")
 
 def ask(history: list[tuple[str, str]], question: str, code: str = "en"):
     turns = [Turn(q, answer=a) for q, a in history]
-    with reading_language(code):
-        return condense(turns, question, vocabulary(code))
+    return condense(turns, question, vocabulary(code), reading(code))
 
 
 def test_the_first_turn_is_left_as_typed() -> None:

@@ -16,7 +16,7 @@ from ragloop.agent.engine import Engine
 from ragloop.core.config import Settings
 from ragloop.core.events import PlanEvent
 from ragloop.kb import KnowledgeBase
-from ragloop.offline.text import quantities, reading_language, section_refs
+from ragloop.offline.text import ENGLISH_READING, reading
 from ragloop.offline.vocabulary import vocabulary
 
 ITALIAN = {
@@ -111,15 +111,14 @@ def test_an_english_kb_reads_english_words(small_kb) -> None:
 
 def test_the_text_helpers_read_the_language_being_read() -> None:
     sentence = "Costa euro 500, dura 3 mesi; vedi articolo 5."
-    with reading_language("it"):
-        assert [q.kind for q in quantities(sentence)] == ["money:€", "duration:mese"]
-        assert section_refs(sentence) == ["5"]
-    assert quantities(sentence) == [] and section_refs(sentence) == []  # English's words
-    with reading_language("zh"):
-        found = quantities("营业收入为人民币1200万元，期限3个月")
-        assert [(q.kind, q.value) for q in found] == [("money:¥", "1.2e+07"), ("duration:月", "3")]
-        assert section_refs("根据第5条的规定") == ["5"]
-        assert quantities("1984年6月至1985年1月任职") == []  # 6月 is June, not six months
+    it, zh, en = reading("it"), reading("zh"), ENGLISH_READING
+    assert [q.kind for q in it.quantities(sentence)] == ["money:€", "duration:mese"]
+    assert it.section_refs(sentence) == ["5"]
+    assert en.quantities(sentence) == [] and en.section_refs(sentence) == []  # English's words
+    found = zh.quantities("营业收入为人民币1200万元，期限3个月")
+    assert [(q.kind, q.value) for q in found] == [("money:¥", "1.2e+07"), ("duration:月", "3")]
+    assert zh.section_refs("根据第5条的规定") == ["5"]
+    assert zh.quantities("1984年6月至1985年1月任职") == []  # 6月 is June, not six months
 
 
 def test_every_language_file_has_the_keys_of_english() -> None:

@@ -27,7 +27,7 @@ from ragloop.offline.support import (
     answer_sentences,
     claims,
 )
-from ragloop.offline.text import content_words
+from ragloop.offline.text import ENGLISH_READING, Reading
 from ragloop.offline.vocabulary import ENGLISH_WORDS, Vocabulary
 
 
@@ -39,17 +39,18 @@ class SupportOutcome:
     summary: dict[str, Any] = field(default_factory=dict)  # offline figures for the eval
 
 
-def uncited_claims(text: str, words: Vocabulary = ENGLISH_WORDS) -> int:
+def uncited_claims(text: str, words: Vocabulary = ENGLISH_WORDS,
+                   rd: Reading = ENGLISH_READING) -> int:
     """Sentences of the answer that state something but cite nothing (a question, such as the
     part an offline answer could not answer, quoted, states nothing; nor does a sentence
-    saying what the knowledge base lacks: `words.not_claims`)."""
+    saying what the knowledge base lacks: `words.not_claims`), read in `rd`'s language."""
     n = 0
-    for sentence in answer_sentences(text):
+    for sentence in answer_sentences(text, rd):
         low = sentence.casefold()
         if CITATION.search(sentence) or any(m in low for m in words.not_claims):
             continue
         if low.startswith("note:") or low.rstrip().endswith(("?", "？")) \
-                or not content_words(CITATION.sub(" ", sentence)):
+                or not rd.content_words(CITATION.sub(" ", sentence)):
             continue
         n += 1
     return n
@@ -72,7 +73,7 @@ class CitationCheck:
     def __call__(self, text: str, evidence: Callable[[int], Evidence | None],
                  labels: Sequence[str] = ()) -> SupportOutcome:
         """`labels`: the run's sub-questions (the extractive answer's part heads)."""
-        found = [c for c in claims(text, labels)
+        found = [c for c in claims(text, self.checker.reading, labels)
                  if not any(m in c.sentence.casefold() for m in self.words.says_missing)]
         passages: dict[int, Passage] = {}
         for claim in found:
@@ -89,7 +90,8 @@ class CitationCheck:
             unchecked = any(s is None for s in said)
             verdict = {(v.claim, v.n): s for v, s in zip(offline, said, strict=True)}
         drop = {key for key, ok in verdict.items() if ok is False}
-        out = SupportOutcome(text=_remove(text, claims(text, labels), found, drop),
+        out = SupportOutcome(text=_remove(text, claims(text, self.checker.reading, labels),
+                                          found, drop),
                              unchecked=unchecked)
         seen: set[tuple[int, str]] = set()
         for claim, n in drop:
@@ -100,7 +102,7 @@ class CitationCheck:
         cited_ok: dict[str, bool] = {}
         for v in offline:
             cited_ok[v.claim.sentence] = cited_ok.get(v.claim.sentence, True) and v.supported
-        uncited = uncited_claims(text, self.words)
+        uncited = uncited_claims(text, self.words, self.checker.reading)
         out.summary = {
             "checked": len(offline), "supported": sum(v.supported for v in offline),
             "claims": len(cited_ok) + uncited, "uncited_claims": uncited,

@@ -68,16 +68,11 @@ class Components:
         return cls(chat=chat, grader_chat=grader_chat, driver=driver)
 
 
-def reading(kb: KnowledgeBase) -> str | None:
-    """The language the offline rules read for `kb`: its own. The one place that decides it:
-    the planner and router take its words (`kb_words`), and `Engine.ask` sets it for the text
-    helpers the grader, rewriter, answerer and citation checker use (`offline.reading`)."""
-    return kb.language
-
-
 def kb_words(kb: KnowledgeBase) -> Vocabulary:
-    """The offline rules' words for `kb` (English's for a language with no file)."""
-    return vocabulary(reading(kb))
+    """The offline rules' words for `kb`: its own language's (English's for a language with
+    no file). With `offline.reading(kb)` (its stop words, the text helpers' patterns), what
+    every offline component is built with: the language is passed in, never ambient."""
+    return vocabulary(kb.language)
 
 
 def _route(question: str, kb: KnowledgeBase, route: str) -> Route:
@@ -140,6 +135,7 @@ class Engine:
     def _loop_driver(self, comps: Components, grader: Grader,
                      settings: Settings) -> tuple[Driver, list[Decision]]:
         toolbox = Toolbox(self.kb, settings.search_k, settings.tool_result_chars)
+        reading = offline.reading(self.kb)
         if comps.driver == "tools":
             assert comps.chat is not None
             return ToolsDriver(comps.chat, toolbox, grader,
@@ -149,9 +145,11 @@ class Engine:
             planner = LLMPlanner(comps.chat, max_tokens=budget)
             rewriter = LLMRewriter(comps.chat, max_tokens=budget)
         else:
-            planner, rewriter = offline.planner(kb_words(self.kb)), offline.rewriter()
+            planner = offline.planner(kb_words(self.kb), reading)
+            rewriter = offline.rewriter(reading)
         driver = PipelineDriver(toolbox, planner, grader, rewriter, offline.follow_ups(self.kb),
-                                baseline_docs=settings.single_k)
+                                baseline_docs=settings.single_k,
+                                reading=reading)
         return driver, [planner, rewriter]
 
     def _citation_check(self, comps: Components) -> CitationCheck | None:
@@ -172,9 +170,8 @@ class Engine:
         if self._search_grader is None:  # made once (a model client per search would not do)
             self._search_grader = self.make_grader(Components.from_settings(
                 self.settings, None, self.chat, self.grader_chat))
-        with offline.reading(reading(self.kb)):
-            return search_and_grade(toolbox, self._search_grader, query, query, page,
-                                    search_filter)
+        return search_and_grade(toolbox, self._search_grader, query, query, page,
+                                search_filter)
 
     # -- running ------------------------------------------------------------------------
 
@@ -241,14 +238,12 @@ class Engine:
 
         ctx = RunContext(question, settings.max_steps)
         run = _Run(driver=comps.driver, citation_check=self._citation_check(comps))
-        # the offline rules read the question with the KB language's words and stop words
-        with offline.reading(reading(self.kb)):
-            try:
-                outcome = drain(self._steps(ctx, route, comps, settings, run), ctx, record)
-            except BaseException as exc:
-                self.runs.finish(run_id, {"status": RunStatus.FAILED, "error": repr(exc),
-                                          "steps": ctx.step, "latency_s": ctx.elapsed()})
-                raise
+        try:
+            outcome = drain(self._steps(ctx, route, comps, settings, run), ctx, record)
+        except BaseException as exc:
+            self.runs.finish(run_id, {"status": RunStatus.FAILED, "error": repr(exc),
+                                      "steps": ctx.step, "latency_s": ctx.elapsed()})
+            raise
         for decision in run.decisions:  # their model calls (the tools loop adds its own)
             ctx.usage.add(decision.usage)
         if run.citation_check is not None:

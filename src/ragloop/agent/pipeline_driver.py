@@ -49,7 +49,7 @@ from ragloop.core.decisions import (
 )
 from ragloop.core.events import PlacementEvent, RewriteEvent, ToolCallEvent
 from ragloop.core.types import Hit
-from ragloop.offline.text import absent_codes, content_words, query_names_title, term_set
+from ragloop.offline.text import ENGLISH_READING, Reading, term_set
 
 # Follow-up reads per sub-question (fetching named documents or cut-off sections).
 MAX_FETCHES_PER_PART = 2
@@ -76,9 +76,9 @@ WHOLE_QUESTION = -1
 DEPTH_FOLLOWS_PARTS = True
 
 
-def gap_size(missing: str) -> int:
+def gap_size(missing: str, rd: Reading) -> int:
     """How many things a grader's gap description still names (its content words)."""
-    return len(set(content_words(missing)))
+    return len(set(rd.content_words(missing)))
 
 
 def top_doc_ids(hits: list[Hit], k: int) -> list[str]:
@@ -123,11 +123,13 @@ class PipelineDriver:
     grades_whole_page = True
 
     def __init__(self, toolbox: Toolbox, planner: Planner, grader: Grader, rewriter: Rewriter,
-                 follow_ups: FollowUps | None = None, baseline_docs: int = 5) -> None:
+                 follow_ups: FollowUps | None = None, baseline_docs: int = 5,
+                 reading: Reading = ENGLISH_READING) -> None:
         """The first `baseline_docs` documents of step 1's search are single-shot's evidence,
         which the run's evidence keeps in place unless the grader found them irrelevant (see
-        `_final_evidence`)."""
+        `_final_evidence`). `reading`: the knowledge base's language."""
         self.toolbox = toolbox
+        self.reading = reading
         self.baseline_docs = baseline_docs
         self.planner = planner
         self.grader = grader
@@ -214,6 +216,7 @@ class PipelineDriver:
         """A re-query looks for something the question does not name (the bridge entity, the
         gap's terms): a hit that answers the query is kept too, so the second hop of a
         two-hop question is not discarded for sharing little with the question."""
+        rd = self.reading
         by_query = self.grader.grade(query, hits)
         kept = {h.chunk_id: h for h in grade.kept}
         # a hit from the very document the query names (the bridge's own page) is kept even
@@ -221,7 +224,7 @@ class PipelineDriver:
         named = [replace(h, verdict="relevant", grade_score=max(h.grade_score or 0.0,
                                                                 NAMED_HIT_SCORE))
                  for h in by_query.discarded
-                 if query_names_title(query, h.doc_title or h.section_title)]
+                 if rd.query_names_title(query, h.doc_title or h.section_title)]
         for h in [*by_query.kept, *named]:
             mine = kept.get(h.chunk_id)
             if mine is None or (h.grade_score or 0.0) > (mine.grade_score or 0.0):
@@ -246,15 +249,15 @@ class PipelineDriver:
                 self._note(hit.doc_id, Hop.SECOND_HOP)
         elif query.strip().lower() != ctx.question.strip().lower():
             title = hit.doc_title or hit.section_title
-            bridge = new and query_names_title(query, title) \
-                and not query_names_title(ctx.question, title)
+            bridge = new and self.reading.query_names_title(query, title) \
+                and not self.reading.query_names_title(ctx.question, title)
             self._note(hit.doc_id, Hop.BRIDGE if bridge else Hop.REQUERY)
 
     def _note_pointer(self, ctx: RunContext, doc_id: str, title: str, source: str) -> None:
         """A document reached through what a kept chunk of another document names: a pointer
         when the question does not name it too."""
         if doc_id != source:
-            named = query_names_title(ctx.question, title)
+            named = self.reading.query_names_title(ctx.question, title)
             self._note(doc_id, Hop.NAMED if named else Hop.POINTER)
 
     def _with_pointed(self, ctx: RunContext, part: Part, grade: Grade,
@@ -373,11 +376,12 @@ class PipelineDriver:
         closest passages serve the user better than a bare "not found". Not when the part
         asks about a product or period code none of them mentions: the knowledge base does
         not have it, and the nearest passages are about something else."""
+        rd = self.reading
         if part.enough or not part.first_hits:
             return
         hits = part.first_hits
         said = " ".join(f"{h.doc_title} {h.section_title} {h.text}" for h in hits)
-        if absent_codes(part.question, term_set(said)):
+        if rd.absent_codes(part.question, term_set(said)):
             return
         docs: set[str] = set()
         for h in hits:
@@ -487,10 +491,10 @@ class PipelineDriver:
         if not query or query.lower() in (t.lower() for t in part.tried):
             part.exhausted = True
             return False
-        gap = gap_size(grade.missing)
+        gap = gap_size(grade.missing, self.reading)
         yield from self._search(ctx, part, query, reason="re-query from the grader's gap")
         after = part.last_grade
-        if not part.enough and (after is None or gap_size(after.missing) >= gap):
+        if not part.enough and (after is None or gap_size(after.missing, self.reading) >= gap):
             # the gap's own query did not narrow the gap: no reason is left to search again
             part.exhausted = True
         return True

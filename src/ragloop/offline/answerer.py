@@ -13,17 +13,7 @@ import numpy as np
 from ragloop.core.decisions import Draft, Evidence
 from ragloop.core.types import Usage
 from ragloop.embed.base import Embedder
-from ragloop.offline.text import (
-    Quantity,
-    absent_codes,
-    content_terms,
-    content_words,
-    quantities,
-    section_links,
-    split_sentences,
-    stem,
-    term_set,
-)
+from ragloop.offline.text import ENGLISH_READING, Quantity, Reading, stem, term_set
 from ragloop.offline.vocabulary import ENGLISH_WORDS
 
 # A sentence needs this much of the sub-question's terms (or meaning) to count as support:
@@ -54,26 +44,30 @@ PASSAGES_EMBEDDED = 4
 
 class ExtractiveAnswerer:
     def __init__(self, embedder: Embedder | None = None, per_part: int = SENTENCES_PER_PART,
-                 min_support: float | None = None):
-        """`min_support`: see MIN_SUPPORT (None: that default)."""
+                 min_support: float | None = None, reading: Reading = ENGLISH_READING):
+        """`min_support`: see MIN_SUPPORT (None: that default); `reading`: the knowledge
+        base's language."""
         self.embedder = embedder
+        self.reading = reading
         self.per_part = per_part
         self.min_support = MIN_SUPPORT if min_support is None else min_support
         self.usage = Usage()  # no model calls
 
     def _candidates(self, evidence: list[Evidence]) -> list[tuple[int, str]]:
+        rd = self.reading
         out: list[tuple[int, str]] = []
         self._section = {ev.n: ev.section for ev in evidence}
         self._doc = {ev.n: ev.doc_id.lower() for ev in evidence}
         self._passage = {ev.n: f"{ev.section_title}\n{ev.text}".strip() for ev in evidence}
         for ev in evidence:
-            for sentence in split_sentences(ev.text):
+            for sentence in rd.split_sentences(ev.text):
                 if len(sentence) > 12:
                     out.append((ev.n, sentence))
         return out
 
     def _score(self, question: str, cands: list[tuple[int, str]]) -> list[float]:
-        terms = {stem(t) for t in content_terms(question)}
+        rd = self.reading
+        terms = {stem(t) for t in rd.content_terms(question)}
         # no separate check that a sentence names the question's codes and names: it cost
         # HotpotQA answers (the answer sentence of a second hop seldom names the question's
         # entities) and helped on no other set (offline/README.md)
@@ -97,6 +91,7 @@ class ExtractiveAnswerer:
         return [0.6 * lex + 0.4 * cos.get(i, 0.0) for i, lex in enumerate(lexical)]
 
     def answer(self, question: str, sub_questions: list[str], evidence: list[Evidence]) -> Draft:
+        rd = self.reading
         parts = sub_questions or [question]
         cands = self._candidates(evidence)
         unconfirmed = {ev.n: ev.sub_question for ev in evidence if not ev.confirmed}
@@ -109,7 +104,7 @@ class ExtractiveAnswerer:
         held = term_set(" ".join(f"{ev.doc_id} {ev.section_title} {ev.text}"
                                  for ev in evidence))
         for index, part in enumerate(parts):
-            absent = absent_codes(part, held)
+            absent = rd.absent_codes(part, held)
             if absent:
                 # a code the question asks about (a product model, a financial year) that no
                 # evidence mentions: the nearest sentences would answer another question
@@ -162,9 +157,10 @@ class ExtractiveAnswerer:
     def _named_evidence(self, question: str) -> set[int]:
         """Evidence numbers of the sections the question refers to by number (of the document
         it names, when it names one: its title words in the doc_id)."""
+        rd = self.reading
         out: set[int] = set()
-        for ref in section_links(question):
-            want = {stem(w) for w in content_words(ref.doc_title or "")}
+        for ref in rd.section_links(question):
+            want = {stem(w) for w in rd.content_words(ref.doc_title or "")}
             for n, section in self._section.items():
                 if section != ref.section:
                     continue
@@ -179,16 +175,17 @@ class ExtractiveAnswerer:
         figures of a kind, the one whose nearby words best match the other sentence is
         compared ("Edge G2 revenue was £2.5m …, and Europe was £4.6m" against a sentence
         about Europe compares £4.6m)."""
+        rd = self.reading
         out: list[str] = []
         for i, (n1, s1) in enumerate(chosen):
-            t1 = {stem(t) for t in content_terms(s1)}
+            t1 = {stem(t) for t in rd.content_terms(s1)}
             for n2, s2 in chosen[i + 1:]:
                 if n1 == n2:
                     continue
-                t2 = {stem(t) for t in content_terms(s2)}
+                t2 = {stem(t) for t in rd.content_terms(s2)}
                 if len(t1 & t2) < max(2, min(len(t1), len(t2)) // 2):
                     continue
-                f1, f2 = _figure_for(s1, t2), _figure_for(s2, t1)
+                f1, f2 = _figure_for(s1, t2, rd), _figure_for(s2, t1, rd)
                 for kind, a in f1.items():
                     b = f2.get(kind)
                     if b is not None and a.value != b.value:
@@ -201,13 +198,13 @@ class ExtractiveAnswerer:
 _BEFORE, _AFTER = 60, 20
 
 
-def _figure_for(sentence: str, subject: set[str]) -> dict[str, Quantity]:
+def _figure_for(sentence: str, subject: set[str], rd: Reading) -> dict[str, Quantity]:
     """Per kind, the sentence's figure whose nearby words share most with `subject`."""
     best: dict[str, tuple[int, Quantity]] = {}
-    for q in quantities(sentence):
+    for q in rd.quantities(sentence):
         at = max(sentence.find(q.text), 0)
         near = sentence[max(0, at - _BEFORE): at + len(q.text) + _AFTER]
-        overlap = len(subject & {stem(t) for t in content_terms(near)})
+        overlap = len(subject & {stem(t) for t in rd.content_terms(near)})
         if q.kind not in best or overlap > best[q.kind][0]:
             best[q.kind] = (overlap, q)
     return {kind: q for kind, (_, q) in best.items()}

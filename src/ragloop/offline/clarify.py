@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from ragloop.core.conversation import Clarification
 from ragloop.core.types import Hit
-from ragloop.offline.text import code_family, is_code, words
+from ragloop.offline.text import ENGLISH_READING, Reading, code_family, words
 from ragloop.offline.vocabulary import Vocabulary
 
 MIN_OPTIONS = 2
@@ -52,12 +52,12 @@ def _docs(kept: Sequence[Hit]) -> list[_Doc]:
     return sorted(best.values(), key=lambda d: -d.best)
 
 
-def _plain(tokens: Sequence[str]) -> set[str]:
-    return {t.lower() for t in tokens if not is_code(t)}
+def _plain(tokens: Sequence[str], rd: Reading) -> set[str]:
+    return {t.lower() for t in tokens if not rd.is_code(t)}
 
 
-def _siblings(a: _Doc, b: _Doc) -> bool:
-    pa, pb = _plain(a.tokens), _plain(b.tokens)
+def _siblings(a: _Doc, b: _Doc, rd: Reading) -> bool:
+    pa, pb = _plain(a.tokens, rd), _plain(b.tokens, rd)
     if not pa or not pb or a.title == b.title:
         return False
     return len(pa & pb) / min(len(pa), len(pb)) >= SIBLING_OVERLAP
@@ -68,30 +68,30 @@ def _lower_words(kept: Sequence[Hit]) -> set[str]:
     return {w for h in kept for w in words(f"{h.section_title} {h.text}") if w.islower()}
 
 
-def _name(doc: _Doc, common: set[str], lower: set[str]) -> str:
+def _name(doc: _Doc, common: set[str], lower: set[str], rd: Reading) -> str:
     """What tells `doc` from its siblings: its codes when it has any there, else its title
     words that are not in every sibling's title and are never written in lower case — unless
     the titles share a code: then they are documents of one named thing ("Edge G2 Gateway
     Product Guide", "… Installation Guide"), and words alone do not make another reading."""
     differ = [t for t in doc.tokens if t.lower() not in common]
-    found = [t for t in differ if is_code(t)]
-    if not found and any(is_code(t) for t in common):
+    found = [t for t in differ if rd.is_code(t)]
+    if not found and any(rd.is_code(t) for t in common):
         return ""
     if found:
         # a code's neighbouring name word stays with it ("Edge G2"), a description does not
-        at = [i for i, t in enumerate(differ) if is_code(t)]
+        at = [i for i, t in enumerate(differ) if rd.is_code(t)]
         lead = differ[at[0] - 1] if at[0] > 0 else ""
-        if lead and not is_code(lead) and lead.lower() not in lower and lead[:1].isupper():
+        if lead and not rd.is_code(lead) and lead.lower() not in lower and lead[:1].isupper():
             found.insert(0, lead)
         return " ".join(found)
     return " ".join(t for t in differ if t.lower() not in lower and t[:1].isupper())
 
 
-def _family(docs: list[_Doc]) -> list[_Doc]:
+def _family(docs: list[_Doc], rd: Reading) -> list[_Doc]:
     """The largest group of sibling documents among the kept ones (best-scored first)."""
     best: list[_Doc] = []
     for d in docs:
-        group = [d, *(o for o in docs if o is not d and _siblings(d, o))]
+        group = [d, *(o for o in docs if o is not d and _siblings(d, o, rd))]
         if len(group) > len(best):
             best = group
     return best
@@ -108,24 +108,26 @@ def _join(options: Sequence[str], words_: Vocabulary) -> str:
     return ", ".join(options[:-1]) + f"{glue}{words_.text('clarify.or')}{glue}" + options[-1]
 
 
-def clarify(question: str, kept: Sequence[Hit], words_: Vocabulary) -> Clarification | None:
+def clarify(question: str, kept: Sequence[Hit], words_: Vocabulary,
+            rd: Reading = ENGLISH_READING) -> Clarification | None:
     """A clarifying question when `kept` (the graded evidence of `question`) answers several
-    readings the question does not choose between; None when it does not."""
+    readings the question does not choose between; None when it does not. `words_` and `rd`:
+    the knowledge base's language's vocabulary and reading."""
     docs = _docs(kept)
-    family = _family(docs)
+    family = _family(docs, rd)
     if len(family) < MIN_OPTIONS:
         return None
     common = set.intersection(*({t.lower() for t in d.tokens} for d in family))
     lower = _lower_words(kept)
     names: dict[str, list[str]] = {}
     for d in family:
-        n = _name(d, common, lower)
+        n = _name(d, common, lower, rd)
         if n:
             names.setdefault(n, []).append(d.doc_id)
     if len(names) < MIN_OPTIONS:
         return None
     q = {t.lower() for t in words(question)}
-    q_codes = {t.lower() for t in words(question) if is_code(t)}
+    q_codes = {t.lower() for t in words(question) if rd.is_code(t)}
     outside = [d for d in docs if d not in family]
     if any(q_codes & {t.lower() for t in d.tokens} for d in outside):
         return None  # the question names another kept document ("the Edge G2 gateway")
@@ -133,7 +135,7 @@ def clarify(question: str, kept: Sequence[Hit], words_: Vocabulary) -> Clarifica
     options = named if named else list(names)
     if named and len(named) < MIN_OPTIONS:
         return None  # the question chose its reading
-    families = {code_family(t) for n in names for t in words(n) if is_code(t)}
+    families = {code_family(t) for n in names for t in words(n) if rd.is_code(t)}
     if not named and any(code_family(c) in families for c in q_codes):
         return None  # it names a code of the readings' kind (another quarter, another model)
     options = options[:MAX_OPTIONS]

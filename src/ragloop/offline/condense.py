@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ragloop.core.conversation import Condensed, Turn, TurnKind
-from ragloop.offline.text import code_family, content_words, is_code, name_spans, stem, words
+from ragloop.offline.text import ENGLISH_READING, Reading, code_family, stem, words
 from ragloop.offline.vocabulary import Vocabulary
 
 # A money amount or number as written: "£20,000", "2.5.0", "10,000".
@@ -102,16 +102,16 @@ def _opening(q: str, w: ConversationWords) -> _Opening:
     return _Opening(None, "", q)
 
 
-def _names(text: str) -> list[str]:
+def _names(text: str, rd: Reading) -> list[str]:
     """The names of a text, in order: multi-word names and codes, then amounts."""
-    out = [n for n in name_spans(text) if not _CJK.search(n)]
-    out += [c for c in words(text) if is_code(c) and not any(c in n for n in out)]
+    out = [n for n in rd.name_spans(text) if not _CJK.search(n)]
+    out += [c for c in words(text) if rd.is_code(c) and not any(c in n for n in out)]
     out += [a for a in _AMOUNT.findall(text) if not any(a in n for n in out)]
     return list(dict.fromkeys(out))
 
 
-def _shape(name: str) -> tuple[str, frozenset[str]]:
-    families = frozenset(code_family(t) for t in words(name) if is_code(t))
+def _shape(name: str, rd: Reading) -> tuple[str, frozenset[str]]:
+    families = frozenset(code_family(t) for t in words(name) if rd.is_code(t))
     if families - {""}:
         return "code", families - {""}
     if _AMOUNT.fullmatch(name.strip()):
@@ -119,16 +119,16 @@ def _shape(name: str) -> tuple[str, frozenset[str]]:
     return "name", frozenset()
 
 
-def _same_shape(a: str, b: str) -> bool:
-    (ka, fa), (kb, fb) = _shape(a), _shape(b)
+def _same_shape(a: str, b: str, rd: Reading) -> bool:
+    (ka, fa), (kb, fb) = _shape(a, rd), _shape(b, rd)
     return ka == kb and (ka != "code" or bool(fa & fb))
 
 
-def _pronoun_refers_back(body: str, w: ConversationWords) -> re.Match[str] | None:
+def _pronoun_refers_back(body: str, w: ConversationWords, rd: Reading) -> re.Match[str] | None:
     """The first pronoun of `body` when nothing is named before it (in "can a Starter tenant
     change its region" the pronoun points at the tenant, not back at the history)."""
     m = w.pronoun.search(body)
-    if m is None or _names(body[:m.start()]):
+    if m is None or _names(body[:m.start()], rd):
         return None
     return m
 
@@ -137,42 +137,43 @@ def _turn_text(t: Turn) -> str:
     return " ".join([t.searched, t.answer, *t.cited])
 
 
-def _stems(text: str) -> set[str]:
-    return {stem(x) for x in content_words(text)}
+def _stems(text: str, rd: Reading) -> set[str]:
+    return {stem(x) for x in rd.content_words(text)}
 
 
-def _referred(history: Sequence[Turn], opening: _Opening) -> int:
+def _referred(history: Sequence[Turn], opening: _Opening, rd: Reading) -> int:
     """Index of the turn a follow-up refers to: the last, or, for "going back to X", the
     latest earlier turn that shares a word with X."""
     last = len(history) - 1
     if opening.kind != "back":
         return last
-    want = _stems(opening.focus)
+    want = _stems(opening.focus, rd)
     for i in range(last - 1, -1, -1):
-        if want & _stems(_turn_text(history[i])):
+        if want & _stems(_turn_text(history[i]), rd):
             return i
     return max(last - 1, 0)
 
 
-def _subject(turn: Turn, person: bool) -> list[str]:
+def _subject(turn: Turn, person: bool, rd: Reading) -> list[str]:
     """What a later turn carries over from `turn`: its names; for a person's pronoun ("who
     is that person?", "where is he based?") the names its answer gave, when it gave any."""
-    names = _names(turn.searched)
-    answer = _names(turn.answer)
+    names = _names(turn.searched, rd)
+    answer = _names(turn.answer, rd)
     if person and answer:
         return answer
     names += [n for n in answer if n not in names] if not names else []
     if names:
         return names
-    return content_words(turn.searched)[:MAX_CARRIED_WORDS]
+    return rd.content_words(turn.searched)[:MAX_CARRIED_WORDS]
 
 
-def _substitute(question: str, old_names: list[str], new: list[str]) -> tuple[str, list[str]]:
+def _substitute(question: str, old_names: list[str], new: list[str],
+                rd: Reading) -> tuple[str, list[str]]:
     """`question` with each new name in place of its latest earlier name of the same shape;
     the new names that found no place are returned."""
     unplaced = []
     for n in new:
-        same = [o for o in old_names if _same_shape(o, n) and o in question]
+        same = [o for o in old_names if _same_shape(o, n, rd) and o in question]
         if same:
             question = question.replace(same[-1], n)
         else:
@@ -195,9 +196,11 @@ def _with_subject(text: str, subject: list[str]) -> str:
     return f"{text.rstrip('?!. ')} ({' '.join(missing)})?"
 
 
-def condense(history: Sequence[Turn], question: str, words: Vocabulary) -> Condensed:
+def condense(history: Sequence[Turn], question: str, words: Vocabulary,
+             rd: Reading = ENGLISH_READING) -> Condensed:
     """`question` made standalone from `history` (oldest turn first), read with `words`, the
-    knowledge base's language's vocabulary (`offline.vocabulary.vocabulary(code)`)."""
+    knowledge base's language's vocabulary (`offline.vocabulary.vocabulary(code)`), and `rd`,
+    its reading (`offline.text.reading(code)`)."""
     q = " ".join(question.split())
     if not q:
         raise ValueError("the question is empty")
@@ -205,57 +208,57 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary) -> Conde
         return Condensed(q, TurnKind.STANDALONE, "the first turn: nothing to refer to")
     w = conversation_words(words)
     opening = _opening(q, w)
-    pronoun = _pronoun_refers_back(opening.body, w)
-    if (opening.kind == "and" and pronoun is None and _names(opening.body)
-            and len(content_words(opening.body)) <= w.ellipsis_words):
+    pronoun = _pronoun_refers_back(opening.body, w, rd)
+    if (opening.kind == "and" and pronoun is None and _names(opening.body, rd)
+            and len(rd.content_words(opening.body)) <= w.ellipsis_words):
         opening = _Opening("about", opening.body.rstrip("?!. "), "")  # "and in Q3 FY2025?"
-    own = content_words(q)
-    short = not _names(q) and len(own) <= w.ellipsis_words
+    own = rd.content_words(q)
+    short = not _names(q, rd) and len(own) <= w.ellipsis_words
     if opening.kind is None and pronoun is None and not short:
         last = history[-1]
-        if _stems(q) & _stems(_turn_text(last)):
+        if _stems(q, rd) & _stems(_turn_text(last), rd):
             return Condensed(q, TurnKind.STANDALONE,
                              "no pronoun or follow-up phrase: it names its own subject")
         return Condensed(q, TurnKind.NEW_TOPIC,
                          "no pronoun or follow-up phrase, and no word of the last turn:"
                          " a new topic, the history is dropped")
 
-    at = _referred(history, opening)
+    at = _referred(history, opening, rd)
     turn = history[at]
     person = pronoun is not None and w.person.fullmatch(pronoun.group(0).strip()) is not None
-    subject = _subject(turn, person)
+    subject = _subject(turn, person, rd)
     how = []
     # "what about X": X read where a capitalised first word is still a name ("Rotterdam")
-    focus_names = _names(f"{_LEAD} {opening.focus}") if opening.focus else []
+    focus_names = _names(f"{_LEAD} {opening.focus}", rd) if opening.focus else []
     if focus_names and opening.kind == "about":
-        placed, unplaced = _substitute(" ".join(subject), subject, focus_names)
+        placed, unplaced = _substitute(" ".join(subject), subject, focus_names, rd)
         subject = [*placed.split(" "), *unplaced]
         how.append(f"{', '.join(focus_names)} in place of the earlier name")
     carried = list(subject)
-    if len(content_words(opening.body or opening.focus)) <= w.ellipsis_words:
-        carried += content_words(turn.searched)[:MAX_CARRIED_WORDS]  # too short to stand
+    if len(rd.content_words(opening.body or opening.focus)) <= w.ellipsis_words:
+        carried += rd.content_words(turn.searched)[:MAX_CARRIED_WORDS]  # too short to stand
 
     if opening.kind == "about" and not opening.body:
         if focus_names:
-            text, unplaced = _substitute(turn.searched, _names(turn.searched), focus_names)
+            text, unplaced = _substitute(turn.searched, _names(turn.searched, rd), focus_names, rd)
             text = _with_subject(text, unplaced)
             how.append(f"the question of turn {at + 1} asked again")
         else:  # a new aspect of the same subject
             text = _with_subject(opening.focus, carried)
             how.append(f"a new aspect of turn {at + 1}'s subject")
-    elif opening.kind == "why" and len(content_words(opening.body)) <= 1 and pronoun is None:
+    elif opening.kind == "why" and len(rd.content_words(opening.body)) <= 1 and pronoun is None:
         text = f"{opening.body.rstrip('?!. ')} {turn.searched}"  # "why?", "why not?"
         how.append(f"why of turn {at + 1}")
     elif pronoun is not None:
         body = opening.body
         text = body[:pronoun.start()] + " ".join(subject) + body[pronoun.end():]
-        if len(content_words(body)) <= 1:  # "how long does it take?": what "it" did, too
+        if len(rd.content_words(body)) <= 1:  # "how long does it take?": what "it" did, too
             text = _with_subject(text, carried)
         how.append(f"'{pronoun.group(0)}' read as {' '.join(subject)} (turn {at + 1})")
     else:
         body = opening.body or q
         if opening.kind == "back" and not w.pronoun.search(opening.focus):
-            carried = [*content_words(opening.focus), *carried]  # "going back to the mileage"
+            carried = [*rd.content_words(opening.focus), *carried]  # "going back to the mileage"
         text = _with_subject(body, carried)
         how.append(f"the subject of turn {at + 1} added")
     sign = {"back": "refers back by name", "about": "'what about'", "why": "'why'",

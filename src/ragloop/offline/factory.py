@@ -1,6 +1,8 @@
 """The offline decisions, built for one run over one knowledge base: all that agent/ takes
 from offline/ to run without a generative model (each implements a core/decisions.py
-protocol). The KB's words (`Vocabulary`) are passed in, chosen once by the engine."""
+protocol). Each is built with the KB's language: its words (`Vocabulary`, chosen once by
+the engine) and its reading (`text.Reading`: its stop words, the patterns its text helpers
+read), passed in explicitly: no component reads a language from ambient state."""
 
 from __future__ import annotations
 
@@ -13,37 +15,40 @@ from ragloop.offline.planner import LocalPlanner
 from ragloop.offline.rewriter import LocalRewriter
 from ragloop.offline.router import RuleRouter, describe_scope
 from ragloop.offline.support import SupportChecker
-from ragloop.offline.text import reading_language
+from ragloop.offline.text import Reading
+from ragloop.offline.text import reading as reading_of
 from ragloop.offline.vocabulary import Vocabulary
 
-# The text helpers read the KB's language while a run reads it (its stop words, its words
-# for periods and quantities): the engine enters it around every run and graded search.
-reading = reading_language
+
+def reading(kb: KnowledgeBase) -> Reading:
+    """How the offline rules read `kb`'s language (English's patterns when it has no word
+    file; its own stop words whatever it is)."""
+    return reading_of(kb.language)
 
 
-def planner(words: Vocabulary) -> Planner:
-    return LocalPlanner(words=words)
+def planner(words: Vocabulary, reading: Reading) -> Planner:
+    return LocalPlanner(words=words, reading=reading)
 
 
 def grader(kb: KnowledgeBase) -> Grader:
-    return LocalGrader(kb.embedder)
+    return LocalGrader(kb.embedder, reading=reading(kb))
 
 
-def rewriter() -> Rewriter:
-    return LocalRewriter()
+def rewriter(reading: Reading) -> Rewriter:
+    return LocalRewriter(reading=reading)
 
 
 def answerer(kb: KnowledgeBase, strictness: float | None = None) -> Answerer:
     """`strictness`: the support a sentence needs before it is stated (None: the default)."""
-    return ExtractiveAnswerer(kb.embedder, min_support=strictness)
+    return ExtractiveAnswerer(kb.embedder, min_support=strictness, reading=reading(kb))
 
 
 def router(kb: KnowledgeBase, words: Vocabulary) -> Router:
-    return RuleRouter(kb, words=words)
+    return RuleRouter(kb, words=words, reading=reading(kb))
 
 
 def follow_ups(kb: KnowledgeBase) -> FollowUps:
-    return LocalFollowUps(kb)
+    return LocalFollowUps(kb, reading=reading(kb))
 
 
 def scope(kb: KnowledgeBase) -> str:
@@ -52,4 +57,4 @@ def scope(kb: KnowledgeBase) -> str:
 
 
 def support_checker(kb: KnowledgeBase) -> SupportChecker:
-    return SupportChecker(kb.embedder)
+    return SupportChecker(kb.embedder, reading=reading(kb))

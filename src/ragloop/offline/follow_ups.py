@@ -9,12 +9,7 @@ from dataclasses import dataclass
 from ragloop.core.types import DocumentInfo, Hit
 from ragloop.kb import KnowledgeBase
 from ragloop.offline.rewriter import fetch_targets
-from ragloop.offline.text import (
-    TitleIndex,
-    content_words,
-    split_sentences,
-    stem,
-)
+from ragloop.offline.text import ENGLISH_READING, Reading, TitleIndex, stem
 
 # Title links are followed only into documents that are one passage (one section): fetching
 # the first section of a long document because a chunk named it would mostly add noise.
@@ -29,19 +24,20 @@ class _Catalogue:
     passages: set[str]  # doc_ids with at most LINKED_DOC_MAX_SECTIONS sections
 
 
-_catalogues: dict[int, _Catalogue] = {}
+_catalogues: dict[tuple[int, str | None], _Catalogue] = {}
 _lock = threading.Lock()
 
 
-def catalogue(kb: KnowledgeBase) -> _Catalogue:
+def catalogue(kb: KnowledgeBase, reading: Reading) -> _Catalogue:
     """The KB's documents and title index, rebuilt when its chunk count changes."""
     count = kb.store.chunk_count()
-    key = id(kb.store)
+    key = (id(kb.store), reading.code)
     with _lock:
         cat = _catalogues.get(key)
         if cat is None or cat.chunks != count:
             docs = kb.documents()
-            cat = _Catalogue(count, docs, TitleIndex((d.doc_id, d.title) for d in docs),
+            titles = TitleIndex(((d.doc_id, d.title) for d in docs), reading)
+            cat = _Catalogue(count, docs, titles,
                              {d.doc_id for d in docs if d.sections <= LINKED_DOC_MAX_SECTIONS})
             _catalogues[key] = cat
         return cat
@@ -53,9 +49,10 @@ class LocalFollowUps:
     …" → the document titled "Tinted Windows"). `named` does the same for the question itself
     (the titles it names)."""
 
-    def __init__(self, kb: KnowledgeBase) -> None:
+    def __init__(self, kb: KnowledgeBase, reading: Reading = ENGLISH_READING) -> None:
         self.kb = kb
-        self.cat = catalogue(kb)
+        self.reading = reading  # the knowledge base's language
+        self.cat = catalogue(kb, reading)
         self._first: dict[str, str | None] = {}
 
     def _first_section(self, doc_id: str) -> str | None:
@@ -69,11 +66,12 @@ class LocalFollowUps:
         """Named one-passage documents; with `question`, those named in the sentences that
         share most words with it first ("co-wrote the screenplays of Cool Runnings" before
         "appeared in Spaceballs" for a question about a screenplay)."""
+        rd = self.reading
         if question:
-            asked = {stem(w) for w in content_words(question)}
+            asked = {stem(w) for w in rd.content_words(question)}
             ranked: list[tuple[int, int, str]] = []
-            for pos, sentence in enumerate(split_sentences(text)):
-                overlap = len(asked & {stem(w) for w in content_words(sentence)})
+            for pos, sentence in enumerate(rd.split_sentences(text)):
+                overlap = len(asked & {stem(w) for w in rd.content_words(sentence)})
                 ranked += [(-overlap, pos, d) for d in self.cat.titles.named(sentence)]
             names = list(dict.fromkeys(d for *_, d in sorted(ranked)))
             names += [d for d in self.cat.titles.named(text) if d not in names]
@@ -95,8 +93,3 @@ class LocalFollowUps:
 
     def named(self, text: str) -> list[tuple[str, str]]:
         return self._titled(text)
-
-
-def follow_ups_for(kb: KnowledgeBase) -> LocalFollowUps:
-    """Sections a kept chunk (or the question) points to; see LocalFollowUps."""
-    return LocalFollowUps(kb)

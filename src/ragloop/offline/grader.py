@@ -19,15 +19,7 @@ import numpy as np
 from ragloop.core.decisions import Grade
 from ragloop.core.types import Hit, Usage
 from ragloop.embed.base import Embedder
-from ragloop.offline.text import (
-    code_family,
-    codes,
-    content_words,
-    entities,
-    is_code,
-    stem,
-    term_set,
-)
+from ragloop.offline.text import ENGLISH_READING, Reading, code_family, stem, term_set
 from ragloop.retrieval.index_text import index_text
 
 # Calibrated by benchmarks/grader_calibration.py (its full table is printed there) on
@@ -77,10 +69,10 @@ class QuestionTerms:
     weights: dict[str, float]  # stem -> weight
 
     @classmethod
-    def of(cls, question: str) -> QuestionTerms:
-        ents = entities(question)
+    def of(cls, question: str, rd: Reading) -> QuestionTerms:
+        ents = rd.entities(question)
         ent_stems = {stem(e) for e in ents}
-        plain = [w for w in content_words(question) if stem(w) not in ent_stems]
+        plain = [w for w in rd.content_words(question) if stem(w) not in ent_stems]
         weights = {stem(w): 1.0 for w in plain}
         weights.update({s: ENTITY_WEIGHT for s in ent_stems})
         return cls(ents, plain, weights)
@@ -106,18 +98,18 @@ def coverage(terms: QuestionTerms, hit_terms: set[str]) -> float:
     return sum(w for s, w in terms.weights.items() if s in hit_terms) / total
 
 
-def question_codes(question: str) -> list[str]:
-    return [e.upper() for e in entities(question) if is_code(e)]
+def question_codes(question: str, rd: Reading) -> list[str]:
+    return [e.upper() for e in rd.entities(question) if rd.is_code(e)]
 
 
-def code_penalty(question_codes: list[str], hit_text: str) -> float:
+def code_penalty(question_codes: list[str], hit_text: str, rd: Reading) -> float:
     """WRONG_CODE_PENALTY when, for some family of the question's codes, the chunk names
     another code of that family and none of the question's ("Q1 FY2024" for a question about
     Q4 FY2024: the year matches, the quarter does not); NO_CODE_PENALTY when it names none of
     the question's codes at all."""
     if not question_codes:
         return 1.0
-    found = set(codes(hit_text))
+    found = set(rd.codes(hit_text))
     wanted: dict[str, set[str]] = {}
     for c in question_codes:
         wanted.setdefault(code_family(c), set()).add(c)
@@ -165,8 +157,9 @@ class LocalGrader:
     def __init__(self, embedder: Embedder | None = None, threshold: float = THRESHOLD,
                  floor: float = FLOOR, w_vec: float = W_VEC, max_keep: int = 6,
                  enough_coverage: float = ENOUGH_COVERAGE,
-                 enough_cosine: float = ENOUGH_COSINE):
+                 enough_cosine: float = ENOUGH_COSINE, reading: Reading = ENGLISH_READING):
         self.embedder = embedder
+        self.reading = reading  # the knowledge base's language
         self.threshold = threshold
         self.usage = Usage()  # no model calls
         self.floor = floor
@@ -194,14 +187,14 @@ class LocalGrader:
     def _scored(self, question: str, hits: list[Hit]
                 ) -> tuple[list[float], list[float], list[float]]:
         """(combined scores, cosines, code penalties) of `hits` for `question`."""
-        terms = QuestionTerms.of(question)
-        qcodes = question_codes(question)
+        terms = QuestionTerms.of(question, self.reading)
+        qcodes = question_codes(question, self.reading)
         cos = self.cosines(question, hits)
         w_vec = self.w_vec if (self.embedder is not None or any(cos)) else 0.0
         out, penalties = [], []
         for hit, c in zip(hits, cos, strict=True):
             ctx = context_text(hit)
-            penalty = code_penalty(qcodes, ctx)
+            penalty = code_penalty(qcodes, ctx, self.reading)
             penalties.append(penalty)
             out.append(combine(c, coverage(terms, term_set(ctx)), penalty, w_vec))
         return out, cos, penalties
@@ -222,7 +215,7 @@ class LocalGrader:
                 for i in keep]
         discarded = [replace(h, verdict="irrelevant", grade_score=round(scores[i], 4))
                      for i, h in enumerate(hits) if i not in keep_set]
-        terms = QuestionTerms.of(question)
+        terms = QuestionTerms.of(question, self.reading)
         if not kept:
             want = terms.entities + terms.plain
             return Grade(kept, discarded, False,
@@ -247,6 +240,6 @@ class LocalGrader:
                      next_query=" ".join([*context, *gap]) or None)
 
 
-def gap_terms(missing: str) -> list[str]:
+def gap_terms(missing: str, rd: Reading) -> list[str]:
     """The content words of a grader's gap description, without the grader's own wording."""
-    return [w for w in content_words(missing) if w.lower() not in _META_WORDS]
+    return [w for w in rd.content_words(missing) if w.lower() not in _META_WORDS]

@@ -18,7 +18,7 @@ import re
 
 from ragloop.core.decisions import Plan
 from ragloop.core.types import Usage
-from ragloop.offline.text import content_words, entities, is_period
+from ragloop.offline.text import ENGLISH_READING, Reading
 from ragloop.offline.vocabulary import ENGLISH_WORDS, Vocabulary, alternation, as_list
 from ragloop.retrieval.languages import month_pattern
 
@@ -303,12 +303,12 @@ class PlannerGrammar:
             lead += f"{self.the} "
         return [self.clean(f"{lead}{n}{q[m.end() :]}") for n in names[:MAX_PARTS]]
 
-    def clause_parts(self, q: str) -> list[str]:
+    def clause_parts(self, q: str, rd: Reading) -> list[str]:
         pieces = [p for p in re.split(r"(?<=\?)\s+", q.strip()) if p.strip()]
         out: list[str] = []
         for piece in pieces:
             out.extend(self.clause_split.split(piece))
-        out = [p.strip() for p in out if p and len(content_words(p)) >= 1]
+        out = [p.strip() for p in out if p and len(rd.content_words(p)) >= 1]
         if len(out) >= 2 and self.condition.match(out[0]) and not out[0].endswith("?"):
             out = [f"{out[0]}, {out[1]}", *out[2:]]  # the condition belongs to the next clause
         if (
@@ -320,8 +320,8 @@ class PlannerGrammar:
         first = out[0]
         # a pronoun stands for a thing, never for a period ("how long do we take to inspect
         # one once it arrives" after "… as of mid-2025": "it" is not mid-2025)
-        ents = [e for e in entities(first) if not e.isdigit() and not is_period(e)]
-        topic = ents[0] if ents else " ".join(content_words(first)[:3])
+        ents = [e for e in rd.entities(first) if not e.isdigit() and not rd.is_period(e)]
+        topic = ents[0] if ents else " ".join(rd.content_words(first)[:3])
         resolved = [first]
         for part in out[1:]:
             if ents and self.pronoun.search(part):
@@ -333,7 +333,7 @@ class PlannerGrammar:
                     ),
                     part,
                 )
-            elif not entities(part) and len(content_words(part)) < 2 and topic:
+            elif not rd.entities(part) and len(rd.content_words(part)) < 2 and topic:
                 part = f"{part.rstrip('?.! ')} ({topic})"
             resolved.append(part)
         return [
@@ -354,8 +354,10 @@ class LocalPlanner:
         scope: str | None = None,
         max_parts: int = MAX_PARTS,
         words: Vocabulary = ENGLISH_WORDS,
+        reading: Reading = ENGLISH_READING,
     ):
         self.scope = scope
+        self.reading = reading  # the knowledge base's language (its stop words too)
         self.max_parts = max_parts
         self.grammar = ENGLISH if words is ENGLISH_WORDS else PlannerGrammar(words)
         self.usage = Usage()  # no model calls
@@ -385,7 +387,7 @@ class LocalPlanner:
         return Plan(True, parts, reason=reason)
 
     def _split(self, q: str) -> tuple[list[str], str]:
-        clauses = self.grammar.clause_parts(q)
+        clauses = self.grammar.clause_parts(q, self.reading)
         if len(clauses) > 1:
             out: list[str] = []
             for c in clauses:

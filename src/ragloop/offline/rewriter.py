@@ -19,50 +19,42 @@ from __future__ import annotations
 from ragloop.core.decisions import Grade
 from ragloop.core.types import Hit, Usage
 from ragloop.offline.grader import context_text, gap_terms
-from ragloop.offline.text import (
-    content_words,
-    entities,
-    is_code,
-    looks_cut_off,
-    name_spans,
-    split_sentences,
-    stem,
-)
+from ragloop.offline.text import ENGLISH_READING, Reading, looks_cut_off, stem
 
 __all__ = ["LocalRewriter", "bridge_entities", "fetch_targets", "looks_cut_off"]
 
 MAX_QUERY_WORDS = 10
 
 
-def _key(query: str) -> frozenset[str]:
-    return frozenset(stem(w) for w in content_words(query)) or frozenset([query.lower()])
+def _key(query: str, rd: Reading) -> frozenset[str]:
+    return frozenset(stem(w) for w in rd.content_words(query)) or frozenset([query.lower()])
 
 
-def bridge_entities(question: str, kept: list[Hit], limit: int = 3) -> list[str]:
+def bridge_entities(question: str, kept: list[Hit], rd: Reading, limit: int = 3) -> list[str]:
     """Names in kept chunks that the question does not use, best first: multi-word names as
     written ("Chief Financial Officer", "Tinted Windows"), codes weighted double, a chunk's
     weight falling with its rank."""
-    asked = {stem(w) for w in content_words(question)} | {stem(e) for e in entities(question)}
+    asked = {stem(w) for w in rd.content_words(question)} | {stem(e) for e in rd.entities(question)}
     counts: dict[str, float] = {}
     for rank, hit in enumerate(kept):
         weight = 1.0 / (1 + rank)
-        own = {stem(w) for w in content_words(f"{hit.doc_title} {hit.section_title}")}
+        own = {stem(w) for w in rd.content_words(f"{hit.doc_title} {hit.section_title}")}
         # a name in a sentence that shares words with the question is likelier the bridge
         # ("a song by the Mexican actress Belinda" for "the actress who sang …")
         context: dict[str, int] = {}
-        for sentence in split_sentences(hit.text):
-            overlap = len(asked & {stem(w) for w in content_words(sentence)})
-            for name in name_spans(sentence):
+        for sentence in rd.split_sentences(hit.text):
+            overlap = len(asked & {stem(w) for w in rd.content_words(sentence)})
+            for name in rd.name_spans(sentence):
                 context[name] = max(context.get(name, 0), overlap)
-        for name in name_spans(hit.text):
-            stems = [stem(w) for w in content_words(name)]
+        for name in rd.name_spans(hit.text):
+            stems = [stem(w) for w in rd.content_words(name)]
             if not stems or all(s in asked for s in stems):
                 continue
             if all(s in own for s in stems) and rank > 0:
                 continue  # the chunk's own title: searching it finds the same chunk
             if name.replace(",", "").replace(".", "").isdigit() or len(name) < 2:
                 continue
-            bonus = 2.0 if any(is_code(w) for w in name.split()) else 1.0
+            bonus = 2.0 if any(rd.is_code(w) for w in name.split()) else 1.0
             bonus *= 1.0 + 0.5 * context.get(name, 0)
             counts[name] = counts.get(name, 0.0) + weight * bonus
     ranked = sorted(counts, key=lambda e: (-counts[e], e))
@@ -70,26 +62,28 @@ def bridge_entities(question: str, kept: list[Hit], limit: int = 3) -> list[str]
 
 
 class LocalRewriter:
-    def __init__(self, max_words: int = MAX_QUERY_WORDS):
+    def __init__(self, max_words: int = MAX_QUERY_WORDS, reading: Reading = ENGLISH_READING):
         self.max_words = max_words
+        self.reading = reading  # the knowledge base's language
         self.usage = Usage()  # no model calls
 
     def candidates(self, question: str, grade: Grade) -> list[str]:
-        gap = gap_terms(grade.missing)
-        q_ents = entities(question)
+        rd = self.reading
+        gap = gap_terms(grade.missing, rd)
+        q_ents = rd.entities(question)
         gap_stems = {stem(w) for w in gap}
         context = [e for e in q_ents if stem(e) not in gap_stems]
         out: list[str] = []
         if grade.next_query:
             out.append(grade.next_query)
         if grade.kept:
-            bridges = bridge_entities(question, grade.kept)
+            bridges = bridge_entities(question, grade.kept, rd)
             # the question's plain terms that are not the bridge's own clue: for
             # "battery life of the sensor that raises E102" keep "battery life"; of those,
             # the ones the best kept chunk (the first hop) does not cover, which ask about
             # the second hop ("… in the oldest established what?")
-            plain = [w for w in content_words(question) if w not in q_ents]
-            first_hop = {stem(w) for w in content_words(context_text(grade.kept[0]))}
+            plain = [w for w in rd.content_words(question) if w not in q_ents]
+            first_hop = {stem(w) for w in rd.content_words(context_text(grade.kept[0]))}
             target = gap or [w for w in plain if stem(w) not in first_hop] or plain
             for b in bridges:
                 out.append(" ".join([b, *target]))
@@ -100,12 +94,12 @@ class LocalRewriter:
         return out
 
     def rewrite(self, question: str, grade: Grade, tried: list[str]) -> str | None:
-        seen = {_key(t) for t in tried}
+        seen = {_key(t, self.reading) for t in tried}
         for cand in self.candidates(question, grade):
             query = " ".join(dict.fromkeys(cand.split()[: self.max_words]))
             if not query.strip():
                 continue
-            k = _key(query)
+            k = _key(query, self.reading)
             if k in seen:
                 continue
             return query

@@ -10,7 +10,7 @@ from ragloop.core.decisions import Route
 from ragloop.core.errors import EmptyQueryError
 from ragloop.kb import KnowledgeBase
 from ragloop.offline.planner import LocalPlanner
-from ragloop.offline.text import content_terms, section_refs
+from ragloop.offline.text import ENGLISH_READING, Reading
 from ragloop.offline.vocabulary import ENGLISH_WORDS, Vocabulary
 from ragloop.retrieval.languages import month_pattern
 
@@ -70,9 +70,11 @@ class RuleRouter:
     of scope (benchmarks/grader_calibration.py --router measures it)."""
 
     def __init__(self, kb: KnowledgeBase, words: Vocabulary = ENGLISH_WORDS,
-                 out_of_scope_cosine: float = OUT_OF_SCOPE_COSINE) -> None:
+                 out_of_scope_cosine: float = OUT_OF_SCOPE_COSINE,
+                 reading: Reading = ENGLISH_READING) -> None:
         self.kb = kb
-        self.planner = LocalPlanner(words=words)
+        self.reading = reading  # the knowledge base's language (its stop words too)
+        self.planner = LocalPlanner(words=words, reading=reading)
         self.cues = ENGLISH_CUES if words is ENGLISH_WORDS else Cues.of(words)
         self.out_of_scope_cosine = out_of_scope_cosine
 
@@ -97,6 +99,7 @@ class RuleRouter:
         return None
 
     def route(self, question: str) -> Route:
+        rd = self.reading
         plan = self.planner.plan(question)
         if not plan.need_search:
             return Route("agent", "no search needed (small talk): the planner replies")
@@ -111,7 +114,7 @@ class RuleRouter:
             reasons.append("a comparison")
         if len(set(m.group(0).lower() for m in self.cues.date.finditer(question))) >= 2:
             reasons.append("two dates")
-        if section_refs(question):
+        if rd.section_refs(question):
             reasons.append("a section reference")
         if self.cues.chain.search(question):
             reasons.append("a chained entity")
@@ -119,5 +122,5 @@ class RuleRouter:
             reasons.append(f"long ({len(words)} words)")
         if reasons:
             return Route("agent", "needs the agent: " + ", ".join(reasons))
-        terms = content_terms(question)
+        terms = rd.content_terms(question)
         return Route("single", f"short question with one topic ({', '.join(terms[:4])})")

@@ -28,17 +28,7 @@ from functools import cache
 import numpy as np
 
 from ragloop.embed.base import Embedder
-from ragloop.offline.text import (
-    content_terms,
-    is_code,
-    language,
-    quantities,
-    rules,
-    split_sentences,
-    stem,
-    term_set,
-    words,
-)
+from ragloop.offline.text import ENGLISH_READING, Reading, stem, term_set, words
 from ragloop.offline.vocabulary import vocabulary
 
 # Tuned on the dev half of examples/evals/citation_support.jsonl only (see RESULTS.md).
@@ -140,17 +130,17 @@ def _strip_label(text: str, labels: Sequence[str]) -> str:
     return text
 
 
-def answer_sentences(answer: str) -> list[str]:
+def answer_sentences(answer: str, rd: Reading) -> list[str]:
     """The answer's sentences, each with the citations that follow it ("fact. [1]")."""
     text = _AFTER_STOP.sub(lambda m: f" {m.group(3).strip()}{m.group(1)}{m.group(2)}", answer)
-    return split_sentences(text)
+    return rd.split_sentences(text)
 
 
-def claims(answer: str, labels: Sequence[str] = ()) -> list[Claim]:
+def claims(answer: str, rd: Reading, labels: Sequence[str] = ()) -> list[Claim]:
     """The cited claims of an answer, in order; `labels` are prefixes that are not claims
     (the sub-questions an answer heads its parts with)."""
     out: list[Claim] = []
-    for sentence in answer_sentences(answer):
+    for sentence in answer_sentences(answer, rd):
         plain = _without_markers(sentence)
         # "[1][2]" and "[1] [2]" are one citation of two passages
         groups: list[tuple[int, int, list[int]]] = []
@@ -176,33 +166,34 @@ def claims(answer: str, labels: Sequence[str] = ()) -> list[Claim]:
     return out
 
 
-def _normalise(text: str) -> str:
+def _normalise(text: str, rd: Reading) -> str:
     text = _THOUSANDS.sub("", text)
-    numbers, found = _claim_numbers(language())
+    numbers, found = _claim_numbers(rd.code)
     return found.sub(lambda m: str(numbers[m.group(1).lower()]), text) if found else text
 
 
-def _money(text: str) -> set[str]:
-    return {f"{q.kind}={q.value}" for q in quantities(text) if q.kind.startswith("money")}
+def _money(text: str, rd: Reading) -> set[str]:
+    return {f"{q.kind}={q.value}" for q in rd.quantities(text) if q.kind.startswith("money")}
 
 
 def _units(text: str) -> set[str]:
     return {f"{float(m.group(1)):g} {m.group(2).lower()}" for m in _UNIT.finditer(text)}
 
 
-def _figures(text: str) -> set[str]:
+def _figures(text: str, rd: Reading) -> set[str]:
     """Numbers as values ("3,350" = "3.350" = "3350"), amounts of money with their currency
     and scale (£2.5m = £2,500,000), figures with their unit, runs of Chinese numerals."""
-    text = _normalise(text)
+    text = _normalise(text, rd)
     out = {f"{float(m.group()):g}" for m in _FIGURE.finditer(text)}
-    return out | _money(text) | _units(text) | set(_CJK_NUMERALS.findall(text))
+    return out | _money(text, rd) | _units(text) | set(_CJK_NUMERALS.findall(text))
 
 
-def _items(text: str) -> _Items:
+def _items(text: str, rd: Reading) -> _Items:
     items = _Items()
-    norm = _normalise(text)
-    money = _money(norm)
-    written = {_THOUSANDS.sub("", q.text) for q in quantities(norm) if q.kind.startswith("money")}
+    norm = _normalise(text, rd)
+    money = _money(norm, rd)
+    written = {_THOUSANDS.sub("", q.text) for q in rd.quantities(norm)
+               if q.kind.startswith("money")}
     units = _units(norm)
     # an amount must be there in its currency ("$45" is not "£45"), a measure with its unit
     items.figures = sorted(money) + sorted(units)
@@ -211,10 +202,10 @@ def _items(text: str) -> _Items:
     items.figures += [f for f in (f"{float(m.group()):g}" for m in _FIGURE.finditer(norm))
                       if f not in held]
     items.figures.extend(_CJK_NUMERALS.findall(norm))
-    stop = rules().stop
+    stop = rd.rules.stop
     toks = words(text)
     for i, w in enumerate(toks):
-        if is_code(w) and not re.fullmatch(r"\d+[a-z]{1,3}", w, re.IGNORECASE):
+        if rd.is_code(w) and not re.fullmatch(r"\d+[a-z]{1,3}", w, re.IGNORECASE):
             items.codes.append(w.upper())  # "15.8m", "8.5Ah" are figures, not codes
             continue
         w = _ELISION.sub("", w)
@@ -242,16 +233,16 @@ def _acronyms(text: str) -> set[str]:
 class _PassageIndex:
     """What a passage holds, computed once per passage."""
 
-    def __init__(self, passage: Passage) -> None:
+    def __init__(self, passage: Passage, rd: Reading) -> None:
         # "products/pulse-pricing" names Pulse
         both = f"{passage.text} {re.sub(r'[-_/.]+', ' ', passage.context)}"
-        self.figures = _figures(both)
+        self.figures = _figures(both, rd)
         self.codes = {w.upper() for w in words(both)}
         self.lower = {_ELISION.sub("", w).lower() for w in words(both)}
         self.stems = {stem(_ELISION.sub("", w)) for w in words(both)} | term_set(both)
         self.lower |= _acronyms(both)
         self.stems |= self.lower
-        self.sentences = [s for s in split_sentences(passage.text) if len(s) > 1] or \
+        self.sentences = [s for s in rd.split_sentences(passage.text) if len(s) > 1] or \
             [passage.text]
 
     def lacks(self, items: _Items) -> list[str]:
@@ -272,8 +263,10 @@ class SupportChecker:
     given (the knowledge base's, so the same model that indexed the passages)."""
 
     def __init__(self, embedder: Embedder | None = None, *, min_coverage: float = MIN_COVERAGE,
-                 min_similarity: float = MIN_SIMILARITY) -> None:
+                 min_similarity: float = MIN_SIMILARITY,
+                 reading: Reading = ENGLISH_READING) -> None:
         self.embedder = embedder
+        self.reading = reading  # the knowledge base's language
         self.min_coverage = min_coverage
         self.min_similarity = min_similarity
 
@@ -299,22 +292,23 @@ class SupportChecker:
                 union = Passage(" ".join(passages[m].text for m in ns),
                                 " ".join(passages[m].context for m in ns))
                 joint[claim] = self._verdicts([(claim, 0, union)])[0]
-            items = _items(claim.text)
+            items = _items(claim.text, self.reading)
             held = len(items.figures) + len(items.codes) + len(items.names) - \
-                len(_PassageIndex(passage).lacks(items))
+                len(_PassageIndex(passage, self.reading).lacks(items))
             if joint[claim].supported and (held > 0 or v.coverage >= 0.5):
                 v.supported, v.reason = True, ""
         return verdicts
 
     def _verdicts(self, triples: list[tuple[Claim, int, Passage]]) -> list[Verdict]:
+        rd = self.reading
         indexes: dict[Passage, _PassageIndex] = {}
         out: list[Verdict] = []
         need_meaning: list[int] = []
         for claim, n, passage in triples:
-            index = indexes.setdefault(passage, _PassageIndex(passage))
-            items = _items(claim.text)
+            index = indexes.setdefault(passage, _PassageIndex(passage, rd))
+            items = _items(claim.text, rd)
             lacking = index.lacks(items)
-            terms = [stem(t) for t in content_terms(_ELISION.sub("", claim.text))]
+            terms = [stem(t) for t in rd.content_terms(_ELISION.sub("", claim.text))]
             terms = list(dict.fromkeys(terms))
             cov = index.coverage(terms)
             if lacking:

@@ -2,15 +2,14 @@
 
 Sentence splitting, content terms with a light stemmer, entity-like tokens (product codes,
 error codes, quarters, years, capitalised names), quantities (money, percentages, dates,
-durations) and section references. Pure functions, no model.
+durations) and section references. Pure functions, no model; those that read a language's
+words are methods of a `Reading`, built for the knowledge base's language and passed in.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache, lru_cache
 
@@ -28,30 +27,10 @@ from ragloop.retrieval.query_text import STOP_WORDS
 
 # Words that carry no topic in a question: the search stop words plus question/instruction
 # vocabulary ("list", "describe", "tell me"), from the language's data file (vocabulary.py).
-# These are English's; `rules()` holds the knowledge base's language's.
+# These are English's; a `Reading` holds the knowledge base's language's.
 VOCABULARY = ENGLISH_WORDS
 QUESTION_WORDS = frozenset(VOCABULARY.words("question_words"))
 STOP = STOP_WORDS | QUESTION_WORDS
-
-# The knowledge base's language while a question is answered (Engine.ask sets it): the text
-# helpers read its words (`rules()`: question words, periods, quantities, section words) and
-# its stop words (retrieval/languages.py). English, or none set: English's alone.
-_LANGUAGE: ContextVar[str | None] = ContextVar("ragloop_kb_language", default=None)
-
-
-@contextmanager
-def reading_language(code: str | None) -> Iterator[None]:
-    token = _LANGUAGE.set(code)
-    try:
-        yield
-    finally:
-        _LANGUAGE.reset(token)
-
-
-def language() -> str | None:
-    """The knowledge base language the helpers read (None: none set, English)."""
-    return _LANGUAGE.get()
-
 
 # Latin-script words as before, plus the words of scripts with no Latin letters at all
 # (Hebrew, Arabic; CJK runs become character bigrams in words()): Latin text tokenizes as it did.
@@ -91,15 +70,8 @@ def words(text: str) -> list[str]:
     return out
 
 
-def is_code(word: str) -> bool:
-    """A product/error/period code: letters and digits together (S200, E104, Q3, FY2025)."""
-    return bool(_CODE.match(word)) and not rules().year_phrase.match(word)
 
 
-def is_period(word: str) -> bool:
-    """A time, not a thing: Q3, H1, FY2025, 2024, mid-2025."""
-    r = rules()
-    return bool(r.period.match(word) or _YEAR.match(word) or r.year_phrase.match(word))
 
 
 def is_number(word: str) -> bool:
@@ -138,20 +110,6 @@ def stem(word: str) -> str:
     return w
 
 
-def content_words(text: str) -> list[str]:
-    """Words of `text` that carry its topic (no stop/question words), original case, in order,
-    without repeats (case-insensitive)."""
-    seen: set[str] = set()
-    out = []
-    # an English KB and Latin text: exactly STOP
-    stops = rules().stop | stop_words(_LANGUAGE.get()) | script_stop_words(text)
-    for w in words(text):
-        low = w.lower()
-        if low in stops or low in seen or (len(low) == 1 and not low.isdigit()):
-            continue
-        seen.add(low)
-        out.append(w)
-    return out
 
 
 def term_set(text: str) -> set[str]:
@@ -160,49 +118,16 @@ def term_set(text: str) -> set[str]:
     return {stem(w) for w in words(text)}
 
 
-def content_terms(text: str) -> list[str]:
-    return list(dict.fromkeys(stem(w) for w in content_words(text)))
 
 
-def entities(text: str) -> list[str]:
-    """Entity-like tokens that must match exactly: codes (S200, E104, Q3, FY2025), numbers,
-    years, and capitalised words that do not start a sentence (Austin, HaldenMesh)."""
-    out: list[str] = []
-    stop = rules().stop
-    text = fold_dashes(text or "")
-    toks = list(_WORD.finditer(text))
-    for i, m in enumerate(toks):
-        w = m.group(0).strip("-'’")
-        if w.lower().endswith(("'s", "’s")):
-            w = w[:-2]
-        if not w:
-            continue
-        low = w.lower()
-        if is_code(w) or is_number(w):
-            out.append(w)
-            continue
-        if low in stop or len(w) < 2:
-            continue
-        if w[0].isupper():
-            start = i == 0 or re.search(r"[.!?:\n]\s*$", text[: m.start()][-3:] or "")
-            if not start or (w.isupper() and len(w) >= 2):
-                out.append(w)
-    return list(dict.fromkeys(out))
 
 
-def codes(text: str) -> list[str]:
-    return list(dict.fromkeys(w.upper() for w in words(text) if is_code(w)))
 
 
 # "7-hour", "30-day": a number with its unit, not a code the sources must name.
 _MEASURE = re.compile(r"^\d+-[a-z]+$", re.IGNORECASE)
 
 
-def absent_codes(question: str, held: set[str]) -> list[str]:
-    """The codes `question` asks about (a financial year, a product model) whose stems are
-    not in `held` (a `term_set` of what the sources say). Names and figures are not checked:
-    a user may write a figure the documents state as a threshold or a range."""
-    return [c for c in codes(question) if not _MEASURE.match(c) and stem(c) not in held]
 
 
 def code_family(code: str) -> str:
@@ -219,24 +144,6 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9£$€\u05d0-\u05ea
                            r"|(?<=[。！？])(?![”」』）])\s*|(?<=[。！？][”」』）])\s*|(?<=\u05c3)\s*")
 
 
-def split_sentences(text: str) -> list[str]:
-    """Split text into sentences; list items and headings count as sentences."""
-    out: list[str] = []
-    abbrev = rules().abbreviation
-    for block in re.split(r"\n\s*\n|\n(?=\s*(?:[-*•]|\d+[.)])\s)|\n(?=#)", text or ""):
-        block = " ".join(block.split())
-        if not block:
-            continue
-        buf = ""
-        for part in _SENTENCE_END.split(block):
-            buf = f"{buf} {part}".strip() if buf else part
-            if abbrev.search(buf) or re.search(r"\b[A-Z]\.$", buf):
-                continue
-            out.append(buf)
-            buf = ""
-        if buf:
-            out.append(buf)
-    return [s.strip(" -*•#") for s in out if len(s.strip(" -*•#")) > 1]
 
 
 # --- quantities (for conflicts) ----------------------------------------------------------
@@ -258,36 +165,6 @@ def _num(s: str) -> float:
     return float(s.replace(",", ""))
 
 
-def quantities(text: str) -> list[Quantity]:
-    out: list[Quantity] = []
-    r = rules()
-    for m in r.money.finditer(text):
-        cur = m.group(1) or m.group(4).upper()
-        cur = r.currency.get(cur, cur)
-        amount = _num(m.group(2) or m.group(5)) * r.scale.get((m.group(3) or m.group(6) or "")
-                                                              .lower(), 1.0)
-        out.append(Quantity(f"money:{cur}", f"{amount:g}", m.group(0).strip()))
-    for m in r.percent.finditer(text):
-        out.append(Quantity("percent", f"{float(m.group(1)):g}", m.group(0)))
-    for m in _DATE.finditer(text):
-        if m.group(1):
-            d, mon, y = m.group(1), m.group(2), m.group(3)
-        elif m.group(4):
-            mon, d, y = m.group(4), m.group(5), m.group(6)
-        else:
-            y, mon, d = m.group(7), MONTHS[int(m.group(8)) - 1] if 0 < int(m.group(8)) <= 12 \
-                else "?", m.group(9)
-        mon_n = next((i for i, name in enumerate(MONTHS) if name.startswith(mon.lower()[:3])), -1)
-        out.append(Quantity("date", f"{y}-{mon_n + 1:02d}-{int(d):02d}", m.group(0)))
-    for m in r.duration.finditer(text):
-        n = m.group(1).lower()
-        value = float(r.number_words.get(n, 0)) if n in r.number_words else float(n)
-        unit = m.group(2).lower()
-        unit = unit.removesuffix(r.plural) if r.plural else unit
-        for word, same in r.unit_synonyms.items():
-            unit = unit.replace(word, same)
-        out.append(Quantity(f"duration:{unit}", f"{value:g}", m.group(0)))
-    return out
 
 
 # --- section references ------------------------------------------------------------------
@@ -299,21 +176,8 @@ class SectionRef:
     text: str = ""
 
 
-def section_links(text: str) -> list[SectionRef]:
-    """Every "section 4.2" / "§2.1 of the Data Retention Policy" reference in `text`."""
-    out: list[SectionRef] = []
-    for m in rules().section_ref.finditer(text or ""):
-        title = m.group(2)
-        if title and not title[0].isupper():
-            title = None
-        out.append(SectionRef(m.group(1).rstrip("."), title.strip() if title else None,
-                              m.group(0)))
-    return list(dict.fromkeys(out))
 
 
-def section_refs(text: str) -> list[str]:
-    """The section ids referenced in `text` ("see section 4.2" -> ["4.2"]), in order."""
-    return list(dict.fromkeys(r.section for r in section_links(text)))
 
 
 def looks_cut_off(hit: Hit | str) -> bool:
@@ -348,13 +212,15 @@ class TitleIndex:
     disambiguation ("Tinted Windows (album)") is ignored, so one name may mean several
     documents. Titles that are a single stop word or a number are not indexed."""
 
-    def __init__(self, titles: Iterable[tuple[str, str]]) -> None:  # (doc_id, title)
+    def __init__(self, titles: Iterable[tuple[str, str]],  # (doc_id, title)
+                 reading: Reading) -> None:
         self.by_name: dict[tuple[str, ...], list[str]] = {}
+        stop = reading.rules.stop
         for doc_id, title in titles:
             key = tuple(name_tokens(_DISAMBIGUATION.sub("", title or "")))
             if not key or len(key) > MAX_TITLE_TOKENS:
                 continue
-            if len(key) == 1 and (key[0] in rules().stop or key[0].isdigit() or len(key[0]) < 3):
+            if len(key) == 1 and (key[0] in stop or key[0].isdigit() or len(key[0]) < 3):
                 continue
             self.by_name.setdefault(key, []).append(doc_id)
         self.longest = max((len(k) for k in self.by_name), default=0)
@@ -388,60 +254,8 @@ class TitleIndex:
 _SPAN_TOKEN = re.compile(r"[^\W_][\w\-'’.&]*")
 
 
-def name_spans(text: str) -> list[str]:
-    """Multi-word names as written: runs of capitalised words or codes, joined by "of",
-    "the", "de", "for", "&" ("Chief Financial Officer", "University of Tulsa", "Edge G2"),
-    in order of first appearance. A single capitalised word that starts a sentence is not a
-    name unless it is a code; stop words at a run's ends are trimmed."""
-    out: list[str] = []
-    r = rules()
-    text = fold_dashes(text or "")
-    toks = list(_SPAN_TOKEN.finditer(text))
-    i = 0
-    while i < len(toks):
-        w = toks[i].group(0).rstrip(".'’")
-        if not (w[:1].isupper() or is_code(w)) or w.lower() in r.stop:
-            i += 1
-            continue
-        j = i + 1
-        end = i + 1
-        while j < len(toks):
-            gap = text[toks[j - 1].end():toks[j].start()]
-            if gap.strip() or toks[j - 1].group(0).endswith("."):
-                break  # punctuation (a comma, a full stop) ends a name
-            nxt = toks[j].group(0).rstrip(".'’")
-            if nxt[:1].isupper() or is_code(nxt):
-                end = j + 1
-            elif nxt.lower() not in r.name_connectors:
-                break
-            j += 1
-        span_toks = [t.group(0).rstrip(".,'’") for t in toks[i:end]]
-        start = i == 0 or re.search(r"[.!?:\n]\s*$", text[max(0, toks[i].start() - 3):
-                                                            toks[i].start()])
-        if len(span_toks) > 1 or not start or is_code(span_toks[0]):
-            name = " ".join(span_toks)
-            if name not in out:
-                out.append(name)
-        i = end
-    return out
 
 
-def query_names_title(query: str, title: str) -> bool:
-    """The query is looking for the document titled `title`: the title (without its
-    disambiguation) is in the query, or the title starts with the first word of the query's
-    first name ("Arthurdale …" → "Arthurdale, West Virginia", "Belinda …" → "Belinda
-    Peregrín")."""
-    stop = rules().stop
-    key = name_tokens(_DISAMBIGUATION.sub("", title or ""))
-    if not key or (len(key) == 1 and key[0] in stop):
-        return False
-    toks = name_tokens(query)
-    n = len(key)
-    if any(toks[i:i + n] == key for i in range(len(toks) - n + 1)):
-        return True
-    names = name_spans(query)
-    lead = name_tokens(names[0])[:1] if names else []
-    return bool(lead) and key[0] == lead[0] and lead[0] not in stop and len(lead[0]) >= 3
 
 
 # --- one language's patterns -------------------------------------------------------------
@@ -525,7 +339,205 @@ def rules_of(code: str | None) -> TextRules:
 ENGLISH_RULES = TextRules.of(VOCABULARY)
 
 
-def rules() -> TextRules:
-    """The patterns of the knowledge base language being read (English when none is set)."""
-    code = _LANGUAGE.get()
-    return ENGLISH_RULES if code is None else rules_of(code)
+# --- one language's reading --------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Reading:
+    """The helpers that read a language's words: codes and periods, content words (its stop
+    words too), entities, sentences, quantities, section references and names. Built once
+    per knowledge base language (`reading(code)`) and passed to the offline decisions that
+    read text; `ENGLISH_READING` reads English alone."""
+
+    code: str | None  # the knowledge base's language (None: none recorded, English)
+    rules: TextRules
+
+    def is_code(self, word: str) -> bool:
+        """A product/error/period code: letters and digits together (S200, E104, Q3, FY2025)."""
+        return bool(_CODE.match(word)) and not self.rules.year_phrase.match(word)
+
+    def is_period(self, word: str) -> bool:
+        """A time, not a thing: Q3, H1, FY2025, 2024, mid-2025."""
+        r = self.rules
+        return bool(r.period.match(word) or _YEAR.match(word) or r.year_phrase.match(word))
+
+    def content_words(self, text: str) -> list[str]:
+        """Words of `text` that carry its topic (no stop/question words), original case, in order,
+        without repeats (case-insensitive)."""
+        seen: set[str] = set()
+        out = []
+        # an English KB and Latin text: exactly STOP
+        stops = self.rules.stop | stop_words(self.code) | script_stop_words(text)
+        for w in words(text):
+            low = w.lower()
+            if low in stops or low in seen or (len(low) == 1 and not low.isdigit()):
+                continue
+            seen.add(low)
+            out.append(w)
+        return out
+
+    def content_terms(self, text: str) -> list[str]:
+        return list(dict.fromkeys(stem(w) for w in self.content_words(text)))
+
+    def entities(self, text: str) -> list[str]:
+        """Entity-like tokens that must match exactly: codes (S200, E104, Q3, FY2025), numbers,
+        years, and capitalised words that do not start a sentence (Austin, HaldenMesh)."""
+        out: list[str] = []
+        stop = self.rules.stop
+        text = fold_dashes(text or "")
+        toks = list(_WORD.finditer(text))
+        for i, m in enumerate(toks):
+            w = m.group(0).strip("-'’")
+            if w.lower().endswith(("'s", "’s")):
+                w = w[:-2]
+            if not w:
+                continue
+            low = w.lower()
+            if self.is_code(w) or is_number(w):
+                out.append(w)
+                continue
+            if low in stop or len(w) < 2:
+                continue
+            if w[0].isupper():
+                start = i == 0 or re.search(r"[.!?:\n]\s*$", text[: m.start()][-3:] or "")
+                if not start or (w.isupper() and len(w) >= 2):
+                    out.append(w)
+        return list(dict.fromkeys(out))
+
+    def codes(self, text: str) -> list[str]:
+        return list(dict.fromkeys(w.upper() for w in words(text) if self.is_code(w)))
+
+    def absent_codes(self, question: str, held: set[str]) -> list[str]:
+        """The codes `question` asks about (a financial year, a product model) whose stems are
+        not in `held` (a `term_set` of what the sources say). Names and figures are not checked:
+        a user may write a figure the documents state as a threshold or a range."""
+        return [c for c in self.codes(question) if not _MEASURE.match(c) and stem(c) not in held]
+
+    def split_sentences(self, text: str) -> list[str]:
+        """Split text into sentences; list items and headings count as sentences."""
+        out: list[str] = []
+        abbrev = self.rules.abbreviation
+        for block in re.split(r"\n\s*\n|\n(?=\s*(?:[-*•]|\d+[.)])\s)|\n(?=#)", text or ""):
+            block = " ".join(block.split())
+            if not block:
+                continue
+            buf = ""
+            for part in _SENTENCE_END.split(block):
+                buf = f"{buf} {part}".strip() if buf else part
+                if abbrev.search(buf) or re.search(r"\b[A-Z]\.$", buf):
+                    continue
+                out.append(buf)
+                buf = ""
+            if buf:
+                out.append(buf)
+        return [s.strip(" -*•#") for s in out if len(s.strip(" -*•#")) > 1]
+
+    def quantities(self, text: str) -> list[Quantity]:
+        out: list[Quantity] = []
+        r = self.rules
+        for m in r.money.finditer(text):
+            cur = m.group(1) or m.group(4).upper()
+            cur = r.currency.get(cur, cur)
+            amount = _num(m.group(2) or m.group(5)) * r.scale.get((m.group(3) or m.group(6) or "")
+                                                                  .lower(), 1.0)
+            out.append(Quantity(f"money:{cur}", f"{amount:g}", m.group(0).strip()))
+        for m in r.percent.finditer(text):
+            out.append(Quantity("percent", f"{float(m.group(1)):g}", m.group(0)))
+        for m in _DATE.finditer(text):
+            if m.group(1):
+                d, mon, y = m.group(1), m.group(2), m.group(3)
+            elif m.group(4):
+                mon, d, y = m.group(4), m.group(5), m.group(6)
+            else:
+                y, mon, d = m.group(7), MONTHS[int(m.group(8)) - 1] if 0 < int(m.group(8)) <= 12 \
+                    else "?", m.group(9)
+            mon_n = next((i for i, name in enumerate(MONTHS)
+                          if name.startswith(mon.lower()[:3])), -1)
+            out.append(Quantity("date", f"{y}-{mon_n + 1:02d}-{int(d):02d}", m.group(0)))
+        for m in r.duration.finditer(text):
+            n = m.group(1).lower()
+            value = float(r.number_words.get(n, 0)) if n in r.number_words else float(n)
+            unit = m.group(2).lower()
+            unit = unit.removesuffix(r.plural) if r.plural else unit
+            for word, same in r.unit_synonyms.items():
+                unit = unit.replace(word, same)
+            out.append(Quantity(f"duration:{unit}", f"{value:g}", m.group(0)))
+        return out
+
+    def section_links(self, text: str) -> list[SectionRef]:
+        """Every "section 4.2" / "§2.1 of the Data Retention Policy" reference in `text`."""
+        out: list[SectionRef] = []
+        for m in self.rules.section_ref.finditer(text or ""):
+            title = m.group(2)
+            if title and not title[0].isupper():
+                title = None
+            out.append(SectionRef(m.group(1).rstrip("."), title.strip() if title else None,
+                                  m.group(0)))
+        return list(dict.fromkeys(out))
+
+    def section_refs(self, text: str) -> list[str]:
+        """The section ids referenced in `text` ("see section 4.2" -> ["4.2"]), in order."""
+        return list(dict.fromkeys(r.section for r in self.section_links(text)))
+
+    def name_spans(self, text: str) -> list[str]:
+        """Multi-word names as written: runs of capitalised words or codes, joined by "of",
+        "the", "de", "for", "&" ("Chief Financial Officer", "University of Tulsa", "Edge G2"),
+        in order of first appearance. A single capitalised word that starts a sentence is not a
+        name unless it is a code; stop words at a run's ends are trimmed."""
+        out: list[str] = []
+        r = self.rules
+        text = fold_dashes(text or "")
+        toks = list(_SPAN_TOKEN.finditer(text))
+        i = 0
+        while i < len(toks):
+            w = toks[i].group(0).rstrip(".'’")
+            if not (w[:1].isupper() or self.is_code(w)) or w.lower() in r.stop:
+                i += 1
+                continue
+            j = i + 1
+            end = i + 1
+            while j < len(toks):
+                gap = text[toks[j - 1].end():toks[j].start()]
+                if gap.strip() or toks[j - 1].group(0).endswith("."):
+                    break  # punctuation (a comma, a full stop) ends a name
+                nxt = toks[j].group(0).rstrip(".'’")
+                if nxt[:1].isupper() or self.is_code(nxt):
+                    end = j + 1
+                elif nxt.lower() not in r.name_connectors:
+                    break
+                j += 1
+            span_toks = [t.group(0).rstrip(".,'’") for t in toks[i:end]]
+            start = i == 0 or re.search(r"[.!?:\n]\s*$", text[max(0, toks[i].start() - 3):
+                                                                toks[i].start()])
+            if len(span_toks) > 1 or not start or self.is_code(span_toks[0]):
+                name = " ".join(span_toks)
+                if name not in out:
+                    out.append(name)
+            i = end
+        return out
+
+    def query_names_title(self, query: str, title: str) -> bool:
+        """The query is looking for the document titled `title`: the title (without its
+        disambiguation) is in the query, or the title starts with the first word of the query's
+        first name ("Arthurdale …" → "Arthurdale, West Virginia", "Belinda …" → "Belinda
+        Peregrín")."""
+        stop = self.rules.stop
+        key = name_tokens(_DISAMBIGUATION.sub("", title or ""))
+        if not key or (len(key) == 1 and key[0] in stop):
+            return False
+        toks = name_tokens(query)
+        n = len(key)
+        if any(toks[i:i + n] == key for i in range(len(toks) - n + 1)):
+            return True
+        names = self.name_spans(query)
+        lead = name_tokens(names[0])[:1] if names else []
+        return bool(lead) and key[0] == lead[0] and lead[0] not in stop and len(lead[0]) >= 3
+
+
+ENGLISH_READING = Reading(None, ENGLISH_RULES)
+
+
+@cache
+def reading(code: str | None) -> Reading:
+    """The reading of a knowledge base language (English's patterns when it has no word
+    file; its own stop words whatever it is)."""
+    return ENGLISH_READING if code is None else Reading(code, rules_of(code))

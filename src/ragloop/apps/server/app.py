@@ -405,6 +405,17 @@ def _event_payload(run_id: str, event: Event) -> str:
 
 
 def _add_routes(app: FastAPI, upload_limit: int) -> None:
+    """Every route, group by group (registration order kept: a document's section route
+    must come before the document route, whose path takes the rest of the URL)."""
+    _add_page_routes(app)
+    _add_run_routes(app)
+    _add_document_routes(app, upload_limit)
+    _add_search_route(app)
+    _add_metrics_route(app)
+
+
+def _add_page_routes(app: FastAPI) -> None:
+    """The web page, the dashboard and the liveness probe."""
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:
         return FileResponse(STATIC_DIR / "index.html")
@@ -421,6 +432,9 @@ def _add_routes(app: FastAPI, upload_limit: int) -> None:
                 "active_runs": state.jobs.active(),
                 "auth_required": any(m.cls is ApiKeyGuard for m in app.user_middleware)}
 
+
+def _add_run_routes(app: FastAPI) -> None:
+    """Starting a run, reading runs and their events, answering synchronously."""
     @app.post("/runs", status_code=202, tags=["runs"])
     def start_run(body: AskRequest, request: Request) -> dict[str, Any]:
         """Start a run in the background; returns its id at once. Follow it at
@@ -500,6 +514,9 @@ def _add_routes(app: FastAPI, upload_limit: int) -> None:
         result = await asyncio.wrap_future(future)
         return result.to_dict()
 
+
+def _add_document_routes(app: FastAPI, upload_limit: int) -> None:
+    """Listing, reading, deleting and uploading documents."""
     @app.get("/documents", tags=["documents"])
     def list_documents(request: Request) -> dict[str, Any]:
         """Every document: doc_id, title, source, number of sections and chunks."""
@@ -569,6 +586,8 @@ def _add_routes(app: FastAPI, upload_limit: int) -> None:
             body = {**error_body(result.status, result.message), **body}
         return JSONResponse(body, status_code=result.status)
 
+
+def _add_search_route(app: FastAPI) -> None:
     @app.get("/search", tags=["documents"])
     def search(request: Request,
                q: Annotated[str, Query(max_length=MAX_QUESTION_CHARS,
@@ -601,6 +620,8 @@ def _add_routes(app: FastAPI, upload_limit: int) -> None:
         return {"query": q, "mode": mode, "k": k, "filter": flt.to_dict() if flt else None,
                 "hits": [h.to_dict() for h in hits]}
 
+
+def _add_metrics_route(app: FastAPI) -> None:
     @app.get("/metrics", tags=["meta"])
     def metrics(request: Request,
                 recent: Annotated[int, Query(ge=1, le=5000)] = 200,
