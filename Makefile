@@ -25,7 +25,7 @@ $(PHOENIX): requirements-phoenix.lock
 	.venv-phoenix/bin/pip install -q -c requirements-phoenix.lock arize-phoenix==20.26.1
 	touch $(PHOENIX)
 
-$(STAMP): $(RUNTIME) $(PHOENIX)
+$(STAMP): $(RUNTIME)
 	# the web page is tested in a real headless Chromium (Debian's package)
 	command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 	# llama-cpp-python has no wheel for this platform: pip builds it once (about 6 minutes on
@@ -42,7 +42,8 @@ demo: $(RUNTIME)
 	$(BIN)/ragloop search "is the S200 sensor waterproof" --kb $(DEMO_KB) -k 5
 	$(BIN)/ragloop ask "$$(cat examples/demo_question.txt)" --kb $(DEMO_KB) --debug
 
-test: $(STAMP)
+# Phoenix only for the tests (tests/test_tracing.py): lint and bench do not wait for it
+test: $(STAMP) $(PHOENIX)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/lint-imports
 	$(BIN)/pytest -q
