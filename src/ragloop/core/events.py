@@ -118,13 +118,27 @@ class AnswerEvent(BaseEvent):
     citations_unchecked: bool | None = None  # the model's support verdict was unreadable
 
 
+class AnswerDeltaEvent(BaseEvent):
+    """One piece of the answer as it is written (a model's tokens, offline a sentence). The
+    pieces joined are the answer before its citations are checked; the final AnswerEvent
+    carries the checked text. Not stored (a row per token): a late reader gets the
+    AnswerEvent. `reset`: what was streamed since the last reset is not the answer (the
+    reply went on to call tools, or was asked again); a reader drops it."""
+
+    kind: Literal["answer_delta"] = "answer_delta"
+    text: str = ""
+    reset: bool | None = None
+
+
 class ErrorEvent(BaseEvent):
     kind: Literal["error"] = "error"
     error: str
 
 
 Event = Annotated[RouteEvent | PlanEvent | ToolCallEvent | GradeEvent | RewriteEvent
-                  | PlacementEvent | AnswerEvent | ErrorEvent, Field(discriminator="kind")]
+                  | PlacementEvent | AnswerEvent | ErrorEvent
+                  | AnswerDeltaEvent
+                  , Field(discriminator="kind")]
 _ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
 

@@ -7,7 +7,15 @@ import time
 from typing import Any
 
 from ragloop.core.observe import OBSERVER, ModelCall
-from ragloop.llm.base import ChatModel, ChatResponse, Message, Purpose, ToolChoice, ToolSpec
+from ragloop.llm.base import (
+    ChatModel,
+    ChatResponse,
+    ChatStream,
+    Message,
+    Purpose,
+    ToolChoice,
+    ToolSpec,
+)
 
 # Characters of each message kept in a model-call record: enough to read a prompt in a trace
 # viewer without sending a whole retrieved context per call over the wire.
@@ -33,6 +41,29 @@ class ObservedChat:
                                     tool_choice=tool_choice, max_tokens=max_tokens,
                                     temperature=temperature, purpose=purpose,
                                     json_schema=json_schema)
+        except Exception as exc:
+            if observer is not None:
+                observer.model_call(_call(self.name, purpose, started, system, messages,
+                                          max_tokens, temperature, error=repr(exc)))
+            raise
+        if observer is not None:
+            observer.model_call(_call(self.name, purpose, started, system, messages, max_tokens,
+                                      temperature, reply=reply))
+        return reply
+
+
+    def stream(self, messages: list[Message], *, system: str = "",
+               tools: list[ToolSpec] | None = None, tool_choice: ToolChoice = "auto",
+               max_tokens: int = 1024, temperature: float = 0.0, purpose: Purpose = "loop",
+               json_schema: dict[str, Any] | None = None) -> ChatStream:
+        """`inner.stream`, recorded like `chat` once the reply is whole."""
+        observer = OBSERVER.get()
+        started = time.time_ns()
+        try:
+            reply = yield from self.inner.stream(
+                messages, system=system, tools=tools, tool_choice=tool_choice,
+                max_tokens=max_tokens, temperature=temperature, purpose=purpose,
+                json_schema=json_schema)
         except Exception as exc:
             if observer is not None:
                 observer.model_call(_call(self.name, purpose, started, system, messages,
