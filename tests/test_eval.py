@@ -13,6 +13,7 @@ from graders import KeepsAll
 from ragloop.agent.run import RunResult
 from ragloop.agent.template import SINGLE_DEPTH_PER_DOC, top_documents
 from ragloop.agent.tools_driver import FIRST_SEARCH_NOTE
+from ragloop.core.answer_stream import in_pieces
 from ragloop.core.decisions import Draft, Grade, Route
 from ragloop.core.errors import UserError
 from ragloop.core.events import event_from
@@ -429,6 +430,9 @@ class FixedAnswerer:
         if text is None:
             return Draft(text="The knowledge base does not say.", unanswerable=True)
         return Draft(text=text)
+
+    def write(self, question, sub_questions, evidence):
+        return (yield from in_pieces(self.answer(question, sub_questions, evidence)))
 
 
 def tool(name: str, n: int, **args) -> ChatResponse:

@@ -116,6 +116,9 @@ class AnswerEvent(BaseEvent):
     # citations taken out because their passage does not support the sentence: {n, sentence}
     unsupported: list[dict[str, Any]] | None = None
     citations_unchecked: bool | None = None  # the model's support verdict was unreadable
+    # the checks changed the text the answer's pieces (AnswerDeltaEvent) streamed: a citation
+    # taken out; `text` is what a reader shows in place of the streamed one
+    changed_by_check: bool | None = None
 
 
 class AnswerDeltaEvent(BaseEvent):

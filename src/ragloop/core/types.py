@@ -144,6 +144,7 @@ class EventKind(StrEnum):
     PLACEMENT = "placement"
     ANSWER = "answer"
     ERROR = "error"
+    ANSWER_DELTA = "answer_delta"  # streamed, never stored (core/events.py AnswerDeltaEvent)
 
 
 class RunStatus(StrEnum):
