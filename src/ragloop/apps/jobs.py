@@ -4,6 +4,12 @@ A run id is made in the request and returned at once; the run itself goes to a w
 Until its worker starts, the run exists only here ("queued"); from then on the RunStore has it,
 with every event written as it happens. Followers read the store (the one truth, which also
 covers runs written by another process) and are woken early when a run in this process emits.
+
+The answer's pieces (AnswerDeltaEvent) are streamed, never stored (a row per token; the final
+AnswerEvent holds the answer). So while a run of this process goes, its followers read every
+event it emitted, pieces included, from `live` (kept here until the run ends); once it ended,
+or for a run of another process, they read the store: a follower that comes late or resumes
+after the answer gets the stored events and the whole answer, never half a stream.
 """
 
 from __future__ import annotations
@@ -57,6 +63,8 @@ class JobRunner:
         self.lock = threading.Lock()
         self.pending: dict[str, Pending] = {}
         self.futures: dict[str, Future[None]] = {}
+        # every event of each run going in this process, in order (see the module docstring)
+        self.live: dict[str, list[Event]] = {}
         self._waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
 
     # -- running ------------------------------------------------------------------------
@@ -78,9 +86,9 @@ class JobRunner:
 
     def _run(self, run_id: str, question: str, route: str, driver: str | None,
              max_steps: int | None) -> None:
-        def on_event(_event: Event) -> None:
+        def on_event(event: Event) -> None:
             self._pop_pending(run_id)
-            self.notify(run_id)
+            self.heard(run_id, event)
 
         try:
             self.engine.ask(question, route=route, driver=driver, max_steps=max_steps,
@@ -94,7 +102,17 @@ class JobRunner:
             self._pop_pending(run_id)
             with self.lock:
                 self.futures.pop(run_id, None)
-            self.notify(run_id)
+            self.heard(run_id, None)
+
+    def heard(self, run_id: str, event: Event | None) -> None:
+        """An event of a run going in this process (kept in `live`), or None once the run has
+        ended (its store row is final: `live` is dropped); its followers are woken."""
+        with self.lock:
+            if event is None:
+                self.live.pop(run_id, None)
+            else:
+                self.live.setdefault(run_id, []).append(event)
+        self.notify(run_id)
 
     def _pop_pending(self, run_id: str) -> None:
         if run_id in self.pending:
@@ -117,6 +135,15 @@ class JobRunner:
             return run
         return queued.record() if queued else None
 
+    def events(self, run_id: str, after_seq: int = -1) -> list[Event]:
+        """The run's events with seq > `after_seq`: every one it emitted while it goes in this
+        process (the answer's pieces too), else the stored ones."""
+        with self.lock:
+            live = self.live.get(run_id)
+            if live is not None:
+                return [e for e in live if e.seq > after_seq]
+        return self.runs.events(run_id, after_seq)
+
     def active(self) -> int:
         with self.lock:
             return len(self.futures)
@@ -136,7 +163,8 @@ class JobRunner:
         (None if the run is unknown).
 
         Reads the status before the events: the engine writes every event before it marks
-        the run finished, so once a finished status was seen, the events read next are all.
+        the run finished, so once a finished status was seen, the events read next are all
+        (from `live` while the runner still holds them, else from the store).
         """
         wake = asyncio.Event()
         token = (asyncio.get_running_loop(), wake)
@@ -146,7 +174,7 @@ class JobRunner:
             while True:
                 wake.clear()
                 run = await anyio.to_thread.run_sync(self.get, run_id)
-                events = await anyio.to_thread.run_sync(self.runs.events, run_id, after_seq)
+                events = await anyio.to_thread.run_sync(self.events, run_id, after_seq)
                 for event in events:
                     after_seq = event.seq
                     yield event
