@@ -113,6 +113,7 @@ class OpenAIChat:
         self.dialect: Dialect = dialect or ("openai" if official else "compatible")
         self.traits = traits_for(self.dialect)
         self._schema_rejected = False
+        self._tool_stream_rejected = False
         self.timeout = timeout
         self.max_retries = max_retries
         self._client = openai.OpenAI(
@@ -135,12 +136,31 @@ class OpenAIChat:
         `assemble_chunks`. `stream_options.include_usage` asks for the last chunk that carries
         the whole request's usage with empty `choices` (openai-python
         `types/chat/chat_completion_chunk.py`, `ChatCompletionChunk.usage`); a server that
-        ignores it leaves the tokens at zero, the call still counted."""
+        ignores it leaves the tokens at zero, the call still counted.
+
+        A server that cannot stream a tool call (llama-cpp-python's chatml-function-calling
+        handler raises "Automatic streaming tool choice is not supported" when the model
+        picks a tool: HTTP 500) is asked again without streaming, and from then on its calls
+        that offer tools are not streamed (their text comes as one piece)."""
         req = ChatRequest(**options)
         kwargs = build_request(self.model, messages, req, dialect=self.dialect)
+        offers_tools = bool(req.tools) and req.tool_choice != "none"
+        if offers_tools and self._tool_stream_rejected:
+            reply = self.chat(messages, **options)
+            if reply.text:
+                yield reply.text
+            return reply
         kwargs["stream"] = True
         kwargs["stream_options"] = {"include_usage": True}
-        chunks = self._create(kwargs, req)
+        try:
+            chunks = self._create(kwargs, req)
+        except ProviderError as e:
+            if not offers_tools or self.dialect == "openai" or not _rejects_streaming(e):
+                raise
+            self._tool_stream_rejected = True
+            log.warning("%s cannot stream tool calls (%s); calls that offer tools are not"
+                        " streamed", self.name, str(e)[:200])
+            return (yield from self.stream(messages, **options))
         try:
             return (yield from assemble_chunks(chunks, self.model, tool_choice=req.tool_choice,
                                                priced=self.dialect == "openai"))
@@ -194,6 +214,11 @@ def _rejects_response_format(exc: openai.APIStatusError) -> bool:
     """A 400 / 422, or a 500 that names response_format (llama-cpp-python answers its own
     request validation with 500)."""
     return exc.status_code in (400, 422) or "response_format" in str(exc.body or exc.message)
+
+
+def _rejects_streaming(exc: ProviderError) -> bool:
+    """The server's error names streaming (it cannot stream this request)."""
+    return "stream" in str(exc).lower()
 
 
 def _tool_choice(choice: ToolChoice) -> Any:
