@@ -722,6 +722,9 @@ class CitesFirst:
     def answer(self, question, sub_questions, evidence):
         return Draft(text="See [1].")
 
+    def write(self, question, sub_questions, evidence):
+        return (yield from in_pieces(self.answer(question, sub_questions, evidence)))
+
 
 def test_cli_eval_ingests_a_beir_corpus_and_resumes(tmp_path, monkeypatch) -> None:
     from typer.testing import CliRunner
