@@ -4,6 +4,7 @@ answer's pieces through the run, the run store, SSE over real HTTP and the CLI o
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import pty
@@ -229,8 +230,8 @@ def test_a_tools_reply_that_goes_on_to_search_is_reset_and_the_checks_say_what_c
         ChatResponse(text="The CFO approves them [1]. Also see [9]."),
     ], wire="anthropic")
     events = []
-    engine = Engine(small_kb, small_kb.settings.with_(max_steps=4), chat=chat,
-                    grader=KeepsAll())
+    engine = Engine(small_kb, small_kb.settings.with_(max_steps=4, citation_check="offline"),
+                    chat=chat, grader=KeepsAll())
     result = engine.ask(QUESTION, route="agent", driver="tools", on_event=events.append)
     pieces = deltas(events)
     assert "".join(p.text for p in pieces[:3]) == "Let me search." and pieces[3].reset
@@ -251,7 +252,8 @@ def test_an_answer_written_whole_still_streams_before_the_answer_event(small_kb)
     draft = drain(LLMAnswerer(chat).write(QUESTION, [], evidence()), ctx, events.append)
     assert events == [] and draft.text == "The CFO approves them [1]."
     result_events = []
-    engine = Engine(small_kb, chat=chat, grader=KeepsAll())
+    engine = Engine(small_kb, small_kb.settings.with_(citation_check="offline"), chat=chat,
+                    grader=KeepsAll())
     engine.ask(QUESTION, route="single", on_event=result_events.append)
     answer = next(e for e in result_events if e.kind == EventKind.ANSWER)
     assert deltas(result_events) and joined(result_events) == "The CFO approves them [1]."
@@ -270,17 +272,50 @@ def test_sse_carries_the_answer_pieces_in_order_and_a_late_reader_gets_the_answe
             late = read_sse(response)
     steps = [d for e, _, d in events if e == "step"]
     ids = [int(i) for e, i, _ in events if e == "step"]
-    assert ids == sorted(ids) == [s["seq"] for s in steps]
-    pieces = [s["data"]["text"] for s in steps if s["kind"] == "answer_delta"]
-    answer = steps[-1]
-    assert answer["kind"] == "answer" and len(pieces) >= 1
+    assert ids == [s["seq"] for s in steps] == list(range(len(steps)))
+    pieces = [(i, d) for i, (e, _, d) in enumerate(events) if e == "answer_delta"]
+    answer_at = next(i for i, (e, _, d) in enumerate(events)
+                     if e == "step" and d["kind"] == "answer")
+    answer = events[answer_at][2]
+    # the pieces: no id (not a step to resume from), before the answer, after every search
+    assert pieces and all(events[i][1] is None for i, _ in pieces)
+    assert all(i < answer_at for i, _ in pieces)
+    assert all(d["kind"] == "answer_delta" and d["seq"] == answer["seq"] for _, d in pieces)
     if not answer["data"].get("changed_by_check"):
-        assert "".join(pieces) == answer["data"]["text"]
-    # after the run: the stored events, the answer whole, no half stream
-    late_steps = [d for e, _, d in late if e == "step"]
-    assert [s for s in late_steps if s["kind"] == "answer_delta"] == []
-    assert late_steps == [s for s in steps if s["kind"] != "answer_delta"]
+        assert "".join(d["data"]["text"] for _, d in pieces) == answer["data"]["text"]
+    # after the run: the stored steps, the answer whole, no half stream
+    assert [e for e, _, _ in late if e == "answer_delta"] == []
+    assert [d for e, _, d in late if e == "step"] == steps
     assert late[-1][0] == "end" and late[-1][2]["status"] == events[-1][2]["status"]
+
+
+def test_a_follower_resuming_mid_answer_is_told_to_drop_the_pieces_it_had(small_kb):
+    """Reconnecting with the last step's id while the answer is written replays its pieces
+    from the start, after a reset."""
+    from ragloop.apps.jobs import JobRunner
+
+    engine = Engine(small_kb)
+    runner = JobRunner(engine, small_kb.backend.runs)
+    run_id = "resume1"
+    steps = engine.runs.events(engine.ask(QUESTION, route="agent").run_id)
+    pieces = [AnswerDeltaEvent(text=t, seq=steps[-1].seq, step=steps[-1].step)
+              for t in ("The CFO ", "approves [1].")]
+    runner.live[run_id] = [*steps[:-1], *pieces]
+
+    async def follow(after: int) -> list:
+        out = []
+        async for item in runner.follow(run_id, after):
+            out.append(item)
+            if len(out) == 3 or item is None:
+                break
+        return out
+
+    resumed = asyncio.run(follow(steps[-2].seq))
+    assert [e.reset for e in resumed] == [True, None, None]
+    assert [e.text for e in resumed[1:]] == ["The CFO ", "approves [1]."]
+    fresh = asyncio.run(follow(steps[-3].seq))
+    assert fresh[0] == steps[-2] and fresh[1] == pieces[0]  # a step first: nothing to drop
+    runner.shutdown()
 
 
 def run_on_a_terminal(args: list[str]) -> str:

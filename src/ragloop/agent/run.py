@@ -132,12 +132,13 @@ class RunContext:
 
     def record(self, event: Event) -> Event:
         """Number the event (this step, the next seq), keep it and log its line. An answer's
-        piece is numbered and joined to `streamed`, not kept (it is not a step)."""
+        piece is not a step: it takes the seq of the step it comes before without using it up
+        (the stored steps stay numbered 0, 1, 2, …) and is joined to `streamed`, not kept."""
         event = event.model_copy(update={"step": self.step, "seq": self.seq})
-        self.seq += 1
         if isinstance(event, AnswerDeltaEvent):
             self.streamed = event.text if event.reset else self.streamed + event.text
             return event
+        self.seq += 1
         self.events.append(event)
         line = log_line(event)
         if line:

@@ -28,7 +28,7 @@ import anyio
 
 from ragloop.agent.engine import Engine
 from ragloop.agent.run import RunResult
-from ragloop.core.events import Event
+from ragloop.core.events import AnswerDeltaEvent, Event
 from ragloop.core.types import RunStatus
 from ragloop.storage.protocols import RunRecord, RunStore
 
@@ -135,14 +135,23 @@ class JobRunner:
             return run
         return queued.record() if queued else None
 
-    def events(self, run_id: str, after_seq: int = -1) -> list[Event]:
-        """The run's events with seq > `after_seq`: every one it emitted while it goes in this
-        process (the answer's pieces too), else the stored ones."""
+    def events_after(self, run_id: str, after_seq: int,
+                     read: tuple[int, int] | None = None
+                     ) -> tuple[list[Event], tuple[int, int] | None]:
+        """The run's events after step `after_seq`, and where this read ended. While the run
+        goes in this process they come from `live` (the answer's pieces too, which share the
+        seq of the step they come before, so a follower goes on from where its last read
+        ended: `read`, the list's identity and length then); else from the store (None)."""
         with self.lock:
             live = self.live.get(run_id)
             if live is not None:
-                return [e for e in live if e.seq > after_seq]
-        return self.runs.events(run_id, after_seq)
+                if read is not None and read[0] == id(live):
+                    start = read[1]
+                else:
+                    start = next((i for i, e in enumerate(live) if e.seq > after_seq),
+                                 len(live))
+                return live[start:], (id(live), len(live))
+        return self.runs.events(run_id, after_seq), None
 
     def active(self) -> int:
         with self.lock:
@@ -159,8 +168,9 @@ class JobRunner:
 
     async def follow(self, run_id: str, after_seq: int = -1
                      ) -> AsyncIterator[Event | RunRecord | None]:
-        """Every event of `run_id` with seq > `after_seq`, in order, then the final run row
-        (None if the run is unknown).
+        """Every event of `run_id` after step `after_seq`, in order (the answer's pieces too
+        while the run goes in this process), then the final run row (None if the run is
+        unknown).
 
         Reads the status before the events: the engine writes every event before it marks
         the run finished, so once a finished status was seen, the events read next are all
@@ -170,13 +180,22 @@ class JobRunner:
         token = (asyncio.get_running_loop(), wake)
         with self.lock:
             self._waiters.setdefault(run_id, set()).add(token)
+        # a follower resuming in the middle of an answer gets its pieces again from the
+        # start: a reset first says to drop the ones it had
+        resumed = after_seq >= 0
+        read: tuple[int, int] | None = None
         try:
             while True:
                 wake.clear()
                 run = await anyio.to_thread.run_sync(self.get, run_id)
-                events = await anyio.to_thread.run_sync(self.events, run_id, after_seq)
+                events, read = await anyio.to_thread.run_sync(self.events_after, run_id,
+                                                              after_seq, read)
                 for event in events:
-                    after_seq = event.seq
+                    if not isinstance(event, AnswerDeltaEvent):
+                        after_seq = event.seq
+                    elif resumed:
+                        yield AnswerDeltaEvent(reset=True, step=event.step, seq=event.seq)
+                    resumed = False
                     yield event
                 if run is None or run["status"] not in (RunStatus.RUNNING, RunStatus.QUEUED):
                     yield run

@@ -408,7 +408,8 @@ def assemble_chunks(chunks: Iterable[Any], model: str, *, tool_choice: ToolChoic
     `function.name`, the later ones only pieces of `function.arguments`, so calls are
     assembled by index (parallel calls interleave). `finish_reason` arrives on the last chunk
     with choices; with `include_usage` one more chunk has `choices: []` and `usage`. llama.cpp's
-    server streams the same shapes (tools/server README, "streaming" and tool calls)."""
+    llama-server streams the same shapes (id and name first, then `arguments` pieces at the
+    call's index); Ollama sends each call whole in one delta, which assembles the same."""
     text: list[str] = []
     refusal: list[str] = []
     calls: dict[int, dict[str, str]] = {}
