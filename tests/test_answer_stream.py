@@ -257,7 +257,9 @@ def test_an_answer_written_whole_still_streams_before_the_answer_event(small_kb)
     engine.ask(QUESTION, route="single", on_event=result_events.append)
     answer = next(e for e in result_events if e.kind == EventKind.ANSWER)
     assert deltas(result_events) and joined(result_events) == "The CFO approves them [1]."
-    assert answer.seq > max(e.seq for e in deltas(result_events))
+    # before the answer event, sharing its seq (the step they come before)
+    assert result_events.index(answer) > result_events.index(deltas(result_events)[-1])
+    assert {e.seq for e in deltas(result_events)} == {answer.seq}
 
 
 # -- SSE and the CLI -------------------------------------------------------------------------
