@@ -138,29 +138,47 @@ class OpenAIChat:
         `types/chat/chat_completion_chunk.py`, `ChatCompletionChunk.usage`); a server that
         ignores it leaves the tokens at zero, the call still counted.
 
-        A server that cannot stream a tool call (llama-cpp-python's chatml-function-calling
-        handler raises "Automatic streaming tool choice is not supported" when the model
-        picks a tool: HTTP 500) is asked again without streaming, and from then on its calls
-        that offer tools are not streamed (their text comes as one piece)."""
+        A server that cannot stream a tool call fails such a request before its first piece:
+        llama-cpp-python's chatml-function-calling handler raises "Automatic streaming tool
+        choice is not supported" once the model picks a tool, after the response began, so
+        the connection drops. A streamed request that offers tools and fails before any
+        piece is asked again unstreamed (to any server but api.openai.com); when that works,
+        this server's calls that offer tools are not streamed from then on (their text comes
+        as one piece). A server that is down fails the second ask too, with its own error."""
         req = ChatRequest(**options)
-        kwargs = build_request(self.model, messages, req, dialect=self.dialect)
         offers_tools = bool(req.tools) and req.tool_choice != "none"
         if offers_tools and self._tool_stream_rejected:
             reply = self.chat(messages, **options)
             if reply.text:
                 yield reply.text
             return reply
+        pieces = self._streamed(build_request(self.model, messages, req, dialect=self.dialect),
+                                req)
+        started = False
+        try:
+            while True:
+                try:
+                    piece = next(pieces)
+                except StopIteration as done:
+                    return done.value  # type: ignore[no-any-return]
+                started = True
+                yield piece
+        except ProviderError as e:
+            if started or not offers_tools or self.dialect == "openai":
+                raise
+            reply = self.chat(messages, **options)
+            self._tool_stream_rejected = True
+            log.warning("%s failed a streamed request that offers tools (%s) and answered it"
+                        " unstreamed: such calls are not streamed from now on", self.name,
+                        str(e)[:200])
+            if reply.text:
+                yield reply.text
+            return reply
+
+    def _streamed(self, kwargs: dict[str, Any], req: ChatRequest) -> ChatStream:
         kwargs["stream"] = True
         kwargs["stream_options"] = {"include_usage": True}
-        try:
-            chunks = self._create(kwargs, req)
-        except ProviderError as e:
-            if not offers_tools or self.dialect == "openai" or not _rejects_streaming(e):
-                raise
-            self._tool_stream_rejected = True
-            log.warning("%s cannot stream tool calls (%s); calls that offer tools are not"
-                        " streamed", self.name, str(e)[:200])
-            return (yield from self.stream(messages, **options))
+        chunks = self._create(kwargs, req)
         try:
             return (yield from assemble_chunks(chunks, self.model, tool_choice=req.tool_choice,
                                                priced=self.dialect == "openai"))
@@ -214,11 +232,6 @@ def _rejects_response_format(exc: openai.APIStatusError) -> bool:
     """A 400 / 422, or a 500 that names response_format (llama-cpp-python answers its own
     request validation with 500)."""
     return exc.status_code in (400, 422) or "response_format" in str(exc.body or exc.message)
-
-
-def _rejects_streaming(exc: ProviderError) -> bool:
-    """The server's error names streaming (it cannot stream this request)."""
-    return "stream" in str(exc).lower()
 
 
 def _tool_choice(choice: ToolChoice) -> Any:
