@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from fakes.anthropic_server import FakeAnthropicServer, message, thinking, tool_use
 from fakes.openai_server import Fail, FakeOpenAIServer, completion, tool_call
 from graders import KeepsAll
@@ -24,6 +25,7 @@ from ragloop.agent.llm_decisions import LLMAnswerer
 from ragloop.agent.run import RunContext, drain
 from ragloop.core.answer_stream import sentence_pieces, written
 from ragloop.core.decisions import Evidence
+from ragloop.core.errors import ProviderError
 from ragloop.core.events import AnswerDeltaEvent
 from ragloop.core.types import EventKind, Usage
 from ragloop.llm.anthropic import AnthropicChat, assemble_events
@@ -138,6 +140,21 @@ def test_a_server_that_cannot_stream_tool_calls_is_asked_again_without_streaming
         text, again = drained(chat.stream([Message("user", "hi")], tools=TOOLS))
         assert text == ["IP67 [1]."] == [again.text]
         assert [r.body.get("stream") for r in server.requests] == [True, None, None]
+
+
+def test_a_stream_broken_off_before_its_first_chunk_is_asked_again_without_streaming():
+    with FakeOpenAIServer() as server:
+        server.enqueue({"id": "x", "choices": []},  # an empty stream, no finish_reason
+                       completion(None, tool_calls=[tool_call("search_knowledge_base",
+                                                              '{"query": "T9"}')]))
+        chat = OpenAIChat("m", base_url=f"{server.url}/v1", max_retries=0, timeout=5,
+                          provider="llamacpp", dialect="llamacpp")
+        _, reply = drained(chat.stream([Message("user", "hi")], tools=TOOLS))
+        assert reply.tool_calls[0].arguments == {"query": "T9"}
+        # without tools offered, a broken stream is the server's error, not a fallback
+        server.enqueue({"id": "x", "choices": []})
+        with pytest.raises(ProviderError, match="ended before its reply"):
+            drained(chat.stream([Message("user", "hi")]))
 
 
 def test_anthropic_sdk_streams_thinking_text_and_tool_use_from_a_real_http_server():

@@ -60,10 +60,10 @@ def test_tools_run_starts_from_single_shots_search_and_round_trips_a_real_tool_c
     with explained():
         result = engine.ask(question, route="agent", driver="tools", on_event=events.append)
     assert result.status in ENDED, result.answer
-    # (a streamed request this server refuses, a tool call it cannot stream, is asked again
-    # unstreamed: the refused one is left out)
+    # (a streamed request that this server breaks off, a tool call it cannot stream, is asked
+    # again unstreamed: the broken one, which has no finish_reason, is left out)
     loop = [(req, resp) for req, resp in wire.exchanges if "tools" in req
-            and resp["status"] == 200]
+            and resp["status"] == 200 and resp["choices"][0]["finish_reason"]]
     # step 1 is single-shot's search, made by the driver before any model call: the model's
     # first request already holds its results, and no tool is forced on it
     searches = [e for e in events if e.kind == EventKind.TOOL_CALL

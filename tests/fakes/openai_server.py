@@ -72,7 +72,11 @@ def stream(reply: dict[str, Any], request: dict[str, Any]) -> list[tuple[str | N
     (openai-python types/chat/chat_completion_chunk.py): a role delta, the content a word at a
     time, each tool call's id and name then its arguments in pieces by `index`, the
     finish_reason on a last delta, the usage in a chunk with empty choices when
-    `stream_options.include_usage`, then `[DONE]`."""
+    `stream_options.include_usage`, then `[DONE]`. A reply with no choices streams nothing
+    (llama-cpp-python ends the stream so when its handler fails: it cannot stream a tool
+    call)."""
+    if not reply.get("choices"):  # a stream broken off before its first chunk
+        return []
     head = {k: reply[k] for k in ("id", "created", "model")}
     head["object"] = "chat.completion.chunk"
     choice = reply["choices"][0]

@@ -166,7 +166,14 @@ class OpenAIChat:
         except ProviderError as e:
             if started or not offers_tools or self.dialect == "openai":
                 raise
-            reply = self.chat(messages, **options)
+            try:
+                reply = self.chat(messages, **options)
+            except ProviderError as again:
+                if not isinstance(again.__cause__, openai.APIConnectionError):
+                    raise
+                # the dropped stream's connection went back to the pool dead; the next
+                # request opens a new one
+                reply = self.chat(messages, **options)
             self._tool_stream_rejected = True
             log.warning("%s failed a streamed request that offers tools (%s) and answered it"
                         " unstreamed: such calls are not streamed from now on", self.name,
@@ -451,6 +458,9 @@ def assemble_chunks(chunks: Iterable[Any], model: str, *, tool_choice: ToolChoic
                     slot["arguments"] += tc.function.arguments or ""
             if choice.finish_reason:
                 finish = choice.finish_reason
+    if finish is None:  # every complete stream ends its choice with a finish_reason
+        raise ProviderError(f"openai: the stream of {model} ended before its reply did (no"
+                            " finish_reason): the server stopped streaming")
     message: dict[str, Any] = {"role": "assistant", "content": "".join(text) or None,
                                "refusal": "".join(refusal) or None}
     if calls:
