@@ -77,7 +77,10 @@ def test_tools_run_starts_from_single_shots_search_and_round_trips_a_real_tool_c
     # searches again)
     call = first_resp["choices"][0]["message"]["tool_calls"][0]
     assert call["function"]["name"] == "search_knowledge_base"
-    assert isinstance(json.loads(call["function"]["arguments"])["query"], str)
+    # (strict=False: this 135M model may end the query with a raw newline, as it does after
+    # the streamed attempt changed the server's cache; whether the model writes valid JSON is
+    # not what this test is about, and ragloop sends such arguments back as a tool error)
+    assert isinstance(json.loads(call["function"]["arguments"], strict=False)["query"], str)
     # the round trip: step 3 sends that call back (content "" beside it, which this server
     # requires) with its tool result, offers no tools, and the server accepts it
     last_req, last_resp = loop[-1]
