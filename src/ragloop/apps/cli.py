@@ -306,7 +306,7 @@ def print_event(event: Event, debug: bool) -> None:
 def print_run(result: dict[str, Any], streamed: str | None = None) -> None:
     """The run's answer and sources; `streamed`: the answer as it was printed while written
     (apps/answer_printer.py), shown again only as the checks changed it."""
-    if streamed is None:
+    if not streamed:  # nothing printed while written (no terminal, or a run that failed)
         out.print(f"\n[bold]{shown(result['answer'])}[/]\n")
     elif streamed != result["answer"]:
         out.print(f"\n[dim]checked:[/] [bold]{shown(result['answer'])}[/]\n")
