@@ -31,11 +31,11 @@ from ragloop.core.conversation import Turn
 from ragloop.core.types import Hit
 from ragloop.eval.metrics import distinct, recall_all
 from ragloop.kb import KnowledgeBase
+from ragloop.language.text import reading
+from ragloop.language.vocabulary import vocabulary
 from ragloop.offline.clarify import clarify
 from ragloop.offline.condense import condense
 from ragloop.offline.grader import LocalGrader
-from ragloop.offline.text import reading
-from ragloop.offline.vocabulary import vocabulary
 
 ROOT = Path(__file__).resolve().parents[1]
 CONVERSATIONS = ROOT / "examples" / "evals" / "conversations.jsonl"

@@ -28,10 +28,10 @@ from ragloop.core.events import Event, RouteEvent
 from ragloop.core.types import Citation, RunStatus
 from ragloop.core.unicode import clean_text
 from ragloop.kb import KnowledgeBase
+from ragloop.language.vocabulary import Vocabulary, vocabulary
 from ragloop.llm import make_chat_model
 from ragloop.llm.base import ChatModel
 from ragloop.offline import factory as offline
-from ragloop.offline.vocabulary import Vocabulary, vocabulary
 from ragloop.retrieval.filters import Filter
 from ragloop.storage.protocols import RunStore
 
@@ -80,7 +80,7 @@ def _route(question: str, kb: KnowledgeBase, route: str) -> Route:
         return Route("agent", "forced by --route agent")
     router = offline.router(kb, kb_words(kb))
     if route == "single":
-        # single-shot declines what the knowledge base plainly does not cover, as routing does
+        # single-shot declines what is plainly outside the knowledge base, as routing does
         why = router.out_of_scope(question)
         return Route("out_of_scope", why) if why else Route("single", "forced by --route single")
     return router.route(question)

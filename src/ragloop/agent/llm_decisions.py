@@ -33,8 +33,8 @@ from ragloop.agent import prompts
 from ragloop.agent.jsonparse import ask_json
 from ragloop.core.decisions import Draft, Evidence, Grade, Plan
 from ragloop.core.types import Hit, Usage
+from ragloop.language.vocabulary import ENGLISH_WORDS
 from ragloop.llm.base import ChatModel
-from ragloop.offline.vocabulary import ENGLISH_WORDS
 
 MAX_SUB_QUESTIONS = 3
 PLANNER_UNREADABLE = "planner reply unreadable"

@@ -54,7 +54,7 @@ class RunResult:
     `answer` carries `[n]` markers; each `Citation` in `citations` says which document and
     section `[n]` points to. `status` is one of `RunStatus` (answered, truncated,
     unanswerable, needs_input, refused, failed); `missing` lists the parts the answer says it
-    could not find. `usage` counts the model calls (tokens, cost; zeros offline), `evidence`
+    lacks. `usage` counts the model calls (tokens, cost; zeros offline), `evidence`
     every passage the run gathered, numbered as the answer cites them. `to_dict()` is the JSON
     the HTTP API and the run store show."""
 
@@ -160,7 +160,7 @@ class DriverOutcome:
     closest: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None  # what ended the run early (failures.ENDS)
     # the answer declines in whole or in part: status unanswerable, a part the answerer
-    # stated missing, or a free-text answer whose words decline (offline/lang `decline`)
+    # stated missing, or a free-text answer whose words decline (language/lang `decline`)
     declined: bool = False
 
 

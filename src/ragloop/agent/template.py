@@ -26,7 +26,7 @@ from ragloop.agent.tools import SEARCH, Toolbox
 from ragloop.core.decisions import Answerer, Draft, Grade, Grader, Plan
 from ragloop.core.events import AnswerEvent, ErrorEvent, PlanEvent, ToolCallEvent
 from ragloop.core.types import Hit, RunStatus
-from ragloop.offline.vocabulary import ENGLISH_WORDS
+from ragloop.language.vocabulary import ENGLISH_WORDS
 
 # Single-shot searches this many chunks per document it may read (documents span chunks).
 SINGLE_DEPTH_PER_DOC = 3
@@ -109,7 +109,7 @@ class RunTemplate:
                  declined_phrases: Sequence[str] = ()) -> None:
         """`first_search` searches at single-shot's depth; the first `k` documents of its
         result are single-shot's evidence. `declined_phrases` are the KB language's words for
-        "the knowledge base does not say" (offline/lang/*.json, `decline`)."""
+        what the knowledge base lacks (language/lang/*.json, `decline`)."""
         self.first_search = first_search
         self.grader = grader
         self.answerer = answerer

@@ -458,7 +458,7 @@ def _eval_corpus(base: KnowledgeBase, data: Dataset, *, progress: bool,
     misses = resolve_gold(data, doc_ids)
     for qid, name in misses[:10]:
         err.print(f"[yellow]warning:[/] question {shown(qid)}: gold document"
-                  f" {shown(repr(name))} is not in the knowledge base")
+                  f" {shown(repr(name))} is not among the knowledge base's documents")
     if len(misses) > 10:
         err.print(f"[yellow]warning:[/] {len(misses)} gold names did not resolve in all")
     return misses

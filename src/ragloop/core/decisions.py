@@ -56,7 +56,7 @@ class Draft:
     """An answer as written by an answerer, before citations are checked."""
 
     text: str  # cites evidence as [n]
-    missing: list[str] = field(default_factory=list)  # parts the knowledge base does not cover
+    missing: list[str] = field(default_factory=list)  # parts the knowledge base lacks
     unanswerable: bool = False  # nothing in the evidence answers the question
     conflicts: list[str] = field(default_factory=list)  # disagreements between sources, in words
     # (evidence number, sentence) of the nearest passages nothing confirmed: listed beside the
@@ -103,7 +103,7 @@ class Router(Protocol):
     def route(self, question: str) -> Route: ...
 
     def out_of_scope(self, question: str) -> str | None:
-        """Why the knowledge base plainly does not cover the question, or None."""
+        """Why the question is plainly outside the knowledge base, or None."""
         ...
 
 

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from ragloop.core.decisions import Answerer, FollowUps, Grader, Planner, Rewriter, Router
 from ragloop.kb import KnowledgeBase
+from ragloop.language.support import SupportChecker
+from ragloop.language.text import Reading
+from ragloop.language.text import reading as reading_of
+from ragloop.language.vocabulary import Vocabulary
 from ragloop.offline.answerer import ExtractiveAnswerer
 from ragloop.offline.follow_ups import LocalFollowUps
 from ragloop.offline.grader import LocalGrader
 from ragloop.offline.planner import LocalPlanner
 from ragloop.offline.rewriter import LocalRewriter
 from ragloop.offline.router import RuleRouter, describe_scope
-from ragloop.offline.support import SupportChecker
-from ragloop.offline.text import Reading
-from ragloop.offline.text import reading as reading_of
-from ragloop.offline.vocabulary import Vocabulary
 
 
 def reading(kb: KnowledgeBase) -> Reading:
