@@ -9,8 +9,8 @@ import sqlite3
 
 from ragloop.core.types import RunStatus
 from ragloop.storage.backend import open_backend
-from ragloop.storage.sqlite.store import DB_FILE
 from ragloop.storage.migrate import migrate
+from ragloop.storage.sqlite.store import DB_FILE
 
 
 def _turn(runs, question: str, cid: str | None, standalone: str | None = None) -> str:

@@ -60,7 +60,7 @@ def test_a_question_on_its_own_is_recorded_as_before(small_kb) -> None:
     r = engine.ask("Who approves expenses above £2,500?", route="single")
     run = engine.runs.get(r.run_id)
     assert (run["conversation_id"], run["turn"], run["standalone"]) == (None, None, None)
-    assert [e.kind for e in engine.runs.events(r.run_id)][0] == "route"
+    assert next(e.kind for e in engine.runs.events(r.run_id)) == "route"
     assert r.to_dict()["standalone"] is None
 
 
