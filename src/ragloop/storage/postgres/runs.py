@@ -267,10 +267,10 @@ class PgRunStore:
         run_id = run_id or uuid.uuid4().hex[:12]
         with self._conn() as conn:
             conn.execute(
-                "INSERT INTO runs(run_id, question, status, options, max_attempts, created_at)"
-                " VALUES (%s, %s, 'queued', %s::json, %s, %s)",
+                "INSERT INTO runs(run_id, question, status, options, max_attempts, created_at,"
+                " conversation_id) VALUES (%s, %s, 'queued', %s::json, %s, %s, %s)",
                 (run_id, question, json.dumps(options or {}), max(1, max_attempts),
-                 time.time()))
+                 time.time(), (options or {}).get("conversation_id")))
         return run_id
 
     def claim(self, lease_s: float | None = None) -> QueuedRun | None:
