@@ -547,6 +547,8 @@ def eval_(dataset: Annotated[Path, typer.Argument(
     Writes OUT/report.json, OUT/report.md and OUT/report.html (plots)."""
     from ragloop.agent.engine import Engine
     from ragloop.core.extras import EVAL_MODULES, require_extra
+    from ragloop.eval.conversations import evaluate as evaluate_conversations
+    from ragloop.eval.conversations import is_conversation_set
     from ragloop.eval.datasets import load_dataset
     from ragloop.eval.metrics import build_report, diagnose
     from ragloop.eval.report import markdown, to_json, write_reports
@@ -557,6 +559,18 @@ def eval_(dataset: Annotated[Path, typer.Argument(
     chosen = parse_paths(paths)
     if k < 1:
         raise UserError("-k must be at least 1")
+    if is_conversation_set(dataset):  # {"turns": [...]} per line: eval/conversations.py
+        settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url,
+                                embedder=embedder, strictness=strict)
+        with KnowledgeBase.open(settings.kb, settings, create=False) as base:
+            text, misses = evaluate_conversations(
+                base, Engine(base, settings.with_(max_steps=max_steps), source="eval"),
+                dataset, chosen, out_dir or Path("eval-results") / dataset.stem, limit)
+        out.print(shown(text), highlight=False)
+        for name in misses:
+            err.print(f"[yellow]warning:[/] gold document {shown(repr(name))} is not in the"
+                      " knowledge base")
+        return
     data = load_dataset(dataset)
     settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url,
                             embedder=embedder, strictness=strict)
