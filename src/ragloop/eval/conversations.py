@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragloop.core.errors import UserError
-from ragloop.eval.datasets import EvalQuestion, resolve_doc_name
+from ragloop.eval.datasets import EvalQuestion, read_jsonl, resolve_doc_name
 from ragloop.eval.metrics import abstained, recall_all
 
 if TYPE_CHECKING:
@@ -58,31 +58,18 @@ class Conversation:
     turns: list[ConversationTurn] = field(default_factory=list)
 
 
-def _lines(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if line.strip():
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise UserError(f"{path}:{n}: not JSON ({exc.msg})") from None
-                if not isinstance(obj, dict):
-                    raise UserError(f"{path}:{n}: a line must be a JSON object")
-                yield n, obj
-
-
 def is_conversation_set(path: Path) -> bool:
     """A .jsonl file whose first object has "turns"."""
     if path.is_dir() or path.suffix != ".jsonl":
         return False
-    for _, obj in _lines(path):
+    for _, obj in read_jsonl(path):
         return "turns" in obj
     return False
 
 
 def load_conversations(path: Path) -> list[Conversation]:
     out: list[Conversation] = []
-    for n, obj in _lines(path):
+    for n, obj in read_jsonl(path):
         turns = obj.get("turns")
         if not isinstance(turns, list) or not turns:
             raise UserError(f"{path}:{n}: a conversation needs a non-empty \"turns\" list")
