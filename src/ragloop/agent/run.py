@@ -83,6 +83,10 @@ class RunResult:
     # the answer declines, in whole or in part (see DriverOutcome.declined): the eval's
     # abstention reads this, so the run and the eval never disagree about an answer
     declined: bool = False
+    # a conversation's turn: the question as searched, made standalone from the history
+    # (None for a question asked on its own), and the conversation's id
+    standalone: str | None = None
+    conversation_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -96,6 +100,7 @@ class RunResult:
             "evidence": self.evidence, "error": self.error, "closest": self.closest,
             "unsupported": self.unsupported, "citations_unchecked": self.citations_unchecked,
             "citation_support": self.citation_support, "declined": self.declined,
+            "standalone": self.standalone, "conversation_id": self.conversation_id,
         }
 
 

@@ -1,15 +1,18 @@
-"""The decision protocols of the agent: plan, grade, rewrite, answer, route, follow up.
+"""The decision protocols of the agent: condense, plan, grade, rewrite, answer, route, follow up.
 
-Plan, grade, rewrite and answer each have an LLM implementation (agent/llm_decisions.py, JSON
-calls) and an offline one that needs no generative model (offline/, built through
-offline/factory.py); routing and following up are offline rules only.
+Condense, plan, grade, rewrite and answer each have an LLM implementation
+(agent/llm_decisions.py and agent/llm_condense.py, JSON calls) and an offline one that needs no
+generative model (offline/, built through offline/factory.py); routing and following up are
+offline rules only.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from ragloop.core.conversation import Condensed, Turn
 from ragloop.core.types import Hit, Usage
 
 
@@ -68,6 +71,16 @@ class Draft:
 class Route:
     route: Literal["single", "agent", "out_of_scope"]
     reason: str
+
+
+class Condenser(Protocol):
+    usage: Usage  # what its model calls cost so far (always zero offline)
+
+    def condense(self, history: Sequence[Turn], question: str) -> Condensed:
+        """`question` made standalone from `history` (oldest turn first): what to search,
+        whether it follows up or starts a new topic (the history is then dropped), and why.
+        Called only with a history: a first question is searched as typed."""
+        ...
 
 
 class Planner(Protocol):

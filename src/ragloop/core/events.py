@@ -123,8 +123,21 @@ class ErrorEvent(BaseEvent):
     error: str
 
 
+class CondenseEvent(BaseEvent):
+    """A conversation's turn made standalone before routing: what was typed, what is
+    searched, whether it followed up or started a new topic (core/conversation.TurnKind)."""
+
+    kind: Literal["condense"] = "condense"
+    typed: str
+    standalone: str
+    turn_kind: str
+    reason: str = ""
+
+
 Event = Annotated[RouteEvent | PlanEvent | ToolCallEvent | GradeEvent | RewriteEvent
-                  | PlacementEvent | AnswerEvent | ErrorEvent, Field(discriminator="kind")]
+                  | PlacementEvent | AnswerEvent | ErrorEvent
+                  | CondenseEvent
+                  , Field(discriminator="kind")]
 _ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
 

@@ -144,6 +144,7 @@ class EventKind(StrEnum):
     PLACEMENT = "placement"
     ANSWER = "answer"
     ERROR = "error"
+    CONDENSE = "condense"
 
 
 class RunStatus(StrEnum):

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ragloop.core.conversation import Condensed, Turn, TurnKind
+from ragloop.core.types import Usage
 from ragloop.language.text import ENGLISH_READING, Reading, code_family, stem, words
 from ragloop.language.vocabulary import Vocabulary
 
@@ -267,3 +268,15 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
         sign = f"pronoun '{pronoun.group(0)}'"
     return Condensed(_tidy(text, q), TurnKind.FOLLOW_UP, f"{sign}: {'; '.join(how)}",
                      subject=" ".join(subject), refers_to=at)
+
+
+class RuleCondenser:
+    """The offline `Condenser` (core/decisions.py): `condense` with one language's words."""
+
+    def __init__(self, words: Vocabulary, reading: Reading = ENGLISH_READING) -> None:
+        self.words = words
+        self.reading = reading
+        self.usage = Usage()  # no model calls
+
+    def condense(self, history: Sequence[Turn], question: str) -> Condensed:
+        return condense(history, question, self.words, self.reading)

@@ -6,13 +6,22 @@ read), passed in explicitly: no component reads a language from ambient state.""
 
 from __future__ import annotations
 
-from ragloop.core.decisions import Answerer, FollowUps, Grader, Planner, Rewriter, Router
+from ragloop.core.decisions import (
+    Answerer,
+    Condenser,
+    FollowUps,
+    Grader,
+    Planner,
+    Rewriter,
+    Router,
+)
 from ragloop.kb import KnowledgeBase
 from ragloop.language.support import SupportChecker
 from ragloop.language.text import Reading
 from ragloop.language.text import reading as reading_of
 from ragloop.language.vocabulary import Vocabulary
 from ragloop.offline.answerer import ExtractiveAnswerer
+from ragloop.offline.condense import RuleCondenser
 from ragloop.offline.follow_ups import LocalFollowUps
 from ragloop.offline.grader import LocalGrader
 from ragloop.offline.planner import LocalPlanner
@@ -24,6 +33,10 @@ def reading(kb: KnowledgeBase) -> Reading:
     """How the offline rules read `kb`'s language (English's patterns when it has no word
     file; its own stop words whatever it is)."""
     return reading_of(kb.language)
+
+
+def condenser(kb: KnowledgeBase, words: Vocabulary) -> Condenser:
+    return RuleCondenser(words, reading(kb))
 
 
 def planner(words: Vocabulary, reading: Reading) -> Planner:
