@@ -27,7 +27,7 @@ from ragloop.core.config import Settings
 from ragloop.core.conversation import Condensed, Turn
 from ragloop.core.decisions import Answerer, Condenser, Grader, Planner, Rewriter, Route
 from ragloop.core.errors import ConfigError, NotFoundError
-from ragloop.core.events import CondenseEvent, Event, RouteEvent
+from ragloop.core.events import AnswerDeltaEvent, CondenseEvent, Event, RouteEvent
 from ragloop.core.types import Citation, RunStatus
 from ragloop.core.unicode import clean_text
 from ragloop.kb import KnowledgeBase
@@ -246,7 +246,8 @@ class Engine:
         `route`: "auto" (the router decides), "single" (one search, one answer) or "agent"
         (the loop). `driver`: "tools" (the model calls the tools) or "pipeline" (plan, search,
         grade, rewrite; the offline default). `max_steps`: the ceiling (settings' default).
-        `on_event`: called with each typed event (`ragloop.core.events`) as it happens.
+        `on_event`: called with each typed event (`ragloop.core.events`) as it happens, the
+        answer's pieces (AnswerDeltaEvent) included; those are not stored.
         Returns a `RunResult`; raises `UserError` subclasses for bad arguments and
         `RunFailed` only where the run could not end with an answer."""
         if route not in ROUTES:
@@ -270,7 +271,8 @@ class Engine:
                                  source=self.source, conversation_id=conversation_id)
 
         def record(event: Event) -> None:  # every event: stored, then streamed
-            self.runs.add_event(run_id, event)
+            if not isinstance(event, AnswerDeltaEvent):  # the AnswerEvent is stored whole
+                self.runs.add_event(run_id, event)
             if on_event is not None:
                 on_event(event)
 

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from ragloop.agent.evidence import CheckedAnswer, Ledger
 from ragloop.core.decisions import Grade, Plan
-from ragloop.core.events import Event, ToolCallEvent
+from ragloop.core.events import AnswerDeltaEvent, Event, ToolCallEvent
 from ragloop.core.types import Citation, Hit, RunStatus, Usage
 
 log = logging.getLogger("ragloop.agent")
@@ -132,10 +132,17 @@ class RunContext:
         self.started = time.perf_counter()
         self.plan: Plan | None = None  # the driver's plan, when it plans
         self.first: FirstSearch | None = None  # step 1, set before the driver gathers
+        # the answer's pieces streamed since the last reset, joined (AnswerDeltaEvent)
+        self.streamed = ""
 
     def record(self, event: Event) -> Event:
-        """Number the event (this step, the next seq), keep it and log its line."""
+        """Number the event (this step, the next seq), keep it and log its line. An answer's
+        piece is not a step: it takes the seq of the step it comes before without using it up
+        (the stored steps stay numbered 0, 1, 2, …) and is joined to `streamed`, not kept."""
         event = event.model_copy(update={"step": self.step, "seq": self.seq})
+        if isinstance(event, AnswerDeltaEvent):
+            self.streamed = event.text if event.reset else self.streamed + event.text
+            return event
         self.seq += 1
         self.events.append(event)
         line = log_line(event)

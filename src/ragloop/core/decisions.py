@@ -8,11 +8,12 @@ offline rules only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from ragloop.core.conversation import Condensed, Turn
+from ragloop.core.events import AnswerDeltaEvent
 from ragloop.core.types import Hit, Usage
 
 
@@ -109,6 +110,12 @@ class Answerer(Protocol):
     usage: Usage  # what its model calls cost so far (always zero offline)
 
     def answer(self, question: str, sub_questions: list[str], evidence: list[Evidence]) -> Draft:
+        ...
+
+    def write(self, question: str, sub_questions: list[str], evidence: list[Evidence]
+              ) -> Generator[AnswerDeltaEvent, None, Draft]:
+        """`answer`, streamed (core/answer_stream.py `Writing`): the answer's pieces as they
+        are written, then the Draft."""
         ...
 
 

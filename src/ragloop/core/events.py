@@ -116,6 +116,21 @@ class AnswerEvent(BaseEvent):
     # citations taken out because their passage does not support the sentence: {n, sentence}
     unsupported: list[dict[str, Any]] | None = None
     citations_unchecked: bool | None = None  # the model's support verdict was unreadable
+    # the checks changed the text the answer's pieces (AnswerDeltaEvent) streamed: a citation
+    # taken out; `text` is what a reader shows in place of the streamed one
+    changed_by_check: bool | None = None
+
+
+class AnswerDeltaEvent(BaseEvent):
+    """One piece of the answer as it is written (a model's tokens, offline a sentence). The
+    pieces joined are the answer before its citations are checked; the final AnswerEvent
+    carries the checked text. Not stored (a row per token): a late reader gets the
+    AnswerEvent. `reset`: what was streamed since the last reset is not the answer (the
+    reply went on to call tools, or was asked again); a reader drops it."""
+
+    kind: Literal["answer_delta"] = "answer_delta"
+    text: str = ""
+    reset: bool | None = None
 
 
 class ErrorEvent(BaseEvent):
@@ -137,6 +152,7 @@ class CondenseEvent(BaseEvent):
 Event = Annotated[RouteEvent | PlanEvent | ToolCallEvent | GradeEvent | RewriteEvent
                   | PlacementEvent | AnswerEvent | ErrorEvent
                   | CondenseEvent
+                  | AnswerDeltaEvent
                   , Field(discriminator="kind")]
 _ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 

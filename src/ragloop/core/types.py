@@ -145,6 +145,7 @@ class EventKind(StrEnum):
     ANSWER = "answer"
     ERROR = "error"
     CONDENSE = "condense"
+    ANSWER_DELTA = "answer_delta"  # streamed, never stored (core/events.py AnswerDeltaEvent)
 
 
 class RunStatus(StrEnum):
