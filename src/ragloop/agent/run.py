@@ -83,6 +83,8 @@ class RunResult:
     # the answer declines, in whole or in part (see DriverOutcome.declined): the eval's
     # abstention reads this, so the run and the eval never disagree about an answer
     declined: bool = False
+    # status needs_input: the question back and its options (`Clarification.to_dict`)
+    clarification: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -96,6 +98,7 @@ class RunResult:
             "evidence": self.evidence, "error": self.error, "closest": self.closest,
             "unsupported": self.unsupported, "citations_unchecked": self.citations_unchecked,
             "citation_support": self.citation_support, "declined": self.declined,
+            "clarification": self.clarification,
         }
 
 
@@ -162,6 +165,7 @@ class DriverOutcome:
     # the answer declines in whole or in part: status unanswerable, a part the answerer
     # stated missing, or a free-text answer whose words decline (offline/lang `decline`)
     declined: bool = False
+    clarification: dict[str, Any] | None = None  # status needs_input: the question back
 
 
 def closest_passages(draft_closest: list[tuple[int, str]], ledger: Ledger) -> list[dict[str, Any]]:

@@ -154,3 +154,4 @@ class RunStatus(StrEnum):
     UNANSWERABLE = "unanswerable"
     REFUSED = "refused"  # the model declined (a provider refusal or content filter)
     FAILED = "failed"
+    NEEDS_INPUT = "needs_input"  # ended with a clarifying question: several readings (issue 30)

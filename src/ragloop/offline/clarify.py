@@ -146,3 +146,15 @@ def clarify(question: str, kept: Sequence[Hit], words_: Vocabulary,
                 f" {', '.join(names)}; the question names"
                 f" {f'{len(named)} of them' if named else 'none of them'}"),
         evidence={o: tuple(names[o]) for o in options})
+
+
+class RuleClarifier:
+    """The `core.decisions.Clarifier` of an offline run: `clarify` above, in the knowledge
+    base's language."""
+
+    def __init__(self, words_: Vocabulary, reading_: Reading = ENGLISH_READING) -> None:
+        self.words = words_
+        self.reading = reading_
+
+    def clarify(self, question: str, kept: list[Hit]) -> Clarification | None:
+        return clarify(question, kept, self.words, self.reading)

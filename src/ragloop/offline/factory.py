@@ -6,9 +6,18 @@ read), passed in explicitly: no component reads a language from ambient state.""
 
 from __future__ import annotations
 
-from ragloop.core.decisions import Answerer, FollowUps, Grader, Planner, Rewriter, Router
+from ragloop.core.decisions import (
+    Answerer,
+    Clarifier,
+    FollowUps,
+    Grader,
+    Planner,
+    Rewriter,
+    Router,
+)
 from ragloop.kb import KnowledgeBase
 from ragloop.offline.answerer import ExtractiveAnswerer
+from ragloop.offline.clarify import RuleClarifier
 from ragloop.offline.follow_ups import LocalFollowUps
 from ragloop.offline.grader import LocalGrader
 from ragloop.offline.planner import LocalPlanner
@@ -58,3 +67,8 @@ def scope(kb: KnowledgeBase) -> str:
 
 def support_checker(kb: KnowledgeBase) -> SupportChecker:
     return SupportChecker(kb.embedder, reading=reading(kb))
+
+
+def clarifier(kb: KnowledgeBase, words: Vocabulary) -> Clarifier:
+    """Asks back when the first search's kept passages answer several readings (issue 30)."""
+    return RuleClarifier(words, reading(kb))
