@@ -303,8 +303,19 @@ def print_event(event: Event, debug: bool) -> None:
         err.print(f"[red]error[/] {shown(event.error)}")
 
 
+def print_options(clarification: dict[str, Any] | None) -> None:
+    """A run that asked back (status needs_input): its options, numbered; the user's choice
+    is the next question of the conversation."""
+    if not clarification:
+        return
+    for i, option in enumerate(clarification["options"], start=1):
+        out.print(f"  {i}. {shown(option)}")
+    out.print("[dim]Ask again naming one of them, or continue the conversation with it.[/]\n")
+
+
 def print_run(result: dict[str, Any]) -> None:
     out.print(f"\n[bold]{shown(result['answer'])}[/]\n")
+    print_options(result.get("clarification"))
     for c in result["citations"]:
         out.print(f"[{c['n']}] → {shown(c['doc_id'])} §{shown(c['section'])}")
     if result.get("closest"):
