@@ -144,6 +144,7 @@ class EventKind(StrEnum):
     PLACEMENT = "placement"
     ANSWER = "answer"
     ERROR = "error"
+    CLARIFY = "clarify"  # the run asks the user back (status needs_input)
 
 
 class RunStatus(StrEnum):
