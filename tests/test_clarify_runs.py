@@ -247,3 +247,18 @@ def test_mcp_ask_declined_returns_the_question_and_options(sensors, mode):
     text, asked = asyncio.run(asyncio.wait_for(_ask_over_mcp(sensors.folder, "", mode), 300))
     assert len(asked) == 1
     assert "status=needs_input" in text and all(f"{i}. T" in text for i in (1, 2, 3))
+
+
+def test_http_ask_carries_the_clarification_and_the_events_the_clarify_step(sensors):
+    from test_server import serving, steps_of, stream
+
+    with serving(sensors) as live, live.client() as client:
+        response = client.post("/ask", json={"question": AMBIGUOUS})
+        assert response.status_code == 200, response.text
+        result = response.json()
+        assert result["status"] == "needs_input"
+        assert sorted(result["clarification"]["options"]) == ["T100", "T200", "T300"]
+        assert client.get(f"/runs/{result['run_id']}").json()["status"] == "needs_input"
+        steps = steps_of(stream(client, result["run_id"]))
+        clarify = [s for s in steps if s["kind"] == "clarify"]
+        assert clarify and clarify[0]["data"]["options"] == result["clarification"]["options"]
