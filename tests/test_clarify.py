@@ -63,6 +63,8 @@ def test_a_question_not_about_the_siblings_kind_or_naming_several_is_answered() 
     # with what the reports say
     assert clarify("What was total revenue?", reports, EN) is None
     assert clarify("In which quarter was revenue highest?", reports, EN) is None
+    assert clarify("In which quarter did sales peak?", reports, EN) is None  # sales: shared too
+    assert clarify("What was revenue in the last quarter of 2023?", reports, EN) is None
     assert clarify("What was revenue in Q3 FY2024 and in Q1 FY2024?", reports, EN) is None
     assert clarify("What was revenue in the quarter ending 31 March 2024?", reports,
                    EN) is None  # a date: 2024 of FY2024

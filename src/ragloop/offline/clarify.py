@@ -18,9 +18,9 @@ share, a word of every sibling's title ("the sensor" of the sensor datasheets, "
 of the quarterly reports), not asked about ("which quarter …?", "any sensor"). A question
 that names no reading but is not about that kind of thing (a customer's deployment that two
 quarterly reports mention differently) is answered, conflicts and all. A question that
-names a reading whole, or several (a comparison), chose them; one with a number that is a
-reading's ("at 30 June 2024" of FY2024) points at readings by a date the rule does not sort:
-both are answered.
+names a reading whole, or several (a comparison), chose them; one with a number ("at 30 June
+2024", "the last quarter of 2023") says which by something the rule does not read: both are
+answered.
 
 Pure: the question, the kept hits and the words of the knowledge base's language in, a
 `Clarification` or None out.
@@ -28,7 +28,6 @@ Pure: the question, the kept hits and the words of the knowledge base's language
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -114,21 +113,19 @@ def _named(question_tokens: set[str], name: str) -> bool:
 def _refers_to_family(question: str, common: set[str], asking: set[str],
                       rd: Reading) -> bool:
     """The question holds a word every sibling's title has (by stem: "quarter" for
-    "Quarterly"), not right after a question word ("which quarter", "any sensor")."""
+    "Quarterly") and never asks for one ("in which quarter …", "any sensor")."""
     shared = {stem(t) for t in common if not rd.is_code(t)}
     tokens = [t.lower() for t in words(question)]
-    return any(stem(t) in shared and (i == 0 or tokens[i - 1] not in asking)
-               for i, t in enumerate(tokens))
+    at = [i for i, t in enumerate(tokens) if stem(t) in shared]
+    return bool(at) and not any(i > 0 and tokens[i - 1] in asking for i in at)
 
 
-def _points_at_readings(question: str, names: Sequence[str], rd: Reading) -> bool:
-    """The question names a reading whole (every word of it), or holds a number that is the
-    digits of a reading's code (2024 of FY2024)."""
+def _points_at_readings(question: str, names: Sequence[str]) -> bool:
+    """The question names a reading whole (every word of it), or holds a number (a date, a
+    year, an amount): it says which reading by something the rule does not read."""
     q = {t.lower() for t in words(question)}
-    if any(all(t.lower() in q for t in words(n)) for n in names):
-        return True
-    digits = {re.sub(r"\D", "", t) for n in names for t in words(n) if rd.is_code(t)}
-    return any(t.isdigit() and t in digits for t in q)
+    return (any(all(t.lower() in q for t in words(n)) for n in names)
+            or any(t.isdigit() for t in q))
 
 
 def _join(options: Sequence[str], words_: Vocabulary) -> str:
@@ -156,7 +153,7 @@ def clarify(question: str, kept: Sequence[Hit], words_: Vocabulary,
             names.setdefault(n, []).append(d.doc_id)
     if len(names) < MIN_OPTIONS:
         return None
-    if _points_at_readings(question, list(names), rd):
+    if _points_at_readings(question, list(names)):
         return None  # it chose its readings (one, or several to compare), or dates them
     q = {t.lower() for t in words(question)}
     q_codes = {t.lower() for t in words(question) if rd.is_code(t)}
