@@ -70,9 +70,8 @@ def test_an_unknown_conversation_is_a_clear_error(small_kb) -> None:
 
 
 def test_the_model_condenser_asks_for_its_schema_and_falls_back_to_the_rule() -> None:
-    from ragloop.language.vocabulary import vocabulary
-
     from ragloop.agent.llm_condense import LLMCondenser
+    from ragloop.language.vocabulary import vocabulary
     from ragloop.llm.scripted import ScriptedChat
     from ragloop.offline.condense import RuleCondenser
 

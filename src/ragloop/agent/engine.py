@@ -41,6 +41,7 @@ from ragloop.storage.protocols import RunStore
 ROUTES = ("auto", "single", "agent")
 DRIVERS = ("tools", "pipeline")
 CITATION_CHECKS = ("auto", "offline", "off")
+CLARIFY = ("auto", "off")
 
 # A decision component whose model calls (usage) count toward the run.
 Decision = Planner | Grader | Rewriter | Answerer | Condenser
@@ -150,7 +151,8 @@ class Engine:
         if comps.driver == "tools":
             assert comps.chat is not None
             return ToolsDriver(comps.chat, toolbox, grader,
-                               max_tokens=self.settings.loop_max_tokens), []
+                               max_tokens=self.settings.loop_max_tokens,
+                               ask_user=settings.clarify != "off"), []
         if comps.chat is not None:
             budget = self.settings.decision_max_tokens
             planner = LLMPlanner(comps.chat, max_tokens=budget)
@@ -201,9 +203,14 @@ class Engine:
         yield RouteEvent(route=run.route.route, reason=run.route.reason)
         grader = self.make_grader(comps)
         answerer = self._answerer(comps.chat)
+        # the offline rule asks back after step 1, except where the model may (ask_user)
+        model_asks = comps.driver == "tools" and run.route.route == "agent"
+        clarifier = None if settings.clarify == "off" or model_asks else \
+            offline.clarifier(self.kb, kb_words(self.kb))
         template = RunTemplate(self._single_toolbox(settings), grader, answerer,
                                settings.single_k, citation_check=run.citation_check,
-                               declined_phrases=kb_words(self.kb).declined)
+                               declined_phrases=kb_words(self.kb).declined,
+                               clarifier=clarifier)
         if run.route.route == "out_of_scope":
             run.driver = "none"
             return (yield from template.out_of_scope(ctx, run.route.reason,
@@ -259,6 +266,9 @@ class Engine:
         if settings.strictness is not None and not 0.0 <= settings.strictness <= 1.0:
             raise ConfigError(f"--strict (RAGLOOP_STRICTNESS) must be between 0 and 1, not"
                               f" {settings.strictness}")
+        if settings.clarify not in CLARIFY:
+            raise ConfigError(f"RAGLOOP_CLARIFY must be one of {', '.join(CLARIFY)}, not"
+                              f" {settings.clarify!r}")
         if settings.max_steps < 2:
             raise ConfigError("--max-steps must be at least 2 (one search and the answer)")
         question = clean_text(question)  # undecodable bytes of a command-line argument
@@ -306,7 +316,7 @@ class Engine:
             citations_unchecked=outcome.checked.unchecked,
             citation_support=outcome.checked.support, declined=outcome.declined,
             standalone=run.condensed.question if run.condensed else None,
-            conversation_id=conversation_id)
+            conversation_id=conversation_id, clarification=outcome.clarification)
         self.runs.finish(run_id, result.to_dict())
         return result
 

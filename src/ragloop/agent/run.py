@@ -87,6 +87,8 @@ class RunResult:
     # (None for a question asked on its own), and the conversation's id
     standalone: str | None = None
     conversation_id: str | None = None
+    # status needs_input: the question back and its options (`Clarification.to_dict`)
+    clarification: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -101,6 +103,7 @@ class RunResult:
             "unsupported": self.unsupported, "citations_unchecked": self.citations_unchecked,
             "citation_support": self.citation_support, "declined": self.declined,
             "standalone": self.standalone, "conversation_id": self.conversation_id,
+            "clarification": self.clarification,
         }
 
 
@@ -174,6 +177,7 @@ class DriverOutcome:
     # the answer declines in whole or in part: status unanswerable, a part the answerer
     # stated missing, or a free-text answer whose words decline (language/lang `decline`)
     declined: bool = False
+    clarification: dict[str, Any] | None = None  # status needs_input: the question back
 
 
 def closest_passages(draft_closest: list[tuple[int, str]], ledger: Ledger) -> list[dict[str, Any]]:

@@ -315,6 +315,16 @@ def print_event(event: Event, debug: bool) -> None:
         err.print(f"[red]error[/] {shown(event.error)}")
 
 
+def print_options(clarification: dict[str, Any] | None) -> None:
+    """A run that asked back (status needs_input): its options, numbered; the user's choice
+    is the next question of the conversation."""
+    if not clarification:
+        return
+    for i, option in enumerate(clarification["options"], start=1):
+        out.print(f"  {i}. {shown(option)}")
+    out.print("[dim]Ask again naming one of them, or continue the conversation with it.[/]\n")
+
+
 def print_run(result: dict[str, Any], streamed: str | None = None) -> None:
     """The run's answer and sources; `streamed`: the answer as it was printed while written
     (apps/answer_printer.py), shown again only as the checks changed it."""
@@ -324,6 +334,7 @@ def print_run(result: dict[str, Any], streamed: str | None = None) -> None:
         out.print(f"\n[dim]checked:[/] [bold]{shown(result['answer'])}[/]\n")
     else:
         out.print()
+    print_options(result.get("clarification"))
     for c in result["citations"]:
         out.print(f"[{c['n']}] → {shown(c['doc_id'])} §{shown(c['section'])}")
     if result.get("closest"):

@@ -12,7 +12,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from ragloop.core.conversation import Condensed, Turn
+from ragloop.core.conversation import Clarification, Condensed, Turn
 from ragloop.core.events import AnswerDeltaEvent
 from ragloop.core.types import Hit, Usage
 
@@ -137,4 +137,17 @@ class FollowUps(Protocol):
 
     def named(self, text: str) -> list[tuple[str, str]]:
         """The passage of each one-passage document a question names by title."""
+        ...
+
+
+class Clarifier(Protocol):
+    """Whether a question's graded evidence answers several readings the question does not
+    choose between (several products, quarters, releases, and the question names none): the
+    run then ends with status needs_input and a question back instead of guessing (issue 30).
+    Offline: a rule over the kept passages' documents (offline/clarify.py); with a model the
+    tools driver offers the model an `ask_user` tool instead."""
+
+    def clarify(self, question: str, kept: list[Hit]) -> Clarification | None:
+        """A clarifying question with 2–5 options, or None when the question has one reading
+        here."""
         ...

@@ -149,10 +149,21 @@ class CondenseEvent(BaseEvent):
     reason: str = ""
 
 
+class ClarifyEvent(BaseEvent):
+    """The run ends with a question back to the user (status needs_input): the question has
+    several readings the knowledge base answers differently and names none of them."""
+
+    kind: Literal["clarify"] = "clarify"
+    question: str
+    options: list[str] = Field(default_factory=list)  # 2–5 readings, taken from the evidence
+    reason: str = ""
+
+
 Event = Annotated[RouteEvent | PlanEvent | ToolCallEvent | GradeEvent | RewriteEvent
                   | PlacementEvent | AnswerEvent | ErrorEvent
                   | CondenseEvent
                   | AnswerDeltaEvent
+                  | ClarifyEvent
                   , Field(discriminator="kind")]
 _ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 

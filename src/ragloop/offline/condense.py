@@ -26,7 +26,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ragloop.core.conversation import Condensed, Turn, TurnKind
+from ragloop.core.conversation import Condensed, Turn, TurnKind, narrowed
 from ragloop.core.types import Usage
 from ragloop.language.text import ENGLISH_READING, Reading, code_family, stem, words
 from ragloop.language.vocabulary import Vocabulary
@@ -197,6 +197,12 @@ def _with_subject(text: str, subject: list[str]) -> str:
     return f"{text.rstrip('?!. ')} ({' '.join(missing)})?"
 
 
+def _a_choice(q: str, w: ConversationWords, rd: Reading) -> bool:
+    """An answer to a clarifying question: one of its options or a few words ("S200", "the
+    Pulse one"), not a question of its own."""
+    return not q.rstrip().endswith(("?", "？")) and len(rd.content_words(q)) <= w.ellipsis_words
+
+
 def condense(history: Sequence[Turn], question: str, words: Vocabulary,
              rd: Reading = ENGLISH_READING) -> Condensed:
     """`question` made standalone from `history` (oldest turn first), read with `words`, the
@@ -208,6 +214,11 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
     if not history:
         return Condensed(q, TurnKind.STANDALONE, "the first turn: nothing to refer to")
     w = conversation_words(words)
+    last = history[-1]
+    if last.asked_back and _a_choice(q, w, rd):
+        return Condensed(narrowed(last.searched, q), TurnKind.FOLLOW_UP,
+                         f"the reading chosen for turn {len(history)}'s clarifying question",
+                         subject=q.strip("?!. "), refers_to=len(history) - 1)
     opening = _opening(q, w)
     pronoun = _pronoun_refers_back(opening.body, w, rd)
     if (opening.kind == "and" and pronoun is None and _names(opening.body, rd)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ragloop.core.decisions import (
     Answerer,
+    Clarifier,
     Condenser,
     FollowUps,
     Grader,
@@ -21,6 +22,7 @@ from ragloop.language.text import Reading
 from ragloop.language.text import reading as reading_of
 from ragloop.language.vocabulary import Vocabulary
 from ragloop.offline.answerer import ExtractiveAnswerer
+from ragloop.offline.clarify import RuleClarifier
 from ragloop.offline.condense import RuleCondenser
 from ragloop.offline.follow_ups import LocalFollowUps
 from ragloop.offline.grader import LocalGrader
@@ -71,3 +73,8 @@ def scope(kb: KnowledgeBase) -> str:
 
 def support_checker(kb: KnowledgeBase) -> SupportChecker:
     return SupportChecker(kb.embedder, reading=reading(kb))
+
+
+def clarifier(kb: KnowledgeBase, words: Vocabulary) -> Clarifier:
+    """Asks back when the first search's kept passages answer several readings (issue 30)."""
+    return RuleClarifier(words, reading(kb))
