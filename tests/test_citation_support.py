@@ -18,10 +18,10 @@ from ragloop.core.decisions import Draft, Route
 from ragloop.core.errors import ProviderError
 from ragloop.core.events import AnswerEvent, event_from
 from ragloop.core.types import EventKind, Usage
+from ragloop.language.support import Passage, SupportChecker, claims
+from ragloop.language.text import ENGLISH_READING
 from ragloop.llm.base import ChatResponse
 from ragloop.llm.scripted import ScriptedChat
-from ragloop.offline.support import Passage, SupportChecker, claims
-from ragloop.offline.text import ENGLISH_READING
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "kb"

@@ -864,7 +864,7 @@ def test_a_quoted_does_not_cover_is_no_decline_but_a_declined_part_is(tmp_path) 
 
 
 def test_the_runs_status_and_the_evals_abstention_agree_on_every_record(tmp_path) -> None:
-    """One decline vocabulary (offline/lang `decline`): the eval's abstention is the run's own
+    """One decline vocabulary (language/lang `decline`): the eval's abstention is the run's own
     word (`declined`), and reading a record's text the old way gives the same on every record
     of an eval run; a free-text answer's status reads the same words."""
     from types import SimpleNamespace

@@ -34,8 +34,8 @@ from ragloop.agent.jsonparse import ask_json, stream_json
 from ragloop.core.answer_stream import Writing, written
 from ragloop.core.decisions import Draft, Evidence, Grade, Plan
 from ragloop.core.types import Hit, Usage
+from ragloop.language.vocabulary import ENGLISH_WORDS
 from ragloop.llm.base import ChatModel
-from ragloop.offline.vocabulary import ENGLISH_WORDS
 
 MAX_SUB_QUESTIONS = 3
 PLANNER_UNREADABLE = "planner reply unreadable"

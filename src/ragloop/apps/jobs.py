@@ -43,6 +43,7 @@ POLL_S = 0.5
 class Pending:
     run_id: str
     question: str
+    conversation_id: str | None = None
     created_at: float = field(default_factory=time.time)
 
     def record(self) -> RunRecord:
@@ -50,7 +51,8 @@ class Pending:
                          route=None, route_reason=None, driver=None, model=None, answer=None,
                          citations=[], usage={}, steps=0, max_steps=0, latency_s=None,
                          error=None, created_at=self.created_at, finished_at=None,
-                         source="api")
+                         source="api", conversation_id=self.conversation_id, turn=None,
+                         standalone=None)
 
 
 class JobRunner:
@@ -70,33 +72,34 @@ class JobRunner:
     # -- running ------------------------------------------------------------------------
 
     def submit(self, question: str, *, route: str = "auto", driver: str | None = None,
-               max_steps: int | None = None) -> str:
+               max_steps: int | None = None, conversation_id: str | None = None) -> str:
         run_id = uuid.uuid4().hex[:12]
         with self.lock:
-            self.pending[run_id] = Pending(run_id, question)
+            self.pending[run_id] = Pending(run_id, question, conversation_id)
             self.futures[run_id] = self.executor.submit(
-                self._run, run_id, question, route, driver, max_steps)
+                self._run, run_id, question, route, driver, max_steps, conversation_id)
         return run_id
 
     def ask(self, question: str, *, route: str = "auto", driver: str | None = None,
-            max_steps: int | None = None) -> Future[RunResult]:
+            max_steps: int | None = None,
+            conversation_id: str | None = None) -> Future[RunResult]:
         """A synchronous ask that still counts against the worker limit."""
         return self.executor.submit(self.engine.ask, question, route=route, driver=driver,
-                                    max_steps=max_steps)
+                                    max_steps=max_steps, conversation_id=conversation_id)
 
     def _run(self, run_id: str, question: str, route: str, driver: str | None,
-             max_steps: int | None) -> None:
+             max_steps: int | None, conversation_id: str | None = None) -> None:
         def on_event(event: Event) -> None:
             self._pop_pending(run_id)
             self.heard(run_id, event)
 
         try:
             self.engine.ask(question, route=route, driver=driver, max_steps=max_steps,
-                            on_event=on_event, run_id=run_id)
+                            on_event=on_event, run_id=run_id, conversation_id=conversation_id)
         except Exception as exc:  # the engine has marked the run failed if it had started it
             log.exception("run %s failed", run_id)
             if self.runs.get(run_id) is None:
-                self.runs.start(question, run_id=run_id)
+                self.runs.start(question, run_id=run_id, conversation_id=conversation_id)
                 self.runs.finish(run_id, {"status": RunStatus.FAILED, "error": repr(exc)})
         finally:
             self._pop_pending(run_id)

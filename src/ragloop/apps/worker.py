@@ -99,7 +99,8 @@ class Worker:
         try:
             self.engine.ask(job["question"], route=opts.get("route") or "auto",
                             driver=opts.get("driver"), max_steps=opts.get("max_steps"),
-                            on_event=on_event, run_id=run_id)
+                            on_event=on_event, run_id=run_id,
+                            conversation_id=opts.get("conversation_id"))
         except Exception as exc:  # the engine marked the run failed if it had started it
             log.exception("run %s failed", run_id)
             run = self.runs.get(run_id)
@@ -172,9 +173,10 @@ class QueueJobRunner(JobRunner):
         self._listener_thread.start()
 
     def submit(self, question: str, *, route: str = "auto", driver: str | None = None,
-               max_steps: int | None = None) -> str:
+               max_steps: int | None = None, conversation_id: str | None = None) -> str:
         return self.queue.enqueue(question, {"route": route, "driver": driver,
-                                             "max_steps": max_steps})
+                                             "max_steps": max_steps,
+                                             "conversation_id": conversation_id})
 
     def get(self, run_id: str) -> RunRecord | None:
         return self.runs.get(run_id)

@@ -138,9 +138,32 @@ class ErrorEvent(BaseEvent):
     error: str
 
 
+class CondenseEvent(BaseEvent):
+    """A conversation's turn made standalone before routing: what was typed, what is
+    searched, whether it followed up or started a new topic (core/conversation.TurnKind)."""
+
+    kind: Literal["condense"] = "condense"
+    typed: str
+    standalone: str
+    turn_kind: str
+    reason: str = ""
+
+
+class ClarifyEvent(BaseEvent):
+    """The run ends with a question back to the user (status needs_input): the question has
+    several readings the knowledge base answers differently and names none of them."""
+
+    kind: Literal["clarify"] = "clarify"
+    question: str
+    options: list[str] = Field(default_factory=list)  # 2–5 readings, taken from the evidence
+    reason: str = ""
+
+
 Event = Annotated[RouteEvent | PlanEvent | ToolCallEvent | GradeEvent | RewriteEvent
                   | PlacementEvent | AnswerEvent | ErrorEvent
+                  | CondenseEvent
                   | AnswerDeltaEvent
+                  | ClarifyEvent
                   , Field(discriminator="kind")]
 _ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 

@@ -14,8 +14,8 @@ from ragloop.core.answer_stream import Writing, in_pieces
 from ragloop.core.decisions import Draft, Evidence
 from ragloop.core.types import Usage
 from ragloop.embed.base import Embedder
-from ragloop.offline.text import ENGLISH_READING, Quantity, Reading, stem, term_set
-from ragloop.offline.vocabulary import ENGLISH_WORDS
+from ragloop.language.text import ENGLISH_READING, Quantity, Reading, stem, term_set
+from ragloop.language.vocabulary import ENGLISH_WORDS
 
 # A sentence needs this much of the sub-question's terms (or meaning) to count as support:
 # the default of the user's setting (RAGLOOP_STRICTNESS / --strict), chosen on the hard dev
