@@ -73,14 +73,16 @@ def test_tools_run_starts_from_single_shots_search_and_round_trips_a_real_tool_c
     assert first_req["tool_choice"] == "auto"
     assert "<retrieved_data" in first_req["messages"][-1]["content"]
     assert "products/sensor.md" in first_req["messages"][-1]["content"]
-    # step 2: the server answers with a parsed tool call (this model, at temperature 0,
-    # searches again)
+    # step 2: the server answers with a parsed tool call, one of the tools offered (which
+    # one this 135M model picks moves with the tool list and the server's cache: it searched
+    # again before ask_user was offered and before the answer streamed; the streamed attempt
+    # this server breaks off leaves its cache otherwise)
     call = first_resp["choices"][0]["message"]["tool_calls"][0]
-    assert call["function"]["name"] == "search_knowledge_base"
-    # (strict=False: this 135M model may end the query with a raw newline, as it does after
-    # the streamed attempt changed the server's cache; whether the model writes valid JSON is
-    # not what this test is about, and ragloop sends such arguments back as a tool error)
-    assert isinstance(json.loads(call["function"]["arguments"], strict=False)["query"], str)
+    assert call["function"]["name"] in {t["function"]["name"] for t in first_req["tools"]}
+    # (strict=False: the model may end a string with a raw newline; whether it writes valid
+    # JSON is not what this test is about, and ragloop sends such arguments back as a tool
+    # error)
+    assert isinstance(json.loads(call["function"]["arguments"] or "{}", strict=False), dict)
     # the round trip: step 3 sends that call back (content "" beside it, which this server
     # requires) with its tool result, offers no tools, and the server accepts it
     last_req, last_resp = loop[-1]
