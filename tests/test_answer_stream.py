@@ -337,13 +337,17 @@ def test_a_follower_resuming_mid_answer_is_told_to_drop_the_pieces_it_had(small_
     runner.shutdown()
 
 
-def run_on_a_terminal(args: list[str]) -> str:
-    """`ragloop …` with stdout on a pseudo-terminal (stderr apart): what it printed."""
+def run_on_a_terminal(args: list[str], typed: str = "") -> str:
+    """`ragloop …` with stdout on a pseudo-terminal (stderr apart, `typed` as its input):
+    what it printed."""
     leader, follower = pty.openpty()
     env = {**os.environ, "COLUMNS": "200", "TERM": "xterm"}
     proc = subprocess.Popen([sys.executable, "-m", "ragloop", *args], stdout=follower,
-                            stderr=subprocess.DEVNULL, env=env)
+                            stdin=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     os.close(follower)
+    assert proc.stdin is not None
+    proc.stdin.write(typed.encode())
+    proc.stdin.close()
     out = b""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -374,3 +378,17 @@ def test_ragloop_ask_prints_the_answer_once_as_it_comes_then_its_sources(small_k
     assert shown.count(first) == 1, shown
     assert shown.index(first) < shown.index(f"[{data['citations'][0]['n']}] → ")
     assert "status=" in shown
+
+
+def test_ragloop_chat_prints_each_answer_once_as_it_comes(small_kb):
+    folder = str(small_kb.store.folder)
+    small_kb.close()
+    shown = run_on_a_terminal(["chat", "--kb", folder],
+                              typed=f"{QUESTION}\nHow far ahead must flights be booked?\n")
+    engine_answers = [json.loads(subprocess.run(
+        [sys.executable, "-m", "ragloop", "ask", q, "--kb", folder, "--json"],
+        capture_output=True, text=True, check=True).stdout)["answer"]
+        for q in (QUESTION, "How far ahead must flights be booked?")]
+    for answer in engine_answers:
+        assert shown.count(answer.split(". ")[0]) == 1, shown
+    assert shown.count("status=") == 2

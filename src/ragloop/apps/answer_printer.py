@@ -1,4 +1,4 @@
-"""`ragloop ask` on a terminal: the answer printed as it is written.
+"""`ragloop ask` and `ragloop chat` on a terminal: the answer printed as it is written.
 
 The answer's pieces (AnswerDeltaEvent) go to stdout as they come, made visible like all data
 (apps/terminal.py). A reset (the model's text was a preamble to a search, or the reply is
@@ -40,8 +40,10 @@ class AnswerPrinter:
             self._open = True
         return True
 
-    def end(self) -> None:
-        """End the streamed answer's line."""
+    def done(self) -> str:
+        """End the streamed answer's line; what streamed, the printer ready for the next
+        answer (a chat's next turn)."""
         if self._open:
             self.console.print()
-            self._open = False
+        text, self.text, self._open = self.text, "", False
+        return text

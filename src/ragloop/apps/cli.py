@@ -20,6 +20,9 @@ from ragloop.core.config_file import apply_config_files
 from ragloop.core.errors import RagloopError, UserError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ragloop.apps.answer_printer import AnswerPrinter
     from ragloop.core.events import Event
     from ragloop.eval.datasets import Dataset
     from ragloop.ingest.pipeline import IngestReport
@@ -325,6 +328,21 @@ def print_options(clarification: dict[str, Any] | None) -> None:
     out.print("[dim]Ask again naming one of them, or continue the conversation with it.[/]\n")
 
 
+def answer_printing(debug: bool, as_json: bool = False
+                    ) -> tuple[AnswerPrinter | None, Callable[[Event], None]]:
+    """On a terminal (and not --json), the printer of each answer as it is written; and the
+    listener of a run's events: the answer's pieces to the printer, the rest as steps."""
+    from ragloop.apps.answer_printer import AnswerPrinter
+
+    printer = AnswerPrinter(out) if not as_json and out.is_terminal else None
+
+    def on_event(event: Event) -> None:
+        if printer is None or not printer.hear(event):
+            print_event(event, debug)
+
+    return printer, on_event
+
+
 def print_run(result: dict[str, Any], streamed: str | None = None) -> None:
     """The run's answer and sources; `streamed`: the answer as it was printed while written
     (apps/answer_printer.py), shown again only as the checks changed it."""
@@ -379,12 +397,14 @@ def chat(model: ModelOpt = None,
     from ragloop.apps.chat import chat_loop
     from ragloop.kb import KnowledgeBase
 
+    printer, on_event = answer_printing(debug)
     settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url,
                             strictness=strict)
     with KnowledgeBase.open(settings.kb, settings, create=False) as base:
         engine = Engine(base, settings, base.backend.runs, source="cli")
         code = chat_loop(engine.conversation, input, lambda text: err.print(shown(text)),
-                         lambda e: print_event(e, debug), lambda r: print_run(r.to_dict()),
+                         on_event, lambda r: print_run(
+                             r.to_dict(), printer.done() if printer is not None else None),
                          driver=driver, max_steps=max_steps)
     raise typer.Exit(code)
 
@@ -413,15 +433,9 @@ def ask(question: str,
     """Answer a question with cited evidence (agent loop with a step ceiling); on a terminal
     the answer prints as it is written."""
     from ragloop.agent.engine import Engine
-    from ragloop.apps.answer_printer import AnswerPrinter
     from ragloop.kb import KnowledgeBase
 
-    printer = AnswerPrinter(out) if not as_json and out.is_terminal else None
-
-    def on_event(event: Event) -> None:
-        if printer is None or not printer.hear(event):
-            print_event(event, debug)
-
+    printer, on_event = answer_printing(debug, as_json)
     settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url,
                             strictness=strict)
     with KnowledgeBase.open(settings.kb, settings, create=False) as base:
@@ -435,9 +449,7 @@ def ask(question: str,
     if as_json:
         emit_json(data)
     else:
-        if printer is not None:
-            printer.end()
-        print_run(data, printer.text if printer is not None else None)
+        print_run(data, printer.done() if printer is not None else None)
     if result.status == "failed":
         raise typer.Exit(1)
 
