@@ -32,8 +32,12 @@ def test_chat_keeps_the_history_and_new_starts_over(small_kb) -> None:
     assert re.search(r"searching: .*T9.*battery", res.output)  # the standalone question
     assert "5 years" in res.output and "→ products/sensor.md" in res.output
     assert res.output.count("searching:") == 1  # after /new nothing is carried over
+    resumed = CliRunner().invoke(app, ["chat", "--kb", kb, "--conversation", ids[0]],
+                                 input="And what is its IP rating?\n")
+    assert resumed.exit_code == 0, resumed.output
+    assert f"conversation {ids[0]}" in resumed.output and "searching:" in resumed.output
     with KnowledgeBase.open(kb, create=False) as base:
-        assert [len(base.backend.runs.conversation(i)) for i in (ids[0], ids[2])] == [2, 1]
+        assert [len(base.backend.runs.conversation(i)) for i in (ids[0], ids[2])] == [3, 1]
 
 
 def test_ask_continues_a_conversation_by_id(small_kb) -> None:
