@@ -34,11 +34,11 @@ from ragloop.core.types import Hit
 from ragloop.eval.conversations import KS, load_conversations, score, table
 from ragloop.eval.metrics import distinct
 from ragloop.kb import KnowledgeBase
+from ragloop.language.text import reading
+from ragloop.language.vocabulary import vocabulary
 from ragloop.offline.clarify import clarify
 from ragloop.offline.condense import condense
 from ragloop.offline.grader import LocalGrader
-from ragloop.offline.text import reading
-from ragloop.offline.vocabulary import vocabulary
 
 ROOT = Path(__file__).resolve().parents[1]
 CONVERSATIONS = ROOT / "examples" / "evals" / "conversations.jsonl"
@@ -95,7 +95,7 @@ def run_ambiguity(kb: KnowledgeBase, show: bool) -> dict[str, list[bool]]:
     for q in _read(AMBIGUITY):
         graded = search_and_grade(toolbox, grader, q["q"], q["q"])
         c = clarify(q["q"], graded.grade.kept, words, reading(kb.language))
-        out[q["type"]].append(c is not None)
+        out[f"{q.get('split', 'tuned')} {q['type']}"].append(c is not None)
         if show:
             print(f"{q['id']} {q['type']:9} {q['q']!r} -> {c.options if c else None}")
     return out
@@ -112,11 +112,12 @@ def report(records: list[dict], amb: dict[str, list[bool]], split: str) -> str:
         lines += [f"Conversation set, split `{split}`, all-gold@{k}: every gold document among"
                   f" the first {k} distinct documents of the top {SEARCH_K} hits ('with"
                   " history': the offline rule's condensed question)", "", *table(rows, k), ""]
-    lines += ["Ambiguity set (not split; offline grader on the top 10 hits, then the clarify"
-              " rule): share ending with needs_input", "",
-              "| questions | n | needs_input |", "| --- | ---: | ---: |"]
-    for kind in ("ambiguous", "single"):
-        lines.append(f"| {kind} | {len(amb.get(kind, []))} | {_share(amb.get(kind, []))} |")
+    lines += ["Ambiguity set (offline grader on the top 10 hits, then the clarify rule; split"
+              " `tuned`: the rule was fixed on it, `holdout`: never tuned on): share ending"
+              " with needs_input", "",
+              "| split and questions | n | needs_input |", "| --- | ---: | ---: |"]
+    for kind in sorted(amb, key=lambda k: (not k.startswith("tuned"), k)):
+        lines.append(f"| {kind} | {len(amb[kind])} | {_share(amb[kind])} |")
     return "\n".join(lines)
 
 

@@ -16,10 +16,10 @@ from ragloop.agent.llm_condense import CondenseReply, LLMCondenser
 from ragloop.core.conversation import Turn, TurnKind
 from ragloop.core.events import CondenseEvent
 from ragloop.core.types import RunStatus
+from ragloop.language.vocabulary import vocabulary
 from ragloop.llm.openai import OpenAIChat
 from ragloop.offline.condense import RuleCondenser
 from ragloop.offline.grader import LocalGrader
-from ragloop.offline.vocabulary import vocabulary
 
 ENDED = {RunStatus.ANSWERED, RunStatus.TRUNCATED, RunStatus.UNANSWERABLE}
 SMALL_RUN = {"loop_max_tokens": 128, "decision_max_tokens": 128, "search_k": 3,

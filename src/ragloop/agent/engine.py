@@ -27,20 +27,21 @@ from ragloop.core.config import Settings
 from ragloop.core.conversation import Condensed, Turn
 from ragloop.core.decisions import Answerer, Condenser, Grader, Planner, Rewriter, Route
 from ragloop.core.errors import ConfigError, NotFoundError
-from ragloop.core.events import CondenseEvent, Event, RouteEvent
+from ragloop.core.events import AnswerDeltaEvent, CondenseEvent, Event, RouteEvent
 from ragloop.core.types import Citation, RunStatus
 from ragloop.core.unicode import clean_text
 from ragloop.kb import KnowledgeBase
+from ragloop.language.vocabulary import Vocabulary, vocabulary
 from ragloop.llm import make_chat_model
 from ragloop.llm.base import ChatModel
 from ragloop.offline import factory as offline
-from ragloop.offline.vocabulary import Vocabulary, vocabulary
 from ragloop.retrieval.filters import Filter
 from ragloop.storage.protocols import RunStore
 
 ROUTES = ("auto", "single", "agent")
 DRIVERS = ("tools", "pipeline")
 CITATION_CHECKS = ("auto", "offline", "off")
+CLARIFY = ("auto", "off")
 
 # A decision component whose model calls (usage) count toward the run.
 Decision = Planner | Grader | Rewriter | Answerer | Condenser
@@ -83,7 +84,7 @@ def _route(question: str, kb: KnowledgeBase, route: str) -> Route:
         return Route("agent", "forced by --route agent")
     router = offline.router(kb, kb_words(kb))
     if route == "single":
-        # single-shot declines what the knowledge base plainly does not cover, as routing does
+        # single-shot declines what is plainly outside the knowledge base, as routing does
         why = router.out_of_scope(question)
         return Route("out_of_scope", why) if why else Route("single", "forced by --route single")
     return router.route(question)
@@ -150,7 +151,8 @@ class Engine:
         if comps.driver == "tools":
             assert comps.chat is not None
             return ToolsDriver(comps.chat, toolbox, grader,
-                               max_tokens=self.settings.loop_max_tokens), []
+                               max_tokens=self.settings.loop_max_tokens,
+                               ask_user=settings.clarify != "off"), []
         if comps.chat is not None:
             budget = self.settings.decision_max_tokens
             planner = LLMPlanner(comps.chat, max_tokens=budget)
@@ -201,9 +203,14 @@ class Engine:
         yield RouteEvent(route=run.route.route, reason=run.route.reason)
         grader = self.make_grader(comps)
         answerer = self._answerer(comps.chat)
+        # the offline rule asks back after step 1, except where the model may (ask_user)
+        model_asks = comps.driver == "tools" and run.route.route == "agent"
+        clarifier = None if settings.clarify == "off" or model_asks else \
+            offline.clarifier(self.kb, kb_words(self.kb))
         template = RunTemplate(self._single_toolbox(settings), grader, answerer,
                                settings.single_k, citation_check=run.citation_check,
-                               declined_phrases=kb_words(self.kb).declined)
+                               declined_phrases=kb_words(self.kb).declined,
+                               clarifier=clarifier)
         if run.route.route == "out_of_scope":
             run.driver = "none"
             return (yield from template.out_of_scope(ctx, run.route.reason,
@@ -246,7 +253,8 @@ class Engine:
         `route`: "auto" (the router decides), "single" (one search, one answer) or "agent"
         (the loop). `driver`: "tools" (the model calls the tools) or "pipeline" (plan, search,
         grade, rewrite; the offline default). `max_steps`: the ceiling (settings' default).
-        `on_event`: called with each typed event (`ragloop.core.events`) as it happens.
+        `on_event`: called with each typed event (`ragloop.core.events`) as it happens, the
+        answer's pieces (AnswerDeltaEvent) included; those are not stored.
         Returns a `RunResult`; raises `UserError` subclasses for bad arguments and
         `RunFailed` only where the run could not end with an answer."""
         if route not in ROUTES:
@@ -258,6 +266,9 @@ class Engine:
         if settings.strictness is not None and not 0.0 <= settings.strictness <= 1.0:
             raise ConfigError(f"--strict (RAGLOOP_STRICTNESS) must be between 0 and 1, not"
                               f" {settings.strictness}")
+        if settings.clarify not in CLARIFY:
+            raise ConfigError(f"RAGLOOP_CLARIFY must be one of {', '.join(CLARIFY)}, not"
+                              f" {settings.clarify!r}")
         if settings.max_steps < 2:
             raise ConfigError("--max-steps must be at least 2 (one search and the answer)")
         question = clean_text(question)  # undecodable bytes of a command-line argument
@@ -270,7 +281,8 @@ class Engine:
                                  source=self.source, conversation_id=conversation_id)
 
         def record(event: Event) -> None:  # every event: stored, then streamed
-            self.runs.add_event(run_id, event)
+            if not isinstance(event, AnswerDeltaEvent):  # the AnswerEvent is stored whole
+                self.runs.add_event(run_id, event)
             if on_event is not None:
                 on_event(event)
 
@@ -304,7 +316,7 @@ class Engine:
             citations_unchecked=outcome.checked.unchecked,
             citation_support=outcome.checked.support, declined=outcome.declined,
             standalone=run.condensed.question if run.condensed else None,
-            conversation_id=conversation_id)
+            conversation_id=conversation_id, clarification=outcome.clarification)
         self.runs.finish(run_id, result.to_dict())
         return result
 

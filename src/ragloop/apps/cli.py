@@ -315,8 +315,26 @@ def print_event(event: Event, debug: bool) -> None:
         err.print(f"[red]error[/] {shown(event.error)}")
 
 
-def print_run(result: dict[str, Any]) -> None:
-    out.print(f"\n[bold]{shown(result['answer'])}[/]\n")
+def print_options(clarification: dict[str, Any] | None) -> None:
+    """A run that asked back (status needs_input): its options, numbered; the user's choice
+    is the next question of the conversation."""
+    if not clarification:
+        return
+    for i, option in enumerate(clarification["options"], start=1):
+        out.print(f"  {i}. {shown(option)}")
+    out.print("[dim]Ask again naming one of them, or continue the conversation with it.[/]\n")
+
+
+def print_run(result: dict[str, Any], streamed: str | None = None) -> None:
+    """The run's answer and sources; `streamed`: the answer as it was printed while written
+    (apps/answer_printer.py), shown again only as the checks changed it."""
+    if streamed is None:
+        out.print(f"\n[bold]{shown(result['answer'])}[/]\n")
+    elif streamed != result["answer"]:
+        out.print(f"\n[dim]checked:[/] [bold]{shown(result['answer'])}[/]\n")
+    else:
+        out.print()
+    print_options(result.get("clarification"))
     for c in result["citations"]:
         out.print(f"[{c['n']}] → {shown(c['doc_id'])} §{shown(c['section'])}")
     if result.get("closest"):
@@ -400,9 +418,17 @@ def ask(question: str,
         strict: StrictOpt = None,
         conversation: ConversationOpt = None,
         ) -> None:
-    """Answer a question with cited evidence (agent loop with a step ceiling)."""
+    """Answer a question with cited evidence (agent loop with a step ceiling); on a terminal
+    the answer prints as it is written."""
     from ragloop.agent.engine import Engine
+    from ragloop.apps.answer_printer import AnswerPrinter
     from ragloop.kb import KnowledgeBase
+
+    printer = AnswerPrinter(out) if not as_json and out.is_terminal else None
+
+    def on_event(event: Event) -> None:
+        if printer is None or not printer.hear(event):
+            print_event(event, debug)
 
     settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url,
                             strictness=strict)
@@ -412,12 +438,14 @@ def ask(question: str,
         if conversation is not None:
             ask_ = engine.conversation(None if conversation == "new" else conversation).ask
         result = ask_(question, route=route, driver=driver, max_steps=max_steps,
-                      on_event=None if as_json else lambda e: print_event(e, debug))
+                      on_event=None if as_json else on_event)
     data = result.to_dict()
     if as_json:
         emit_json(data)
     else:
-        print_run(data)
+        if printer is not None:
+            printer.end()
+        print_run(data, printer.text if printer is not None else None)
     if result.status == "failed":
         raise typer.Exit(1)
 
@@ -519,7 +547,7 @@ def _eval_corpus(base: KnowledgeBase, data: Dataset, *, progress: bool,
     misses = resolve_gold(data, doc_ids)
     for qid, name in misses[:10]:
         err.print(f"[yellow]warning:[/] question {shown(qid)}: gold document"
-                  f" {shown(repr(name))} is not in the knowledge base")
+                  f" {shown(repr(name))} is not among the knowledge base's documents")
     if len(misses) > 10:
         err.print(f"[yellow]warning:[/] {len(misses)} gold names did not resolve in all")
     return misses

@@ -4,6 +4,12 @@ A run id is made in the request and returned at once; the run itself goes to a w
 Until its worker starts, the run exists only here ("queued"); from then on the RunStore has it,
 with every event written as it happens. Followers read the store (the one truth, which also
 covers runs written by another process) and are woken early when a run in this process emits.
+
+The answer's pieces (AnswerDeltaEvent) are streamed, never stored (a row per token; the final
+AnswerEvent holds the answer). So while a run of this process goes, its followers read every
+event it emitted, pieces included, from `live` (kept here until the run ends); once it ended,
+or for a run of another process, they read the store: a follower that comes late or resumes
+after the answer gets the stored events and the whole answer, never half a stream.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import anyio
 
 from ragloop.agent.engine import Engine
 from ragloop.agent.run import RunResult
-from ragloop.core.events import Event
+from ragloop.core.events import AnswerDeltaEvent, Event
 from ragloop.core.types import RunStatus
 from ragloop.storage.protocols import RunRecord, RunStore
 
@@ -59,6 +65,8 @@ class JobRunner:
         self.lock = threading.Lock()
         self.pending: dict[str, Pending] = {}
         self.futures: dict[str, Future[None]] = {}
+        # every event of each run going in this process, in order (see the module docstring)
+        self.live: dict[str, list[Event]] = {}
         self._waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
 
     # -- running ------------------------------------------------------------------------
@@ -81,9 +89,9 @@ class JobRunner:
 
     def _run(self, run_id: str, question: str, route: str, driver: str | None,
              max_steps: int | None, conversation_id: str | None = None) -> None:
-        def on_event(_event: Event) -> None:
+        def on_event(event: Event) -> None:
             self._pop_pending(run_id)
-            self.notify(run_id)
+            self.heard(run_id, event)
 
         try:
             self.engine.ask(question, route=route, driver=driver, max_steps=max_steps,
@@ -97,7 +105,17 @@ class JobRunner:
             self._pop_pending(run_id)
             with self.lock:
                 self.futures.pop(run_id, None)
-            self.notify(run_id)
+            self.heard(run_id, None)
+
+    def heard(self, run_id: str, event: Event | None) -> None:
+        """An event of a run going in this process (kept in `live`), or None once the run has
+        ended (its store row is final: `live` is dropped); its followers are woken."""
+        with self.lock:
+            if event is None:
+                self.live.pop(run_id, None)
+            else:
+                self.live.setdefault(run_id, []).append(event)
+        self.notify(run_id)
 
     def _pop_pending(self, run_id: str) -> None:
         if run_id in self.pending:
@@ -120,6 +138,24 @@ class JobRunner:
             return run
         return queued.record() if queued else None
 
+    def events_after(self, run_id: str, after_seq: int,
+                     read: tuple[int, int] | None = None
+                     ) -> tuple[list[Event], tuple[int, int] | None]:
+        """The run's events after step `after_seq`, and where this read ended. While the run
+        goes in this process they come from `live` (the answer's pieces too, which share the
+        seq of the step they come before, so a follower goes on from where its last read
+        ended: `read`, the list's identity and length then); else from the store (None)."""
+        with self.lock:
+            live = self.live.get(run_id)
+            if live is not None:
+                if read is not None and read[0] == id(live):
+                    start = read[1]
+                else:
+                    start = next((i for i, e in enumerate(live) if e.seq > after_seq),
+                                 len(live))
+                return live[start:], (id(live), len(live))
+        return self.runs.events(run_id, after_seq), None
+
     def active(self) -> int:
         with self.lock:
             return len(self.futures)
@@ -135,23 +171,34 @@ class JobRunner:
 
     async def follow(self, run_id: str, after_seq: int = -1
                      ) -> AsyncIterator[Event | RunRecord | None]:
-        """Every event of `run_id` with seq > `after_seq`, in order, then the final run row
-        (None if the run is unknown).
+        """Every event of `run_id` after step `after_seq`, in order (the answer's pieces too
+        while the run goes in this process), then the final run row (None if the run is
+        unknown).
 
         Reads the status before the events: the engine writes every event before it marks
-        the run finished, so once a finished status was seen, the events read next are all.
+        the run finished, so once a finished status was seen, the events read next are all
+        (from `live` while the runner still holds them, else from the store).
         """
         wake = asyncio.Event()
         token = (asyncio.get_running_loop(), wake)
         with self.lock:
             self._waiters.setdefault(run_id, set()).add(token)
+        # a follower resuming in the middle of an answer gets its pieces again from the
+        # start: a reset first says to drop the ones it had
+        resumed = after_seq >= 0
+        read: tuple[int, int] | None = None
         try:
             while True:
                 wake.clear()
                 run = await anyio.to_thread.run_sync(self.get, run_id)
-                events = await anyio.to_thread.run_sync(self.runs.events, run_id, after_seq)
+                events, read = await anyio.to_thread.run_sync(self.events_after, run_id,
+                                                              after_seq, read)
                 for event in events:
-                    after_seq = event.seq
+                    if not isinstance(event, AnswerDeltaEvent):
+                        after_seq = event.seq
+                    elif resumed:
+                        yield AnswerDeltaEvent(reset=True, step=event.step, seq=event.seq)
+                    resumed = False
                     yield event
                 if run is None or run["status"] not in (RunStatus.RUNNING, RunStatus.QUEUED):
                     yield run

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ragloop.core.decisions import (
     Answerer,
+    Clarifier,
     Condenser,
     FollowUps,
     Grader,
@@ -16,17 +17,18 @@ from ragloop.core.decisions import (
     Router,
 )
 from ragloop.kb import KnowledgeBase
+from ragloop.language.support import SupportChecker
+from ragloop.language.text import Reading
+from ragloop.language.text import reading as reading_of
+from ragloop.language.vocabulary import Vocabulary
 from ragloop.offline.answerer import ExtractiveAnswerer
+from ragloop.offline.clarify import RuleClarifier
 from ragloop.offline.condense import RuleCondenser
 from ragloop.offline.follow_ups import LocalFollowUps
 from ragloop.offline.grader import LocalGrader
 from ragloop.offline.planner import LocalPlanner
 from ragloop.offline.rewriter import LocalRewriter
 from ragloop.offline.router import RuleRouter, describe_scope
-from ragloop.offline.support import SupportChecker
-from ragloop.offline.text import Reading
-from ragloop.offline.text import reading as reading_of
-from ragloop.offline.vocabulary import Vocabulary
 
 
 def reading(kb: KnowledgeBase) -> Reading:
@@ -71,3 +73,8 @@ def scope(kb: KnowledgeBase) -> str:
 
 def support_checker(kb: KnowledgeBase) -> SupportChecker:
     return SupportChecker(kb.embedder, reading=reading(kb))
+
+
+def clarifier(kb: KnowledgeBase, words: Vocabulary) -> Clarifier:
+    """Asks back when the first search's kept passages answer several readings (issue 30)."""
+    return RuleClarifier(words, reading(kb))

@@ -49,7 +49,7 @@ from ragloop.apps.server.uploads import ingest_uploads
 from ragloop.core.config import Settings
 from ragloop.core.decisions import Grader
 from ragloop.core.errors import ConfigError, NotFoundError, UserError
-from ragloop.core.events import BaseEvent, Event
+from ragloop.core.events import AnswerDeltaEvent, BaseEvent, Event
 from ragloop.core.types import RunStatus
 from ragloop.eval.metrics import percentile
 from ragloop.kb import KnowledgeBase
@@ -475,7 +475,8 @@ def _add_run_routes(app: FastAPI) -> None:
     @app.get("/runs/{run_id}/events", tags=["runs"],
              response_class=EventSourceResponse,
              responses={200: {"content": {"text/event-stream": {}},
-                              "description": "`step` events (id = seq), then one `end`."}})
+                              "description": "`step` events (id = seq) and, while the answer is"
+                                             " written, `answer_delta` pieces; then one `end`."}})
     async def run_events(
             run_id: str, request: Request,
             last_event_id: Annotated[str | None, Header(
@@ -486,7 +487,9 @@ def _add_run_routes(app: FastAPI) -> None:
             = None) -> EventSourceResponse:
         """The run's events as Server-Sent Events: `event: step`, `id: <seq>`, data = the
         event as JSON; missed events are replayed from the store, then the stream follows the
-        run and ends with `event: end` carrying the final status."""
+        run and ends with `event: end` carrying the final status. While the answer is written,
+        its pieces come as `event: answer_delta` (no id; not stored: a client that comes
+        after the answer gets the `answer` step whole)."""
         state = _state(request)
         if await anyio.to_thread.run_sync(state.jobs.get, run_id) is None:
             raise NotFoundError(f"No run {run_id!r}; GET /runs lists recent runs.")
@@ -496,7 +499,10 @@ def _add_run_routes(app: FastAPI) -> None:
 
         async def stream() -> AsyncIterator[ServerSentEvent]:
             async for item in state.jobs.follow(run_id, start):
-                if isinstance(item, BaseEvent):
+                if isinstance(item, AnswerDeltaEvent):  # not a step: no id to resume from
+                    yield ServerSentEvent(data=_event_payload(run_id, item),
+                                          event="answer_delta")
+                elif isinstance(item, BaseEvent):
                     yield ServerSentEvent(data=_event_payload(run_id, item), event="step",
                                           id=str(item.seq))
                 elif item is None:  # the run is gone
