@@ -379,6 +379,8 @@ def chat(model: ModelOpt = None,
     (follow-ups are made standalone from the earlier turns). /new starts over; Ctrl-D leaves."""
     from ragloop.agent.conversations import EngineConversation
     from ragloop.agent.engine import Engine
+    from ragloop.agent.run import RunResult
+    from ragloop.apps.answer_printer import AnswerPrinter
     from ragloop.apps.chat import chat_loop
     from ragloop.kb import KnowledgeBase
 
@@ -391,8 +393,25 @@ def chat(model: ModelOpt = None,
         def start() -> EngineConversation:  # the one to continue first, then new ones
             return resumed.pop() if resumed else engine.conversation()
 
-        code = chat_loop(start, input, lambda text: err.print(shown(text)),
-                         lambda e: print_event(e, debug), lambda r: print_run(r.to_dict()),
+        turn: list[AnswerPrinter] = []  # this turn's answer printer, on a terminal
+
+        def on_event(event: Event) -> None:
+            if out.is_terminal and not turn:
+                turn.append(AnswerPrinter(out))
+            if not turn or not turn[0].hear(event):
+                print_event(event, debug)
+
+        def show(result: RunResult) -> None:
+            printer = turn.pop() if turn else None
+            if printer is not None:
+                printer.end()
+            print_run(result.to_dict(), printer.text if printer is not None else None)
+
+        def read(prompt: str) -> str:
+            turn.clear()  # a turn stopped by Ctrl-C leaves no text behind for the next
+            return input(prompt)
+
+        code = chat_loop(start, read, lambda text: err.print(shown(text)), on_event, show,
                          driver=driver, max_steps=max_steps)
     raise typer.Exit(code)
 
