@@ -32,8 +32,12 @@ def test_chat_keeps_the_history_and_new_starts_over(small_kb) -> None:
     assert re.search(r"searching: .*T9.*battery", res.output)  # the standalone question
     assert "5 years" in res.output and "→ products/sensor.md" in res.output
     assert res.output.count("searching:") == 1  # after /new nothing is carried over
+    resumed = CliRunner().invoke(app, ["chat", "--kb", kb, "--conversation", ids[0]],
+                                 input="And what is its IP rating?\n")
+    assert resumed.exit_code == 0, resumed.output
+    assert f"conversation {ids[0]}" in resumed.output and "searching:" in resumed.output
     with KnowledgeBase.open(kb, create=False) as base:
-        assert [len(base.backend.runs.conversation(i)) for i in (ids[0], ids[2])] == [2, 1]
+        assert [len(base.backend.runs.conversation(i)) for i in (ids[0], ids[2])] == [3, 1]
 
 
 def test_ask_continues_a_conversation_by_id(small_kb) -> None:
@@ -55,3 +59,42 @@ def test_ask_continues_a_conversation_by_id(small_kb) -> None:
     with KnowledgeBase.open(kb, create=False) as base:
         assert len(base.backend.runs.conversation(cid)) == 2
         assert base.backend.runs.conversation("nope") == []
+
+
+CONVERSATIONS = [
+    {"id": "c1", "split": "test", "turns": [
+        {"q": "What is the IP rating of the T9 sensor?", "type": "first",
+         "gold_doc": ["products/sensor.md"], "rewrite": None},
+        {"q": "How long does its battery last?", "type": "follow_up",
+         "gold_doc": ["products/sensor.md"], "rewrite": "How long does the T9 battery last?"},
+        {"q": "Who is the Chief Executive Officer of Northwind Labs?", "type": "topic_switch",
+         "gold_doc": ["org/leadership.md"], "rewrite": None},
+        {"q": "And what is his salary?", "type": "unanswerable", "gold_doc": [],
+         "rewrite": "What is the salary of Tom Becker?"}]}]
+
+
+def test_eval_reads_the_conversation_set(small_kb, tmp_path) -> None:
+    kb = _kb(small_kb)
+    data = tmp_path / "conversations.jsonl"
+    data.write_text("\n".join(json.dumps(c) for c in CONVERSATIONS) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["eval", str(data), "--kb", kb, "--paths", "single",
+                                   "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "1 conversations, 4 turns, each asked 3 ways" in res.output
+    row = next(line for line in res.output.splitlines()
+               if line.startswith("| single | test | follow_up |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[3:6] == ["1", "1.00", "1.00"] and cells[6] == "1.00"  # history, typed, rewrite
+    assert "| single | test | unanswerable | 1 |" in res.output  # abstention table
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(records) == 4 * 3 and {r["way"] for r in records} == {"history", "typed",
+                                                                      "rewrite"}
+    follow = next(r for r in records if r["turn"] == 1 and r["way"] == "history")
+    assert "T9" in follow["standalone"] and follow["docs"][0] == "products/sensor.md"
+    assert (out / "report.md").read_text().startswith("Conversation set")
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "x", "turns": [{"type": "first"}]}\n', encoding="utf-8")
+    res = CliRunner().invoke(app, ["eval", str(bad), "--kb", kb, "--paths", "single"])
+    assert res.exit_code != 0 and 'turn 1 needs a "q"' in str(res.exception)

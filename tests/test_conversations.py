@@ -99,3 +99,36 @@ def test_the_model_condenser_asks_for_its_schema_and_falls_back_to_the_rule() ->
         history, "How long does its battery last?")
     assert c.kind == TurnKind.FOLLOW_UP and "T9" in c.question
     assert c.reason.startswith("model reply unreadable; the offline rule:")
+
+
+def test_the_choice_after_a_question_back_continues_the_conversation(tmp_path) -> None:
+    """A turn that ends needs_input is stored as a turn; the user's choice, the next turn,
+    searches the pending question narrowed to it (the offline rule and the model condenser
+    alike: the model is not called for it)."""
+    from conftest import write_docs
+
+    from ragloop.agent.llm_condense import LLMCondenser
+    from ragloop.core.types import RunStatus
+    from ragloop.kb import KnowledgeBase
+    from ragloop.language.vocabulary import vocabulary
+    from ragloop.llm.scripted import ScriptedChat
+    from ragloop.offline.condense import RuleCondenser
+
+    docs = {f"products/{c.lower()}.md": f"# {c} {k} Sensor Datasheet\n\n## Power\nThe battery"
+            f" of the {c} lasts {y} years at one reading every ten minutes.\n"
+            for c, k, y in (("T100", "Wireless", 3), ("T200", "Industrial", 5),
+                            ("T300", "Hazardous-Area", 7))}
+    with KnowledgeBase.open(tmp_path / "kb") as kb:
+        kb.ingest([write_docs(tmp_path / "docs", docs)])
+        engine = Engine(kb)
+        chat = engine.conversation()
+        first = chat.ask("How long does the sensor's battery last?")
+        assert first.status is RunStatus.NEEDS_INPUT, first.answer
+        second = chat.ask("T300")
+        assert second.standalone == "How long does the sensor's battery last (T300)?"
+        assert "7 years" in second.answer
+        assert [t.status for t in chat.turns] == ["needs_input", "answered"]
+
+        model = ScriptedChat([])  # no reply scripted: a call would fail the test
+        c = LLMCondenser(model, RuleCondenser(vocabulary("en"))).condense(chat.turns[:1], "T300")
+        assert c.question == second.standalone and not model.calls

@@ -2,7 +2,8 @@
 its next turn, and the handle `Engine.conversation()` returns.
 
 A turn's history holds what each earlier turn searched (its standalone question), its answer
-and the titles of the sections it cited (a follow-up's subject is looked for in all three).
+and the titles of the sections it cited (a follow-up's subject is looked for in all three), and
+its status (a turn that ended needs_input asked back: the next turn may be the user's choice).
 Never its evidence: a later turn searches and grades again, so nothing an earlier turn found
 is cited unless this turn's grader kept it."""
 
@@ -43,7 +44,7 @@ def turns_of(records: Sequence[RunRecord], store: Store | None = None) -> list[T
     the cited sections' titles (their doc ids without it)."""
     return [Turn(question=r["question"], standalone=r["standalone"] or "",
                  answer=r["answer"] or "", cited=_titles(r["citations"], store),
-                 run_id=r["run_id"])
+                 run_id=r["run_id"], status=r["status"])
             for r in records if r["status"] not in UNFINISHED]
 
 

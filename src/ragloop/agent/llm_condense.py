@@ -1,6 +1,9 @@
 """The LLM `Condenser`: a conversation's new question made standalone in one JSON call,
 `{standalone, kind: follow_up | new_topic | standalone, reason}`, through the same
-schema-constrained path as the other decisions (jsonparse.ask_json).
+schema-constrained path as the other decisions (jsonparse.ask_json). A reply to a turn that
+asked back (needs_input) that the offline rule reads as a choice among its options is the
+pending question narrowed to it (`core.conversation.narrowed`), without a call: the same
+question either way.
 
 Only the last turns reach the model, each as what was searched and the start of its answer,
 inside a data block: earlier answers quote the documents, so they are data, never
@@ -16,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragloop.agent.jsonparse import ask_json
 from ragloop.agent.prompts import DATA_RULE, JSON_RULE, clip
-from ragloop.core.conversation import Condensed, Turn, TurnKind
+from ragloop.core.conversation import Condensed, Turn, TurnKind, narrowed
 from ragloop.core.data_block import data_block
 from ragloop.core.decisions import Condenser
 from ragloop.core.types import Usage
@@ -71,6 +74,11 @@ class LLMCondenser:
         q = " ".join(question.split())
         if not history:
             return Condensed(q, TurnKind.STANDALONE, "the first turn: nothing to refer to")
+        last = history[-1]
+        if last.asked_back:  # the user's choice among the options: narrowed as the rule does
+            ruled = self.fallback.condense(history, q)
+            if ruled.question == narrowed(last.searched, q):
+                return ruled
         reply, ok = ask_json(self.chat, CONDENSER_SYSTEM, condenser_user(history, q),
                              CondenseReply, fallback=None, usage=self.usage,
                              max_tokens=self.max_tokens)

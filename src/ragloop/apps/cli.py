@@ -390,9 +390,12 @@ def chat(model: ModelOpt = None,
          debug: Annotated[bool, typer.Option(
              "--debug", metavar="", help="Show plan, verdicts, rewrites.")] = False,
          strict: StrictOpt = None,
+         conversation: Annotated[str | None, typer.Option(
+             "--conversation", metavar="ID", help="Continue conversation ID.")] = None,
          ) -> None:
     """Talk with the knowledge base: each line is the next turn of one conversation
     (follow-ups are made standalone from the earlier turns). /new starts over; Ctrl-D leaves."""
+    from ragloop.agent.conversations import EngineConversation
     from ragloop.agent.engine import Engine
     from ragloop.apps.chat import chat_loop
     from ragloop.kb import KnowledgeBase
@@ -402,7 +405,17 @@ def chat(model: ModelOpt = None,
                             strictness=strict)
     with KnowledgeBase.open(settings.kb, settings, create=False) as base:
         engine = Engine(base, settings, base.backend.runs, source="cli")
-        code = chat_loop(engine.conversation, input, lambda text: err.print(shown(text)),
+        resumed = [engine.conversation(conversation)] if conversation else []
+
+        def start() -> EngineConversation:  # the one to continue first, then new ones
+            return resumed.pop() if resumed else engine.conversation()
+
+        def read(prompt: str) -> str:
+            if printer is not None:
+                printer.done()  # a turn stopped by Ctrl-C leaves no text behind for the next
+            return input(prompt)
+
+        code = chat_loop(start, read, lambda text: err.print(shown(text)),
                          on_event, lambda r: print_run(
                              r.to_dict(), printer.done() if printer is not None else None),
                          driver=driver, max_steps=max_steps)
