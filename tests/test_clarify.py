@@ -5,8 +5,8 @@ by a description only, do not."""
 from __future__ import annotations
 
 from ragloop.core.types import Hit
+from ragloop.language.vocabulary import vocabulary
 from ragloop.offline.clarify import clarify
-from ragloop.offline.vocabulary import vocabulary
 
 EN = vocabulary("en")
 S100 = ("products/s100-datasheet.md", "S100 Wireless Vibration and Temperature Sensor Datasheet")

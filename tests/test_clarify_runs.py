@@ -21,11 +21,11 @@ from ragloop.agent.engine import Engine
 from ragloop.core.conversation import Turn, narrowed
 from ragloop.core.errors import ConfigError
 from ragloop.core.types import EventKind, RunStatus, Usage
+from ragloop.language.vocabulary import vocabulary
 from ragloop.llm.base import ChatResponse, ToolCall
 from ragloop.llm.scripted import ScriptedChat
 from ragloop.offline.condense import condense
 from ragloop.offline.grader import LocalGrader
-from ragloop.offline.vocabulary import vocabulary
 
 SENSORS = {
     f"products/{code.lower()}-datasheet.md": f"""# {code} {kind} Vibration Sensor Datasheet

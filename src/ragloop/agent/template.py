@@ -27,11 +27,19 @@ from ragloop.agent.failures import CONTINUES, ENDS, ended_answer, ended_status
 from ragloop.agent.run import DriverOutcome, FirstSearch, RunContext, Steps, closest_passages
 from ragloop.agent.search_grade import grade_event
 from ragloop.agent.tools import SEARCH, Toolbox
+from ragloop.core.answer_stream import sentence_pieces
 from ragloop.core.conversation import Clarification
 from ragloop.core.decisions import Answerer, Clarifier, Draft, Grade, Grader, Plan
-from ragloop.core.events import AnswerEvent, ClarifyEvent, ErrorEvent, PlanEvent, ToolCallEvent
+from ragloop.core.events import (
+    AnswerDeltaEvent,
+    AnswerEvent,
+    ClarifyEvent,
+    ErrorEvent,
+    PlanEvent,
+    ToolCallEvent,
+)
 from ragloop.core.types import Hit, RunStatus
-from ragloop.offline.vocabulary import ENGLISH_WORDS
+from ragloop.language.vocabulary import ENGLISH_WORDS
 
 # Single-shot searches this many chunks per document it may read (documents span chunks).
 SINGLE_DEPTH_PER_DOC = 3
@@ -117,7 +125,7 @@ class RunTemplate:
                  clarifier: Clarifier | None = None) -> None:
         """`first_search` searches at single-shot's depth; the first `k` documents of its
         result are single-shot's evidence. `declined_phrases` are the KB language's words for
-        "the knowledge base does not say" (offline/lang/*.json, `decline`)."""
+        what the knowledge base lacks (language/lang/*.json, `decline`)."""
         self.first_search = first_search
         self.grader = grader
         self.answerer = answerer
@@ -160,9 +168,24 @@ class RunTemplate:
                              unsupported=support.unsupported, unchecked=support.unchecked,
                              support=support.summary)
 
+    @staticmethod
+    def _streamed(ctx: RunContext, text: str) -> Steps[None]:
+        """Make the answer's streamed pieces join to `text` (the answer before its checks):
+        the rest of it when what streamed is its beginning, else a reset and the text a
+        sentence at a time (an answer written whole, a reply salvaged from broken JSON)."""
+        if ctx.streamed == text:
+            return
+        rest = text[len(ctx.streamed):]
+        if not text.startswith(ctx.streamed):
+            yield AnswerDeltaEvent(reset=True)
+            rest = text
+        for piece in sentence_pieces(rest):
+            yield AnswerDeltaEvent(text=piece)
+
     def _answer(self, ctx: RunContext, draft: Draft, gathered: Gathered,
                 labels: Sequence[str]) -> Steps[DriverOutcome]:
         """The answer's checks, the one AnswerEvent and the status."""
+        yield from self._streamed(ctx, draft.text)
         checked = self._checked(draft.text, ctx, labels)
         closest = closest_passages(draft.closest, ctx.ledger)
         free_text = gathered.draft is not None
@@ -179,7 +202,8 @@ class RunTemplate:
                           forced=gathered.forced if free_text else None,
                           cut_off=gathered.cut_off or None, uncited=uncited or None,
                           unsupported=checked.unsupported or None,
-                          citations_unchecked=checked.unchecked or None)
+                          citations_unchecked=checked.unchecked or None,
+                          changed_by_check=checked.text != draft.text or None)
         status = run_status(draft, checked, gathered, bool(ctx.ledger.items),
                             self.declined_phrases)
         declined = status is RunStatus.UNANSWERABLE or (
@@ -189,6 +213,7 @@ class RunTemplate:
 
     def _fixed(self, ctx: RunContext, draft: Draft, status: RunStatus) -> Steps[DriverOutcome]:
         """An answer no search stands behind (out of scope, a reply with no search)."""
+        yield from self._streamed(ctx, draft.text)
         yield AnswerEvent(text=draft.text, citations=[], invalid_citations=[])
         return DriverOutcome(checked=check_citations(draft.text, ctx.ledger), status=status,
                              missing=draft.missing,
@@ -222,6 +247,8 @@ class RunTemplate:
         try:
             return (yield from self._run(ctx, driver))
         except ENDS as exc:
+            if ctx.streamed:  # what streamed is no answer now
+                yield AnswerDeltaEvent(reset=True)
             yield ErrorEvent(error=str(exc))
             gathered = "; ".join(f"[{e.n}] {e.doc_id} §{e.section}" for e in ctx.ledger.items)
             return DriverOutcome(checked=CheckedAnswer(text=ended_answer(exc, gathered)),
@@ -253,7 +280,8 @@ class RunTemplate:
         if draft is None:
             ctx.step += 1  # the answer step
             self.answerer_used = True
-            draft = self.answerer.answer(ctx.question, gathered.sub_questions, ctx.ledger.items)
+            draft = yield from self.answerer.write(ctx.question, gathered.sub_questions,
+                                                   ctx.ledger.items)
         return (yield from self._answer(ctx, draft, gathered, labels))
 
 

@@ -116,11 +116,37 @@ class AnswerEvent(BaseEvent):
     # citations taken out because their passage does not support the sentence: {n, sentence}
     unsupported: list[dict[str, Any]] | None = None
     citations_unchecked: bool | None = None  # the model's support verdict was unreadable
+    # the checks changed the text the answer's pieces (AnswerDeltaEvent) streamed: a citation
+    # taken out; `text` is what a reader shows in place of the streamed one
+    changed_by_check: bool | None = None
+
+
+class AnswerDeltaEvent(BaseEvent):
+    """One piece of the answer as it is written (a model's tokens, offline a sentence). The
+    pieces joined are the answer before its citations are checked; the final AnswerEvent
+    carries the checked text. Not stored (a row per token): a late reader gets the
+    AnswerEvent. `reset`: what was streamed since the last reset is not the answer (the
+    reply went on to call tools, or was asked again); a reader drops it."""
+
+    kind: Literal["answer_delta"] = "answer_delta"
+    text: str = ""
+    reset: bool | None = None
 
 
 class ErrorEvent(BaseEvent):
     kind: Literal["error"] = "error"
     error: str
+
+
+class CondenseEvent(BaseEvent):
+    """A conversation's turn made standalone before routing: what was typed, what is
+    searched, whether it followed up or started a new topic (core/conversation.TurnKind)."""
+
+    kind: Literal["condense"] = "condense"
+    typed: str
+    standalone: str
+    turn_kind: str
+    reason: str = ""
 
 
 class ClarifyEvent(BaseEvent):
@@ -135,6 +161,8 @@ class ClarifyEvent(BaseEvent):
 
 Event = Annotated[RouteEvent | PlanEvent | ToolCallEvent | GradeEvent | RewriteEvent
                   | PlacementEvent | AnswerEvent | ErrorEvent
+                  | CondenseEvent
+                  | AnswerDeltaEvent
                   | ClarifyEvent
                   , Field(discriminator="kind")]
 _ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

@@ -144,6 +144,8 @@ class EventKind(StrEnum):
     PLACEMENT = "placement"
     ANSWER = "answer"
     ERROR = "error"
+    CONDENSE = "condense"
+    ANSWER_DELTA = "answer_delta"  # streamed, never stored (core/events.py AnswerDeltaEvent)
     CLARIFY = "clarify"  # the run asks the user back (status needs_input)
 
 

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 
 from ragloop.core.conversation import Clarification
 from ragloop.core.types import Hit
-from ragloop.offline.text import ENGLISH_READING, Reading, code_family, stem, words
-from ragloop.offline.vocabulary import Vocabulary
+from ragloop.language.text import ENGLISH_READING, Reading, code_family, stem, words
+from ragloop.language.vocabulary import Vocabulary
 
 MIN_OPTIONS = 2
 MAX_OPTIONS = 5
