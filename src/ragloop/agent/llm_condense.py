@@ -71,6 +71,8 @@ class LLMCondenser:
         q = " ".join(question.split())
         if not history:
             return Condensed(q, TurnKind.STANDALONE, "the first turn: nothing to refer to")
+        if history[-1].asked_back:  # a reply to a question back: joined by the rule, with
+            return self.fallback.condense(history, q)  # the options' own names, no model call
         reply, ok = ask_json(self.chat, CONDENSER_SYSTEM, condenser_user(history, q),
                              CondenseReply, fallback=None, usage=self.usage,
                              max_tokens=self.max_tokens)
