@@ -262,3 +262,28 @@ def test_http_ask_carries_the_clarification_and_the_events_the_clarify_step(sens
         steps = steps_of(stream(client, result["run_id"]))
         clarify = [s for s in steps if s["kind"] == "clarify"]
         assert clarify and clarify[0]["data"]["options"] == result["clarification"]["options"]
+
+
+def test_a_conversation_continues_with_the_choice(sensors):
+    conversation = Engine(sensors).conversation()
+    first = conversation.ask(AMBIGUOUS)
+    assert first.status is RunStatus.NEEDS_INPUT
+    assert conversation.turns[-1].asked_back
+    second = conversation.ask("T200")
+    assert second.standalone == "How long does the sensor's battery last (T200)?"
+    assert second.status is RunStatus.ANSWERED, second.answer
+    assert {c.doc_id for c in second.citations} == {"products/t200-datasheet.md"}
+    assert [t.status for t in conversation.turns] == ["needs_input", "answered"]
+
+
+def test_a_model_condenser_joins_the_choice_by_the_rule_without_a_call(sensors):
+    from ragloop.agent.llm_condense import LLMCondenser
+    from ragloop.offline import factory
+
+    chat = ScriptedChat([])  # any model call fails the test
+    condenser = LLMCondenser(chat, factory.condenser(sensors, vocabulary("en")))
+    history = [Turn(AMBIGUOUS, AMBIGUOUS, "Which one do you mean: T100, T200 or T300?",
+                    status="needs_input")]
+    assert condenser.condense(history, "T100").question == \
+        "How long does the sensor's battery last (T100)?"
+    assert chat.calls == []
