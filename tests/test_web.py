@@ -59,27 +59,42 @@ def page(browser):
 
 def test_ask_watch_the_agent_and_open_a_citation(live, page):
     server, _kb = live
+    page.set_viewport_size({"width": 1280, "height": 800})
     page.goto(server.url + "/")
     assert page.locator("#auth").is_hidden()  # no key needed on loopback without one
     page.fill("#question", MULTI_HOP)
     page.select_option("#route", "agent")
     page.click("#ask-button")
 
-    searches = page.locator("li.step[data-tool='search']")
-    searches.first.wait_for(timeout=60_000)
-    page.locator("#run-status[data-status='answered']").wait_for(timeout=60_000)
-    first = searches.first.inner_text()
+    turn = page.locator("#thread .turn").first
+    turn.locator(".run-status[data-status='answered']").wait_for(timeout=60_000)
+    searches = turn.locator("li.step[data-tool='search']")
+    first = searches.first.text_content()  # the steps are folded: their text is still there
     assert "kept" in first and "chunks" in first and "“" not in first  # query shown in <q>
-    assert page.locator("li.step[data-kind='route']").count() == 1
-    assert page.locator("li.step[data-kind='grade']").count() >= 1
-    assert "step" in page.locator("li.step[data-kind='grade']").first.inner_text()
-    seqs = [int(s) for s in page.locator("li.step").evaluate_all(
+    assert turn.locator("li.step[data-kind='route']").count() == 1
+    assert turn.locator("li.step[data-kind='grade']").count() >= 1
+    seqs = [int(s) for s in turn.locator("li.step").evaluate_all(
         "items => items.map(i => i.dataset.seq)")]
-    assert seqs == list(range(len(seqs)))  # every event once, in order
+    assert seqs == sorted(set(seqs))  # every event once, in order
 
-    answer = page.locator("#answer")
+    # the answer is what a user reads first: above the steps, in view at 1280x800, and the
+    # steps folded into one line once it started
+    answer = turn.locator(".answer")
     assert answer.inner_text().strip()
-    cite = page.locator("#answer a.cite").first
+    assert answer.get_attribute("aria-live") == "polite"
+    box = answer.bounding_box()
+    steps = turn.locator("details.steps-box")
+    assert box is not None and box["y"] + 40 < 800
+    assert box["y"] < steps.bounding_box()["y"]
+    assert steps.get_attribute("open") is None
+    summary = steps.locator("summary").inner_text()
+    assert " steps · " in summary and "search" in summary and "passages kept" in summary
+    assert turn.locator("li.step").first.is_hidden()
+    steps.locator("summary").click()  # a button-like summary opens the steps
+    assert turn.locator("li.step").first.is_visible()
+    assert turn.locator(".sources li").count() >= 1
+
+    cite = turn.locator(".answer button.cite").first
     cite.wait_for()
     doc, section = cite.get_attribute("data-doc"), cite.get_attribute("data-section")
     cite.click()
@@ -90,15 +105,19 @@ def test_ask_watch_the_agent_and_open_a_citation(live, page):
     assert f"{doc} §{section}" in page.locator("#section-title").inner_text()
     expected = _kb.section(doc, section).text.strip()[:40]
     assert expected in text.inner_text()
-    assert "steps" in page.locator("#run-meta").inner_text()
+    assert "steps" in turn.locator(".run-meta").inner_text()
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "web-ask.png"), full_page=True)
+    page.click("#close-section")
+    assert page.locator("#section-panel").is_hidden()
+    assert page.evaluate("document.activeElement.classList.contains('cite')")  # focus returns
 
     # the run page reopens a finished run from its URL (replayed from the store)
-    run_id = page.url.split("run=")[1]
-    page.goto(f"{server.url}/?run={run_id}")
-    page.locator("#run-status[data-status='answered']").wait_for(timeout=30_000)
-    assert page.locator("li.step").count() == len(seqs)
+    url = page.url
+    page.goto(url)
+    turn = page.locator("#thread .turn").first
+    turn.locator(".run-status[data-status='answered']").wait_for(timeout=30_000)
+    assert turn.locator("li.step").count() == len(seqs)
 
 
 def test_empty_question_shows_the_api_error(live, page):
@@ -142,10 +161,10 @@ def test_dashboard_shows_figures_and_flags_truncation(live, page):
     page.screenshot(path=str(ARTIFACTS / "web-dashboard.png"), full_page=True)
     # a run in the list opens on the run page
     page.locator("#runs-table tbody tr a").first.click()
-    page.locator("#run-status.badge").wait_for()
-    page.wait_for_function("() => document.getElementById('run-status').dataset.status"
-                           " && document.getElementById('run-status').dataset.status"
-                           " !== 'running'", timeout=30_000)
+    page.locator(".turn .run-status").wait_for()
+    page.wait_for_function("() => { const s = document.querySelector('.turn .run-status');"
+                           " return s && !['running', 'queued'].includes(s.dataset.status); }",
+                           timeout=30_000)
 
 
 @pytest.mark.parametrize("path, ready", [("/docs", ".swagger-ui .info .title"),
