@@ -93,6 +93,8 @@ def test_ask_watch_the_agent_and_open_a_citation(live, page):
     steps.locator("summary").click()  # a button-like summary opens the steps
     assert turn.locator("li.step").first.is_visible()
     assert turn.locator(".sources li").count() >= 1
+    # each source shows the sentence it stands on (the answer event's citations carry it)
+    assert turn.locator(".sources .source-quote").first.inner_text().strip().startswith("“")
 
     cite = turn.locator(".answer button.cite").first
     cite.wait_for()
@@ -105,6 +107,13 @@ def test_ask_watch_the_agent_and_open_a_citation(live, page):
     assert f"{doc} §{section}" in page.locator("#section-title").inner_text()
     expected = _kb.section(doc, section).text.strip()[:40]
     assert expected in text.inner_text()
+    # the sentence the citation stands on is marked in the section, and it is the answer's
+    mark = page.locator("#section-text mark.cited")
+    mark.wait_for()
+    marked = " ".join(mark.inner_text().split())
+    assert marked and marked in " ".join(_kb.section(doc, section).text.split())
+    assert marked.rstrip(".") in answer.inner_text()
+    assert page.locator("#section-quote-note").is_hidden()
     assert "steps" in turn.locator(".run-meta").inner_text()
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "web-ask.png"), full_page=True)
