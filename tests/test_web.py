@@ -205,3 +205,42 @@ def test_api_docs_render_offline(live, browser, path, ready):
     finally:
         context.close()
     assert not outside, outside
+
+
+HOSTILE = ("The Zephyr gateway admin password is rotated by <img src=x onerror=\"window.__xss=1\">"
+           " the security desk every 90 days.\n\nZephyr logs go to <script>window.__xss=2"
+           "</script> the audit bucket.\n")
+
+
+@pytest.fixture(scope="module")
+def hostile(small_kb_template, tmp_path_factory):
+    """A server whose knowledge base holds a document of markup meant to run in the page."""
+    import httpx
+    from ragloop.apps.server.app import create_app
+
+    kb = copy_kb(small_kb_template, tmp_path_factory.mktemp("hostile") / "kb")
+    try:
+        with LiveServer(create_app(offline_settings(kb), kb=kb)) as server:
+            reply = httpx.post(server.url + "/documents", timeout=60,
+                               files={"files": ("zephyr.txt", HOSTILE.encode(), "text/plain")})
+            assert reply.status_code == 200, reply.text
+            yield server
+    finally:
+        kb.close()
+
+
+def test_document_text_is_shown_as_text_never_as_markup(hostile, page):
+    page.goto(hostile.url + "/")
+    page.fill("#question", "How often is the Zephyr gateway admin password rotated?")
+    page.select_option("#route", "single")
+    page.click("#ask-button")
+    turn = page.locator("#thread .turn").first
+    turn.locator(".run-status:not([data-status='running']):not([data-status='queued'])"
+                 ).wait_for(timeout=60_000)
+    assert "<img src=x" in turn.locator(".answer").inner_text()
+    turn.locator(".answer button.cite").first.click()
+    page.wait_for_function("() => document.getElementById('section-text').textContent"
+                           ".includes('<script>')")
+    assert "<img src=x" in page.locator("#section-text mark.cited").inner_text()
+    assert page.locator("main img, main script").count() == 0
+    assert page.evaluate("window.__xss") is None
