@@ -296,9 +296,14 @@ class Turn {
     const d = event.data || {};
     if (event.kind === "answer_delta") {
       if (this.final) return;
+      if (d.reset) { // what was streamed since the last reset is not the answer: drop it
+        this.streamed = "";
+        this.answer.replaceChildren();
+      }
+      if (!d.text) return;
       if (!this.streamed) this.answerStarted();
-      this.streamed += d.text || "";
-      this.answer.append(d.text || "");
+      this.streamed += d.text;
+      this.answer.append(d.text);
       this.answer.classList.add("streaming");
       return;
     }
@@ -434,8 +439,11 @@ class Turn {
       this.source = source;
       source.addEventListener("step", (message) => {
         const event = JSON.parse(message.data);
-        if (event.seq <= this.lastSeq) return; // a replay after a reconnect
-        this.lastSeq = event.seq;
+        // Deltas are not stored, so never replayed: only stored events are told apart by seq.
+        if (event.kind !== "answer_delta") {
+          if (event.seq <= this.lastSeq) return; // a replay after a reconnect
+          this.lastSeq = event.seq;
+        }
         this.onEvent(event);
       });
       source.addEventListener("end", async (message) => {
