@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import httpx
 import pytest
 from test_server import LiveServer, copy_kb, offline_settings
 
@@ -215,7 +216,6 @@ HOSTILE = ("The Zephyr gateway admin password is rotated by <img src=x onerror=\
 @pytest.fixture(scope="module")
 def hostile(small_kb_template, tmp_path_factory):
     """A server whose knowledge base holds a document of markup meant to run in the page."""
-    import httpx
     from ragloop.apps.server.app import create_app
 
     kb = copy_kb(small_kb_template, tmp_path_factory.mktemp("hostile") / "kb")
@@ -244,3 +244,114 @@ def test_document_text_is_shown_as_text_never_as_markup(hostile, page):
     assert "<img src=x" in page.locator("#section-text mark.cited").inner_text()
     assert page.locator("main img, main script").count() == 0
     assert page.evaluate("window.__xss") is None
+
+
+def _settled(turn) -> None:
+    turn.locator(".run-status:not([data-status='running']):not([data-status='queued'])"
+                 ).wait_for(timeout=60_000)
+
+
+def test_a_follow_up_is_the_second_turn_of_the_same_conversation(live, page):
+
+    server, _ = live
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(server.url + "/")
+    page.fill("#question", "Who approves travel expenses above £2,500?")
+    page.select_option("#route", "single")
+    page.click("#ask-button")
+    first = page.locator("#thread .turn").nth(0)
+    _settled(first)
+    assert "conversation=" in page.url
+    conversation = page.url.split("conversation=")[1]
+    # the follow-up box sits under the answer, and the keyboard lands in it
+    followup = page.locator("#followup")
+    assert followup.is_visible()
+    assert page.evaluate("document.activeElement.id") == "followup"
+    assert followup.bounding_box()["y"] > first.locator(".answer").bounding_box()["y"]
+    followup.fill("And who is that person?")
+    page.click("#followup-button")
+    second = page.locator("#thread .turn").nth(1)
+    _settled(second)
+    assert page.locator("#thread .turn").count() == 2
+    assert page.url.split("conversation=")[1] == conversation
+    # what was searched: the follow-up made standalone from the first turn
+    standalone = second.locator(".standalone")
+    assert standalone.is_visible() and "Searched as" in standalone.inner_text()
+    assert second.locator(".answer").inner_text().strip()
+
+    stored = httpx.get(f"{server.url}/conversations/{conversation}", timeout=30).json()
+    assert [t["question"] for t in stored["turns"]] == [
+        "Who approves travel expenses above £2,500?", "And who is that person?"]
+    # the list reopens it: both turns, replayed from the store
+    item = page.locator(f"#conversations button[data-conversation='{conversation}']")
+    item.wait_for(timeout=10_000)
+    assert "2 turns" in item.inner_text()
+    page.click("#new-conversation")
+    assert page.locator("#thread .turn").count() == 0
+    item.click()
+    page.locator("#thread .turn").nth(1).wait_for(timeout=10_000)
+    _settled(page.locator("#thread .turn").nth(1))
+    assert item.get_attribute("aria-current") == "true"
+    assert page.locator("#thread .turn .turn-question").all_inner_texts() == [
+        "Who approves travel expenses above £2,500?", "And who is that person?"]
+    assert page.locator("#thread .turn").nth(0).locator(".answer").inner_text().strip()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "web-thread.png"), full_page=True)
+
+
+SIBLINGS = {
+    "s100-datasheet.md": "# S100 Wireless Vibration Sensor Datasheet\n\n## Ingress protection\n\n"
+                         "The S100 is an entry-level wireless vibration sensor rated IP65.\n",
+    "s200-datasheet.md": "# S200 Industrial Vibration Sensor Datasheet\n\n## Ingress protection\n"
+                         "\nThe S200 vibration sensor enclosure has an ingress protection rating"
+                         " of IP67.\n",
+    "s300-datasheet.md": "# S300 Hazardous-Area Vibration Sensor Datasheet\n\n## Ingress"
+                         " protection\n\nThe S300 vibration sensor enclosure is rated IP68 for"
+                         " hazardous areas.\n",
+}
+
+
+@pytest.fixture(scope="module")
+def siblings(small_kb_template, tmp_path_factory):
+    """A server whose knowledge base holds three sibling sensors a question may not name."""
+    from ragloop.apps.server.app import create_app
+
+    kb = copy_kb(small_kb_template, tmp_path_factory.mktemp("siblings") / "kb")
+    try:
+        with LiveServer(create_app(offline_settings(kb), kb=kb)) as server:
+            files = [("files", (name, text.encode(), "text/markdown"))
+                     for name, text in SIBLINGS.items()]
+            reply = httpx.post(server.url + "/documents", files=files, timeout=120)
+            assert reply.status_code == 200, reply.text
+            yield server
+    finally:
+        kb.close()
+
+
+def test_a_question_with_several_readings_offers_buttons_that_continue(siblings, page):
+    page.goto(siblings.url + "/")
+    page.fill("#question", "What is the ingress protection rating of the vibration sensor?")
+    page.click("#ask-button")
+    first = page.locator("#thread .turn").nth(0)
+    _settled(first)
+    assert first.get_attribute("data-status") == "needs_input"
+    options = first.locator(".clarify .options button")
+    assert options.count() >= 2
+    labels = options.all_inner_texts()
+    assert "S200" in labels, labels
+    assert first.locator(".clarify-question").inner_text().strip()
+    # buttons are buttons, reachable in order, the first one focused for the keyboard
+    assert options.evaluate_all("bs => bs.every(b => b.tagName === 'BUTTON')")
+    assert page.evaluate("document.activeElement.textContent") == labels[0]
+    options.nth(labels.index("S200")).click()
+    second = page.locator("#thread .turn").nth(1)
+    _settled(second)
+    assert second.locator(".turn-question").inner_text() == "S200"
+    assert second.get_attribute("data-status") == "answered"
+    assert "IP67" in second.locator(".answer").inner_text()
+    assert options.evaluate_all("bs => bs.every(b => b.disabled)")  # one choice per question
+    conversation = page.url.split("conversation=")[1]
+    assert second.get_attribute("data-run")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "web-clarify.png"), full_page=True)
+    assert conversation
