@@ -405,8 +405,12 @@ class Turn {
     this.clarify.replaceChildren(el("p", { class: "clarify-question" }, d.question || ""), group);
     this.clarify.hidden = false;
     this.answer.setAttribute("aria-busy", "false");
-    const first = group.querySelector("button");
-    if (first && !thread.replaying) first.focus();
+  }
+
+  // Where the keyboard goes once the turn ended: its first option, else the follow-up box.
+  focusNext() {
+    const option = this.clarify.querySelector("button:not([disabled])");
+    (option || $("followup")).focus();
   }
 
   async finish(end) {
@@ -470,7 +474,7 @@ function citingSentence(text, at) {
 
 // -- the thread: turns of one conversation ---------------------------------------------
 
-const thread = { conversationId: null, turns: [], busy: false, replaying: false };
+const thread = { conversationId: null, turns: [], busy: false };
 
 function setBusy(busy) {
   thread.busy = busy;
@@ -527,6 +531,7 @@ async function askTurn(question, errorId) {
   remember();
   await turn.follow(started.run_id);
   setBusy(false);
+  turn.focusNext();
   loadConversations();
   return true;
 }
@@ -550,7 +555,6 @@ async function openConversation(id) {
   remember();
   markCurrentConversation();
   setBusy(true);
-  thread.replaying = true;
   // one turn at a time: each replays its run's events from the store and ends
   for (const t of conversation.turns || []) {
     const turn = addTurn(t.question);
@@ -561,7 +565,6 @@ async function openConversation(id) {
       turn.setStatus(t.status || "unknown");
     }
   }
-  thread.replaying = false;
   setBusy(false);
 }
 
@@ -613,7 +616,7 @@ function initAsk() {
     const question = $("question").value;
     clearThread();
     markCurrentConversation();
-    if (await askTurn(question, "form-error")) $("followup").focus();
+    await askTurn(question, "form-error");
   });
   $("followup-form").addEventListener("submit", async (e) => {
     e.preventDefault();
