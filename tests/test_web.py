@@ -208,25 +208,37 @@ def test_api_docs_render_offline(live, browser, path, ready):
     assert not outside, outside
 
 
+def _settled(turn) -> None:
+    turn.locator(".run-status:not([data-status='running']):not([data-status='queued'])"
+                 ).wait_for(timeout=60_000)
+
+
 HOSTILE = ("The Zephyr gateway admin password is rotated by <img src=x onerror=\"window.__xss=1\">"
            " the security desk every 90 days.\n\nZephyr logs go to <script>window.__xss=2"
            "</script> the audit bucket.\n")
 
 
-@pytest.fixture(scope="module")
-def hostile(small_kb_template, tmp_path_factory):
-    """A server whose knowledge base holds a document of markup meant to run in the page."""
+def serving_with(template, folder, files: dict[str, str]):
+    """A live offline server over a copy of the small knowledge base with `files` uploaded
+    (name: text) through the API."""
     from ragloop.apps.server.app import create_app
 
-    kb = copy_kb(small_kb_template, tmp_path_factory.mktemp("hostile") / "kb")
+    kb = copy_kb(template, folder)
     try:
         with LiveServer(create_app(offline_settings(kb), kb=kb)) as server:
-            reply = httpx.post(server.url + "/documents", timeout=60,
-                               files={"files": ("zephyr.txt", HOSTILE.encode(), "text/plain")})
+            reply = httpx.post(server.url + "/documents", timeout=120, files=[
+                ("files", (name, text.encode(), "text/plain")) for name, text in files.items()])
             assert reply.status_code == 200, reply.text
             yield server
     finally:
         kb.close()
+
+
+@pytest.fixture(scope="module")
+def hostile(small_kb_template, tmp_path_factory):
+    """A server whose knowledge base holds a document of markup meant to run in the page."""
+    yield from serving_with(small_kb_template, tmp_path_factory.mktemp("hostile") / "kb",
+                            {"zephyr.txt": HOSTILE})
 
 
 def test_document_text_is_shown_as_text_never_as_markup(hostile, page):
@@ -235,8 +247,7 @@ def test_document_text_is_shown_as_text_never_as_markup(hostile, page):
     page.select_option("#route", "single")
     page.click("#ask-button")
     turn = page.locator("#thread .turn").first
-    turn.locator(".run-status:not([data-status='running']):not([data-status='queued'])"
-                 ).wait_for(timeout=60_000)
+    _settled(turn)
     assert "<img src=x" in turn.locator(".answer").inner_text()
     turn.locator(".answer button.cite").first.click()
     page.wait_for_function("() => document.getElementById('section-text').textContent"
@@ -244,11 +255,6 @@ def test_document_text_is_shown_as_text_never_as_markup(hostile, page):
     assert "<img src=x" in page.locator("#section-text mark.cited").inner_text()
     assert page.locator("main img, main script").count() == 0
     assert page.evaluate("window.__xss") is None
-
-
-def _settled(turn) -> None:
-    turn.locator(".run-status:not([data-status='running']):not([data-status='queued'])"
-                 ).wait_for(timeout=60_000)
 
 
 def test_a_follow_up_is_the_second_turn_of_the_same_conversation(live, page):
@@ -314,18 +320,8 @@ SIBLINGS = {
 @pytest.fixture(scope="module")
 def siblings(small_kb_template, tmp_path_factory):
     """A server whose knowledge base holds three sibling sensors a question may not name."""
-    from ragloop.apps.server.app import create_app
-
-    kb = copy_kb(small_kb_template, tmp_path_factory.mktemp("siblings") / "kb")
-    try:
-        with LiveServer(create_app(offline_settings(kb), kb=kb)) as server:
-            files = [("files", (name, text.encode(), "text/markdown"))
-                     for name, text in SIBLINGS.items()]
-            reply = httpx.post(server.url + "/documents", files=files, timeout=120)
-            assert reply.status_code == 200, reply.text
-            yield server
-    finally:
-        kb.close()
+    yield from serving_with(small_kb_template, tmp_path_factory.mktemp("siblings") / "kb",
+                            SIBLINGS)
 
 
 def test_a_question_with_several_readings_offers_buttons_that_continue(siblings, page):
