@@ -336,6 +336,7 @@ def test_a_question_with_several_readings_offers_buttons_that_continue(siblings,
     labels = options.all_inner_texts()
     assert "S200" in labels, labels
     assert first.locator(".clarify-question").inner_text().strip()
+    assert first.locator(".answer").is_hidden()  # the question is not said twice
     # buttons are buttons, reachable in order, the first one focused for the keyboard
     assert options.evaluate_all("bs => bs.every(b => b.tagName === 'BUTTON')")
     assert page.evaluate("document.activeElement.textContent") == labels[0]

@@ -238,6 +238,7 @@ class Turn {
     this.streamed = "";     // the answer as streamed, before its check
     this.final = false;     // the checked answer event has arrived
     this.clarified = false;
+    this.clarifyQuestion = "";
     this.userToggled = false;
     this.counts = { steps: 0, searches: 0, kept: 0 };
     const n = document.querySelectorAll("#thread .turn").length + 1;
@@ -246,7 +247,7 @@ class Turn {
     this.answer = el("div", { class: "answer", "aria-live": "polite", "aria-busy": "true",
       "aria-label": "Answer" });
     this.checkNote = el("p", { class: "check-note", hidden: "" });
-    this.clarify = el("div", { class: "clarify", hidden: "" });
+    this.clarify = el("div", { class: "clarify", "aria-live": "polite", hidden: "" });
     this.sources = el("ol", { class: "sources" });
     this.sourcesBox = el("div", { class: "sources-box", hidden: "" },
       el("h3", {}, "Sources"), this.sources);
@@ -321,6 +322,9 @@ class Turn {
     this.final = true;
     this.answerStarted();
     const text = d.text || "";
+    // a run that asks back carries its question as the answer too (for clients that know
+    // only answers): here the question and its options stand in the answer's place
+    this.answer.hidden = this.clarified && text.trim() === this.clarifyQuestion;
     const citations = d.citations || [];
     const byN = new Map(citations.map((c) => [Number(c.n), c]));
     const box = this.answer;
@@ -390,6 +394,8 @@ class Turn {
   renderClarify(d) {
     if (this.clarified) return;
     this.clarified = true;
+    this.clarifyQuestion = (d.question || "").trim();
+    if (this.final && this.answer.textContent.trim() === this.clarifyQuestion) this.answer.hidden = true;
     this.answerStarted();
     const options = d.options || [];
     const group = el("div", { class: "options", role: "group", "aria-label": d.question || "Options" });
