@@ -515,7 +515,8 @@ function askBody(question) {
   const body = { question, route: $("route").value };
   const steps = $("max-steps").value;
   if (steps) body.max_steps = Number(steps);
-  if (thread.conversationId) body.conversation_id = thread.conversationId;
+  // every question of the page is a turn of a conversation: "new" starts one
+  body.conversation_id = thread.conversationId || "new";
   return body;
 }
 
