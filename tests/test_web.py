@@ -7,6 +7,7 @@ test setup installs it). Screenshots go to tests/artifacts/.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import httpx
@@ -352,3 +353,58 @@ def test_a_question_with_several_readings_offers_buttons_that_continue(siblings,
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "web-clarify.png"), full_page=True)
     assert conversation
+
+
+SLOW_ANSWER = ("Expenses above £2,500 per trip must be approved by the Chief Financial Officer"
+               " [1][7]. Expenses up to £2,500 are approved by the line manager [1].")
+
+
+def slow_model(piece_s: float):
+    """A scripted model that searches once, then writes its answer a word at a time, each
+    word `piece_s` after the last (as a real model streams its tokens)."""
+    from ragloop.core.types import Usage
+    from ragloop.llm.base import ChatResponse, ToolCall
+    from ragloop.llm.scripted import ScriptedChat, text_pieces
+
+    class SlowChat(ScriptedChat):
+        def stream(self, messages, **options):
+            reply = self.chat(messages, **options)
+            for piece in text_pieces(reply.text):
+                time.sleep(piece_s)
+                yield piece
+            return reply
+
+    search = ChatResponse(text="", tool_calls=[ToolCall(id="c1", name="search_knowledge_base",
+                                                        arguments={"query": "travel approval"})],
+                          usage=Usage(input_tokens=100, output_tokens=10, calls=1))
+    return SlowChat([search, SLOW_ANSWER], repeat_last=True)
+
+
+def test_the_answer_streams_before_the_run_ends_then_shows_the_checked_text(live, page):
+    server, _ = live
+    engine = server.server.config.app.state.ragloop.engine
+    engine.chat, before = slow_model(0.15), engine.chat
+    try:
+        started = httpx.post(server.url + "/runs", timeout=30, json={
+            "question": "Who approves travel above £2,500?", "route": "agent",
+            "driver": "tools", "conversation_id": "new"}).json()
+        page.goto(f"{server.url}/?run={started['run_id']}")
+        turn = page.locator("#thread .turn").first
+        # a part of the answer is on the page while the run is still running
+        page.wait_for_function("() => { const a = document.querySelector('.turn .answer');"
+                               " return a && a.textContent.length > 10; }", timeout=60_000)
+        run = httpx.get(f"{server.url}/runs/{started['run_id']}", timeout=30).json()
+        assert run["status"] == "running"
+        assert turn.locator(".answer").get_attribute("aria-busy") == "true"
+        partial = turn.locator(".answer").inner_text()
+        assert SLOW_ANSWER.startswith(partial.strip()[:10])
+        assert turn.locator("details.steps-box").get_attribute("open") is None  # folded
+        _settled(turn)
+    finally:
+        engine.chat = before
+    # the checked text replaces the streamed one, and says which citation the check took out
+    assert "[7]" not in turn.locator(".answer").inner_text()
+    assert turn.locator(".answer button.cite").count() >= 1
+    note = turn.locator(".check-note")
+    assert note.is_visible() and "[7]" in note.inner_text()
+    assert turn.locator(".answer").get_attribute("aria-busy") == "false"
