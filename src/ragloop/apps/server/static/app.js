@@ -606,8 +606,9 @@ async function loadConversations() {
     const id = c.id || c.conversation_id;
     if (!id) continue;
     const { first, count } = conversationLabel(c);
-    const button = el("button", { type: "button", class: "conversation", dataset: { conversation: id } },
-      first, count === null ? null : el("span", { class: "muted" }, ` · ${plural(count, "turn", "turns")}`));
+    const button = el("button", { type: "button", class: "conversation", title: first,
+      dataset: { conversation: id } }, el("span", { class: "title" }, first),
+    count === null ? null : el("span", { class: "muted" }, plural(count, "turn", "turns")));
     button.addEventListener("click", () => { if (!thread.busy) openConversation(id); });
     list.append(el("li", {}, button));
   }
