@@ -647,7 +647,11 @@ function initAsk() {
     const turn = addTurn("");
     setBusy(true);
     api(`/runs/${encodeURIComponent(params.get("run"))}`)
-      .then((run) => { turn.root.querySelector(".turn-question").textContent = run.question; })
+      .then((run) => {
+        turn.root.querySelector(".turn-question").textContent = run.question;
+        // a turn of a conversation: a follow-up continues that conversation
+        if (run.conversation_id) thread.conversationId = run.conversation_id;
+      })
       .catch(() => { /* the events say what is wrong */ });
     turn.follow(params.get("run")).then(() => setBusy(false));
   }
