@@ -373,8 +373,8 @@ class Turn {
       parts.push(`The check removed [${u.n}] from ${quote(u.sentence)}: the passage does not support it.`);
     }
     if (d.citations_unchecked) parts.push("The citations could not be checked against their passages.");
-    const changed = this.streamed && this.streamed.trim() !== (d.text || "").trim();
-    if (changed && !parts.length) parts.push("The answer shown is the checked text.");
+    const changed = d.changed_by_check || (this.streamed && this.streamed.trim() !== (d.text || "").trim());
+    if (changed && !parts.length) parts.push("The check changed the answer as streamed: this is the checked text.");
     this.checkNote.replaceChildren(...parts.map((p) => el("span", {}, p, " ")));
     this.checkNote.hidden = parts.length === 0;
   }
