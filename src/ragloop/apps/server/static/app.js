@@ -449,12 +449,15 @@ class Turn {
       this.source = source;
       source.addEventListener("step", (message) => {
         const event = JSON.parse(message.data);
-        // Deltas are not stored, so never replayed: only stored events are told apart by seq.
-        if (event.kind !== "answer_delta") {
-          if (event.seq <= this.lastSeq) return; // a replay after a reconnect
-          this.lastSeq = event.seq;
-        }
+        if (event.seq <= this.lastSeq) return; // a replay after a reconnect
+        this.lastSeq = event.seq;
         this.onEvent(event);
+      });
+      // The answer's pieces come as their own SSE event, without an id: they are not stored
+      // and share the seq of the step they precede (a follower resuming mid-answer gets a
+      // reset, then the pieces again).
+      source.addEventListener("answer_delta", (message) => {
+        this.onEvent(Object.assign({ kind: "answer_delta" }, JSON.parse(message.data)));
       });
       source.addEventListener("end", async (message) => {
         source.close();
