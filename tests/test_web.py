@@ -348,11 +348,15 @@ def test_a_question_with_several_readings_offers_buttons_that_continue(siblings,
     assert second.get_attribute("data-status") == "answered"
     assert "IP67" in second.locator(".answer").inner_text()
     assert options.evaluate_all("bs => bs.every(b => b.disabled)")  # one choice per question
+    # the choice is the next turn of the same conversation, narrowed with the question asked
     conversation = page.url.split("conversation=")[1]
-    assert second.get_attribute("data-run")
+    stored = httpx.get(f"{siblings.url}/conversations/{conversation}", timeout=30).json()
+    turns = stored["turns"]
+    assert [t["status"] for t in turns] == ["needs_input", "answered"]
+    assert turns[1]["run_id"] == second.get_attribute("data-run")
+    print("standalone of the choice:", turns[1]["standalone"])
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "web-clarify.png"), full_page=True)
-    assert conversation
 
 
 SLOW_ANSWER = ("Expenses above £2,500 per trip must be approved by the Chief Financial Officer"
