@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ragloop.agent.quotes import best_sentence, with_quotes
 from ragloop.core.decisions import Evidence
-from ragloop.offline.text import ENGLISH_READING
+from ragloop.language.text import ENGLISH_READING
 
 PASSAGE = ("Expenses up to £2,500 are approved by the line manager. Expenses above £2,500 per"
            " trip must be approved by the Chief Financial Officer. See section 4.1 for booking.")

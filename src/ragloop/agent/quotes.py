@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ragloop.core.decisions import Evidence
-from ragloop.offline.support import claims
-from ragloop.offline.text import Reading
+from ragloop.language.support import claims
+from ragloop.language.text import Reading
 
 
 def best_sentence(claim_texts: Sequence[str], passage: str, rd: Reading) -> str | None:
