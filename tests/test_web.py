@@ -353,7 +353,10 @@ def test_a_question_with_several_readings_offers_buttons_that_continue(siblings,
     turns = stored["turns"]
     assert [t["status"] for t in turns] == ["needs_input", "answered"]
     assert turns[1]["run_id"] == second.get_attribute("data-run")
-    print("standalone of the choice:", turns[1]["standalone"])
+    # what was searched: the choice joined with the question it answers (the stored turn's
+    # status tells the condense step that turn asked back)
+    assert "S200" in turns[1]["standalone"] and "ingress" in turns[1]["standalone"]
+    assert "Searched as" in second.locator(".standalone").inner_text()
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "web-clarify.png"), full_page=True)
 

@@ -43,7 +43,7 @@ def turns_of(records: Sequence[RunRecord], store: Store | None = None) -> list[T
     the cited sections' titles (their doc ids without it)."""
     return [Turn(question=r["question"], standalone=r["standalone"] or "",
                  answer=r["answer"] or "", cited=_titles(r["citations"], store),
-                 run_id=r["run_id"])
+                 run_id=r["run_id"], status=r["status"])
             for r in records if r["status"] not in UNFINISHED]
 
 
