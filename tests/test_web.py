@@ -119,9 +119,14 @@ def test_ask_watch_the_agent_and_open_a_citation(live, page):
     assert "steps" in turn.locator(".run-meta").inner_text()
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "web-ask.png"), full_page=True)
+    assert page.evaluate("document.activeElement.id") == "section-title"  # focus follows
     page.click("#close-section")
     assert page.locator("#section-panel").is_hidden()
     assert page.evaluate("document.activeElement.classList.contains('cite')")  # focus returns
+    page.keyboard.press("Enter")  # the focused citation is a button: Enter opens it again
+    page.locator("#section-panel:not([hidden])").wait_for()
+    page.keyboard.press("Escape")
+    assert page.locator("#section-panel").is_hidden()
 
     # the run page reopens a finished run from its URL (replayed from the store)
     url = page.url

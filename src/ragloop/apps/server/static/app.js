@@ -643,6 +643,9 @@ function initAsk() {
     $("question").focus();
   });
   $("close-section").addEventListener("click", closeSection);
+  document.addEventListener("keydown", (e) => {
+    if (e.key === "Escape" && !$("section-panel").hidden) closeSection();
+  });
   loadConversations();
   const params = new URLSearchParams(location.search);
   if (params.get("conversation")) openConversation(params.get("conversation"));
