@@ -90,7 +90,12 @@ def test_ask_watch_the_agent_and_open_a_citation(live, page):
     assert box["y"] < steps.bounding_box()["y"]
     assert steps.get_attribute("open") is None
     summary = steps.locator("summary").inner_text()
-    assert " steps · " in summary and "search" in summary and "passages kept" in summary
+    assert " steps · " in summary and "search" in summary and "kept" in summary
+    # each passage counted once, however many searches kept it
+    run_id = turn.get_attribute("data-run")
+    kept = {v["chunk_id"] for e in _kb.backend.runs.events(run_id) if e.kind == "grade"
+            for v in e.data["verdicts"][:e.data["kept"]]}
+    assert summary.endswith(f" · {len(kept)} passage{'s' if len(kept) != 1 else ''} kept")
     assert turn.locator("li.step").first.is_hidden()
     steps.locator("summary").click()  # a button-like summary opens the steps
     assert turn.locator("li.step").first.is_visible()

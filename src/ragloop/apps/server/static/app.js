@@ -241,6 +241,8 @@ class Turn {
     this.clarifyQuestion = "";
     this.userToggled = false;
     this.counts = { steps: 0, searches: 0, kept: 0 };
+    this.keptIds = new Set();
+    this.keptUnnamed = 0; // kept by a grade that does not name its chunks
     const n = document.querySelectorAll("#thread .turn").length + 1;
     this.status = el("span", { class: "badge run-status", role: "status" });
     this.standalone = el("p", { class: "standalone muted", hidden: "" });
@@ -286,6 +288,19 @@ class Turn {
     if (!this.userToggled) this.details.open = false;
   }
 
+  // Passages kept over the run, each once: a passage kept by two searches is one passage.
+  // A grade lists the kept chunks first among its verdicts (or as kept_ids).
+  countKept(d) {
+    const ids = d.kept_ids || (d.verdicts || []).slice(0, d.kept || 0).map((v) => v.chunk_id);
+    if (ids.length === (d.kept || 0) && ids.every((id) => id !== undefined && id !== null)) {
+      for (const id of ids) this.keptIds.add(id);
+      this.counts.kept = this.keptIds.size + this.keptUnnamed;
+    } else {
+      this.keptUnnamed += d.kept || 0;
+      this.counts.kept = this.keptIds.size + this.keptUnnamed;
+    }
+  }
+
   updateSummary(running) {
     const c = this.counts;
     const text = `${plural(c.steps, "step", "steps")} · ${plural(c.searches, "search", "searches")}` +
@@ -310,7 +325,7 @@ class Turn {
     }
     this.counts.steps = Math.max(this.counts.steps, event.step || 0);
     if (event.kind === "tool_call" && d.tool === "search_knowledge_base") this.counts.searches++;
-    if (event.kind === "grade") this.counts.kept += d.kept || 0;
+    if (event.kind === "grade") this.countKept(d);
     this.steps.append(stepLine(event));
     this.updateSummary(true);
     if (event.kind === "condense") this.setStandalone(d.typed, d.standalone);
