@@ -7,8 +7,10 @@ test setup installs it). Screenshots go to tests/artifacts/.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 from test_server import LiveServer, copy_kb, offline_settings
 
@@ -59,27 +61,49 @@ def page(browser):
 
 def test_ask_watch_the_agent_and_open_a_citation(live, page):
     server, _kb = live
+    page.set_viewport_size({"width": 1280, "height": 800})
     page.goto(server.url + "/")
     assert page.locator("#auth").is_hidden()  # no key needed on loopback without one
     page.fill("#question", MULTI_HOP)
     page.select_option("#route", "agent")
     page.click("#ask-button")
 
-    searches = page.locator("li.step[data-tool='search']")
-    searches.first.wait_for(timeout=60_000)
-    page.locator("#run-status[data-status='answered']").wait_for(timeout=60_000)
-    first = searches.first.inner_text()
+    turn = page.locator("#thread .turn").first
+    turn.locator(".run-status[data-status='answered']").wait_for(timeout=60_000)
+    searches = turn.locator("li.step[data-tool='search']")
+    first = searches.first.text_content()  # the steps are folded: their text is still there
     assert "kept" in first and "chunks" in first and "“" not in first  # query shown in <q>
-    assert page.locator("li.step[data-kind='route']").count() == 1
-    assert page.locator("li.step[data-kind='grade']").count() >= 1
-    assert "step" in page.locator("li.step[data-kind='grade']").first.inner_text()
-    seqs = [int(s) for s in page.locator("li.step").evaluate_all(
+    assert turn.locator("li.step[data-kind='route']").count() == 1
+    assert turn.locator("li.step[data-kind='grade']").count() >= 1
+    seqs = [int(s) for s in turn.locator("li.step").evaluate_all(
         "items => items.map(i => i.dataset.seq)")]
-    assert seqs == list(range(len(seqs)))  # every event once, in order
+    assert seqs == sorted(set(seqs))  # every event once, in order
 
-    answer = page.locator("#answer")
+    # the answer is what a user reads first: above the steps, in view at 1280x800, and the
+    # steps folded into one line once it started
+    answer = turn.locator(".answer")
     assert answer.inner_text().strip()
-    cite = page.locator("#answer a.cite").first
+    assert answer.get_attribute("aria-live") == "polite"
+    box = answer.bounding_box()
+    steps = turn.locator("details.steps-box")
+    assert box is not None and box["y"] + 40 < 800
+    assert box["y"] < steps.bounding_box()["y"]
+    assert steps.get_attribute("open") is None
+    summary = steps.locator("summary").inner_text()
+    assert " steps · " in summary and "search" in summary and "kept" in summary
+    # each passage counted once, however many searches kept it
+    run_id = turn.get_attribute("data-run")
+    kept = {v["chunk_id"] for e in _kb.backend.runs.events(run_id) if e.kind == "grade"
+            for v in e.data["verdicts"][:e.data["kept"]]}
+    assert summary.endswith(f" · {len(kept)} passage{'s' if len(kept) != 1 else ''} kept")
+    assert turn.locator("li.step").first.is_hidden()
+    steps.locator("summary").click()  # a button-like summary opens the steps
+    assert turn.locator("li.step").first.is_visible()
+    assert turn.locator(".sources li").count() >= 1
+    # each source shows the sentence it stands on (the answer event's citations carry it)
+    assert turn.locator(".sources .source-quote").first.inner_text().strip().startswith("“")
+
+    cite = turn.locator(".answer button.cite").first
     cite.wait_for()
     doc, section = cite.get_attribute("data-doc"), cite.get_attribute("data-section")
     cite.click()
@@ -90,15 +114,31 @@ def test_ask_watch_the_agent_and_open_a_citation(live, page):
     assert f"{doc} §{section}" in page.locator("#section-title").inner_text()
     expected = _kb.section(doc, section).text.strip()[:40]
     assert expected in text.inner_text()
-    assert "steps" in page.locator("#run-meta").inner_text()
+    # the sentence the citation stands on is marked in the section, and it is the answer's
+    mark = page.locator("#section-text mark.cited")
+    mark.wait_for()
+    marked = " ".join(mark.inner_text().split())
+    assert marked and marked in " ".join(_kb.section(doc, section).text.split())
+    assert marked.rstrip(".") in answer.inner_text()
+    assert page.locator("#section-quote-note").is_hidden()
+    assert "steps" in turn.locator(".run-meta").inner_text()
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "web-ask.png"), full_page=True)
+    assert page.evaluate("document.activeElement.id") == "section-title"  # focus follows
+    page.click("#close-section")
+    assert page.locator("#section-panel").is_hidden()
+    assert page.evaluate("document.activeElement.classList.contains('cite')")  # focus returns
+    page.keyboard.press("Enter")  # the focused citation is a button: Enter opens it again
+    page.locator("#section-panel:not([hidden])").wait_for()
+    page.keyboard.press("Escape")
+    assert page.locator("#section-panel").is_hidden()
 
     # the run page reopens a finished run from its URL (replayed from the store)
-    run_id = page.url.split("run=")[1]
-    page.goto(f"{server.url}/?run={run_id}")
-    page.locator("#run-status[data-status='answered']").wait_for(timeout=30_000)
-    assert page.locator("li.step").count() == len(seqs)
+    url = page.url
+    page.goto(url)
+    turn = page.locator("#thread .turn").first
+    turn.locator(".run-status[data-status='answered']").wait_for(timeout=30_000)
+    assert turn.locator("li.step").count() == len(seqs)
 
 
 def test_empty_question_shows_the_api_error(live, page):
@@ -142,10 +182,10 @@ def test_dashboard_shows_figures_and_flags_truncation(live, page):
     page.screenshot(path=str(ARTIFACTS / "web-dashboard.png"), full_page=True)
     # a run in the list opens on the run page
     page.locator("#runs-table tbody tr a").first.click()
-    page.locator("#run-status.badge").wait_for()
-    page.wait_for_function("() => document.getElementById('run-status').dataset.status"
-                           " && document.getElementById('run-status').dataset.status"
-                           " !== 'running'", timeout=30_000)
+    page.locator(".turn .run-status").wait_for()
+    page.wait_for_function("() => { const s = document.querySelector('.turn .run-status');"
+                           " return s && !['running', 'queued'].includes(s.dataset.status); }",
+                           timeout=30_000)
 
 
 @pytest.mark.parametrize("path, ready", [("/docs", ".swagger-ui .info .title"),
@@ -176,3 +216,211 @@ def test_api_docs_render_offline(live, browser, path, ready):
     finally:
         context.close()
     assert not outside, outside
+
+
+def _settled(turn) -> None:
+    turn.locator(".run-status:not([data-status='running']):not([data-status='queued'])"
+                 ).wait_for(timeout=60_000)
+
+
+HOSTILE = ("The Zephyr gateway admin password is rotated by <img src=x onerror=\"window.__xss=1\">"
+           " the security desk every 90 days.\n\nZephyr logs go to <script>window.__xss=2"
+           "</script> the audit bucket.\n")
+
+
+def serving_with(template, folder, files: dict[str, str]):
+    """A live offline server over a copy of the small knowledge base with `files` uploaded
+    (name: text) through the API."""
+    from ragloop.apps.server.app import create_app
+
+    kb = copy_kb(template, folder)
+    try:
+        with LiveServer(create_app(offline_settings(kb), kb=kb)) as server:
+            reply = httpx.post(server.url + "/documents", timeout=120, files=[
+                ("files", (name, text.encode(), "text/plain")) for name, text in files.items()])
+            assert reply.status_code == 200, reply.text
+            yield server
+    finally:
+        kb.close()
+
+
+@pytest.fixture(scope="module")
+def hostile(small_kb_template, tmp_path_factory):
+    """A server whose knowledge base holds a document of markup meant to run in the page."""
+    yield from serving_with(small_kb_template, tmp_path_factory.mktemp("hostile") / "kb",
+                            {"zephyr.txt": HOSTILE})
+
+
+def test_document_text_is_shown_as_text_never_as_markup(hostile, page):
+    page.goto(hostile.url + "/")
+    page.fill("#question", "How often is the Zephyr gateway admin password rotated?")
+    page.select_option("#route", "single")
+    page.click("#ask-button")
+    turn = page.locator("#thread .turn").first
+    _settled(turn)
+    assert "<img src=x" in turn.locator(".answer").inner_text()
+    turn.locator(".answer button.cite").first.click()
+    page.wait_for_function("() => document.getElementById('section-text').textContent"
+                           ".includes('<script>')")
+    assert "<img src=x" in page.locator("#section-text mark.cited").inner_text()
+    assert page.locator("main img, main script").count() == 0
+    assert page.evaluate("window.__xss") is None
+
+
+def test_a_follow_up_is_the_second_turn_of_the_same_conversation(live, page):
+
+    server, _ = live
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(server.url + "/")
+    page.fill("#question", "Who approves travel expenses above £2,500?")
+    page.select_option("#route", "single")
+    page.click("#ask-button")
+    first = page.locator("#thread .turn").nth(0)
+    _settled(first)
+    assert "conversation=" in page.url
+    conversation = page.url.split("conversation=")[1]
+    # the follow-up box sits under the answer, and the keyboard lands in it
+    followup = page.locator("#followup")
+    assert followup.is_visible()
+    assert page.evaluate("document.activeElement.id") == "followup"
+    assert followup.bounding_box()["y"] > first.locator(".answer").bounding_box()["y"]
+    followup.fill("And who is that person?")
+    page.click("#followup-button")
+    second = page.locator("#thread .turn").nth(1)
+    _settled(second)
+    assert page.locator("#thread .turn").count() == 2
+    assert page.url.split("conversation=")[1] == conversation
+    # what was searched: the follow-up made standalone from the first turn
+    standalone = second.locator(".standalone")
+    assert standalone.is_visible() and "Searched as" in standalone.inner_text()
+    assert second.locator(".answer").inner_text().strip()
+
+    stored = httpx.get(f"{server.url}/conversations/{conversation}", timeout=30).json()
+    assert [t["question"] for t in stored["turns"]] == [
+        "Who approves travel expenses above £2,500?", "And who is that person?"]
+    # the list reopens it: both turns, replayed from the store
+    item = page.locator(f"#conversations button[data-conversation='{conversation}']")
+    item.wait_for(timeout=10_000)
+    assert "2 turns" in item.inner_text()
+    page.click("#new-conversation")
+    assert page.locator("#thread .turn").count() == 0
+    item.click()
+    page.locator("#thread .turn").nth(1).wait_for(timeout=10_000)
+    _settled(page.locator("#thread .turn").nth(1))
+    assert item.get_attribute("aria-current") == "true"
+    assert page.locator("#thread .turn .turn-question").all_inner_texts() == [
+        "Who approves travel expenses above £2,500?", "And who is that person?"]
+    assert page.locator("#thread .turn").nth(0).locator(".answer").inner_text().strip()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "web-thread.png"), full_page=True)
+
+
+SIBLINGS = {
+    "s100-datasheet.md": "# S100 Wireless Vibration Sensor Datasheet\n\n## Ingress protection\n\n"
+                         "The S100 is an entry-level wireless vibration sensor rated IP65.\n",
+    "s200-datasheet.md": "# S200 Industrial Vibration Sensor Datasheet\n\n## Ingress protection\n"
+                         "\nThe S200 vibration sensor enclosure has an ingress protection rating"
+                         " of IP67.\n",
+    "s300-datasheet.md": "# S300 Hazardous-Area Vibration Sensor Datasheet\n\n## Ingress"
+                         " protection\n\nThe S300 vibration sensor enclosure is rated IP68 for"
+                         " hazardous areas.\n",
+}
+
+
+@pytest.fixture(scope="module")
+def siblings(small_kb_template, tmp_path_factory):
+    """A server whose knowledge base holds three sibling sensors a question may not name."""
+    yield from serving_with(small_kb_template, tmp_path_factory.mktemp("siblings") / "kb",
+                            SIBLINGS)
+
+
+def test_a_question_with_several_readings_offers_buttons_that_continue(siblings, page):
+    page.goto(siblings.url + "/")
+    page.fill("#question", "What is the ingress protection rating of the vibration sensor?")
+    page.click("#ask-button")
+    first = page.locator("#thread .turn").nth(0)
+    _settled(first)
+    assert first.get_attribute("data-status") == "needs_input"
+    options = first.locator(".clarify .options button")
+    assert options.count() >= 2
+    labels = options.all_inner_texts()
+    assert "S200" in labels, labels
+    assert first.locator(".clarify-question").inner_text().strip()
+    assert first.locator(".answer").is_hidden()  # the question is not said twice
+    # buttons are buttons, reachable in order, the first one focused for the keyboard
+    assert options.evaluate_all("bs => bs.every(b => b.tagName === 'BUTTON')")
+    assert page.evaluate("document.activeElement.textContent") == labels[0]
+    options.nth(labels.index("S200")).click()
+    second = page.locator("#thread .turn").nth(1)
+    _settled(second)
+    assert second.locator(".turn-question").inner_text() == "S200"
+    assert second.get_attribute("data-status") == "answered"
+    assert "IP67" in second.locator(".answer").inner_text()
+    assert options.evaluate_all("bs => bs.every(b => b.disabled)")  # one choice per question
+    # the choice is the next turn of the same conversation, narrowed with the question asked
+    conversation = page.url.split("conversation=")[1]
+    stored = httpx.get(f"{siblings.url}/conversations/{conversation}", timeout=30).json()
+    turns = stored["turns"]
+    assert [t["status"] for t in turns] == ["needs_input", "answered"]
+    assert turns[1]["run_id"] == second.get_attribute("data-run")
+    # what was searched: the choice joined with the question it answers (the stored turn's
+    # status tells the condense step that turn asked back)
+    assert "S200" in turns[1]["standalone"] and "ingress" in turns[1]["standalone"]
+    assert "Searched as" in second.locator(".standalone").inner_text()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "web-clarify.png"), full_page=True)
+
+
+SLOW_ANSWER = ("Expenses above £2,500 per trip must be approved by the Chief Financial Officer"
+               " [1][7]. Expenses up to £2,500 are approved by the line manager [1].")
+
+
+def slow_model(piece_s: float):
+    """A scripted model that searches once, then writes its answer a word at a time, each
+    word `piece_s` after the last (as a real model streams its tokens)."""
+    from ragloop.core.types import Usage
+    from ragloop.llm.base import ChatResponse, ToolCall
+    from ragloop.llm.scripted import ScriptedChat, text_pieces
+
+    class SlowChat(ScriptedChat):
+        def stream(self, messages, **options):
+            reply = self.chat(messages, **options)
+            for piece in text_pieces(reply.text):
+                time.sleep(piece_s)
+                yield piece
+            return reply
+
+    search = ChatResponse(text="", tool_calls=[ToolCall(id="c1", name="search_knowledge_base",
+                                                        arguments={"query": "travel approval"})],
+                          usage=Usage(input_tokens=100, output_tokens=10, calls=1))
+    return SlowChat([search, SLOW_ANSWER], repeat_last=True)
+
+
+def test_the_answer_streams_before_the_run_ends_then_shows_the_checked_text(live, page):
+    server, _ = live
+    engine = server.server.config.app.state.ragloop.engine
+    engine.chat, before = slow_model(0.15), engine.chat
+    try:
+        started = httpx.post(server.url + "/runs", timeout=30, json={
+            "question": "Who approves travel above £2,500?", "route": "agent",
+            "driver": "tools", "conversation_id": "new"}).json()
+        page.goto(f"{server.url}/?run={started['run_id']}")
+        turn = page.locator("#thread .turn").first
+        # a part of the answer is on the page while the run is still running
+        page.wait_for_function("() => { const a = document.querySelector('.turn .answer');"
+                               " return a && a.textContent.length > 10; }", timeout=60_000)
+        run = httpx.get(f"{server.url}/runs/{started['run_id']}", timeout=30).json()
+        assert run["status"] == "running"
+        assert turn.locator(".answer").get_attribute("aria-busy") == "true"
+        partial = turn.locator(".answer").inner_text()
+        assert SLOW_ANSWER.startswith(partial.strip()[:10])
+        assert turn.locator("details.steps-box").get_attribute("open") is None  # folded
+        _settled(turn)
+    finally:
+        engine.chat = before
+    # the checked text replaces the streamed one, and says which citation the check took out
+    assert "[7]" not in turn.locator(".answer").inner_text()
+    assert turn.locator(".answer button.cite").count() >= 1
+    note = turn.locator(".check-note")
+    assert note.is_visible() and "[7]" in note.inner_text()
+    assert turn.locator(".answer").get_attribute("aria-busy") == "false"

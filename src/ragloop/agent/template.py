@@ -24,6 +24,7 @@ from typing import Protocol
 from ragloop.agent.citations import CitationCheck
 from ragloop.agent.evidence import CheckedAnswer, check_citations
 from ragloop.agent.failures import CONTINUES, ENDS, ended_answer, ended_status
+from ragloop.agent.quotes import with_quotes
 from ragloop.agent.run import DriverOutcome, FirstSearch, RunContext, Steps, closest_passages
 from ragloop.agent.search_grade import grade_event
 from ragloop.agent.tools import SEARCH, Toolbox
@@ -39,6 +40,7 @@ from ragloop.core.events import (
     ToolCallEvent,
 )
 from ragloop.core.types import Hit, RunStatus
+from ragloop.language.text import ENGLISH_READING
 from ragloop.language.vocabulary import ENGLISH_WORDS
 
 # Single-shot searches this many chunks per document it may read (documents span chunks).
@@ -193,7 +195,10 @@ class RunTemplate:
         # claims with evidence at hand but no citation: flagged on the run, not hidden
         uncited = free_text and bool(ctx.ledger.items and checked.text.strip()
                                      and not checked.citations and not said_missing)
-        yield AnswerEvent(text=checked.text, citations=checked.citations,
+        rd = self.citation_check.checker.reading if self.citation_check else ENGLISH_READING
+        yield AnswerEvent(text=checked.text,
+                          citations=with_quotes(checked.text, checked.citations, ctx.ledger.get,
+                                                rd, labels),
                           invalid_citations=checked.invalid,
                           missing=None if free_text else draft.missing,
                           conflicts=None if free_text else draft.conflicts,

@@ -1,5 +1,7 @@
-// ragloop pages: the live run view (index.html) and the dashboard (dashboard.html).
-// Plain browser JavaScript, no build step, no third-party code.
+// ragloop pages: the ask page (index.html: a thread of turns, each a run followed live) and
+// the dashboard (dashboard.html). Plain browser JavaScript, no build step, no third-party code.
+// Every piece of document, question or answer text is put in as text (textContent or text
+// nodes), never as HTML: a knowledge base may hold hostile text.
 "use strict";
 
 const KEY_NAME = "ragloop_api_key";
@@ -41,7 +43,7 @@ async function api(path, options = {}) {
   try { body = await response.json(); } catch (_) { body = null; }
   if (!response.ok) {
     const message = (body && (body.message || body.detail)) || response.statusText;
-    const error = new Error(`${response.status}: ${message}`);
+    const error = new Error(`${response.status}: ${typeof message === "string" ? message : JSON.stringify(message)}`);
     error.status = response.status;
     throw error;
   }
@@ -65,15 +67,109 @@ async function setupAuth(onReady) {
   onReady();
 }
 
-// -- the ask page -----------------------------------------------------------------------
-
-const runView = { source: null, lastSeq: -1, runId: null, citations: [] };
-
 function showError(id, message) {
   const box = $(id);
   box.textContent = message;
   box.hidden = !message;
 }
+
+// -- the section panel: a cited section with the cited sentence marked ------------------
+
+// Whitespace-insensitive search: the quote comes from a chunk, whose spacing may differ
+// from the section's (line breaks of the source file, collapsed runs of spaces).
+function squeeze(text) {
+  const chars = [];
+  const index = [];
+  let space = false;
+  for (let i = 0; i < text.length; i++) {
+    if (/\s/.test(text[i])) {
+      if (!space && chars.length) { chars.push(" "); index.push(i); }
+      space = true;
+    } else {
+      chars.push(text[i]); index.push(i); space = false;
+    }
+  }
+  return { text: chars.join(""), index };
+}
+
+function words(text) { return new Set((text.toLowerCase().match(/[\p{L}\p{N}]+/gu) || [])); }
+
+// The [start, end) of `quote` in `text`: verbatim (spacing and case aside), else the
+// sentence of the text that shares most words with it (at least half of the quote's).
+function locateQuote(text, quote) {
+  const q = squeeze(quote.trim()).text.replace(/\s*\[\d+(?:\s*,\s*\d+)*\]\s*/g, " ").trim();
+  if (!q) return null;
+  const t = squeeze(text);
+  let at = t.text.indexOf(q);
+  if (at < 0) at = t.text.toLowerCase().indexOf(q.toLowerCase());
+  if (at >= 0) return [t.index[at], t.index[at + q.length - 1] + 1];
+  const wanted = words(q);
+  let best = null, bestScore = 0;
+  const sentence = /[^.!?。！？\n]+[.!?。！？]*/gu;
+  for (const m of text.matchAll(sentence)) {
+    const have = words(m[0]);
+    let shared = 0;
+    for (const w of wanted) if (have.has(w)) shared++;
+    const score = wanted.size ? shared / wanted.size : 0;
+    if (score > bestScore) { bestScore = score; best = m; }
+  }
+  if (!best || bestScore < 0.5) return null;
+  const lead = best[0].length - best[0].trimStart().length;
+  return [best.index + lead, best.index + best[0].trimEnd().length];
+}
+
+let sectionOpener = null; // the control that opened the panel: focus returns to it
+
+async function openSection(docId, section, quote, opener) {
+  const panel = $("section-panel");
+  sectionOpener = opener || null;
+  panel.hidden = false;
+  $("layout").classList.add("with-section");
+  $("section-title").textContent = `${docId} §${section}`;
+  $("section-path").textContent = "loading…";
+  $("section-quote-note").hidden = true;
+  const box = $("section-text");
+  box.replaceChildren();
+  $("section-title").focus();
+  try {
+    const s = await api(`/documents/${encodeDocPath(docId)}/sections/${encodeURIComponent(section)}`);
+    $("section-title").textContent = `${s.doc_id} §${s.section} ${s.title || ""}`;
+    $("section-path").textContent = (s.title_path || []).join(" › ");
+    const span = quote ? locateQuote(s.text, quote) : null;
+    if (span) {
+      const mark = el("mark", { class: "cited" }, s.text.slice(span[0], span[1]));
+      box.append(s.text.slice(0, span[0]), mark, s.text.slice(span[1]));
+      box.scrollTop = Math.max(0, mark.offsetTop - box.clientHeight / 3);
+    } else {
+      box.append(s.text);
+      if (quote) {
+        $("section-quote-note").textContent = "The cited sentence could not be found in this section.";
+        $("section-quote-note").hidden = false;
+      }
+    }
+  } catch (err) {
+    $("section-path").textContent = "";
+    box.textContent = `Could not load the section: ${err.message}`;
+  }
+}
+
+function closeSection() {
+  $("section-panel").hidden = true;
+  $("layout").classList.remove("with-section");
+  if (sectionOpener && document.contains(sectionOpener)) sectionOpener.focus();
+  sectionOpener = null;
+}
+
+function sectionButton(docId, section, label, quote, cls) {
+  const button = el("button", {
+    type: "button", class: cls || "section-link", dataset: { doc: docId, section },
+    title: `${docId} §${section}`,
+  }, label);
+  button.addEventListener("click", () => openSection(docId, section, quote, button));
+  return button;
+}
+
+// -- one turn: its question, the answer (streamed), its sources, its steps ---------------
 
 function quote(text) { return `“${text}”`; }
 
@@ -85,6 +181,9 @@ function stepLine(event) {
   li.append(el("span", { class: "stepno" }, `step ${event.step}`), tag);
   if (kind === "route") {
     li.append(` ${d.route}`, el("span", { class: "muted" }, ` — ${d.reason || ""}`));
+  } else if (kind === "condense") {
+    li.append(` ${d.turn_kind || ""}: searched as `, el("q", {}, d.standalone || ""));
+    if (d.reason) li.append(el("span", { class: "muted" }, ` — ${d.reason}`));
   } else if (kind === "plan") {
     const subs = (d.sub_questions || []).map(quote).join(", ");
     li.append(d.need_search ? ` sub-questions: ${subs}` : " no search needed");
@@ -95,7 +194,7 @@ function stepLine(event) {
     else li.append(" ", el("span", { class: "counts" }, `kept ${d.kept ?? "?"}/${d.chunks ?? "?"} chunks`));
   } else if (kind === "tool_call" && d.tool === "fetch_document_section") {
     li.dataset.tool = "fetch";
-    li.append(" read ", sectionLink(d.doc_id, d.section, `${d.doc_id} §${d.section}`));
+    li.append(" read ", sectionButton(d.doc_id, d.section, `${d.doc_id} §${d.section}`));
     if (d.error) li.append(el("span", { class: "error" }, ` error: ${d.error}`));
     else if (d.chars !== undefined) li.append(el("span", { class: "muted" }, ` (${d.chars} chars)`));
   } else if (kind === "tool_call") {
@@ -117,6 +216,9 @@ function stepLine(event) {
   } else if (kind === "rewrite") {
     li.append(" → ", el("q", {}, d.query || "(nothing new)"),
       el("span", { class: "muted" }, d.missing ? ` from the gap: ${d.missing}` : ""));
+  } else if (kind === "clarify") {
+    li.append(" asked: ", el("q", {}, d.question || ""),
+      el("span", { class: "muted" }, ` (${(d.options || []).length} options)`));
   } else if (kind === "answer") {
     li.append(` ${(d.citations || []).length} citation(s)`);
   } else if (kind === "error") {
@@ -125,130 +227,455 @@ function stepLine(event) {
   return li;
 }
 
-function sectionLink(docId, section, label) {
-  return el("a", {
-    href: `#section=${encodeURIComponent(docId)}|${encodeURIComponent(section)}`,
-    class: "section-link", dataset: { doc: docId, section },
-    onclick: (e) => { e.preventDefault(); openSection(docId, section); },
-  }, label);
-}
+function plural(n, one, many) { return `${n} ${n === 1 ? one : many}`; }
 
-async function openSection(docId, section) {
-  const panel = $("section-panel");
-  panel.hidden = false;
-  $("section-title").textContent = `${docId} §${section}`;
-  $("section-path").textContent = "loading…";
-  $("section-text").textContent = "";
-  try {
-    const s = await api(`/documents/${encodeDocPath(docId)}/sections/${encodeURIComponent(section)}`);
-    $("section-title").textContent = `${s.doc_id} §${s.section} ${s.title || ""}`;
-    $("section-path").textContent = (s.title_path || []).join(" › ");
-    $("section-text").textContent = s.text;
-  } catch (err) {
-    $("section-path").textContent = "";
-    $("section-text").textContent = `Could not load the section: ${err.message}`;
+class Turn {
+  constructor(question) {
+    this.question = question;
+    this.runId = null;
+    this.lastSeq = -1;
+    this.source = null;
+    this.streamed = "";     // the answer as streamed, before its check
+    this.final = false;     // the checked answer event has arrived
+    this.clarified = false;
+    this.clarifyQuestion = "";
+    this.userToggled = false;
+    this.counts = { steps: 0, searches: 0, kept: 0 };
+    this.keptIds = new Set();
+    this.keptUnnamed = 0; // kept by a grade that does not name its chunks
+    const n = document.querySelectorAll("#thread .turn").length + 1;
+    this.status = el("span", { class: "badge run-status", role: "status" });
+    this.standalone = el("p", { class: "standalone muted", hidden: "" });
+    this.answer = el("div", { class: "answer", "aria-live": "polite", "aria-busy": "true",
+      "aria-label": "Answer" });
+    this.checkNote = el("p", { class: "check-note", hidden: "" });
+    this.clarify = el("div", { class: "clarify", "aria-live": "polite", hidden: "" });
+    this.sources = el("ol", { class: "sources" });
+    this.sourcesBox = el("div", { class: "sources-box", hidden: "" },
+      el("h3", {}, "Sources"), this.sources);
+    this.closest = el("div", { class: "closest-box", hidden: "" });
+    this.meta = el("p", { class: "run-meta muted" });
+    this.summary = el("summary", { class: "steps-summary" }, "working…");
+    this.steps = el("ol", { class: "steps" });
+    this.details = el("details", { class: "steps-box", open: "" }, this.summary, this.steps);
+    this.summary.addEventListener("click", () => { this.userToggled = true; });
+    this.root = el("article", { class: "card turn", dataset: { turn: n } },
+      el("div", { class: "turn-head" },
+        el("h2", { class: "turn-question" }, question), this.status),
+      this.standalone,
+      el("section", { class: "answer-box", "aria-label": `Answer ${n}` },
+        this.answer, this.checkNote, this.clarify, this.sourcesBox, this.closest, this.meta),
+      this.details);
+    this.setStatus("queued");
   }
-}
 
-function renderAnswer(text, citations) {
-  const byN = new Map((citations || []).map((c) => [Number(c.n), c]));
-  const box = $("answer");
-  box.replaceChildren();
-  const pattern = /\[(\d+(?:\s*,\s*\d+)*)\]/g;
-  let last = 0;
-  for (const match of text.matchAll(pattern)) {
-    box.append(text.slice(last, match.index));
-    const numbers = match[1].split(",").map((s) => Number(s.trim()));
-    box.append("[");
-    numbers.forEach((n, i) => {
-      if (i) box.append(", ");
-      const c = byN.get(n);
-      box.append(c ? el("a", {
-        href: "#", class: "cite", dataset: { n, doc: c.doc_id, section: c.section },
-        title: `${c.doc_id} §${c.section}`,
-        onclick: (e) => { e.preventDefault(); openSection(c.doc_id, c.section); },
-      }, String(n)) : String(n));
-    });
-    box.append("]");
-    last = match.index + match[0].length;
+  setStatus(status) {
+    this.status.textContent = status.replace("_", " ");
+    this.status.className = `badge run-status status-${status}`;
+    this.status.dataset.status = status;
+    this.root.dataset.status = status;
   }
-  box.append(text.slice(last));
-  const list = $("citations");
-  list.replaceChildren();
-  for (const c of citations || []) {
-    list.append(el("li", {}, `[${c.n}] `, sectionLink(c.doc_id, c.section, `${c.doc_id} §${c.section}`)));
+
+  setStandalone(typed, standalone) {
+    if (!standalone || standalone.trim() === (typed || this.question).trim()) return;
+    this.standalone.replaceChildren("Searched as ", el("q", {}, standalone));
+    this.standalone.hidden = false;
   }
-  $("answer-box").hidden = false;
-}
 
-function setStatus(status) {
-  const badge = $("run-status");
-  badge.textContent = status;
-  badge.className = `badge status-${status}`;
-  badge.dataset.status = status;
-}
+  // The steps fold into their one-line summary once the answer starts (unless the user
+  // opened or closed them by hand).
+  answerStarted() {
+    if (!this.userToggled) this.details.open = false;
+  }
 
-function followRun(runId) {
-  if (runView.source) runView.source.close();
-  Object.assign(runView, { runId, lastSeq: -1, citations: [] });
-  $("run-panel").hidden = false;
-  $("steps").replaceChildren();
-  $("answer-box").hidden = true;
-  $("run-meta").textContent = "";
-  $("run-id").textContent = `run ${runId}`;
-  setStatus("running");
-  const source = new EventSource(`/runs/${encodeURIComponent(runId)}/events`);
-  runView.source = source;
-  source.addEventListener("step", (message) => {
-    const event = JSON.parse(message.data);
-    if (event.seq <= runView.lastSeq) return; // a replay after a reconnect
-    runView.lastSeq = event.seq;
-    $("steps").append(stepLine(event));
-    if (event.kind === "answer") renderAnswer(event.data.text || "", event.data.citations || []);
-  });
-  source.addEventListener("end", async (message) => {
-    source.close();
-    const end = JSON.parse(message.data);
-    setStatus(end.status);
-    $("ask-button").disabled = false;
+  // Passages kept over the run, each once: a passage kept by two searches is one passage.
+  // A grade lists the kept chunks first among its verdicts (or as kept_ids).
+  countKept(d) {
+    const ids = d.kept_ids || (d.verdicts || []).slice(0, d.kept || 0).map((v) => v.chunk_id);
+    if (ids.length === (d.kept || 0) && ids.every((id) => id !== undefined && id !== null)) {
+      for (const id of ids) this.keptIds.add(id);
+      this.counts.kept = this.keptIds.size + this.keptUnnamed;
+    } else {
+      this.keptUnnamed += d.kept || 0;
+      this.counts.kept = this.keptIds.size + this.keptUnnamed;
+    }
+  }
+
+  updateSummary(running) {
+    const c = this.counts;
+    const text = `${plural(c.steps, "step", "steps")} · ${plural(c.searches, "search", "searches")}` +
+      ` · ${plural(c.kept, "passage", "passages")} kept`;
+    this.summary.textContent = running ? `${text} · working…` : text;
+  }
+
+  onEvent(event) {
+    const d = event.data || {};
+    if (event.kind === "answer_delta") {
+      if (this.final) return;
+      if (d.reset) { // what was streamed since the last reset is not the answer: drop it
+        this.streamed = "";
+        this.answer.replaceChildren();
+      }
+      if (!d.text) return;
+      if (!this.streamed) this.answerStarted();
+      this.streamed += d.text;
+      this.answer.append(d.text);
+      this.answer.classList.add("streaming");
+      return;
+    }
+    this.counts.steps = Math.max(this.counts.steps, event.step || 0);
+    if (event.kind === "tool_call" && d.tool === "search_knowledge_base") this.counts.searches++;
+    if (event.kind === "grade") this.countKept(d);
+    this.steps.append(stepLine(event));
+    this.updateSummary(true);
+    if (event.kind === "condense") this.setStandalone(d.typed, d.standalone);
+    else if (event.kind === "answer") this.renderAnswer(d);
+    else if (event.kind === "clarify") this.renderClarify(d);
+  }
+
+  renderAnswer(d) {
+    this.final = true;
+    this.answerStarted();
+    const text = d.text || "";
+    // a run that asks back carries its question as the answer too (for clients that know
+    // only answers): here the question and its options stand in the answer's place
+    this.answer.hidden = this.clarified && text.trim() === this.clarifyQuestion;
+    const citations = d.citations || [];
+    const byN = new Map(citations.map((c) => [Number(c.n), c]));
+    const box = this.answer;
+    box.classList.remove("streaming");
+    box.replaceChildren();
+    const pattern = /\[(\d+(?:\s*,\s*\d+)*)\]/g;
+    let last = 0;
+    for (const match of text.matchAll(pattern)) {
+      box.append(text.slice(last, match.index));
+      const numbers = match[1].split(",").map((s) => Number(s.trim()));
+      box.append("[");
+      numbers.forEach((n, i) => {
+        if (i) box.append(", ");
+        const c = byN.get(n);
+        box.append(c ? sectionButton(c.doc_id, c.section, String(n),
+          c.quote || citingSentence(text, match.index), "cite") : String(n));
+      });
+      box.append("]");
+      last = match.index + match[0].length;
+    }
+    box.append(text.slice(last));
+    box.setAttribute("aria-busy", "false");
+    this.sources.replaceChildren();
+    for (const c of citations) {
+      const item = el("li", { value: c.n },
+        sectionButton(c.doc_id, c.section, `${c.doc_id} §${c.section}`,
+          c.quote || citingSentence(text, text.indexOf(`[${c.n}]`))));
+      if (c.quote) item.append(el("span", { class: "source-quote" }, ` ${quote(c.quote)}`));
+      this.sources.append(item);
+    }
+    this.sourcesBox.hidden = citations.length === 0;
+    this.renderCheckNote(d);
+    this.renderClosest(d.closest || []);
+  }
+
+  // What the citation check took out, said beside the checked text (which replaced the
+  // streamed one).
+  renderCheckNote(d) {
+    const parts = [];
+    const invalid = d.invalid_citations || [];
+    if (invalid.length) {
+      parts.push(`The check removed citation${invalid.length > 1 ? "s" : ""} ` +
+        `${invalid.map((n) => `[${n}]`).join(" ")}: not a passage the grader kept.`);
+    }
+    for (const u of d.unsupported || []) {
+      parts.push(`The check removed [${u.n}] from ${quote(u.sentence)}: the passage does not support it.`);
+    }
+    if (d.citations_unchecked) parts.push("The citations could not be checked against their passages.");
+    const changed = d.changed_by_check || (this.streamed && this.streamed.trim() !== (d.text || "").trim());
+    if (changed && !parts.length) parts.push("The check changed the answer as streamed: this is the checked text.");
+    this.checkNote.replaceChildren(...parts.map((p) => el("span", {}, p, " ")));
+    this.checkNote.hidden = parts.length === 0;
+  }
+
+  renderClosest(closest) {
+    this.closest.replaceChildren();
+    if (!closest.length) { this.closest.hidden = true; return; }
+    const list = el("ul", { class: "closest" });
+    for (const c of closest) {
+      list.append(el("li", {}, sectionButton(c.doc_id, c.section, `${c.doc_id} §${c.section}`, c.text),
+        el("span", { class: "muted" }, ` ${quote(c.text || "")}`)));
+    }
+    this.closest.append(el("h3", {}, "Closest passages (not confirmed)"), list);
+    this.closest.hidden = false;
+  }
+
+  renderClarify(d) {
+    if (this.clarified) return;
+    this.clarified = true;
+    this.clarifyQuestion = (d.question || "").trim();
+    if (this.final && this.answer.textContent.trim() === this.clarifyQuestion) this.answer.hidden = true;
+    this.answerStarted();
+    const options = d.options || [];
+    const group = el("div", { class: "options", role: "group", "aria-label": d.question || "Options" });
+    for (const option of options) {
+      const button = el("button", { type: "button", class: "option" }, option);
+      button.addEventListener("click", () => {
+        for (const b of group.querySelectorAll("button")) b.disabled = true;
+        button.classList.add("chosen");
+        askFollowUp(option);
+      });
+      group.append(button);
+    }
+    this.clarify.replaceChildren(el("p", { class: "clarify-question" }, d.question || ""), group);
+    this.clarify.hidden = false;
+    this.answer.setAttribute("aria-busy", "false");
+  }
+
+  // Where the keyboard goes once the turn ended: its first option, else the follow-up box.
+  focusNext() {
+    const option = this.clarify.querySelector("button:not([disabled])");
+    (option || $("followup")).focus();
+  }
+
+  async finish(end) {
+    this.setStatus(end.status || "unknown");
+    this.updateSummary(false);
+    this.answer.setAttribute("aria-busy", "false");
+    this.answer.classList.remove("streaming");
     try {
-      const run = await api(`/runs/${encodeURIComponent(runId)}`);
-      if (run.answer && $("answer-box").hidden) renderAnswer(run.answer, run.citations);
+      const run = await api(`/runs/${encodeURIComponent(this.runId)}`);
+      if (run.answer && !this.final) this.renderAnswer({ text: run.answer, citations: run.citations });
+      if (run.clarification && !this.clarified) this.renderClarify(run.clarification);
       const u = run.usage || {};
-      $("run-meta").textContent = `status ${run.status} · route ${run.route || "–"} · steps ` +
+      this.meta.textContent = `status ${run.status} · route ${run.route || "–"} · steps ` +
         `${run.steps}/${run.max_steps} · ${(run.latency_s || 0).toFixed(2)} s · tokens in ` +
         `${u.input_tokens || 0} out ${u.output_tokens || 0} · $${(u.cost_usd || 0).toFixed(4)}` +
         (run.error ? ` · error: ${run.error}` : "");
     } catch (err) {
-      $("run-meta").textContent = err.message;
+      this.meta.textContent = err.message;
     }
-  });
-  source.onerror = () => {
-    // EventSource reconnects by itself, sending Last-Event-ID; a closed one stays closed.
-    if (source.readyState === EventSource.CLOSED) $("ask-button").disabled = false;
-  };
+  }
+
+  // Follows the run's events over SSE (replayed from the store when it is finished);
+  // resolves when the run has ended.
+  follow(runId) {
+    this.runId = runId;
+    this.root.dataset.run = runId;
+    this.setStatus("running");
+    return new Promise((resolve) => {
+      const source = new EventSource(`/runs/${encodeURIComponent(runId)}/events`);
+      this.source = source;
+      source.addEventListener("step", (message) => {
+        const event = JSON.parse(message.data);
+        if (event.seq <= this.lastSeq) return; // a replay after a reconnect
+        this.lastSeq = event.seq;
+        this.onEvent(event);
+      });
+      // The answer's pieces come as their own SSE event, without an id: they are not stored
+      // and share the seq of the step they precede (a follower resuming mid-answer gets a
+      // reset, then the pieces again).
+      source.addEventListener("answer_delta", (message) => {
+        this.onEvent(Object.assign({ kind: "answer_delta" }, JSON.parse(message.data)));
+      });
+      source.addEventListener("end", async (message) => {
+        source.close();
+        await this.finish(JSON.parse(message.data));
+        resolve();
+      });
+      source.onerror = () => {
+        // EventSource reconnects by itself, sending Last-Event-ID; a closed one stays closed.
+        if (source.readyState === EventSource.CLOSED) resolve();
+      };
+    });
+  }
+}
+
+// The answer's sentence that holds the citation at `at`: what the section is searched for
+// when the citation carries no quote of its own (runs stored before citations had one).
+function citingSentence(text, at) {
+  if (at < 0) return "";
+  const before = text.slice(0, at);
+  const start = Math.max(before.lastIndexOf(". "), before.lastIndexOf("\n")) + 1;
+  return before.slice(start).trim();
+}
+
+// -- the thread: turns of one conversation ---------------------------------------------
+
+const thread = { conversationId: null, turns: [], busy: false };
+
+function setBusy(busy) {
+  thread.busy = busy;
+  $("ask-button").disabled = busy;
+  $("followup-button").disabled = busy;
+  $("followup-box").hidden = busy || thread.turns.length === 0;
+}
+
+function clearThread() {
+  for (const t of thread.turns) if (t.source) t.source.close();
+  thread.turns = [];
+  thread.conversationId = null;
+  $("thread").replaceChildren();
+  $("followup-box").hidden = true;
+}
+
+function addTurn(question) {
+  const turn = new Turn(question);
+  thread.turns.push(turn);
+  $("thread").append(turn.root);
+  return turn;
+}
+
+function remember() {
+  const last = thread.turns[thread.turns.length - 1];
+  const query = thread.conversationId ? `?conversation=${encodeURIComponent(thread.conversationId)}`
+    : last && last.runId ? `?run=${encodeURIComponent(last.runId)}` : "";
+  history.replaceState(null, "", `/${query}`);
+}
+
+function askBody(question) {
+  const body = { question, route: $("route").value };
+  const steps = $("max-steps").value;
+  if (steps) body.max_steps = Number(steps);
+  // every question of the page is a turn of a conversation: "new" starts one
+  body.conversation_id = thread.conversationId || "new";
+  return body;
+}
+
+// Starts one turn of the current conversation (a new one when there is none).
+async function askTurn(question, errorId) {
+  showError(errorId, "");
+  setBusy(true);
+  let started;
+  try {
+    started = await api("/runs", { method: "POST", body: JSON.stringify(askBody(question)) });
+  } catch (err) {
+    setBusy(false);
+    showError(errorId, err.message);
+    return false;
+  }
+  if (started.conversation_id) thread.conversationId = started.conversation_id;
+  const turn = addTurn(question);
+  turn.runId = started.run_id;
+  remember();
+  await turn.follow(started.run_id);
+  setBusy(false);
+  turn.focusNext();
+  loadConversations();
+  return true;
+}
+
+function askFollowUp(question) {
+  if (thread.busy) return Promise.resolve(false);
+  return askTurn(question, "followup-error");
+}
+
+async function openConversation(id) {
+  clearThread();
+  showError("form-error", "");
+  let conversation;
+  try {
+    conversation = await api(`/conversations/${encodeURIComponent(id)}`);
+  } catch (err) {
+    showError("form-error", `Could not open the conversation: ${err.message}`);
+    return;
+  }
+  thread.conversationId = conversation.id || conversation.conversation_id || id;
+  remember();
+  markCurrentConversation();
+  setBusy(true);
+  // one turn at a time: each replays its run's events from the store and ends
+  for (const t of conversation.turns || []) {
+    const turn = addTurn(t.question);
+    turn.setStandalone(t.question, t.standalone);
+    if (t.run_id) await turn.follow(t.run_id);
+    else {
+      if (t.answer) turn.renderAnswer({ text: t.answer, citations: t.citations || [] });
+      turn.setStatus(t.status || "unknown");
+    }
+  }
+  setBusy(false);
+}
+
+function conversationLabel(c) {
+  const turns = c.turns;
+  const first = c.title || c.question || c.first_question ||
+    (Array.isArray(turns) && turns.length ? turns[0].question : "") || "(no question yet)";
+  const count = Array.isArray(turns) ? turns.length : (c.turn_count ?? c.n_turns ?? turns);
+  return { first, count: typeof count === "number" ? count : null };
+}
+
+function markCurrentConversation() {
+  for (const b of document.querySelectorAll("#conversations button")) {
+    if (b.dataset.conversation === thread.conversationId) b.setAttribute("aria-current", "true");
+    else b.removeAttribute("aria-current");
+  }
+}
+
+// The list of conversations (GET /conversations); hidden on a server without them.
+async function loadConversations() {
+  let body;
+  try {
+    body = await api("/conversations");
+  } catch (_) {
+    $("conversations-box").hidden = true;
+    return;
+  }
+  const items = Array.isArray(body) ? body : (body.conversations || []);
+  const list = $("conversations");
+  list.replaceChildren();
+  for (const c of items) {
+    const id = c.id || c.conversation_id;
+    if (!id) continue;
+    const { first, count } = conversationLabel(c);
+    const button = el("button", { type: "button", class: "conversation", title: first,
+      dataset: { conversation: id } }, el("span", { class: "title" }, first),
+    count === null ? null : el("span", { class: "muted" }, plural(count, "turn", "turns")));
+    button.addEventListener("click", () => { if (!thread.busy) openConversation(id); });
+    list.append(el("li", {}, button));
+  }
+  $("conversations-box").hidden = false;
+  $("layout").classList.add("with-conversations");
+  markCurrentConversation();
 }
 
 function initAsk() {
   $("ask-form").addEventListener("submit", async (e) => {
     e.preventDefault();
-    showError("form-error", "");
-    const body = { question: $("question").value, route: $("route").value };
-    const steps = $("max-steps").value;
-    if (steps) body.max_steps = Number(steps);
-    $("ask-button").disabled = true;
-    try {
-      const started = await api("/runs", { method: "POST", body: JSON.stringify(body) });
-      history.replaceState(null, "", `/?run=${started.run_id}`);
-      followRun(started.run_id);
-    } catch (err) {
-      $("ask-button").disabled = false;
-      showError("form-error", err.message);
-    }
+    if (thread.busy) return;
+    const question = $("question").value;
+    clearThread();
+    markCurrentConversation();
+    await askTurn(question, "form-error");
   });
-  $("close-section").addEventListener("click", () => { $("section-panel").hidden = true; });
-  const run = new URLSearchParams(location.search).get("run");
-  if (run) followRun(run);
+  $("followup-form").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const question = $("followup").value;
+    if (await askFollowUp(question)) $("followup").value = "";
+  });
+  $("new-conversation").addEventListener("click", () => {
+    if (thread.busy) return;
+    clearThread();
+    markCurrentConversation();
+    history.replaceState(null, "", "/");
+    $("question").value = "";
+    $("question").focus();
+  });
+  $("close-section").addEventListener("click", closeSection);
+  document.addEventListener("keydown", (e) => {
+    if (e.key === "Escape" && !$("section-panel").hidden) closeSection();
+  });
+  loadConversations();
+  const params = new URLSearchParams(location.search);
+  if (params.get("conversation")) openConversation(params.get("conversation"));
+  else if (params.get("run")) {
+    const turn = addTurn("");
+    setBusy(true);
+    api(`/runs/${encodeURIComponent(params.get("run"))}`)
+      .then((run) => {
+        turn.root.querySelector(".turn-question").textContent = run.question;
+        // a turn of a conversation: a follow-up continues that conversation
+        if (run.conversation_id) thread.conversationId = run.conversation_id;
+      })
+      .catch(() => { /* the events say what is wrong */ });
+    turn.follow(params.get("run")).then(() => setBusy(false));
+  }
 }
 
 // -- the dashboard ----------------------------------------------------------------------
