@@ -43,6 +43,7 @@ from ragloop.apps.server.guard import (
     forbidden,
     is_loopback,
 )
+from ragloop.apps.server.openai_compat import add_openai_api
 from ragloop.apps.server.uploads import ingest_uploads
 from ragloop.core.config import Settings
 from ragloop.core.decisions import Grader
@@ -305,6 +306,7 @@ def create_app(settings: Settings | None = None, *, kb: KnowledgeBase | None = N
         app.add_middleware(LoopbackGuard, bind_host=bind_host)
     _add_error_handlers(app)
     _add_routes(app, limit)
+    add_openai_api(app)  # /v1: chat completions and models, OpenAI's error shape
     add_api_docs(app)  # local Swagger UI / ReDoc assets, mounted before /static
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app
