@@ -43,7 +43,7 @@ from ragloop.apps.server.guard import (
     forbidden,
     is_loopback,
 )
-from ragloop.apps.server.openai_compat import add_openai_api
+from ragloop.apps.server.openai_compat import OpenAIErrorShape, add_openai_api
 from ragloop.apps.server.uploads import ingest_uploads
 from ragloop.core.config import Settings
 from ragloop.core.decisions import Grader
@@ -224,7 +224,8 @@ class TooLargeAsJson:
 
 class RagloopAPI(FastAPI):
     def build_middleware_stack(self) -> ASGIApp:
-        return TooLargeAsJson(super().build_middleware_stack())
+        # outermost: an error under /v1 in OpenAI's shape, the body limiter's 413 included
+        return OpenAIErrorShape(TooLargeAsJson(super().build_middleware_stack()))
 
 
 # -- the app --------------------------------------------------------------------------------

@@ -440,9 +440,10 @@ def stream(state: ServerState, body: ChatRequest) -> EventSourceResponse:
 
 
 class OpenAIErrorShape:
-    """Outer middleware: any error answered under /v1/ by the rest of the app (the API-key
-    guard's 401, the loopback guard's 403, the body limit's 413, a 404 or 405 of the router)
-    is rewritten into OpenAI's error shape; replies that are no errors pass untouched."""
+    """The outermost middleware: any error answered under /v1/ by the rest of the app (the
+    API-key guard's 401, the loopback guard's 403, the body limiter's 413, a 404 or 405 of
+    the router, a schema's 422, made a 400 as OpenAI answers it) is rewritten into OpenAI's
+    error shape; replies that are no errors pass untouched."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -495,9 +496,8 @@ def _as_openai(status: int, raw: bytes) -> dict[str, Any]:
 
 
 def add_openai_api(app: FastAPI) -> None:
-    """The /v1 routes and their error shape (call after the app's own middleware is added:
-    this one must wrap the API-key guard)."""
-    app.add_middleware(OpenAIErrorShape)
+    """The /v1 routes (their errors get OpenAI's shape from `OpenAIErrorShape`, which the
+    app puts outside everything else: the guards and the body limiter answer first)."""
     created = int(time.time())
 
     @app.get("/v1/models", tags=["openai"])

@@ -1,0 +1,252 @@
+"""The OpenAI-compatible endpoint with the official `openai` SDK as the client, against the real
+server (uvicorn on loopback, a real knowledge base, offline runs): what the SDK receives must
+parse as its own types (ChatCompletion, ChatCompletionChunk, Model), with the key and without."""
+
+from __future__ import annotations
+
+import httpx
+import openai
+import pytest
+from openai.types import Model
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from test_server import copy_kb, serving
+
+from ragloop.apps.server.openai_compat import CHECKED_NOTE, SOURCES_HEADING, conversation
+from ragloop.apps.server.openai_compat import ChatMessage as Msg
+from ragloop.core.conversation import Turn
+
+KEY = "test-key-9f1c2"
+FIRST = "Who must approve travel expenses above £2,500?"
+FOLLOW_UP = "And who is that person?"
+
+
+@pytest.fixture(scope="module")
+def openai_kb(small_kb_template, tmp_path_factory):
+    kb = copy_kb(small_kb_template, tmp_path_factory.mktemp("openai") / "kb")
+    yield kb
+    kb.close()
+
+
+@pytest.fixture(scope="module", params=["keyless", "key"])
+def live(request, openai_kb):
+    """The server on loopback without a key (the loopback rules), then with RAGLOOP_API_KEY."""
+    key = KEY if request.param == "key" else None
+    with serving(openai_kb, api_key=key) as server:
+        server.key = key
+        yield server
+
+
+@pytest.fixture
+def sdk(live) -> openai.OpenAI:
+    # without a key the SDK still needs one to send: the keyless server ignores it
+    return openai.OpenAI(base_url=f"{live.url}/v1", api_key=live.key or "unused",
+                         max_retries=0, timeout=120)
+
+
+def _ask(messages: list[dict]) -> list[dict]:
+    return [{"role": "system", "content": "You are a helpful assistant."}, *messages]
+
+
+def _stream(sdk: openai.OpenAI, messages: list[dict]) -> list[ChatCompletionChunk]:
+    chunks = list(sdk.chat.completions.create(
+        model="ragloop", messages=messages, stream=True,
+        stream_options={"include_usage": True}))
+    assert chunks and all(isinstance(c, ChatCompletionChunk) for c in chunks)
+    return chunks
+
+
+def _joined(chunks: list[ChatCompletionChunk], field: str) -> str:
+    out = []
+    for c in chunks:
+        for choice in c.choices:
+            delta = choice.delta
+            value = delta.content if field == "content" else (delta.model_extra or {}).get(field)
+            out.append(value or "")
+    return "".join(out)
+
+
+def test_models_list_the_engine_and_the_knowledge_base(sdk) -> None:
+    models = list(sdk.models.list())
+    assert models and all(isinstance(m, Model) for m in models)
+    ids = [m.id for m in models]
+    assert ids[0] == "ragloop" and "kb" in ids  # the knowledge base's folder name
+    assert {m.object for m in models} == {"model"} and {m.owned_by for m in models} == {"ragloop"}
+
+
+def test_a_question_not_streamed_is_a_chat_completion_with_steps_and_citations(sdk, live):
+    reply = sdk.chat.completions.create(model="ragloop",
+                                        messages=_ask([{"role": "user", "content": FIRST}]))
+    assert isinstance(reply, ChatCompletion) and reply.object == "chat.completion"
+    assert reply.id.startswith("chatcmpl-") and reply.model == "ragloop"
+    choice = reply.choices[0]
+    assert choice.finish_reason == "stop" and choice.message.role == "assistant"
+    content = choice.message.content or ""
+    assert "Chief Financial Officer" in content
+    assert f"\n\n{SOURCES_HEADING}\n" in content
+    assert "policies/travel.md §4.2" in content.split(SOURCES_HEADING)[1]
+    extra = choice.message.model_extra or {}
+    assert "Searched" in extra["reasoning_content"] and "Route:" in extra["reasoning_content"]
+    cited = {(c["doc_id"], c["section"]) for c in extra["citations"]}
+    assert ("policies/travel.md", "4.2") in cited
+    assert all(c["title"] for c in extra["citations"])
+    assert reply.usage is not None and reply.usage.total_tokens == 0  # offline: no model calls
+
+    # the run went through the engine like any other, recorded as the API's
+    run_id = reply.id.removeprefix("chatcmpl-")
+    headers = {"Authorization": f"Bearer {live.key}"} if live.key else {}
+    with live.client(headers=headers) as client:
+        run = client.get(f"/runs/{run_id}").json()
+    assert run["source"] == "api" and run["question"] == FIRST and run["status"] == "answered"
+
+
+def test_streamed_chunks_carry_the_steps_then_the_same_answer(sdk) -> None:
+    messages = _ask([{"role": "user", "content": FIRST}])
+    whole = sdk.chat.completions.create(model="ragloop", messages=messages)
+    chunks = _stream(sdk, messages)
+
+    assert len({c.id for c in chunks}) == 1 and chunks[0].id.startswith("chatcmpl-")
+    assert {c.object for c in chunks} == {"chat.completion.chunk"}
+    assert chunks[0].choices[0].delta.role == "assistant"
+    reasoning = _joined(chunks, "reasoning_content")
+    assert reasoning.startswith("Route:") and "Searched" in reasoning
+    assert reasoning == whole.choices[0].message.model_extra["reasoning_content"]
+    # the steps come before the answer: reasoning chunks first, then content
+    with_choice = [c.choices[0].delta for c in chunks if c.choices]
+    thinking = [i for i, d in enumerate(with_choice)
+                if (d.model_extra or {}).get("reasoning_content")]
+    writing = [i for i, d in enumerate(with_choice) if d.content]
+    assert thinking and writing and max(thinking) < min(writing)
+    assert _joined(chunks, "content") == whole.choices[0].message.content
+
+    finals = [c for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert len(finals) == 1 and finals[0].choices[0].finish_reason == "stop"
+    citations = (finals[0].choices[0].delta.model_extra or {})["citations"]
+    assert citations == whole.choices[0].message.model_extra["citations"]
+    # stream_options.include_usage: one more chunk, with no choices, carries the usage
+    assert chunks[-1].choices == [] and chunks[-1].usage is not None
+    assert all(c.usage is None for c in chunks[:-1])
+
+
+def test_a_two_turn_conversation_streamed_and_not(sdk) -> None:
+    first = sdk.chat.completions.create(model="kb",
+                                        messages=_ask([{"role": "user", "content": FIRST}]))
+    history = [{"role": "user", "content": FIRST},
+               {"role": "assistant", "content": first.choices[0].message.content},
+               {"role": "user", "content": FOLLOW_UP}]
+    second = sdk.chat.completions.create(model="kb", messages=_ask(history))
+    content = second.choices[0].message.content or ""
+    # the follow-up was made standalone from the history before searching: the person
+    # is found in another document than the first turn's
+    reasoning = second.choices[0].message.model_extra["reasoning_content"]
+    assert "Follow-up" in reasoning, reasoning
+    assert "Priya Raman" in content, content
+    cited = {c["doc_id"] for c in second.choices[0].message.model_extra["citations"]}
+    assert "org/leadership.md" in cited
+
+    chunks = _stream(sdk, _ask(history))
+    assert _joined(chunks, "content") == content
+    assert "Follow-up" in _joined(chunks, "reasoning_content")
+
+
+# -- the key and the errors -----------------------------------------------------------------
+
+
+def test_a_wrong_or_missing_key_is_a_401_in_openai_shape(live) -> None:
+    if live.key is None:
+        pytest.skip("the keyless server asks for no key")
+    wrong = openai.OpenAI(base_url=f"{live.url}/v1", api_key="not-the-key", max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as caught:
+        wrong.chat.completions.create(model="ragloop",
+                                      messages=[{"role": "user", "content": FIRST}])
+    assert caught.value.status_code == 401 and caught.value.code == "invalid_api_key"
+    assert caught.value.type == "invalid_request_error"
+    with pytest.raises(openai.AuthenticationError):
+        list(wrong.models.list())
+    with pytest.raises(openai.AuthenticationError):
+        wrong.chat.completions.create(model="ragloop", stream=True,
+                                      messages=[{"role": "user", "content": FIRST}])
+    # no key at all (the SDK always sends one): the same error shape
+    missing = httpx.post(f"{live.url}/v1/chat/completions", timeout=30,
+                         json={"model": "ragloop", "messages": [{"role": "user",
+                                                                 "content": FIRST}]})
+    assert missing.status_code == 401
+    error = missing.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"} and "API key" in error["message"]
+
+
+def test_bad_requests_get_openai_errors(sdk, live) -> None:
+    with pytest.raises(openai.NotFoundError) as caught:
+        sdk.chat.completions.create(model="gpt-9", messages=[{"role": "user", "content": "x"}])
+    assert caught.value.code == "model_not_found" and "ragloop" in caught.value.message
+    bad = [
+        ([{"role": "assistant", "content": "hello"}], "last message"),
+        ([{"role": "user", "content": "   "}], "empty"),
+        ([{"role": "user", "content": [{"type": "image_url",
+                                        "image_url": {"url": "http://x/y.png"}}]}],
+         "only text"),
+        ([{"role": "user", "content": "q"}, {"role": "tool", "content": "r",
+                                             "tool_call_id": "1"},
+          {"role": "user", "content": "q2"}], "tool"),
+        ([{"role": "user", "content": "x" * 4001}], "longer than"),
+    ]
+    for messages, said in bad:
+        with pytest.raises(openai.BadRequestError) as caught:
+            sdk.chat.completions.create(model="ragloop", messages=messages)
+        assert said in caught.value.message, (messages, caught.value.message)
+    with pytest.raises(openai.BadRequestError):
+        sdk.chat.completions.create(model="ragloop", n=2,
+                                    messages=[{"role": "user", "content": FIRST}])
+    # a body that is not the schema: 400 (not 422), OpenAI's shape
+    with pytest.raises(openai.BadRequestError) as caught:
+        sdk.chat.completions.create(model="ragloop", messages=[{"role": "wizard",
+                                                                "content": "x"}])
+    assert caught.value.type == "invalid_request_error"
+    headers = {"Authorization": f"Bearer {live.key}"} if live.key else {}
+    with live.client(headers=headers) as client:
+        wrong_method = client.get("/v1/chat/completions")
+        too_large = client.post("/v1/chat/completions", content=b"{" + b" " * (2 << 20) + b"}",
+                                headers={"Content-Type": "application/json"})
+        # without a key, another web page cannot post here (the loopback rules, unchanged)
+        cross = client.post("/v1/chat/completions", headers={"Origin": "http://evil.test"},
+                            json={"model": "ragloop", "messages": [{"role": "user",
+                                                                    "content": FIRST}]})
+    if live.key is None:
+        assert cross.status_code == 403 and "Cross-origin" in cross.json()["error"]["message"]
+    for reply in (wrong_method, too_large):
+        assert reply.status_code in (405, 413)
+        assert set(reply.json()["error"]) == {"message", "type", "param", "code"}
+
+
+def test_a_run_that_fails_is_an_openai_error_streamed_and_not(openai_kb) -> None:
+    class BrokenGrader:
+        def grade(self, question, hits):
+            raise RuntimeError("grader down")
+
+    with serving(openai_kb, grader=BrokenGrader()) as live:
+        sdk = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0)
+        messages = [{"role": "user", "content": FIRST}]
+        with pytest.raises(openai.InternalServerError) as caught:
+            sdk.chat.completions.create(model="ragloop", messages=messages)
+        assert caught.value.type == "server_error"
+        with pytest.raises(openai.APIError, match="internal error"):
+            list(sdk.chat.completions.create(model="ragloop", messages=messages, stream=True))
+
+
+# -- messages as a conversation -------------------------------------------------------------
+
+
+def test_messages_become_the_question_and_the_turns_before_it() -> None:
+    answer = (f"<think>Route: single</think>The CFO approves. [1]\n\n{SOURCES_HEADING}\n"
+              "[1] Travel and Expense Policy › 4.2 Approval thresholds — policies/travel.md §4.2")
+    messages = [Msg(role="system", content="be brief"),
+                Msg(role="assistant", content="Hello! Ask me anything."),
+                Msg(role="user", content=[{"type": "text", "text": FIRST}]),
+                Msg(role="assistant", content=answer),
+                Msg(role="user", content="unanswered"),
+                Msg(role="user", content=FOLLOW_UP)]
+    question, turns = conversation(messages)
+    assert question == FOLLOW_UP
+    assert turns == [Turn(question=FIRST, answer="The CFO approves. [1]",
+                          cited=("Travel and Expense Policy › 4.2 Approval thresholds",)),
+                     Turn(question="unanswered")]
+    assert CHECKED_NOTE not in answer
