@@ -250,3 +250,26 @@ def test_messages_become_the_question_and_the_turns_before_it() -> None:
                           cited=("Travel and Expense Policy › 4.2 Approval thresholds",)),
                      Turn(question="unanswered")]
     assert CHECKED_NOTE not in answer
+
+
+def test_on_postgres_the_model_is_the_database_and_runs_land_in_its_run_store(pg_small_url):
+    """A Postgres knowledge base, the server running no queue workers of its own: a chat
+    completion still runs (the server's pool, as POST /ask) and is stored in Postgres."""
+    from urllib.parse import urlsplit
+
+    from test_server import LiveServer
+
+    from ragloop.apps.server.app import create_app
+    from ragloop.core.config import Settings
+
+    database = urlsplit(pg_small_url).path.strip("/")
+    app = create_app(Settings().with_(kb=pg_small_url, model="offline"), local_workers=0)
+    with LiveServer(app) as live, live.client() as client:
+        sdk = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0)
+        assert [m.id for m in sdk.models.list()] == ["ragloop", database]
+        messages = [{"role": "user", "content": FIRST}]
+        whole = sdk.chat.completions.create(model=database, messages=messages)
+        assert "Chief Financial Officer" in (whole.choices[0].message.content or "")
+        assert _joined(_stream(sdk, messages), "content") == whole.choices[0].message.content
+        run = client.get(f"/runs/{whole.id.removeprefix('chatcmpl-')}").json()
+        assert run["source"] == "api" and run["status"] == "answered"
