@@ -43,6 +43,7 @@ from ragloop.apps.server.guard import (
     forbidden,
     is_loopback,
 )
+from ragloop.apps.server.json_errors import rewrite_errors
 from ragloop.apps.server.openai_compat import OpenAIErrorShape, add_openai_api
 from ragloop.apps.server.uploads import ingest_uploads
 from ragloop.core.config import Settings
@@ -190,36 +191,20 @@ class TooLargeAsJson:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        held: dict[str, Any] = {}
+        await rewrite_errors(self.app, scope, receive, send, lambda status: status == 413,
+                             _too_large_as_json)
 
-        async def rewrite(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start" and message["status"] == 413:
-                held["start"] = message
-                held["body"] = b""
-                return
-            if "start" not in held:
-                await send(message)
-                return
-            held["body"] += message.get("body", b"")
-            if message.get("more_body"):
-                return
-            try:
-                already = "error" in json.loads(held["body"] or b"null")
-            except (ValueError, TypeError):
-                already = False
-            body = held["body"] if already else json.dumps(error_body(
-                413, f"The request body is too large. Questions are limited to"
-                     f" {MAX_QUESTION_CHARS} characters, JSON bodies to"
-                     f" {MAX_JSON_BYTES // 1024} KB, uploads to the configured size"
-                     f" (env {MAX_UPLOAD_MB_ENV}).")).encode()
-            headers = [(k, v) for k, v in held["start"].get("headers", [])
-                       if k.lower() not in (b"content-length", b"content-type")]
-            headers += [(b"content-type", b"application/json"),
-                        (b"content-length", str(len(body)).encode())]
-            await send({**held["start"], "headers": headers})
-            await send({"type": "http.response.body", "body": body})
 
-        await self.app(scope, receive, rewrite)
+def _too_large_as_json(status: int, raw: bytes) -> tuple[int, bytes]:
+    try:
+        already = "error" in json.loads(raw or b"null")
+    except (ValueError, TypeError):
+        already = False
+    return status, raw if already else json.dumps(error_body(
+        413, f"The request body is too large. Questions are limited to"
+             f" {MAX_QUESTION_CHARS} characters, JSON bodies to"
+             f" {MAX_JSON_BYTES // 1024} KB, uploads to the configured size"
+             f" (env {MAX_UPLOAD_MB_ENV}).")).encode()
 
 
 class RagloopAPI(FastAPI):

@@ -43,9 +43,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse, ServerSentEvent
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ragloop.agent.run import RunResult
+from ragloop.apps.server.json_errors import rewrite_errors
 from ragloop.core.conversation import Turn
 from ragloop.core.errors import NotFoundError, RunFailed, UserError
 from ragloop.core.events import BaseEvent, Event
@@ -74,7 +75,7 @@ _SOURCE_LINE = re.compile(r"^\[\d+\]\s+(.*?)(?:\s+—\s+\S.*)?$")
 # or missing key included), its 5xx `server_error`.
 _ERROR_CODES = {400: "bad_request", 401: "invalid_api_key", 403: "forbidden", 404: "not_found",
                 405: "method_not_allowed", 413: "request_too_large",
-                415: "unsupported_media_type", 422: "invalid_request", 500: "server_error"}
+                415: "unsupported_media_type", 500: "server_error"}
 
 
 def openai_error(status: int, message: str, *, code: str | None = None,
@@ -452,44 +453,24 @@ class OpenAIErrorShape:
         if scope["type"] != "http" or not scope["path"].startswith(PREFIX):
             await self.app(scope, receive, send)
             return
-        held: dict[str, Any] = {}
-
-        async def rewrite(message: Message) -> None:
-            if message["type"] == "http.response.start" and message["status"] >= 400:
-                held["start"], held["body"] = message, b""
-                return
-            if "start" not in held:
-                await send(message)
-                return
-            held["body"] += message.get("body", b"")
-            if message.get("more_body"):
-                return
-            status = held["start"]["status"]
-            body = json.dumps(_as_openai(status, held["body"])).encode()
-            if status == 422:  # a request that fails the schema: OpenAI answers 400
-                held["start"] = {**held["start"], "status": 400}
-            headers = [(k, v) for k, v in held["start"].get("headers", [])
-                       if k.lower() not in (b"content-length", b"content-type")]
-            headers += [(b"content-type", b"application/json"),
-                        (b"content-length", str(len(body)).encode())]
-            await send({**held["start"], "headers": headers})
-            await send({"type": "http.response.body", "body": body})
-
-        await self.app(scope, receive, rewrite)
+        await rewrite_errors(self.app, scope, receive, send, lambda status: status >= 400,
+                             _as_openai)
 
 
-def _as_openai(status: int, raw: bytes) -> dict[str, Any]:
+def _as_openai(status: int, raw: bytes) -> tuple[int, bytes]:
     try:
         body = json.loads(raw or b"null")
     except (ValueError, UnicodeDecodeError):
         body = None
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
-        return body  # already OpenAI's
+        return status, raw  # already OpenAI's
     if isinstance(body, dict) and isinstance(body.get("message"), str):
         message = body["message"]  # the rest of the API's {"error": code, "message"}
     else:
         message = raw.decode("utf-8", "replace").strip()[:500] or f"HTTP {status}"
-    return openai_error(status, message)
+    # a request that fails the schema is a 422 of FastAPI's: OpenAI answers it 400
+    status = 400 if status == 422 else status
+    return status, json.dumps(openai_error(status, message)).encode()
 
 
 # -- the routes -----------------------------------------------------------------------------
