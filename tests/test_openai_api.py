@@ -11,9 +11,16 @@ from openai.types import Model
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from test_server import copy_kb, serving
 
-from ragloop.apps.server.openai_compat import CHECKED_NOTE, SOURCES_HEADING, conversation
+from ragloop.agent.run import RunResult
+from ragloop.apps.server.openai_compat import (
+    CHECKED_NOTE,
+    SOURCES_HEADING,
+    conversation,
+    full_content,
+)
 from ragloop.apps.server.openai_compat import ChatMessage as Msg
 from ragloop.core.conversation import Turn
+from ragloop.core.types import RunStatus, Usage
 
 KEY = "test-key-9f1c2"
 FIRST = "Who must approve travel expenses above £2,500?"
@@ -273,3 +280,27 @@ def test_on_postgres_the_model_is_the_database_and_runs_land_in_its_run_store(pg
         assert _joined(_stream(sdk, messages), "content") == whole.choices[0].message.content
         run = client.get(f"/runs/{whole.id.removeprefix('chatcmpl-')}").json()
         assert run["source"] == "api" and run["status"] == "answered"
+
+
+def _result(answer: str, **fields) -> RunResult:
+    return RunResult(run_id="r1", question=FIRST, status=RunStatus.ANSWERED, route="single",
+                     route_reason="", driver="pipeline", model="offline", answer=answer,
+                     citations=[], invalid_citations=[], missing=[], conflicts=[], steps=2,
+                     max_steps=6, usage=Usage(), latency_s=0.1, **fields)
+
+
+def test_the_content_is_what_was_streamed_then_the_checked_text_if_it_changed() -> None:
+    sources = [{"n": 1, "doc_id": "policies/travel.md", "section": "4.2",
+                "title": "Travel and Expense Policy › 4.2 Approval thresholds"}]
+    checked = _result("The CFO approves. [1]")
+    listed = (f"\n\n{SOURCES_HEADING}\n[1] Travel and Expense Policy › 4.2 Approval thresholds"
+              " — policies/travel.md §4.2")
+    # nothing streamed (the offline answer, whole), or streamed as checked: the answer once
+    assert full_content(checked, None, sources) == "The CFO approves. [1]" + listed
+    assert full_content(checked, "The CFO approves. [1]", sources) == \
+        "The CFO approves. [1]" + listed
+    # the check took a citation out of what was already streamed: the checked text follows
+    changed = full_content(checked, "The CFO approves. [1] It is Tom Becker. [2]", sources)
+    assert changed.startswith("The CFO approves. [1] It is Tom Becker. [2]")
+    assert f"{CHECKED_NOTE}\n\nThe CFO approves. [1]{listed}" in changed
+    assert full_content(checked, None, []) == "The CFO approves. [1]"
