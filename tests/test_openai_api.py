@@ -24,7 +24,8 @@ from ragloop.core.types import RunStatus, Usage
 
 KEY = "test-key-9f1c2"
 FIRST = "Who must approve travel expenses above £2,500?"
-FOLLOW_UP = "And who is that person?"
+SENSOR = "What battery does the T9 sensor use?"
+FOLLOW_UP = "Is it waterproof?"
 
 
 @pytest.fixture(scope="module")
@@ -136,23 +137,26 @@ def test_streamed_chunks_carry_the_steps_then_the_same_answer(sdk) -> None:
 
 def test_a_two_turn_conversation_streamed_and_not(sdk) -> None:
     first = sdk.chat.completions.create(model="kb",
-                                        messages=_ask([{"role": "user", "content": FIRST}]))
-    history = [{"role": "user", "content": FIRST},
+                                        messages=_ask([{"role": "user", "content": SENSOR}]))
+    assert "CR123A" in (first.choices[0].message.content or "")
+    history = [{"role": "user", "content": SENSOR},
                {"role": "assistant", "content": first.choices[0].message.content},
                {"role": "user", "content": FOLLOW_UP}]
     second = sdk.chat.completions.create(model="kb", messages=_ask(history))
-    content = second.choices[0].message.content or ""
-    # the follow-up was made standalone from the history before searching: the person
-    # is found in another document than the first turn's
+    # the follow-up was made standalone from the history before searching, and the steps
+    # say what was searched
     reasoning = second.choices[0].message.model_extra["reasoning_content"]
-    assert "Follow-up" in reasoning, reasoning
-    assert "Priya Raman" in content, content
-    cited = {c["doc_id"] for c in second.choices[0].message.model_extra["citations"]}
-    assert "org/leadership.md" in cited
+    searched = reasoning.splitlines()[0]
+    assert searched.startswith("Follow-up, searched as") and "T9" in searched, reasoning
+    content = second.choices[0].message.content or ""
+    assert "IP67" in content, content
+    cited = {(c["doc_id"], c["section"])
+             for c in second.choices[0].message.model_extra["citations"]}
+    assert ("products/sensor.md", "1") in cited
 
     chunks = _stream(sdk, _ask(history))
     assert _joined(chunks, "content") == content
-    assert "Follow-up" in _joined(chunks, "reasoning_content")
+    assert _joined(chunks, "reasoning_content") == reasoning
 
 
 # -- the key and the errors -----------------------------------------------------------------
