@@ -63,8 +63,10 @@ OWNER = "ragloop"
 SSE_PING_S = 15
 MAX_QUESTION_CHARS = 4000  # as the rest of the API (apps/server/app.py)
 SOURCES_HEADING = "Sources:"
-# What the citation check changed after the answer was streamed: said once, after it.
-CHECKED_NOTE = "After the citation check, the answer reads:"
+# Content already streamed cannot be taken back: when the answer as checked is not what was
+# streamed (the check took a citation out, or the model's reply went on to call tools after
+# it had begun to write), the checked answer follows what was sent, after this line.
+CHECKED_NOTE = "The answer, as checked:"
 # A reasoning block a chat UI may leave in an assistant message it sends back as history.
 _REASONING_BLOCK = re.compile(r"<think>.*?</think>|<details\b[^>]*>.*?</details>",
                               re.DOTALL | re.IGNORECASE)
@@ -288,7 +290,7 @@ def answer_body(result: RunResult) -> str:
 
 def full_content(result: RunResult, streamed: str | None, sources: list[dict[str, Any]]) -> str:
     """The assistant message's content, the same streamed or not: what was streamed of the
-    answer (else the answer), the checked answer when the check changed it, the sources."""
+    answer, every piece (else the answer), the checked answer when it differs, the sources."""
     body = answer_body(result)
     text = body if streamed is None else streamed
     if streamed is not None and streamed.strip() != body.strip():
