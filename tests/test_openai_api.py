@@ -308,3 +308,53 @@ def test_the_content_is_what_was_streamed_then_the_checked_text_if_it_changed() 
     assert changed.startswith("The CFO approves. [1] It is Tom Becker. [2]")
     assert f"{CHECKED_NOTE}\n\nThe CFO approves. [1]{listed}" in changed
     assert full_content(checked, None, []) == "The CFO approves. [1]"
+
+
+SENSORS = {
+    f"products/{code.lower()}-datasheet.md": f"""# {code} {kind} Vibration Sensor Datasheet
+
+## Power
+The {code} runs on a lithium battery. The battery of the {code} lasts {years} years at one
+reading every ten minutes.
+
+## Ingress protection
+The {code} enclosure is rated {ip} against dust and water.
+""" for code, kind, years, ip in (("T100", "Wireless", 3, "IP65"),
+                                  ("T200", "Industrial", 5, "IP67"),
+                                  ("T300", "Hazardous-Area", 7, "IP68"))}
+
+
+@pytest.fixture(scope="module")
+def sensors(tmp_path_factory):
+    from conftest import write_docs
+
+    from ragloop.kb import KnowledgeBase
+
+    root = tmp_path_factory.mktemp("sensors")
+    kb = KnowledgeBase.open(root / "kb")
+    kb.ingest([write_docs(root / "docs", SENSORS)])
+    yield kb
+    kb.close()
+
+
+def test_a_question_with_several_readings_is_answered_with_the_question_back(sensors):
+    """A run that ends needs_input: the assistant message is the clarifying question and its
+    numbered options; the user's choice, sent as the next message, is answered."""
+    with serving(sensors) as live:
+        sdk = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0)
+        asked = [{"role": "user", "content": "How long does the sensor's battery last?"}]
+        reply = sdk.chat.completions.create(model="ragloop", messages=asked)
+        content = reply.choices[0].message.content or ""
+        assert reply.choices[0].finish_reason == "stop"
+        question, _, options = content.partition("\n\n")
+        assert question.endswith("?") and SOURCES_HEADING not in content
+        numbered = [line.split(". ", 1) for line in options.splitlines()]
+        assert [n for n, _ in numbered] == ["1", "2", "3"]
+        assert sorted(o for _, o in numbered) == ["T100", "T200", "T300"]
+        assert "Several readings" in reply.choices[0].message.model_extra["reasoning_content"]
+        assert _joined(_stream(sdk, asked), "content") == content
+
+        chosen = [*asked, {"role": "assistant", "content": content},
+                  {"role": "user", "content": "T200"}]
+        answer = sdk.chat.completions.create(model="ragloop", messages=chosen)
+        assert "5 years" in (answer.choices[0].message.content or "")
