@@ -202,13 +202,14 @@ def kb_name(location: str) -> str:
     return PurePath(location.rstrip("/\\")).name or DEFAULT_MODEL
 
 
+def served(state: ServerState) -> list[str]:
+    """The names of the knowledge bases this server serves (one today)."""
+    return [kb_name(str(state.settings.kb))]
+
+
 def model_ids(state: ServerState) -> list[str]:
     """The model names a client may ask for: `ragloop`, then each knowledge base served."""
-    ids = [DEFAULT_MODEL]
-    for name in (kb_name(str(state.settings.kb)),):
-        if name not in ids:
-            ids.append(name)
-    return ids
+    return list(dict.fromkeys([DEFAULT_MODEL, *served(state)]))
 
 
 # -- the reply ------------------------------------------------------------------------------
@@ -320,12 +321,14 @@ def cited_sources(state: ServerState, result: RunResult) -> list[dict[str, Any]]
 
 
 def usage_of(result: RunResult) -> dict[str, Any]:
-    """CompletionUsage from the run's model calls (zeros offline)."""
+    """CompletionUsage from the run's model calls (zeros offline). Its prompt_tokens count
+    cached input too; `Usage.input_tokens` counts the uncached only (llm/pricing.py)."""
     u = result.usage
     prompt = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
     return {"prompt_tokens": prompt, "completion_tokens": u.output_tokens,
             "total_tokens": prompt + u.output_tokens,
-            "prompt_tokens_details": {"cached_tokens": u.cache_read_tokens}}
+            "prompt_tokens_details": {"cached_tokens": u.cache_read_tokens,
+                                      "cache_write_tokens": u.cache_write_tokens}}
 
 
 class Completion:
