@@ -9,7 +9,7 @@ import openai
 import pytest
 from openai.types import Model
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
-from test_server import copy_kb, serving
+from test_server import LiveServer, copy_kb, serving
 
 from ragloop.agent.run import RunResult
 from ragloop.apps.server.openai_compat import (
@@ -358,3 +358,33 @@ def test_a_question_with_several_readings_is_answered_with_the_question_back(sen
                   {"role": "user", "content": "T200"}]
         answer = sdk.chat.completions.create(model="ragloop", messages=chosen)
         assert "5 years" in (answer.choices[0].message.content or "")
+
+
+def test_with_a_real_model_the_answer_streams_in_pieces_and_usage_counts_its_calls(
+        llama_server, small_kb):
+    """The model path (llama.cpp's server, SmolLM2-135M): the run's model calls are the
+    completion's usage, and the model's answer reaches the client piece by piece as the
+    model writes it. What a 135M model says is not the point."""
+    from model_server import CALL_TIMEOUT_S, MODEL_ALIAS, explained
+
+    from ragloop.apps.server.app import create_app
+    from ragloop.offline.grader import LocalGrader
+
+    settings = small_kb.settings.with_(
+        kb=str(small_kb.store.folder), model=f"llamacpp:{MODEL_ALIAS}", base_url=llama_server,
+        max_steps=2, loop_max_tokens=128, decision_max_tokens=128, search_k=3,
+        tool_result_chars=1200)
+    app = create_app(settings, kb=small_kb, grader=LocalGrader(small_kb.embedder))
+    with LiveServer(app) as live, explained():
+        sdk = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0,
+                            timeout=CALL_TIMEOUT_S * 6)
+        messages = [{"role": "user", "content": "Is the T9 sensor waterproof?"}]
+        whole = sdk.chat.completions.create(model="ragloop", messages=messages)
+        assert whole.usage is not None and whole.usage.completion_tokens > 0
+        assert whole.usage.total_tokens == (whole.usage.prompt_tokens
+                                            + whole.usage.completion_tokens)
+        chunks = _stream(sdk, messages)
+        pieces = [c.choices[0].delta.content for c in chunks
+                  if c.choices and c.choices[0].delta.content]
+        assert len(pieces) >= 3, pieces  # the answer's tokens, then the sources
+        assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
