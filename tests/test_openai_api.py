@@ -364,17 +364,18 @@ def test_with_a_real_model_the_answer_streams_in_pieces_and_usage_counts_its_cal
         llama_server, small_kb):
     """The model path (llama.cpp's server, SmolLM2-135M): the run's model calls are the
     completion's usage, and the model's answer reaches the client piece by piece as the
-    model writes it. What a 135M model says is not the point."""
+    model writes it. What a 135M model says is not the point. (This server ignores
+    `stream_options.include_usage`, so the streamed answer's own tokens count zero: the
+    usage seen is the grader's, whose JSON decisions are not streamed.)"""
     from model_server import CALL_TIMEOUT_S, MODEL_ALIAS, explained
 
     from ragloop.apps.server.app import create_app
-    from ragloop.offline.grader import LocalGrader
 
     settings = small_kb.settings.with_(
         kb=str(small_kb.store.folder), model=f"llamacpp:{MODEL_ALIAS}", base_url=llama_server,
         max_steps=2, loop_max_tokens=128, decision_max_tokens=128, search_k=3,
         tool_result_chars=1200)
-    app = create_app(settings, kb=small_kb, grader=LocalGrader(small_kb.embedder))
+    app = create_app(settings, kb=small_kb)
     with LiveServer(app) as live, explained():
         sdk = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0,
                             timeout=CALL_TIMEOUT_S * 6)
