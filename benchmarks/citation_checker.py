@@ -1,4 +1,4 @@
-"""Measure the offline citation checker (src/ragloop/offline/support.py) against the
+"""Measure the offline citation checker (src/ragloop/language/support.py) against the
 hand-labelled pairs of examples/evals/citation_support.jsonl.
 
 The set was written before the checker's thresholds were chosen. Its `split` field divides
@@ -48,7 +48,7 @@ class Memo:
 
 def judge(rows: list[dict], min_coverage: float, min_similarity: float,
           embedders: dict) -> list[bool]:
-    from ragloop.offline.support import Passage, SupportChecker
+    from ragloop.language.support import Passage, SupportChecker
 
     out: list[bool] = []
     for row in rows:
@@ -84,7 +84,7 @@ def main() -> None:
     args = parser.parse_args()
     from ragloop.core.config import LOCAL_EMBEDDER, MULTILINGUAL_EMBEDDER
     from ragloop.embed import make_embedder
-    from ragloop.offline.support import MIN_COVERAGE, MIN_SIMILARITY
+    from ragloop.language.support import MIN_COVERAGE, MIN_SIMILARITY
 
     embedders = {"en": Memo(make_embedder(LOCAL_EMBEDDER)),
                  "other": Memo(make_embedder(MULTILINGUAL_EMBEDDER))}

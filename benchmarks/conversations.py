@@ -11,7 +11,9 @@ reference answer and the titles of its search's top documents, as the engine wou
 and the human rewrite (the ceiling). all-gold@5: every gold document among the first 5
 distinct documents of the top 10 hits; all-gold@1 too, because on a KB of 34 documents five of
 them often hold the gold one even for a question typed without its subject. Unanswerable
-follow-ups have no gold and are not scored here (abstaining needs the engine).
+follow-ups have no gold and are not scored here (abstaining needs the engine:
+`ragloop eval examples/evals/conversations.jsonl` runs the whole engine, eval/conversations.py,
+whose reader and table this script shares).
 
 For `examples/evals/ambiguity.jsonl`: search, grade with the offline grader (the engine's
 search-and-grade step), then `offline/clarify.py` on the kept passages; the share that would
@@ -29,21 +31,20 @@ from ragloop.agent.search_grade import search_and_grade
 from ragloop.agent.tools import Toolbox
 from ragloop.core.conversation import Turn
 from ragloop.core.types import Hit
-from ragloop.eval.metrics import distinct, recall_all
+from ragloop.eval.conversations import KS, load_conversations, score, table
+from ragloop.eval.metrics import distinct
 from ragloop.kb import KnowledgeBase
+from ragloop.language.text import reading
+from ragloop.language.vocabulary import vocabulary
 from ragloop.offline.clarify import clarify
 from ragloop.offline.condense import condense
 from ragloop.offline.grader import LocalGrader
-from ragloop.offline.text import reading
-from ragloop.offline.vocabulary import vocabulary
 
 ROOT = Path(__file__).resolve().parents[1]
 CONVERSATIONS = ROOT / "examples" / "evals" / "conversations.jsonl"
 AMBIGUITY = ROOT / "examples" / "evals" / "ambiguity.jsonl"
 SEARCH_K = 10  # hits searched per query
-K = 5  # documents scored
 CITED = 2  # documents of a turn a later turn sees as cited
-WAYS = ("typed", "condensed", "rewrite")
 
 
 def _read(path: Path) -> list[dict]:
@@ -63,30 +64,27 @@ def _cited(hits: list[Hit]) -> tuple[str, ...]:
     return tuple(seen.values())
 
 
-def run_conversations(kb: KnowledgeBase, split: str, show: bool) -> dict:
+def run_conversations(kb: KnowledgeBase, split: str, show: bool) -> list[dict]:
+    """One record per (turn, way) in eval/conversations.py's shape; the "history" way is the
+    condensed question's search."""
     words = vocabulary(kb.language)
-    rows: dict[tuple[str, str], dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
-    for conv in _read(CONVERSATIONS):
-        if split != "all" and conv["split"] != split:
+    records: list[dict] = []
+    for conv in load_conversations(CONVERSATIONS):
+        if split != "all" and conv.split != split:
             continue
         history: list[Turn] = []
-        for t in conv["turns"]:
-            c = condense(history, t["q"], words, reading(kb.language))
-            queries = {"typed": t["q"], "condensed": c.question, "rewrite": t["rewrite"] or t["q"]}
+        for i, t in enumerate(conv.turns):
+            c = condense(history, t.q, words, reading(kb.language))
+            queries = {"typed": t.q, "history": c.question, "rewrite": t.rewrite or t.q}
             hits = {way: kb.search(q, SEARCH_K) for way, q in queries.items()}
-            if t["gold_doc"]:
-                for way in WAYS:
-                    for k in (K, 1):
-                        found = recall_all(_docs(hits[way]), t["gold_doc"], k)
-                        rows[(conv["split"], t["type"])][f"{way}@{k}"].append(found)
+            if t.gold_docs:  # unanswerable turns: no gold, not scored here
+                records += [{"path": "search", "split": conv.split, "type": t.type,
+                             "conversation": conv.id, "turn": i, "way": way,
+                             "docs": _docs(hits[way]), "gold": t.gold_docs} for way in hits]
             if show:
-                marks = "/".join("Y" if recall_all(_docs(hits[w]), t["gold_doc"], K) else "n"
-                                 for w in WAYS) if t["gold_doc"] else "-"
-                print(f"{conv['id']} {t['type']:12} {c.kind:10} {t['q']!r}"
-                      f" -> {c.question!r} typed/condensed/rewrite={marks}")
-            history.append(Turn(t["q"], c.question, t["answer"] or "",
-                                _cited(hits["condensed"])))
-    return rows
+                print(f"{conv.id} {t.type:12} {c.kind:10} {t.q!r} -> {c.question!r}")
+            history.append(Turn(t.q, c.question, t.answer or "", _cited(hits["history"])))
+    return records
 
 
 def run_ambiguity(kb: KnowledgeBase, show: bool) -> dict[str, list[bool]]:
@@ -97,7 +95,7 @@ def run_ambiguity(kb: KnowledgeBase, show: bool) -> dict[str, list[bool]]:
     for q in _read(AMBIGUITY):
         graded = search_and_grade(toolbox, grader, q["q"], q["q"])
         c = clarify(q["q"], graded.grade.kept, words, reading(kb.language))
-        out[q["type"]].append(c is not None)
+        out[f"{q.get('split', 'tuned')} {q['type']}"].append(c is not None)
         if show:
             print(f"{q['id']} {q['type']:9} {q['q']!r} -> {c.options if c else None}")
     return out
@@ -107,38 +105,19 @@ def _share(flags: list[bool]) -> str:
     return f"{sum(flags) / len(flags):.2f}" if flags else "–"
 
 
-def _row(s: str, kind: str, r: dict[str, list[bool]], k: int) -> str:
-    typed, cond, rew = (sum(r[f"{w}@{k}"]) / len(r[f"{w}@{k}"]) for w in WAYS)
-    ratio = f"{cond / rew:.2f}" if rew else "–"
-    return (f"| {s} | {kind} | {len(r[f'typed@{k}'])} | {typed:.2f} | {cond:.2f} | {rew:.2f}"
-            f" | {ratio} | {cond - typed:+.2f} |")
-
-
-def report(rows: dict, amb: dict[str, list[bool]], split: str) -> str:
-    groups = dict(rows)
-    for s in sorted({s for s, _ in rows}):
-        merged: dict[str, list[bool]] = defaultdict(list)
-        for (s2, kind), r in rows.items():
-            if s2 == s and kind in ("follow_up", "two_back"):
-                for key, flags in r.items():
-                    merged[key] += flags
-        if merged:
-            groups[(s, "all follow-ups")] = merged
+def report(records: list[dict], amb: dict[str, list[bool]], split: str) -> str:
+    rows = score(records)
     lines = []
-    for k, what in ((K, f"all-gold@{K}: every gold document among the first {K} distinct"
-                        f" documents of the top {SEARCH_K} hits"),
-                    (1, "all-gold@1: the gold document is the first document")):
-        lines += [f"Conversation set, split `{split}`, {what}", "",
-                  "| split | turn type | turns | no history (typed) | condensed (offline rule)"
-                  " | human rewrite | condensed / rewrite | condensed − typed |",
-                  "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-        lines += [_row(s, kind, r, k) for (s, kind), r in sorted(groups.items())]
-        lines.append("")
-    lines += ["Ambiguity set (not split; offline grader on the top 10 hits, then the clarify"
-              " rule): share ending with needs_input", "",
-              "| questions | n | needs_input |", "| --- | ---: | ---: |"]
-    for kind in ("ambiguous", "single"):
-        lines.append(f"| {kind} | {len(amb.get(kind, []))} | {_share(amb.get(kind, []))} |")
+    for k in KS:
+        lines += [f"Conversation set, split `{split}`, all-gold@{k}: every gold document among"
+                  f" the first {k} distinct documents of the top {SEARCH_K} hits ('with"
+                  " history': the offline rule's condensed question)", "", *table(rows, k), ""]
+    lines += ["Ambiguity set (offline grader on the top 10 hits, then the clarify rule; split"
+              " `tuned`: the rule was fixed on it, `holdout`: never tuned on): share ending"
+              " with needs_input", "",
+              "| split and questions | n | needs_input |", "| --- | ---: | ---: |"]
+    for kind in sorted(amb, key=lambda k: (not k.startswith("tuned"), k)):
+        lines.append(f"| {kind} | {len(amb[kind])} | {_share(amb[kind])} |")
     return "\n".join(lines)
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from ragloop.core.types import Hit
+from ragloop.language.text import ENGLISH_READING, term_set
 from ragloop.offline.grader import (
     LocalGrader,
     QuestionTerms,
@@ -40,7 +41,6 @@ from ragloop.offline.grader import (
     coverage,
     select,
 )
-from ragloop.offline.text import ENGLISH_READING, term_set
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"

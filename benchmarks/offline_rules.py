@@ -76,7 +76,7 @@ def _no_title_links() -> None:
 
 def _no_absent_codes() -> None:
     import ragloop.offline.answerer as answerer
-    from ragloop.offline.text import Reading
+    from ragloop.language.text import Reading
 
     if not hasattr(Reading, "absent_codes"):
         raise SystemExit("Reading has no absent_codes: the rule is gone")

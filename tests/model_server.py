@@ -109,6 +109,34 @@ def explained() -> Iterator[None]:
                              f" lines ---\n{server_doing()}") from exc
 
 
+def streamed(text: str) -> dict:
+    """A streamed reply's SSE body as the completion it adds up to: `chunks` (every
+    `data:` object as sent) and `choices[0]` with the message (content joined, tool calls
+    joined by index) and finish_reason, so a test reads a streamed exchange as a plain one."""
+    import json
+
+    chunks = [json.loads(line[5:]) for line in text.splitlines()
+              if line.startswith("data:") and line[5:].strip() != "[DONE]"]
+    content, calls, finish = "", {}, None
+    for chunk in chunks:
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            content += delta.get("content") or ""
+            for tc in delta.get("tool_calls") or []:
+                call = calls.setdefault(tc["index"], {"id": None, "type": "function",
+                                                      "function": {"name": "",
+                                                                   "arguments": ""}})
+                call["id"] = call["id"] or tc.get("id")
+                fn = tc.get("function") or {}
+                call["function"]["name"] += fn.get("name") or ""
+                call["function"]["arguments"] += fn.get("arguments") or ""
+            finish = choice.get("finish_reason") or finish
+    message = {"role": "assistant", "content": content,
+               **({"tool_calls": [calls[i] for i in sorted(calls)]} if calls else {})}
+    return {"chunks": chunks, "choices": [{"index": 0, "message": message,
+                                           "finish_reason": finish}]}
+
+
 class WireLog:
     """httpx event hooks that keep every request body and response body the SDK exchanged."""
 
@@ -127,8 +155,10 @@ class WireLog:
 
         def on_response(response) -> None:
             response.read()
-            body = response.json() if response.headers.get("content-type", "").startswith(
-                "application/json") else {}
+            kind = response.headers.get("content-type", "")
+            body = (response.json() if kind.startswith("application/json")
+                    else streamed(response.text) if kind.startswith("text/event-stream")
+                    else {})
             self.exchanges.append((self._pending or {}, {"status": response.status_code,
                                                          **body}))
 

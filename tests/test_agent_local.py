@@ -14,6 +14,7 @@ from ragloop.agent.tools import FETCH, Toolbox
 from ragloop.core.decisions import Evidence, Grade
 from ragloop.core.types import EventKind, Hit, RunStatus, Usage
 from ragloop.kb import KnowledgeBase
+from ragloop.language.text import ENGLISH_READING, TitleIndex
 from ragloop.offline import answerer as answerer_local
 from ragloop.offline.answerer import ExtractiveAnswerer
 from ragloop.offline.follow_ups import LocalFollowUps
@@ -26,7 +27,6 @@ from ragloop.offline.rewriter import (
     looks_cut_off,
 )
 from ragloop.offline.router import RuleRouter, describe_scope
-from ragloop.offline.text import ENGLISH_READING, TitleIndex
 
 DOCS = {
     "products/s200.md": """# S200 Sensor Datasheet

@@ -160,8 +160,11 @@ def test_a_driver_yields_its_events_and_the_engine_stores_and_streams_them(small
     assert outcome.status == RunStatus.ANSWERED
     assert [e.kind for e in ctx.events] == [EventKind.TOOL_CALL, EventKind.GRADE] * 2 + [
         EventKind.ANSWER]
+    # the answer's two pieces ("CFO ", "[1].") are not kept, nor do they use up a seq
     assert [e.seq for e in ctx.events] == [0, 1, 2, 3, 4] and ctx.events[0].step == 1
-    # through the engine: what is stored is what was streamed, numbered once
+    assert ctx.streamed == "CFO [1]."
+    # through the engine: what is stored is what was streamed, numbered once, but the
+    # answer's pieces (streamed only: the AnswerEvent holds the answer)
     engine = engine_for(small_kb, ScriptedChat([search_call("approval threshold"),
                                                 ChatResponse(text="CFO [1].")]))
     streamed = []
@@ -169,9 +172,10 @@ def test_a_driver_yields_its_events_and_the_engine_stores_and_streams_them(small
                         on_event=streamed.append)
     stored = engine.runs.events(result.run_id)
     assert [(e.kind, e.step, e.seq, e.data) for e in stored] == \
-        [(e.kind, e.step, e.seq, e.data) for e in streamed]
+        [(e.kind, e.step, e.seq, e.data) for e in streamed if e.kind != EventKind.ANSWER_DELTA]
     assert [e.kind for e in streamed] == [EventKind.ROUTE, *[EventKind.TOOL_CALL,
                                                              EventKind.GRADE] * 2,
+                                          EventKind.ANSWER_DELTA, EventKind.ANSWER_DELTA,
                                           EventKind.ANSWER]
 
 

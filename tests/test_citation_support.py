@@ -13,14 +13,15 @@ from graders import KeepsAll
 
 import ragloop.agent.engine as engine_mod
 from ragloop.agent.citations import uncited_claims
+from ragloop.core.answer_stream import in_pieces
 from ragloop.core.decisions import Draft, Route
 from ragloop.core.errors import ProviderError
 from ragloop.core.events import AnswerEvent, event_from
 from ragloop.core.types import EventKind, Usage
+from ragloop.language.support import Passage, SupportChecker, claims
+from ragloop.language.text import ENGLISH_READING
 from ragloop.llm.base import ChatResponse
 from ragloop.llm.scripted import ScriptedChat
-from ragloop.offline.support import Passage, SupportChecker, claims
-from ragloop.offline.text import ENGLISH_READING
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "kb"
@@ -134,6 +135,9 @@ class FixedAnswer:
     def answer(self, question, sub_questions, evidence) -> Draft:
         first = evidence[0].text.split(". ")[0].rstrip(".")
         return Draft(text=f"{first} [1]. {self.tail} [1].")
+
+    def write(self, question, sub_questions, evidence):
+        return (yield from in_pieces(self.answer(question, sub_questions, evidence)))
 
 
 def engine_with(kb, tail: str, **kw):

@@ -5,8 +5,8 @@ by a description only, do not."""
 from __future__ import annotations
 
 from ragloop.core.types import Hit
+from ragloop.language.vocabulary import vocabulary
 from ragloop.offline.clarify import clarify
-from ragloop.offline.vocabulary import vocabulary
 
 EN = vocabulary("en")
 S100 = ("products/s100-datasheet.md", "S100 Wireless Vibration and Temperature Sensor Datasheet")
@@ -51,8 +51,26 @@ def test_a_partly_named_reading_narrows_the_options() -> None:
     assert c is not None and c.options == ("Q3 FY2024", "Q3 FY2025")
     assert clarify("What was revenue in Q1?", reports, EN) is None  # one Q1 report
     assert clarify("What was revenue in Q2 FY2025?", reports, EN) is None  # its own quarter
-    assert clarify("What was total revenue?", reports, EN).options == (
+    assert clarify("What was total revenue in the quarter?", reports, EN).options == (
         "Q3 FY2024", "Q3 FY2025", "Q1 FY2024")
+
+
+def test_a_question_not_about_the_siblings_kind_or_naming_several_is_answered() -> None:
+    reports = [hit((f"reports/{y}-{q}.md", f"Quarterly Sales Report: {q.upper()} {y.upper()}"),
+                   f"Total revenue in {q.upper()} {y.upper()} was £13m.", 0.7, i)
+               for i, (q, y) in enumerate([("q3", "fy2024"), ("q3", "fy2025"), ("q1", "fy2024")])]
+    # the reports mention it differently, but it is not asked of "the quarter": answered,
+    # with what the reports say
+    assert clarify("What was total revenue?", reports, EN) is None
+    assert clarify("In which quarter was revenue highest?", reports, EN) is None
+    assert clarify("In which quarter did sales peak?", reports, EN) is None  # sales: shared too
+    assert clarify("What was revenue in the last quarter of 2023?", reports, EN) is None
+    assert clarify("What was revenue in Q3 FY2024 and in Q1 FY2024?", reports, EN) is None
+    assert clarify("What was revenue in the quarter ending 31 March 2024?", reports,
+                   EN) is None  # a date: 2024 of FY2024
+    hits = ip_hits()
+    assert clarify("Compare the IP ratings of the S100 and the S300.", hits, EN) is None
+    assert clarify("Which sensor has the highest IP rating?", hits, EN) is None
 
 
 def test_documents_that_differ_by_a_description_are_one_reading() -> None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from ragloop.core.conversation import Turn, TurnKind
+from ragloop.language.text import reading
+from ragloop.language.vocabulary import vocabulary
 from ragloop.offline.condense import condense
-from ragloop.offline.text import reading
-from ragloop.offline.vocabulary import vocabulary
 
 EN = vocabulary("en")
 

@@ -13,6 +13,7 @@ from graders import KeepsAll
 from ragloop.agent.run import RunResult
 from ragloop.agent.template import SINGLE_DEPTH_PER_DOC, top_documents
 from ragloop.agent.tools_driver import FIRST_SEARCH_NOTE
+from ragloop.core.answer_stream import in_pieces
 from ragloop.core.decisions import Draft, Grade, Route
 from ragloop.core.errors import UserError
 from ragloop.core.events import event_from
@@ -430,6 +431,9 @@ class FixedAnswerer:
             return Draft(text="The knowledge base does not say.", unanswerable=True)
         return Draft(text=text)
 
+    def write(self, question, sub_questions, evidence):
+        return (yield from in_pieces(self.answer(question, sub_questions, evidence)))
+
 
 def tool(name: str, n: int, **args) -> ChatResponse:
     return ChatResponse(text="", tool_calls=[ToolCall(f"c{n}", name, args)], usage=REPLY_USAGE)
@@ -718,6 +722,9 @@ class CitesFirst:
     def answer(self, question, sub_questions, evidence):
         return Draft(text="See [1].")
 
+    def write(self, question, sub_questions, evidence):
+        return (yield from in_pieces(self.answer(question, sub_questions, evidence)))
+
 
 def test_cli_eval_ingests_a_beir_corpus_and_resumes(tmp_path, monkeypatch) -> None:
     from typer.testing import CliRunner
@@ -857,7 +864,7 @@ def test_a_quoted_does_not_cover_is_no_decline_but_a_declined_part_is(tmp_path) 
 
 
 def test_the_runs_status_and_the_evals_abstention_agree_on_every_record(tmp_path) -> None:
-    """One decline vocabulary (offline/lang `decline`): the eval's abstention is the run's own
+    """One decline vocabulary (language/lang `decline`): the eval's abstention is the run's own
     word (`declined`), and reading a record's text the old way gives the same on every record
     of an eval run; a free-text answer's status reads the same words."""
     from types import SimpleNamespace

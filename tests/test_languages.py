@@ -214,7 +214,7 @@ def test_offline_ask_answers_in_the_kb_language_with_a_citation(
 
 
 def test_sentences_end_at_chinese_and_hebrew_punctuation() -> None:
-    from ragloop.offline.text import ENGLISH_READING
+    from ragloop.language.text import ENGLISH_READING
 
     split_sentences = ENGLISH_READING.split_sentences
 
@@ -280,7 +280,8 @@ def test_month_names_come_from_one_table_for_every_date_rule() -> None:
     """The quantities reader, the planner's date split and the router's date cue all read the
     months of retrieval/languages.py; "Sept", which the planner read and quantities did not,
     is now a month for both."""
-    from ragloop.offline import planner, router, text
+    from ragloop.language import text
+    from ragloop.offline import planner, router
     from ragloop.retrieval.languages import month_names, month_pattern
 
     assert month_names() == text.MONTHS and len(month_names()) == 12

@@ -1,4 +1,4 @@
-"""The offline rules read the words of the knowledge base's language (offline/lang/<code>.json):
+"""The offline rules read the words of the knowledge base's language (language/lang/<code>.json):
 an Italian KB's planner turns "terzo trimestre" into the code documents write and its answerer
 reads "euro 12 milioni" as money; a Chinese KB's planner reads "第三季度" and "下半年"; an
 English KB reads English's words as before. Real KBs, asked through the engine."""
@@ -16,8 +16,8 @@ from ragloop.agent.engine import Engine
 from ragloop.core.config import Settings
 from ragloop.core.events import PlanEvent
 from ragloop.kb import KnowledgeBase
-from ragloop.offline.text import ENGLISH_READING, reading
-from ragloop.offline.vocabulary import vocabulary
+from ragloop.language.text import ENGLISH_READING, reading
+from ragloop.language.vocabulary import vocabulary
 
 ITALIAN = {
     "relazione.md": "# Relazione trimestrale\n\n## Fatturato\n"
@@ -122,7 +122,7 @@ def test_the_text_helpers_read_the_language_being_read() -> None:
 
 
 def test_every_language_file_has_the_keys_of_english() -> None:
-    folder = resources.files("ragloop.offline") / "lang"
+    folder = resources.files("ragloop.language") / "lang"
 
     tables = {"ordinals", "number_words", "unit_synonyms", "money_scales", "currency_codes"}
 

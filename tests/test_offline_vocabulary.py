@@ -1,4 +1,4 @@
-"""The offline rules' vocabulary is data per language (offline/lang/<code>.json), not regexes
+"""The offline rules' vocabulary is data per language (language/lang/<code>.json), not regexes
 in code: every word the rules read comes from the file (the planner's small talk and splits
 and the router's cues too), and a language with no file reads English's."""
 
@@ -8,14 +8,15 @@ import copy
 import json
 from importlib import resources
 
-from ragloop.offline import planner, support, text
+from ragloop.language import support, text
+from ragloop.language.vocabulary import ENGLISH_WORDS, Vocabulary, vocabulary
+from ragloop.offline import planner
 from ragloop.offline.planner import LocalPlanner
 from ragloop.offline.router import ENGLISH_CUES, RuleRouter
-from ragloop.offline.vocabulary import ENGLISH_WORDS, Vocabulary, vocabulary
 
 
 def _english() -> dict:
-    return json.loads((resources.files("ragloop.offline") / "lang" / "en.json").read_text())
+    return json.loads((resources.files("ragloop.language") / "lang" / "en.json").read_text())
 
 
 EN = text.ENGLISH_READING

@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 from model_server import CALL_TIMEOUT_S, MODEL_ALIAS, WireLog, explained
@@ -27,6 +28,7 @@ from ragloop.agent.llm_decisions import (
     RewriteReply,
 )
 from ragloop.core.decisions import Evidence, Grade
+from ragloop.core.events import AnswerDeltaEvent
 from ragloop.core.types import EventKind, Hit, RunStatus
 from ragloop.llm.openai import OpenAIChat
 from ragloop.offline.grader import LocalGrader
@@ -58,7 +60,10 @@ def test_tools_run_starts_from_single_shots_search_and_round_trips_a_real_tool_c
     with explained():
         result = engine.ask(question, route="agent", driver="tools", on_event=events.append)
     assert result.status in ENDED, result.answer
-    loop = [(req, resp) for req, resp in wire.exchanges if "tools" in req]
+    # (a streamed request this server refuses, a tool call it cannot stream, is asked again
+    # unstreamed: the refused one is left out)
+    loop = [(req, resp) for req, resp in wire.exchanges if "tools" in req
+            and resp["status"] == 200]
     # step 1 is single-shot's search, made by the driver before any model call: the model's
     # first request already holds its results, and no tool is forced on it
     searches = [e for e in events if e.kind == EventKind.TOOL_CALL
@@ -194,3 +199,49 @@ def test_the_citation_judge_reply_is_schema_valid_through_constrained_output(lla
     resp = wire.exchanges[0][1]
     if resp["choices"][0]["finish_reason"] == "stop":
         parse_json_object(resp["choices"][0]["message"]["content"], JudgeReply)
+
+
+def test_the_answer_streams_from_the_server_before_the_run_ends(llama_server, small_kb):
+    """The answerer's reply streamed token by token (stream=True, the answer field read as
+    the JSON comes): its first piece arrives while the reply is still being written, and the
+    pieces joined are the answer before the citation check."""
+    class Recorded(LLMAnswerer):
+        def write(self, question, sub_questions, evidence):
+            self.draft = yield from super().write(question, sub_questions, evidence)
+            return self.draft
+
+    class Recording(Engine):
+        def _answerer(self, chat):
+            self.answerer = Recorded(chat, max_tokens=self.settings.loop_max_tokens)
+            return self.answerer
+
+    wire = WireLog()
+    engine = Recording(small_kb, small_kb.settings.with_(**SMALL_RUN, citation_check="off"),
+                       chat=chat(llama_server, wire, "llamacpp"),
+                       grader=LocalGrader(small_kb.embedder))
+    seen: list[tuple[float, object]] = []
+    with explained():
+        result = engine.ask("Is the T9 sensor waterproof?", route="single",
+                            on_event=lambda e: seen.append((time.monotonic(), e)))
+    ended = time.monotonic()
+    assert result.status in ENDED, result.answer
+    pieces = [(t, e) for t, e in seen if isinstance(e, AnswerDeltaEvent)]
+    answered_at = next(t for t, e in seen if e.kind == EventKind.ANSWER)
+    streamed = [(req, resp) for req, resp in wire.exchanges if req.get("stream")]
+    assert streamed and all(req["stream_options"] == {"include_usage": True}
+                            for req, _ in streamed)
+    # token by token: the server sent the reply in many chunks, and the run got many pieces
+    assert len(streamed[-1][1]["chunks"]) > 3
+    assert len(pieces) > 1, engine.answerer.draft.text
+    # the first piece came while the reply was still being written, well before the end
+    assert pieces[0][0] < pieces[-1][0] <= answered_at <= ended
+    text = ""
+    for _, e in pieces:
+        text = e.text if e.reset else text + e.text
+    assert text == engine.answerer.draft.text and text.strip()
+    # every streamed call counts in the run's usage; its tokens only where the server sends
+    # the include_usage chunk (llama-cpp-python 0.3 has no stream_options and sends none;
+    # llama.cpp's llama-server and the OpenAI API do: the fake-server tests check those)
+    assert result.usage.calls >= 1
+    if any(c.get("usage") for _, resp in streamed for c in resp["chunks"]):
+        assert result.usage.output_tokens > 0

@@ -7,6 +7,10 @@ when the queue is empty, `default` builds the reply from the request body. Steps
 - `Fail(status, body=None, headers=None)`: an error status (sent with `retry-after-ms: 1` so
   SDK retries are fast, unless headers say otherwise)
 - `Delay(seconds, then=None)`: sleep (to exceed a client timeout), then reply `then` or default
+
+A request with `"stream": true` gets its 200 reply as Server-Sent Events, cut by the fake's
+`stream` function into the events the real API sends (`(event name or None, data)` pairs; a
+data string is sent as it is, e.g. OpenAI's `[DONE]`).
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ class Recorded:
 
 
 Step = dict[str, Any] | Fail | Delay
+# A reply body (and the request body) → the SSE events of the same reply, streamed.
+Streamer = Callable[[dict[str, Any], dict[str, Any]], list[tuple[str | None, Any]]]
 
 
 class FakeJSONServer:
@@ -52,8 +58,10 @@ class FakeJSONServer:
         path: str,
         default: Callable[[dict[str, Any]], dict[str, Any]],
         error_body: Callable[[int], dict[str, Any]],
+        stream: Streamer | None = None,
     ) -> None:
         self.path = path
+        self.stream = stream
         self.default = default
         self.error_body = error_body
         self.requests: list[Recorded] = []
@@ -141,10 +149,29 @@ class FakeJSONServer:
         if isinstance(step, Fail):
             headers = {"retry-after-ms": "1", **step.headers}
             self._send(h, step.status, step.body or self.error_body(step.status), headers)
-        elif isinstance(step, dict):
-            self._send(h, 200, step)
         else:
-            self._send(h, 200, self.default(body))
+            reply = step if isinstance(step, dict) else self.default(body)
+            if body.get("stream") and self.stream is not None:
+                self._send_events(h, self.stream(reply, body))
+            else:
+                self._send(h, 200, reply)
+
+    @staticmethod
+    def _send_events(h: BaseHTTPRequestHandler, events: list[tuple[str | None, Any]]) -> None:
+        try:
+            h.send_response(200)
+            h.send_header("Content-Type", "text/event-stream")
+            h.send_header("Cache-Control", "no-cache")
+            h.send_header("Connection", "close")
+            h.end_headers()
+            for name, data in events:
+                text = data if isinstance(data, str) else json.dumps(data)
+                h.wfile.write((f"event: {name}\n" if name else "").encode()
+                              + f"data: {text}\n\n".encode())
+                h.wfile.flush()
+            h.close_connection = True
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
     @staticmethod
     def _send(

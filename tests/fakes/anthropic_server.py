@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fakes._http import Delay, Fail, FakeJSONServer
@@ -74,6 +75,60 @@ def _error(status: int) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": f"fake {status}"}}
 
 
+# Characters per streamed piece of a tool's input JSON.
+PIECE = 6
+
+
+def _block_events(index: int, block: dict[str, Any]) -> list[tuple[str | None, Any]]:
+    def delta(d: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        return "content_block_delta", {"type": "content_block_delta", "index": index,
+                                       "delta": d}
+
+    kind = block["type"]
+    out: list[tuple[str | None, Any]] = []
+    if kind == "text":
+        start = {"type": "text", "text": ""}
+        words = [w for w in block["text"].replace(" ", " \0").split("\0") if w]
+        out = [delta({"type": "text_delta", "text": w}) for w in words]
+    elif kind == "tool_use":
+        start = {**block, "input": {}}
+        raw = block["input"] if isinstance(block["input"], str) else json.dumps(block["input"])
+        out = [delta({"type": "input_json_delta", "partial_json": raw[i:i + PIECE]})
+               for i in range(0, len(raw), PIECE)]
+    elif kind == "thinking":
+        start = {"type": "thinking", "thinking": "", "signature": ""}
+        if block["thinking"]:
+            out.append(delta({"type": "thinking_delta", "thinking": block["thinking"]}))
+        out.append(delta({"type": "signature_delta", "signature": block["signature"]}))
+    else:  # redacted_thinking comes whole in its start event
+        start = block
+    return [("content_block_start", {"type": "content_block_start", "index": index,
+                                     "content_block": start}), *out,
+            ("content_block_stop", {"type": "content_block_stop", "index": index})]
+
+
+def stream(reply: dict[str, Any], request: dict[str, Any]) -> list[tuple[str | None, Any]]:
+    """The message as the events the Messages API streams (the streaming page of the API
+    docs): message_start with the input usage, each block's start / deltas / stop,
+    message_delta with the stop reason and the output usage, message_stop."""
+    usage = reply["usage"]
+    start = {**reply, "content": [], "stop_reason": None,
+             "usage": {**usage, "output_tokens": 1}}
+    start.pop("stop_details", None)
+    events: list[tuple[str | None, Any]] = [("message_start", {"type": "message_start",
+                                                               "message": start})]
+    for index, block in enumerate(reply["content"]):
+        events += _block_events(index, block)
+    delta: dict[str, Any] = {"stop_reason": reply["stop_reason"], "stop_sequence": None}
+    if reply.get("stop_details") is not None:
+        delta["stop_details"] = reply["stop_details"]
+    events.append(("message_delta", {"type": "message_delta", "delta": delta,
+                                     "usage": {"output_tokens": usage["output_tokens"]}}))
+    events.append(("message_stop", {"type": "message_stop"}))
+    return events
+
+
 class FakeAnthropicServer(FakeJSONServer):
     def __init__(self) -> None:
-        super().__init__("/v1/messages", lambda body: message(model=body.get("model", "x")), _error)
+        super().__init__("/v1/messages", lambda body: message(model=body.get("model", "x")),
+                         _error, stream)

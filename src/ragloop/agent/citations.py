@@ -1,6 +1,6 @@
 """The support check of an answer's citations, after the mechanical one (agent/evidence.py).
 
-Every cited claim is checked against the passage it cites: offline always (offline/support.py:
+Every cited claim is checked against the passage it cites: offline always (language/support.py:
 figures, codes and names of the claim in the passage; its meaning close, in the knowledge
 base's embedder), and by the model in one batched call when one is configured (its verdict
 decides; an unreadable reply keeps the citations and marks them unchecked). A citation judged
@@ -19,7 +19,7 @@ from typing import Any
 from ragloop.agent.citation_judge import LLMSupportJudge
 from ragloop.core.decisions import Evidence
 from ragloop.core.types import Usage
-from ragloop.offline.support import (
+from ragloop.language.support import (
     CITATION,
     Claim,
     Passage,
@@ -27,8 +27,8 @@ from ragloop.offline.support import (
     answer_sentences,
     claims,
 )
-from ragloop.offline.text import ENGLISH_READING, Reading
-from ragloop.offline.vocabulary import ENGLISH_WORDS, Vocabulary
+from ragloop.language.text import ENGLISH_READING, Reading
+from ragloop.language.vocabulary import ENGLISH_WORDS, Vocabulary
 
 
 @dataclass

@@ -8,11 +8,13 @@ and the listener (SSE, CLI, eval)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ragloop.agent.citation_judge import LLMSupportJudge
 from ragloop.agent.citations import CitationCheck
+from ragloop.agent.conversations import EngineConversation, new_conversation_id, turns_of
+from ragloop.agent.llm_condense import LLMCondenser
 from ragloop.agent.llm_decisions import LLMAnswerer, LLMGrader, LLMPlanner, LLMRewriter
 from ragloop.agent.pipeline_driver import PipelineDriver
 from ragloop.agent.run import DriverOutcome, RunContext, RunResult, Steps, drain
@@ -22,25 +24,27 @@ from ragloop.agent.tools import Toolbox
 from ragloop.agent.tools_driver import ToolsDriver
 from ragloop.agent.tracing import observed, traced_runs
 from ragloop.core.config import Settings
-from ragloop.core.decisions import Answerer, Grader, Planner, Rewriter, Route
-from ragloop.core.errors import ConfigError
-from ragloop.core.events import Event, RouteEvent
+from ragloop.core.conversation import Condensed, Turn
+from ragloop.core.decisions import Answerer, Condenser, Grader, Planner, Rewriter, Route
+from ragloop.core.errors import ConfigError, NotFoundError
+from ragloop.core.events import AnswerDeltaEvent, CondenseEvent, Event, RouteEvent
 from ragloop.core.types import Citation, RunStatus
 from ragloop.core.unicode import clean_text
 from ragloop.kb import KnowledgeBase
+from ragloop.language.vocabulary import Vocabulary, vocabulary
 from ragloop.llm import make_chat_model
 from ragloop.llm.base import ChatModel
 from ragloop.offline import factory as offline
-from ragloop.offline.vocabulary import Vocabulary, vocabulary
 from ragloop.retrieval.filters import Filter
 from ragloop.storage.protocols import RunStore
 
 ROUTES = ("auto", "single", "agent")
 DRIVERS = ("tools", "pipeline")
 CITATION_CHECKS = ("auto", "offline", "off")
+CLARIFY = ("auto", "off")
 
 # A decision component whose model calls (usage) count toward the run.
-Decision = Planner | Grader | Rewriter | Answerer
+Decision = Planner | Grader | Rewriter | Answerer | Condenser
 
 
 @dataclass
@@ -80,7 +84,7 @@ def _route(question: str, kb: KnowledgeBase, route: str) -> Route:
         return Route("agent", "forced by --route agent")
     router = offline.router(kb, kb_words(kb))
     if route == "single":
-        # single-shot declines what the knowledge base plainly does not cover, as routing does
+        # single-shot declines what is plainly outside the knowledge base, as routing does
         why = router.out_of_scope(question)
         return Route("out_of_scope", why) if why else Route("single", "forced by --route single")
     return router.route(question)
@@ -117,6 +121,14 @@ class Engine:
             return LLMAnswerer(chat, max_tokens=self.settings.loop_max_tokens)
         return offline.answerer(self.kb, self.settings.strictness)
 
+    def _condenser(self, comps: Components) -> Condenser:
+        """The model's JSON decision when there is a model (the offline rule its fallback),
+        else the offline rule."""
+        rule = offline.condenser(self.kb, kb_words(self.kb))
+        if comps.chat is not None:
+            return LLMCondenser(comps.chat, rule, max_tokens=self.settings.decision_max_tokens)
+        return rule
+
     def make_grader(self, comps: Components) -> Grader:
         """The run's grader: the one given, else the grader model's, else the offline one.
         The MCP server's graded search takes its grader from here too."""
@@ -139,7 +151,8 @@ class Engine:
         if comps.driver == "tools":
             assert comps.chat is not None
             return ToolsDriver(comps.chat, toolbox, grader,
-                               max_tokens=self.settings.loop_max_tokens), []
+                               max_tokens=self.settings.loop_max_tokens,
+                               ask_user=settings.clarify != "off"), []
         if comps.chat is not None:
             budget = self.settings.decision_max_tokens
             planner = LLMPlanner(comps.chat, max_tokens=budget)
@@ -177,14 +190,27 @@ class Engine:
 
     def _steps(self, ctx: RunContext, route: str, comps: Components, settings: Settings,
                run: _Run) -> Steps[DriverOutcome]:
-        """Route, then run the template with the route's driver."""
+        """Condense a conversation's turn, route, then run the template with the route's
+        driver."""
+        if run.history:
+            condenser = self._condenser(comps)
+            run.decisions.append(condenser)
+            run.condensed = condenser.condense(run.history, ctx.question)
+            yield CondenseEvent(typed=ctx.question, standalone=run.condensed.question,
+                                turn_kind=str(run.condensed.kind), reason=run.condensed.reason)
+            ctx.question = run.condensed.question  # what every step searches and answers
         run.route = _route(ctx.question, self.kb, route)
         yield RouteEvent(route=run.route.route, reason=run.route.reason)
         grader = self.make_grader(comps)
         answerer = self._answerer(comps.chat)
+        # the offline rule asks back after step 1, except where the model may (ask_user)
+        model_asks = comps.driver == "tools" and run.route.route == "agent"
+        clarifier = None if settings.clarify == "off" or model_asks else \
+            offline.clarifier(self.kb, kb_words(self.kb))
         template = RunTemplate(self._single_toolbox(settings), grader, answerer,
                                settings.single_k, citation_check=run.citation_check,
-                               declined_phrases=kb_words(self.kb).declined)
+                               declined_phrases=kb_words(self.kb).declined,
+                               clarifier=clarifier)
         if run.route.route == "out_of_scope":
             run.driver = "none"
             return (yield from template.out_of_scope(ctx, run.route.reason,
@@ -194,23 +220,41 @@ class Engine:
         if run.route.route != "single":
             driver, extra = self._loop_driver(comps, grader, settings)
         # their model calls (the tools loop adds its own; the answerer's, when it answered)
-        run.decisions = [grader, *extra]
+        run.decisions += [grader, *extra]
         run.driver = driver.name
         outcome = yield from template.run(ctx, driver)
         if template.answerer_used:
             run.decisions.append(answerer)
         return outcome
 
-    def ask(self, question: str, *, route: str = "auto", driver: str | None = None,
-            max_steps: int | None = None, on_event: Callable[[Event], None] | None = None,
+    def conversation(self, conversation_id: str | None = None) -> EngineConversation:
+        """A new conversation, or the stored one `conversation_id` names (NotFoundError when
+        there is none); its `.ask(q)` asks the next turn with the turns before as history."""
+        if conversation_id is None:
+            conversation_id = new_conversation_id()
+        elif not self.runs.conversation(conversation_id):
+            raise NotFoundError(f"No conversation {conversation_id!r} in this knowledge base.")
+        return EngineConversation(conversation_id, self.ask, self.runs, self.kb.store)
+
+    def ask(self, question: str, *, history: Sequence[Turn] = (),
+            conversation_id: str | None = None, route: str = "auto",
+            driver: str | None = None, max_steps: int | None = None,
+            on_event: Callable[[Event], None] | None = None,
             run_id: str | None = None) -> RunResult:
         """Answer `question` from the knowledge base, citing a document and section for each
         claim, and record the run in the run store.
 
+        `history`: the conversation's earlier turns, oldest first (a stateless client's,
+        such as the OpenAI-compatible endpoint's). `conversation_id`: record the run as that
+        conversation's next turn, with its stored turns as the history when `history` is
+        empty (a new id starts a conversation). With a history, the question is first made
+        standalone (a `CondenseEvent`; `RunResult.standalone`) and that is what is searched.
+
         `route`: "auto" (the router decides), "single" (one search, one answer) or "agent"
         (the loop). `driver`: "tools" (the model calls the tools) or "pipeline" (plan, search,
         grade, rewrite; the offline default). `max_steps`: the ceiling (settings' default).
-        `on_event`: called with each typed event (`ragloop.core.events`) as it happens.
+        `on_event`: called with each typed event (`ragloop.core.events`) as it happens, the
+        answer's pieces (AnswerDeltaEvent) included; those are not stored.
         Returns a `RunResult`; raises `UserError` subclasses for bad arguments and
         `RunFailed` only where the run could not end with an answer."""
         if route not in ROUTES:
@@ -222,22 +266,29 @@ class Engine:
         if settings.strictness is not None and not 0.0 <= settings.strictness <= 1.0:
             raise ConfigError(f"--strict (RAGLOOP_STRICTNESS) must be between 0 and 1, not"
                               f" {settings.strictness}")
+        if settings.clarify not in CLARIFY:
+            raise ConfigError(f"RAGLOOP_CLARIFY must be one of {', '.join(CLARIFY)}, not"
+                              f" {settings.clarify!r}")
         if settings.max_steps < 2:
             raise ConfigError("--max-steps must be at least 2 (one search and the answer)")
         question = clean_text(question)  # undecodable bytes of a command-line argument
         comps = Components.from_settings(settings, driver, self.chat, self.grader_chat)
         model_name = comps.chat.name if comps.chat is not None else "offline"
+        if conversation_id is not None and not history:
+            history = turns_of(self.runs.conversation(conversation_id), self.kb.store)
         run_id = self.runs.start(question, driver=comps.driver, model=model_name,
                                  max_steps=settings.max_steps, run_id=run_id,
-                                 source=self.source)
+                                 source=self.source, conversation_id=conversation_id)
 
         def record(event: Event) -> None:  # every event: stored, then streamed
-            self.runs.add_event(run_id, event)
+            if not isinstance(event, AnswerDeltaEvent):  # the AnswerEvent is stored whole
+                self.runs.add_event(run_id, event)
             if on_event is not None:
                 on_event(event)
 
         ctx = RunContext(question, settings.max_steps)
-        run = _Run(driver=comps.driver, citation_check=self._citation_check(comps))
+        run = _Run(driver=comps.driver, citation_check=self._citation_check(comps),
+                   history=list(history))
         try:
             outcome = drain(self._steps(ctx, route, comps, settings, run), ctx, record)
         except BaseException as exc:
@@ -263,12 +314,15 @@ class Engine:
                       for e in ctx.ledger.items],
             error=outcome.error, unsupported=outcome.checked.unsupported,
             citations_unchecked=outcome.checked.unchecked,
-            citation_support=outcome.checked.support, declined=outcome.declined)
+            citation_support=outcome.checked.support, declined=outcome.declined,
+            standalone=run.condensed.question if run.condensed else None,
+            conversation_id=conversation_id, clarification=outcome.clarification)
         self.runs.finish(run_id, result.to_dict())
         return result
 
-    async def aask(self, question: str, *, route: str = "auto", driver: str | None = None,
-                   max_steps: int | None = None,
+    async def aask(self, question: str, *, history: Sequence[Turn] = (),
+                   conversation_id: str | None = None, route: str = "auto",
+                   driver: str | None = None, max_steps: int | None = None,
                    on_event: Callable[[Event], None] | None = None,
                    run_id: str | None = None) -> RunResult:
         """`ask` for async code (a web app's handler): the same run, in a worker thread.
@@ -278,8 +332,10 @@ class Engine:
         would need async twins of every store and provider and would still block the loop
         on the CPU work. The stores lock their connections, so runs may go in parallel (the
         server runs them the same way). `on_event` is called from that thread."""
-        return await asyncio.to_thread(self.ask, question, route=route, driver=driver,
-                                       max_steps=max_steps, on_event=on_event, run_id=run_id)
+        return await asyncio.to_thread(self.ask, question, history=history,
+                                       conversation_id=conversation_id, route=route,
+                                       driver=driver, max_steps=max_steps, on_event=on_event,
+                                       run_id=run_id)
 
 
 @dataclass
@@ -290,3 +346,5 @@ class _Run:
     citation_check: CitationCheck | None = None
     route: Route = field(default_factory=lambda: Route("agent", ""))
     decisions: list[Decision] = field(default_factory=list)
+    history: list[Turn] = field(default_factory=list)  # a conversation's earlier turns
+    condensed: Condensed | None = None  # the turn made standalone (with a history only)

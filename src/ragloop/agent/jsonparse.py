@@ -19,15 +19,18 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any, TypeVar
 
 import pydantic
 
+from ragloop.agent.json_stream import FieldStream
 from ragloop.agent.prompts import retry_user
+from ragloop.core.answer_stream import deltas_of, written
 from ragloop.core.errors import RagloopError
+from ragloop.core.events import AnswerDeltaEvent
 from ragloop.core.types import Usage
-from ragloop.llm.base import ChatModel, Finish, Message, Purpose
+from ragloop.llm.base import ChatModel, ChatResponse, Finish, Message, Purpose
 
 M = TypeVar("M", bound=pydantic.BaseModel)
 T = TypeVar("T")
@@ -145,22 +148,63 @@ def ask_json(
     parsed, else `(fallback, False)` after `retries` follow-up turns that quote the error and
     the schema. `fallback` may be a callable: it gets the text of the last reply. The usage of
     every call is added to `usage`. Never raises for a bad reply; ProviderError propagates."""
+    return written(stream_json(chat, system, user, schema_model, retries=retries,
+                               fallback=fallback, usage=usage, max_tokens=max_tokens,
+                               purpose=purpose))
+
+
+def stream_json(
+    chat: ChatModel,
+    system: str,
+    user: str,
+    schema_model: type[M],
+    *,
+    field: str | None = None,
+    retries: int = 1,
+    fallback: T | Callable[[str], T],
+    usage: Usage | None = None,
+    max_tokens: int = 2048,
+    purpose: Purpose = "decision",
+) -> Generator[AnswerDeltaEvent, None, tuple[M | T, bool]]:
+    """`ask_json`, with the string `field` of the reply streamed as AnswerDeltaEvents while
+    the model writes it (`chat.stream`, agent/json_stream.py); a reply asked again (cut off,
+    unreadable) first yields a reset. With `field=None` nothing streams (`chat.chat`)."""
     messages = [Message(role="user", content=user)]
     schema = strict_schema(schema_model)
     last_text = ""
     budget = max_tokens
     grown = False
-    for attempt in range(retries + 1):
-        reply = chat.chat(messages, system=system, max_tokens=budget, temperature=0.0,
-                          purpose=purpose, json_schema=schema)
+    streamed = False
+
+    def reply_to(sent: list[Message], tokens: int) -> Generator[AnswerDeltaEvent, None,
+                                                                 ChatResponse]:
+        nonlocal streamed
+        options: dict[str, Any] = {"system": system, "max_tokens": tokens, "temperature": 0.0,
+                                   "purpose": purpose, "json_schema": schema}
+        if field is None:
+            reply = chat.chat(sent, **options)
+        else:
+            if streamed:
+                yield AnswerDeltaEvent(reset=True)
+                streamed = False
+            reading = FieldStream(field)
+
+            def read(piece: str) -> str:
+                nonlocal streamed
+                text = reading.feed(piece)
+                streamed = streamed or bool(text)
+                return text
+
+            reply = yield from deltas_of(chat.stream(sent, **options), read)
         if usage is not None:
             usage.add(reply.usage)
+        return reply
+
+    for attempt in range(retries + 1):
+        reply = yield from reply_to(messages, budget)
         if reply.finish is Finish.TRUNCATED and not grown:
             grown, budget = True, budget * 2
-            reply = chat.chat(messages, system=system, max_tokens=budget, temperature=0.0,
-                              purpose=purpose, json_schema=schema)
-            if usage is not None:
-                usage.add(reply.usage)
+            reply = yield from reply_to(messages, budget)
         last_text = reply.text or ""
         try:
             return parse_json_object(last_text, schema_model), True

@@ -30,11 +30,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ragloop.agent import prompts
-from ragloop.agent.jsonparse import ask_json
+from ragloop.agent.jsonparse import ask_json, stream_json
+from ragloop.core.answer_stream import Writing, written
 from ragloop.core.decisions import Draft, Evidence, Grade, Plan
 from ragloop.core.types import Hit, Usage
+from ragloop.language.vocabulary import ENGLISH_WORDS
 from ragloop.llm.base import ChatModel
-from ragloop.offline.vocabulary import ENGLISH_WORDS
 
 MAX_SUB_QUESTIONS = 3
 PLANNER_UNREADABLE = "planner reply unreadable"
@@ -244,6 +245,11 @@ class LLMAnswerer:
         self.usage = Usage()
 
     def answer(self, question: str, sub_questions: list[str], evidence: list[Evidence]) -> Draft:
+        return written(self.write(question, sub_questions, evidence))
+
+    def write(self, question: str, sub_questions: list[str], evidence: list[Evidence]
+              ) -> Writing:
+        """The answer streamed as the model writes its `answer` field (jsonparse.stream_json)."""
         # only what the grader kept may support an answer; unconfirmed nearest passages are
         # listed beside it by the engine, not handed to the model as sources
         evidence = [e for e in evidence if e.confirmed]
@@ -255,9 +261,9 @@ class LLMAnswerer:
         def from_raw(text: str) -> Draft:
             return Draft(text=salvage_answer(text))
 
-        reply, ok = ask_json(self.chat, prompts.ANSWERER_SYSTEM, user, AnswerReply,
-                             fallback=from_raw, usage=self.usage, max_tokens=self.max_tokens,
-                             purpose="answer")
+        reply, ok = yield from stream_json(
+            self.chat, prompts.ANSWERER_SYSTEM, user, AnswerReply, field="answer",
+            fallback=from_raw, usage=self.usage, max_tokens=self.max_tokens, purpose="answer")
         if not ok or not isinstance(reply, AnswerReply):
             return reply if isinstance(reply, Draft) else Draft(text="")
         return Draft(text=reply.answer.strip(), missing=_clean(reply.missing),

@@ -49,7 +49,7 @@ from ragloop.core.decisions import (
 )
 from ragloop.core.events import PlacementEvent, RewriteEvent, ToolCallEvent
 from ragloop.core.types import Hit
-from ragloop.offline.text import ENGLISH_READING, Reading, term_set
+from ragloop.language.text import ENGLISH_READING, Reading, term_set
 
 # Follow-up reads per sub-question (fetching named documents or cut-off sections).
 MAX_FETCHES_PER_PART = 2

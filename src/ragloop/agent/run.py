@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from ragloop.agent.evidence import CheckedAnswer, Ledger
 from ragloop.core.decisions import Grade, Plan
-from ragloop.core.events import Event, ToolCallEvent
+from ragloop.core.events import AnswerDeltaEvent, Event, ToolCallEvent
 from ragloop.core.types import Citation, Hit, RunStatus, Usage
 
 log = logging.getLogger("ragloop.agent")
@@ -54,7 +54,7 @@ class RunResult:
     `answer` carries `[n]` markers; each `Citation` in `citations` says which document and
     section `[n]` points to. `status` is one of `RunStatus` (answered, truncated,
     unanswerable, needs_input, refused, failed); `missing` lists the parts the answer says it
-    could not find. `usage` counts the model calls (tokens, cost; zeros offline), `evidence`
+    lacks. `usage` counts the model calls (tokens, cost; zeros offline), `evidence`
     every passage the run gathered, numbered as the answer cites them. `to_dict()` is the JSON
     the HTTP API and the run store show."""
 
@@ -83,6 +83,12 @@ class RunResult:
     # the answer declines, in whole or in part (see DriverOutcome.declined): the eval's
     # abstention reads this, so the run and the eval never disagree about an answer
     declined: bool = False
+    # a conversation's turn: the question as searched, made standalone from the history
+    # (None for a question asked on its own), and the conversation's id
+    standalone: str | None = None
+    conversation_id: str | None = None
+    # status needs_input: the question back and its options (`Clarification.to_dict`)
+    clarification: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -96,6 +102,8 @@ class RunResult:
             "evidence": self.evidence, "error": self.error, "closest": self.closest,
             "unsupported": self.unsupported, "citations_unchecked": self.citations_unchecked,
             "citation_support": self.citation_support, "declined": self.declined,
+            "standalone": self.standalone, "conversation_id": self.conversation_id,
+            "clarification": self.clarification,
         }
 
 
@@ -127,10 +135,17 @@ class RunContext:
         self.started = time.perf_counter()
         self.plan: Plan | None = None  # the driver's plan, when it plans
         self.first: FirstSearch | None = None  # step 1, set before the driver gathers
+        # the answer's pieces streamed since the last reset, joined (AnswerDeltaEvent)
+        self.streamed = ""
 
     def record(self, event: Event) -> Event:
-        """Number the event (this step, the next seq), keep it and log its line."""
+        """Number the event (this step, the next seq), keep it and log its line. An answer's
+        piece is not a step: it takes the seq of the step it comes before without using it up
+        (the stored steps stay numbered 0, 1, 2, …) and is joined to `streamed`, not kept."""
         event = event.model_copy(update={"step": self.step, "seq": self.seq})
+        if isinstance(event, AnswerDeltaEvent):
+            self.streamed = event.text if event.reset else self.streamed + event.text
+            return event
         self.seq += 1
         self.events.append(event)
         line = log_line(event)
@@ -160,8 +175,9 @@ class DriverOutcome:
     closest: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None  # what ended the run early (failures.ENDS)
     # the answer declines in whole or in part: status unanswerable, a part the answerer
-    # stated missing, or a free-text answer whose words decline (offline/lang `decline`)
+    # stated missing, or a free-text answer whose words decline (language/lang `decline`)
     declined: bool = False
+    clarification: dict[str, Any] | None = None  # status needs_input: the question back
 
 
 def closest_passages(draft_closest: list[tuple[int, str]], ledger: Ledger) -> list[dict[str, Any]]:

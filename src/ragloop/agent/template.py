@@ -4,6 +4,10 @@
           ─► driver.gather(ctx) ─► answer ─► citations checked ─► support checked
           ─► the one AnswerEvent ─► status (one rule, `run_status`)
 
+A question with several readings the first search's evidence answers differently ends after
+step 1 (the clarifier), or when the tools driver's model calls `ask_user`, with a ClarifyEvent
+and status needs_input instead of an answer (`_ask_back`).
+
 A driver only places and gathers: it puts the first search's hits (`ctx.first`) into the
 evidence as it keeps them (`place_first`), then yields the events of what it does next,
 returning `Gathered` (the parts the answer covers; the answer itself only
@@ -23,10 +27,19 @@ from ragloop.agent.failures import CONTINUES, ENDS, ended_answer, ended_status
 from ragloop.agent.run import DriverOutcome, FirstSearch, RunContext, Steps, closest_passages
 from ragloop.agent.search_grade import grade_event
 from ragloop.agent.tools import SEARCH, Toolbox
-from ragloop.core.decisions import Answerer, Draft, Grade, Grader, Plan
-from ragloop.core.events import AnswerEvent, ErrorEvent, PlanEvent, ToolCallEvent
+from ragloop.core.answer_stream import sentence_pieces
+from ragloop.core.conversation import Clarification
+from ragloop.core.decisions import Answerer, Clarifier, Draft, Grade, Grader, Plan
+from ragloop.core.events import (
+    AnswerDeltaEvent,
+    AnswerEvent,
+    ClarifyEvent,
+    ErrorEvent,
+    PlanEvent,
+    ToolCallEvent,
+)
 from ragloop.core.types import Hit, RunStatus
-from ragloop.offline.vocabulary import ENGLISH_WORDS
+from ragloop.language.vocabulary import ENGLISH_WORDS
 
 # Single-shot searches this many chunks per document it may read (documents span chunks).
 SINGLE_DEPTH_PER_DOC = 3
@@ -57,6 +70,8 @@ class Gathered:
     forced: bool = False  # the answer was written at the ceiling with no tools offered
     cut_off: bool = False  # the answer came from a reply cut off at its token budget
     work_left: bool = False  # the ceiling stopped work that could have gone on
+    # the model asked the user back (its `ask_user` tool) instead of answering
+    clarification: Clarification | None = None
 
 
 class Driver(Protocol):
@@ -106,16 +121,18 @@ class RunTemplate:
 
     def __init__(self, first_search: Toolbox, grader: Grader, answerer: Answerer, k: int, *,
                  citation_check: CitationCheck | None = None,
-                 declined_phrases: Sequence[str] = ()) -> None:
+                 declined_phrases: Sequence[str] = (),
+                 clarifier: Clarifier | None = None) -> None:
         """`first_search` searches at single-shot's depth; the first `k` documents of its
         result are single-shot's evidence. `declined_phrases` are the KB language's words for
-        "the knowledge base does not say" (offline/lang/*.json, `decline`)."""
+        what the knowledge base lacks (language/lang/*.json, `decline`)."""
         self.first_search = first_search
         self.grader = grader
         self.answerer = answerer
         self.k = k
         self.citation_check = citation_check
         self.declined_phrases = tuple(declined_phrases)
+        self.clarifier = clarifier  # None: never ask back after step 1
         self.answerer_used = False  # the answerer wrote this run's answer (its usage counts)
 
     # -- the beginning ----------------------------------------------------------------------
@@ -151,9 +168,24 @@ class RunTemplate:
                              unsupported=support.unsupported, unchecked=support.unchecked,
                              support=support.summary)
 
+    @staticmethod
+    def _streamed(ctx: RunContext, text: str) -> Steps[None]:
+        """Make the answer's streamed pieces join to `text` (the answer before its checks):
+        the rest of it when what streamed is its beginning, else a reset and the text a
+        sentence at a time (an answer written whole, a reply salvaged from broken JSON)."""
+        if ctx.streamed == text:
+            return
+        rest = text[len(ctx.streamed):]
+        if not text.startswith(ctx.streamed):
+            yield AnswerDeltaEvent(reset=True)
+            rest = text
+        for piece in sentence_pieces(rest):
+            yield AnswerDeltaEvent(text=piece)
+
     def _answer(self, ctx: RunContext, draft: Draft, gathered: Gathered,
                 labels: Sequence[str]) -> Steps[DriverOutcome]:
         """The answer's checks, the one AnswerEvent and the status."""
+        yield from self._streamed(ctx, draft.text)
         checked = self._checked(draft.text, ctx, labels)
         closest = closest_passages(draft.closest, ctx.ledger)
         free_text = gathered.draft is not None
@@ -170,7 +202,8 @@ class RunTemplate:
                           forced=gathered.forced if free_text else None,
                           cut_off=gathered.cut_off or None, uncited=uncited or None,
                           unsupported=checked.unsupported or None,
-                          citations_unchecked=checked.unchecked or None)
+                          citations_unchecked=checked.unchecked or None,
+                          changed_by_check=checked.text != draft.text or None)
         status = run_status(draft, checked, gathered, bool(ctx.ledger.items),
                             self.declined_phrases)
         declined = status is RunStatus.UNANSWERABLE or (
@@ -180,10 +213,23 @@ class RunTemplate:
 
     def _fixed(self, ctx: RunContext, draft: Draft, status: RunStatus) -> Steps[DriverOutcome]:
         """An answer no search stands behind (out of scope, a reply with no search)."""
+        yield from self._streamed(ctx, draft.text)
         yield AnswerEvent(text=draft.text, citations=[], invalid_citations=[])
         return DriverOutcome(checked=check_citations(draft.text, ctx.ledger), status=status,
                              missing=draft.missing,
                              declined=status is RunStatus.UNANSWERABLE or bool(draft.missing))
+
+    def _ask_back(self, ctx: RunContext, asked: Clarification) -> Steps[DriverOutcome]:
+        """End the run with a question back to the user: the ClarifyEvent, then the question
+        as the run's answer (what a client that knows only answers shows), status
+        needs_input. Counted as declined: no answer was given."""
+        ctx.step += 1
+        yield ClarifyEvent(question=asked.question, options=list(asked.options),
+                           reason=asked.reason)
+        yield AnswerEvent(text=asked.question)
+        return DriverOutcome(checked=CheckedAnswer(text=asked.question),
+                             status=RunStatus.NEEDS_INPUT, declined=True,
+                             clarification=asked.to_dict())
 
     def out_of_scope(self, ctx: RunContext, reason: str, scope: str) -> Steps[DriverOutcome]:
         """The router found the question outside the knowledge base: say so and what it
@@ -201,6 +247,8 @@ class RunTemplate:
         try:
             return (yield from self._run(ctx, driver))
         except ENDS as exc:
+            if ctx.streamed:  # what streamed is no answer now
+                yield AnswerDeltaEvent(reset=True)
             yield ErrorEvent(error=str(exc))
             gathered = "; ".join(f"[{e.n}] {e.doc_id} §{e.section}" for e in ctx.ledger.items)
             return DriverOutcome(checked=CheckedAnswer(text=ended_answer(exc, gathered)),
@@ -221,12 +269,19 @@ class RunTemplate:
         parts = (plan.sub_questions if plan is not None else []) or [ctx.question]
         against = parts[0] if len(parts) == 1 else ctx.question
         yield from self._first(ctx, driver, against)
+        if self.clarifier is not None and ctx.first is not None and ctx.first.error is None:
+            asked = self.clarifier.clarify(ctx.question, ctx.first.grade.kept)
+            if asked is not None:
+                return (yield from self._ask_back(ctx, asked))
         gathered = yield from driver.gather(ctx)
+        if gathered.clarification is not None:
+            return (yield from self._ask_back(ctx, gathered.clarification))
         draft = gathered.draft
         if draft is None:
             ctx.step += 1  # the answer step
             self.answerer_used = True
-            draft = self.answerer.answer(ctx.question, gathered.sub_questions, ctx.ledger.items)
+            draft = yield from self.answerer.write(ctx.question, gathered.sub_questions,
+                                                   ctx.ledger.items)
         return (yield from self._answer(ctx, draft, gathered, labels))
 
 

@@ -47,7 +47,14 @@ from ragloop.core.events import (
 )
 from ragloop.core.observe import OBSERVER, ModelCall, RunObserver, SearchCall
 from ragloop.llm.base import ChatModel
-from ragloop.storage.protocols import DASHBOARD_SOURCES, Metrics, RunCopy, RunRecord, RunStore
+from ragloop.storage.protocols import (
+    DASHBOARD_SOURCES,
+    ConversationSummary,
+    Metrics,
+    RunCopy,
+    RunRecord,
+    RunStore,
+)
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
@@ -347,9 +354,11 @@ class TracedRunStore(RunStore):
         self._lock = threading.Lock()
 
     def start(self, question: str, *, driver: str = "", model: str = "", max_steps: int = 0,
-              run_id: str | None = None, source: str = "api") -> str:
+              run_id: str | None = None, source: str = "api",
+              conversation_id: str | None = None) -> str:
         run_id = self.inner.start(question, driver=driver, model=model, max_steps=max_steps,
-                                  run_id=run_id, source=source)
+                                  run_id=run_id, source=source,
+                                  conversation_id=conversation_id)
         run = RunTrace(self.tracer, run_id, question, driver, model, max_steps)
         run.token = OBSERVER.set(run)
         with self._lock:
@@ -383,6 +392,12 @@ class TracedRunStore(RunStore):
 
     def metrics(self, source: str | None = DASHBOARD_SOURCES) -> Metrics:
         return self.inner.metrics(source)
+
+    def conversation(self, conversation_id: str) -> list[RunRecord]:
+        return self.inner.conversation(conversation_id)
+
+    def conversations(self, limit: int = 20) -> list[ConversationSummary]:
+        return self.inner.conversations(limit)
 
     def mark_interrupted(self) -> list[str]:
         return self.inner.mark_interrupted()

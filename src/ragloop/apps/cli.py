@@ -274,11 +274,23 @@ def section(doc_id: str, section_id: Annotated[str, typer.Argument(metavar="SECT
 
 def print_event(event: Event, debug: bool) -> None:
     from ragloop.agent.run import log_line
-    from ragloop.core.events import ErrorEvent, GradeEvent, PlanEvent, RewriteEvent, RouteEvent
+    from ragloop.core.events import (
+        CondenseEvent,
+        ErrorEvent,
+        GradeEvent,
+        PlanEvent,
+        RewriteEvent,
+        RouteEvent,
+    )
 
     line = log_line(event)
     if line:  # one physical line per tool call whatever the width, so `grep step=` works
         err.print(visible(line), markup=False, highlight=False, emoji=False, soft_wrap=True)
+        return
+    if isinstance(event, CondenseEvent):  # what is searched, when it is not what was typed
+        if event.standalone != event.typed or debug:
+            err.print(f"[cyan]searching:[/] {shown(event.standalone)}"
+                      f"{f'  [dim]({shown(event.reason)})[/]' if debug else ''}")
         return
     if not debug:
         return
@@ -303,8 +315,26 @@ def print_event(event: Event, debug: bool) -> None:
         err.print(f"[red]error[/] {shown(event.error)}")
 
 
-def print_run(result: dict[str, Any]) -> None:
-    out.print(f"\n[bold]{shown(result['answer'])}[/]\n")
+def print_options(clarification: dict[str, Any] | None) -> None:
+    """A run that asked back (status needs_input): its options, numbered; the user's choice
+    is the next question of the conversation."""
+    if not clarification:
+        return
+    for i, option in enumerate(clarification["options"], start=1):
+        out.print(f"  {i}. {shown(option)}")
+    out.print("[dim]Ask again naming one of them, or continue the conversation with it.[/]\n")
+
+
+def print_run(result: dict[str, Any], streamed: str | None = None) -> None:
+    """The run's answer and sources; `streamed`: the answer as it was printed while written
+    (apps/answer_printer.py), shown again only as the checks changed it."""
+    if streamed is None:
+        out.print(f"\n[bold]{shown(result['answer'])}[/]\n")
+    elif streamed != result["answer"]:
+        out.print(f"\n[dim]checked:[/] [bold]{shown(result['answer'])}[/]\n")
+    else:
+        out.print()
+    print_options(result.get("clarification"))
     for c in result["citations"]:
         out.print(f"[{c['n']}] → {shown(c['doc_id'])} §{shown(c['section'])}")
     if result.get("closest"):
@@ -326,6 +356,43 @@ def print_run(result: dict[str, Any]) -> None:
               f"tokens in={usage['input_tokens']} out={usage['output_tokens']} "
               f"cached={usage['cache_read_tokens']} cost=${usage['cost_usd']:.4f} "
               f"run={shown(result['run_id'])}[/]")
+    if result.get("conversation_id"):
+        out.print(f"[dim]conversation={shown(result['conversation_id'])} (continue with"
+                  f" --conversation {shown(result['conversation_id'])})[/]")
+
+
+@command()
+def chat(model: ModelOpt = None,
+         grader_model: GraderModelOpt = None,
+         driver: Annotated[str | None, typer.Option(help="tools | pipeline")] = None,
+         max_steps: Annotated[int | None, typer.Option(
+             help="Step ceiling." + env_hint("RAGLOOP_MAX_STEPS", "6"))] = None,
+         base_url: BaseUrlOpt = None,
+         kb: KbOpt = None,
+         debug: Annotated[bool, typer.Option(
+             "--debug", metavar="", help="Show plan, verdicts, rewrites.")] = False,
+         strict: StrictOpt = None,
+         ) -> None:
+    """Talk with the knowledge base: each line is the next turn of one conversation
+    (follow-ups are made standalone from the earlier turns). /new starts over; Ctrl-D leaves."""
+    from ragloop.agent.engine import Engine
+    from ragloop.apps.chat import chat_loop
+    from ragloop.kb import KnowledgeBase
+
+    settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url,
+                            strictness=strict)
+    with KnowledgeBase.open(settings.kb, settings, create=False) as base:
+        engine = Engine(base, settings, base.backend.runs, source="cli")
+        code = chat_loop(engine.conversation, input, lambda text: err.print(shown(text)),
+                         lambda e: print_event(e, debug), lambda r: print_run(r.to_dict()),
+                         driver=driver, max_steps=max_steps)
+    raise typer.Exit(code)
+
+
+ConversationOpt = Annotated[str | None, typer.Option(
+    "--conversation", metavar="ID|new",
+    help="Ask as the next turn of conversation ID (its earlier turns are the history;"
+         " the id is printed after the answer); `new` starts one.")]
 
 
 @command()
@@ -341,22 +408,36 @@ def ask(question: str,
         debug: Annotated[bool, typer.Option(
             "--debug", metavar="", help="Show plan, verdicts, rewrites.")] = False,
         strict: StrictOpt = None,
+        conversation: ConversationOpt = None,
         ) -> None:
-    """Answer a question with cited evidence (agent loop with a step ceiling)."""
+    """Answer a question with cited evidence (agent loop with a step ceiling); on a terminal
+    the answer prints as it is written."""
     from ragloop.agent.engine import Engine
+    from ragloop.apps.answer_printer import AnswerPrinter
     from ragloop.kb import KnowledgeBase
+
+    printer = AnswerPrinter(out) if not as_json and out.is_terminal else None
+
+    def on_event(event: Event) -> None:
+        if printer is None or not printer.hear(event):
+            print_event(event, debug)
 
     settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url,
                             strictness=strict)
     with KnowledgeBase.open(settings.kb, settings, create=False) as base:
         engine = Engine(base, settings, base.backend.runs, source="cli")
-        result = engine.ask(question, route=route, driver=driver, max_steps=max_steps,
-                            on_event=None if as_json else lambda e: print_event(e, debug))
+        ask_ = engine.ask
+        if conversation is not None:
+            ask_ = engine.conversation(None if conversation == "new" else conversation).ask
+        result = ask_(question, route=route, driver=driver, max_steps=max_steps,
+                      on_event=None if as_json else on_event)
     data = result.to_dict()
     if as_json:
         emit_json(data)
     else:
-        print_run(data)
+        if printer is not None:
+            printer.end()
+        print_run(data, printer.text if printer is not None else None)
     if result.status == "failed":
         raise typer.Exit(1)
 
@@ -458,7 +539,7 @@ def _eval_corpus(base: KnowledgeBase, data: Dataset, *, progress: bool,
     misses = resolve_gold(data, doc_ids)
     for qid, name in misses[:10]:
         err.print(f"[yellow]warning:[/] question {shown(qid)}: gold document"
-                  f" {shown(repr(name))} is not in the knowledge base")
+                  f" {shown(repr(name))} is not among the knowledge base's documents")
     if len(misses) > 10:
         err.print(f"[yellow]warning:[/] {len(misses)} gold names did not resolve in all")
     return misses
@@ -494,6 +575,8 @@ def eval_(dataset: Annotated[Path, typer.Argument(
     Writes OUT/report.json, OUT/report.md and OUT/report.html (plots)."""
     from ragloop.agent.engine import Engine
     from ragloop.core.extras import EVAL_MODULES, require_extra
+    from ragloop.eval.conversations import evaluate as evaluate_conversations
+    from ragloop.eval.conversations import is_conversation_set
     from ragloop.eval.datasets import load_dataset
     from ragloop.eval.metrics import build_report, diagnose
     from ragloop.eval.report import markdown, to_json, write_reports
@@ -504,6 +587,18 @@ def eval_(dataset: Annotated[Path, typer.Argument(
     chosen = parse_paths(paths)
     if k < 1:
         raise UserError("-k must be at least 1")
+    if is_conversation_set(dataset):  # {"turns": [...]} per line: eval/conversations.py
+        settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url,
+                                embedder=embedder, strictness=strict)
+        with KnowledgeBase.open(settings.kb, settings, create=False) as base:
+            text, misses = evaluate_conversations(
+                base, Engine(base, settings.with_(max_steps=max_steps), source="eval"),
+                dataset, chosen, out_dir or Path("eval-results") / dataset.stem, limit)
+        out.print(shown(text), highlight=False)
+        for name in misses:
+            err.print(f"[yellow]warning:[/] gold document {shown(repr(name))} is not in the"
+                      " knowledge base")
+        return
     data = load_dataset(dataset)
     settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url,
                             embedder=embedder, strictness=strict)

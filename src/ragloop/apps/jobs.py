@@ -4,6 +4,12 @@ A run id is made in the request and returned at once; the run itself goes to a w
 Until its worker starts, the run exists only here ("queued"); from then on the RunStore has it,
 with every event written as it happens. Followers read the store (the one truth, which also
 covers runs written by another process) and are woken early when a run in this process emits.
+
+The answer's pieces (AnswerDeltaEvent) are streamed, never stored (a row per token; the final
+AnswerEvent holds the answer). So while a run of this process goes, its followers read every
+event it emitted, pieces included, from `live` (kept here until the run ends); once it ended,
+or for a run of another process, they read the store: a follower that comes late or resumes
+after the answer gets the stored events and the whole answer, never half a stream.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import anyio
 
 from ragloop.agent.engine import Engine
 from ragloop.agent.run import RunResult
-from ragloop.core.events import Event
+from ragloop.core.events import AnswerDeltaEvent, Event
 from ragloop.core.types import RunStatus
 from ragloop.storage.protocols import RunRecord, RunStore
 
@@ -38,6 +44,7 @@ POLL_S = 0.5
 class Pending:
     run_id: str
     question: str
+    conversation_id: str | None = None
     created_at: float = field(default_factory=time.time)
 
     def record(self) -> RunRecord:
@@ -45,7 +52,8 @@ class Pending:
                          route=None, route_reason=None, driver=None, model=None, answer=None,
                          citations=[], usage={}, steps=0, max_steps=0, latency_s=None,
                          error=None, created_at=self.created_at, finished_at=None,
-                         source="api")
+                         source="api", conversation_id=self.conversation_id, turn=None,
+                         standalone=None)
 
 
 class JobRunner:
@@ -58,24 +66,27 @@ class JobRunner:
         self.lock = threading.Lock()
         self.pending: dict[str, Pending] = {}
         self.futures: dict[str, Future[None]] = {}
+        # every event of each run going in this process, in order (see the module docstring)
+        self.live: dict[str, list[Event]] = {}
         self._waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
 
     # -- running ------------------------------------------------------------------------
 
     def submit(self, question: str, *, route: str = "auto", driver: str | None = None,
-               max_steps: int | None = None) -> str:
+               max_steps: int | None = None, conversation_id: str | None = None) -> str:
         run_id = uuid.uuid4().hex[:12]
         with self.lock:
-            self.pending[run_id] = Pending(run_id, question)
+            self.pending[run_id] = Pending(run_id, question, conversation_id)
             self.futures[run_id] = self.executor.submit(
-                self._run, run_id, question, route, driver, max_steps)
+                self._run, run_id, question, route, driver, max_steps, conversation_id)
         return run_id
 
     def ask(self, question: str, *, route: str = "auto", driver: str | None = None,
-            max_steps: int | None = None) -> Future[RunResult]:
+            max_steps: int | None = None,
+            conversation_id: str | None = None) -> Future[RunResult]:
         """A synchronous ask that still counts against the worker limit."""
         return self.executor.submit(self.engine.ask, question, route=route, driver=driver,
-                                    max_steps=max_steps)
+                                    max_steps=max_steps, conversation_id=conversation_id)
 
     def ask_with(self, question: str, **options: Any) -> Future[RunResult]:
         """`ask` with any of `Engine.ask`'s keywords (the OpenAI endpoint passes the history,
@@ -83,24 +94,34 @@ class JobRunner:
         return self.executor.submit(self.engine.ask, question, **options)
 
     def _run(self, run_id: str, question: str, route: str, driver: str | None,
-             max_steps: int | None) -> None:
-        def on_event(_event: Event) -> None:
+             max_steps: int | None, conversation_id: str | None = None) -> None:
+        def on_event(event: Event) -> None:
             self._pop_pending(run_id)
-            self.notify(run_id)
+            self.heard(run_id, event)
 
         try:
             self.engine.ask(question, route=route, driver=driver, max_steps=max_steps,
-                            on_event=on_event, run_id=run_id)
+                            on_event=on_event, run_id=run_id, conversation_id=conversation_id)
         except Exception as exc:  # the engine has marked the run failed if it had started it
             log.exception("run %s failed", run_id)
             if self.runs.get(run_id) is None:
-                self.runs.start(question, run_id=run_id)
+                self.runs.start(question, run_id=run_id, conversation_id=conversation_id)
                 self.runs.finish(run_id, {"status": RunStatus.FAILED, "error": repr(exc)})
         finally:
             self._pop_pending(run_id)
             with self.lock:
                 self.futures.pop(run_id, None)
-            self.notify(run_id)
+            self.heard(run_id, None)
+
+    def heard(self, run_id: str, event: Event | None) -> None:
+        """An event of a run going in this process (kept in `live`), or None once the run has
+        ended (its store row is final: `live` is dropped); its followers are woken."""
+        with self.lock:
+            if event is None:
+                self.live.pop(run_id, None)
+            else:
+                self.live.setdefault(run_id, []).append(event)
+        self.notify(run_id)
 
     def _pop_pending(self, run_id: str) -> None:
         if run_id in self.pending:
@@ -123,6 +144,24 @@ class JobRunner:
             return run
         return queued.record() if queued else None
 
+    def events_after(self, run_id: str, after_seq: int,
+                     read: tuple[int, int] | None = None
+                     ) -> tuple[list[Event], tuple[int, int] | None]:
+        """The run's events after step `after_seq`, and where this read ended. While the run
+        goes in this process they come from `live` (the answer's pieces too, which share the
+        seq of the step they come before, so a follower goes on from where its last read
+        ended: `read`, the list's identity and length then); else from the store (None)."""
+        with self.lock:
+            live = self.live.get(run_id)
+            if live is not None:
+                if read is not None and read[0] == id(live):
+                    start = read[1]
+                else:
+                    start = next((i for i, e in enumerate(live) if e.seq > after_seq),
+                                 len(live))
+                return live[start:], (id(live), len(live))
+        return self.runs.events(run_id, after_seq), None
+
     def active(self) -> int:
         with self.lock:
             return len(self.futures)
@@ -138,23 +177,34 @@ class JobRunner:
 
     async def follow(self, run_id: str, after_seq: int = -1
                      ) -> AsyncIterator[Event | RunRecord | None]:
-        """Every event of `run_id` with seq > `after_seq`, in order, then the final run row
-        (None if the run is unknown).
+        """Every event of `run_id` after step `after_seq`, in order (the answer's pieces too
+        while the run goes in this process), then the final run row (None if the run is
+        unknown).
 
         Reads the status before the events: the engine writes every event before it marks
-        the run finished, so once a finished status was seen, the events read next are all.
+        the run finished, so once a finished status was seen, the events read next are all
+        (from `live` while the runner still holds them, else from the store).
         """
         wake = asyncio.Event()
         token = (asyncio.get_running_loop(), wake)
         with self.lock:
             self._waiters.setdefault(run_id, set()).add(token)
+        # a follower resuming in the middle of an answer gets its pieces again from the
+        # start: a reset first says to drop the ones it had
+        resumed = after_seq >= 0
+        read: tuple[int, int] | None = None
         try:
             while True:
                 wake.clear()
                 run = await anyio.to_thread.run_sync(self.get, run_id)
-                events = await anyio.to_thread.run_sync(self.runs.events, run_id, after_seq)
+                events, read = await anyio.to_thread.run_sync(self.events_after, run_id,
+                                                              after_seq, read)
                 for event in events:
-                    after_seq = event.seq
+                    if not isinstance(event, AnswerDeltaEvent):
+                        after_seq = event.seq
+                    elif resumed:
+                        yield AnswerDeltaEvent(reset=True, step=event.step, seq=event.seq)
+                    resumed = False
                     yield event
                 if run is None or run["status"] not in (RunStatus.RUNNING, RunStatus.QUEUED):
                     yield run

@@ -3,7 +3,10 @@
 
 Tools: search_knowledge_base, fetch_document_section, list_documents (the agent's own three
 tool definitions from agent/tools.py: the same descriptions, argument models and error
-messages) and ask (the whole agent loop, answer with citations).
+messages) and ask (the whole agent loop, answer with citations). When a question has several
+readings the knowledge base answers differently (run status needs_input), `ask` asks the
+client's user to choose one by MCP elicitation where the client supports it and answers the
+narrowed question; else it returns the clarifying question and its options as text.
 Named mcp_server.py so that it never shadows the `mcp` package.
 """
 
@@ -14,17 +17,19 @@ import json
 import logging
 import sys
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import anyio
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, create_model
 
 from ragloop.agent.engine import Engine
+from ragloop.agent.run import RunResult
 from ragloop.agent.search_grade import graded_result
 from ragloop.agent.tools import FETCH, LIST, SEARCH, TOOLS, SearchArgs, Toolbox, ToolDef
 from ragloop.core.config import Settings
 from ragloop.core.config_file import apply_config_files
+from ragloop.core.conversation import narrowed
 from ragloop.core.data_block import BLOCK_END, data_block
 from ragloop.core.errors import RagloopError, ToolError, UserError
 from ragloop.core.unicode import is_text
@@ -32,10 +37,10 @@ from ragloop.kb import KnowledgeBase
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectSendStream
-    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver import Context, MCPServer
     from mcp.shared._stream_protocols import ReadStream, WriteStream
     from mcp.shared.message import SessionMessage
-    from mcp_types import JSONRPCError
+    from mcp_types import InputRequiredResult, JSONRPCError
 
 log = logging.getLogger("ragloop.mcp")
 
@@ -44,7 +49,11 @@ ASK_DESCRIPTION = (
     "Answers a question from the knowledge base with ragloop's own agent loop (search, grade,"
     " rewrite, read sections, up to a step ceiling) and returns the answer, its citations as"
     " [n] → doc_id §section, and the run's status (answered, truncated, unanswerable, refused,"
-    " failed)."
+    " failed, needs_input)."
+    " When the question has several readings the knowledge base answers differently (which"
+    " product, which quarter) it asks the user to choose one (elicitation) and answers that;"
+    " a client without elicitation gets status needs_input, a clarifying question and numbered"
+    " options: call ask again with the question narrowed to one of them."
     " Use it when you want a finished, cited answer in one call. Do not use it when you want to"
     " read the evidence yourself: use search_knowledge_base and fetch_document_section.")
 INSTRUCTIONS = (
@@ -93,17 +102,27 @@ class KnowledgeBaseTools:
     def documents(self) -> str:
         return self._plain(LIST, {})
 
-    def ask(self, question: str, max_steps: int | None = None) -> str:
+    def run(self, question: str, max_steps: int | None = None) -> RunResult:
         from mcp.server.mcpserver.exceptions import ToolError
 
         question = (question or "").strip()
         if not question:
             raise ToolError("missing or empty argument 'question'")
         try:
-            result = self.engine().ask(question, max_steps=max_steps)
+            return self.engine().ask(question, max_steps=max_steps)
         except UserError as exc:
             raise ToolError(str(exc)) from exc
+
+    def ask(self, question: str, max_steps: int | None = None) -> str:
+        return self.reply(self.run(question, max_steps))
+
+    @staticmethod
+    def reply(result: RunResult) -> str:
+        """The tool's text for a finished run: the answer and its sources, or the clarifying
+        question and its numbered options."""
         lines = [result.answer.strip()]
+        if result.clarification:
+            lines += [f"{i}. {o}" for i, o in enumerate(result.clarification["options"], 1)]
         if result.citations:
             lines += ["", "Sources:"]
             lines += [f"[{c.n}] → {c.doc_id} §{c.section}" for c in result.citations]
@@ -132,7 +151,8 @@ def _mcp_tool(tool: ToolDef, body: Callable[..., str]) -> Callable[..., str]:
 
 def build_server(kb: KnowledgeBase, settings: Settings) -> MCPServer:
     """An MCPServer exposing `kb`'s tools (not started)."""
-    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
 
     tools = KnowledgeBaseTools(kb, settings)
     server = MCPServer("ragloop", instructions=INSTRUCTIONS, log_level="WARNING")
@@ -143,14 +163,95 @@ def build_server(kb: KnowledgeBase, settings: Settings) -> MCPServer:
                         description=tool.spec(settings.search_k).description,
                         structured_output=False)
 
-    def ask(question: Annotated[str, Field(description="The question, in plain words.")],
-            max_steps: Annotated[int | None, Field(
-                ge=2, le=50, description="Step ceiling; default from settings (6).")] = None,
-            ) -> str:
-        return tools.ask(question, max_steps)
+    async def ask(question: Annotated[str, Field(description="The question, in plain words.")],
+                  ctx: Context,
+                  max_steps: Annotated[int | None, Field(
+                      ge=2, le=50, description="Step ceiling; default from settings (6).")]
+                  = None) -> str | InputRequiredResult:
+        # a run is blocking work: in a worker thread, as the SDK runs a sync tool
+        def run(q: str) -> Awaitable[RunResult]:
+            return anyio.to_thread.run_sync(tools.run, q, max_steps)
 
+        choice = _chosen(ctx)
+        if choice is not None:  # the retry of a 2026-07-28 client: the user chose a reading
+            return tools.reply(await run(narrowed(question.strip(), choice)))
+        result = await run(question)
+        if not result.clarification or not _can_elicit(ctx) or ctx.input_responses:
+            return tools.reply(result)  # declined or cancelled: the question back, as text
+        options = result.clarification["options"]
+        if _multi_round(ctx):
+            return InputRequiredResult(input_requests={CHOICE: ElicitRequest(
+                params=ElicitRequestFormParams(message=result.answer,
+                                               requested_schema=_choice_schema(options)))})
+        choice = await _elicit(ctx, result.answer, options)
+        if choice is not None:
+            result = await run(narrowed(result.question, choice))
+        return tools.reply(result)
+
+    # the SDK finds the Context parameter and the multi-round result by their resolved
+    # annotations (find_context_parameter, func_metadata); mcp is imported lazily, so the
+    # classes are set here rather than named at module level
+    ask.__annotations__.update(ctx=Context, **{"return": str | InputRequiredResult})
     server.add_tool(ask, name=ASK, description=ASK_DESCRIPTION, structured_output=False)
     return server
+
+
+# Asking the user to choose a reading (MCP elicitation, form mode). Two transports, by the
+# negotiated protocol (mcp 2.3.0, server/mcpserver/resolve.py): from 2026-07-28 the tool
+# returns an InputRequiredResult whose elicitation request the client fulfils and then retries
+# the call with the response (`ctx.input_responses`); up to 2025-11-25 the server sends the
+# request mid-call (`ctx.elicit`).
+CHOICE = "choice"
+MULTI_ROUND = "2026-07-28"
+
+
+def _can_elicit(ctx: Context) -> bool:
+    caps = ctx.client_capabilities
+    return caps is not None and caps.elicitation is not None
+
+
+def _multi_round(ctx: Context) -> bool:
+    from mcp_types.version import is_version_at_least
+
+    return ctx.protocol_version is not None and is_version_at_least(ctx.protocol_version,
+                                                                    MULTI_ROUND)
+
+
+def _reading_model(options: list[str]) -> type[BaseModel]:
+    """One enum of strings: what the spec's PrimitiveSchemaDefinition allows a form field."""
+    return create_model("Reading", choice=(Literal[tuple(options)],  # type: ignore[valid-type]
+                                           Field(description="The reading you mean.")))
+
+
+def _choice_schema(options: list[str]) -> dict[str, object]:
+    from mcp.server.elicitation import render_elicitation_schema
+
+    return render_elicitation_schema(_reading_model(options))
+
+
+def _chosen(ctx: Context) -> str | None:
+    """The reading a retried call carries (2026-07-28), when the user accepted."""
+    from mcp_types import ElicitResult
+
+    answer = (ctx.input_responses or {}).get(CHOICE)
+    if not isinstance(answer, ElicitResult) or answer.action != "accept":
+        return None
+    value = (answer.content or {}).get(CHOICE)
+    return value.strip() or None if isinstance(value, str) else None
+
+
+async def _elicit(ctx: Context, question: str, options: list[str]) -> str | None:
+    """The user's choice asked mid-call (`ctx.elicit`, up to 2025-11-25); None when there is
+    no channel back or the user declined or cancelled."""
+    from mcp.shared.exceptions import NoBackChannelError
+
+    try:
+        answer = await ctx.elicit(question, _reading_model(options))
+    except NoBackChannelError:
+        return None
+    if answer.action != "accept":
+        return None
+    return str(answer.data.choice)  # type: ignore[attr-defined]
 
 
 def unreadable_reply(exc: Exception) -> JSONRPCError:

@@ -19,6 +19,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from ragloop.agent.engine import Engine
 from ragloop.apps.jobs import JobRunner
@@ -43,8 +44,12 @@ class Worker:
 
     def __init__(self, engine: Engine, runs: RunStore, queue: RunQueue, *,
                  lease_s: float = DEFAULT_LEASE_S, poll_s: float = DEFAULT_POLL_S,
-                 event_delay_s: float = 0.0) -> None:
+                 event_delay_s: float = 0.0,
+                 listener: Callable[[str, Event | None], None] | None = None) -> None:
+        """`listener(run_id, event)` hears each event of a run this worker executes (the
+        answer's pieces too, which are not stored), then `(run_id, None)` once it ended."""
         self.engine = engine
+        self.listener = listener
         self.runs = runs
         self.queue = queue
         self.lease_s = float(lease_s)
@@ -83,7 +88,9 @@ class Worker:
                 except Exception:  # a blip: the next beat (or the lease) decides
                     log.exception("run %s: heartbeat failed", run_id)
 
-        def on_event(_event: Event) -> None:
+        def on_event(event: Event) -> None:
+            if self.listener is not None:
+                self.listener(run_id, event)
             if self.event_delay_s:
                 time.sleep(self.event_delay_s)
 
@@ -92,13 +99,16 @@ class Worker:
         try:
             self.engine.ask(job["question"], route=opts.get("route") or "auto",
                             driver=opts.get("driver"), max_steps=opts.get("max_steps"),
-                            on_event=on_event, run_id=run_id)
+                            on_event=on_event, run_id=run_id,
+                            conversation_id=opts.get("conversation_id"))
         except Exception as exc:  # the engine marked the run failed if it had started it
             log.exception("run %s failed", run_id)
             run = self.runs.get(run_id)
             if run is not None and run["status"] in (RunStatus.RUNNING, RunStatus.QUEUED):
                 self.runs.finish(run_id, {"status": RunStatus.FAILED, "error": repr(exc)})
         finally:
+            if self.listener is not None:
+                self.listener(run_id, None)
             stop.set()
             beater.join(timeout=5)
             self.queue.release(run_id)
@@ -150,7 +160,8 @@ class QueueJobRunner(JobRunner):
         self.queue = queue
         self.stop = threading.Event()
         count = workers if local_workers is None else local_workers
-        self.workers = [Worker(engine, runs, queue, lease_s=lease_s, poll_s=poll_s)
+        self.workers = [Worker(engine, runs, queue, lease_s=lease_s, poll_s=poll_s,
+                               listener=self.heard)
                         for _ in range(max(0, count))]
         self.threads = [threading.Thread(target=w.serve, args=(self.stop,), daemon=True,
                                          name=f"ragloop-queue-{i}")
@@ -162,9 +173,10 @@ class QueueJobRunner(JobRunner):
         self._listener_thread.start()
 
     def submit(self, question: str, *, route: str = "auto", driver: str | None = None,
-               max_steps: int | None = None) -> str:
+               max_steps: int | None = None, conversation_id: str | None = None) -> str:
         return self.queue.enqueue(question, {"route": route, "driver": driver,
-                                             "max_steps": max_steps})
+                                             "max_steps": max_steps,
+                                             "conversation_id": conversation_id})
 
     def get(self, run_id: str) -> RunRecord | None:
         return self.runs.get(run_id)

@@ -58,6 +58,10 @@ class Settings:
     # (abstained vs wrongly declined on the example hard splits) is in docs/evaluation.md. None: the
     # answerer's own default (offline/answerer.py MIN_SUPPORT, 0.34).
     strictness: float | None = None
+    # Ask the user back when a question has several readings the knowledge base answers
+    # differently (issue 30): "auto" (the offline rule, or the model's ask_user tool) or "off"
+    # (always answer; RAGLOOP_CLARIFY=off).
+    clarify: str = "auto"
 
     @classmethod
     def from_env(cls) -> Settings:

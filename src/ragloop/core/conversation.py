@@ -25,10 +25,17 @@ class Turn:
     answer: str = ""
     cited: tuple[str, ...] = ()
     run_id: str | None = None
+    # the run's status: "needs_input" when it ended with a clarifying question (`answer`),
+    # which the next turn answers with one of its options (`narrowed`)
+    status: str = ""
 
     @property
     def searched(self) -> str:
         return self.standalone or self.question
+
+    @property
+    def asked_back(self) -> bool:
+        return self.status == "needs_input"
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -64,6 +71,23 @@ class Clarification:
         return {"question": self.question, "options": list(self.options),
                 "reason": self.reason,
                 "evidence": {k: list(v) for k, v in self.evidence.items()}}
+
+
+# what ends a question, in the languages the offline rules read (stripped before a choice is added)
+_QUESTION_END = "?!.。？！ "
+
+
+def narrowed(pending: str, choice: str) -> str:
+    """The question a turn that asked back (`pending`) becomes once the user chose a reading:
+    the choice added as the question's subject ("What is the battery life (S200)?"). A choice
+    the question already holds leaves it as it is. Shared by the offline condense rule and a
+    model's condense step, so both search the same narrowed question."""
+    choice = " ".join(choice.split()).strip(_QUESTION_END)
+    question = " ".join(pending.split())
+    if not choice or choice.lower() in question.lower():
+        return question
+    end = question[-1] if question and question[-1] in "?？" else "?"
+    return f"{question.rstrip(_QUESTION_END)} ({choice}){end}"
 
 
 @dataclass

@@ -1,15 +1,19 @@
-"""The decision protocols of the agent: plan, grade, rewrite, answer, route, follow up.
+"""The decision protocols of the agent: condense, plan, grade, rewrite, answer, route, follow up.
 
-Plan, grade, rewrite and answer each have an LLM implementation (agent/llm_decisions.py, JSON
-calls) and an offline one that needs no generative model (offline/, built through
-offline/factory.py); routing and following up are offline rules only.
+Condense, plan, grade, rewrite and answer each have an LLM implementation
+(agent/llm_decisions.py and agent/llm_condense.py, JSON calls) and an offline one that needs no
+generative model (offline/, built through offline/factory.py); routing and following up are
+offline rules only.
 """
 
 from __future__ import annotations
 
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from ragloop.core.conversation import Clarification, Condensed, Turn
+from ragloop.core.events import AnswerDeltaEvent
 from ragloop.core.types import Hit, Usage
 
 
@@ -56,7 +60,7 @@ class Draft:
     """An answer as written by an answerer, before citations are checked."""
 
     text: str  # cites evidence as [n]
-    missing: list[str] = field(default_factory=list)  # parts the knowledge base does not cover
+    missing: list[str] = field(default_factory=list)  # parts the knowledge base lacks
     unanswerable: bool = False  # nothing in the evidence answers the question
     conflicts: list[str] = field(default_factory=list)  # disagreements between sources, in words
     # (evidence number, sentence) of the nearest passages nothing confirmed: listed beside the
@@ -68,6 +72,16 @@ class Draft:
 class Route:
     route: Literal["single", "agent", "out_of_scope"]
     reason: str
+
+
+class Condenser(Protocol):
+    usage: Usage  # what its model calls cost so far (always zero offline)
+
+    def condense(self, history: Sequence[Turn], question: str) -> Condensed:
+        """`question` made standalone from `history` (oldest turn first): what to search,
+        whether it follows up or starts a new topic (the history is then dropped), and why.
+        Called only with a history: a first question is searched as typed."""
+        ...
 
 
 class Planner(Protocol):
@@ -98,12 +112,18 @@ class Answerer(Protocol):
     def answer(self, question: str, sub_questions: list[str], evidence: list[Evidence]) -> Draft:
         ...
 
+    def write(self, question: str, sub_questions: list[str], evidence: list[Evidence]
+              ) -> Generator[AnswerDeltaEvent, None, Draft]:
+        """`answer`, streamed (core/answer_stream.py `Writing`): the answer's pieces as they
+        are written, then the Draft."""
+        ...
+
 
 class Router(Protocol):
     def route(self, question: str) -> Route: ...
 
     def out_of_scope(self, question: str) -> str | None:
-        """Why the knowledge base plainly does not cover the question, or None."""
+        """Why the question is plainly outside the knowledge base, or None."""
         ...
 
 
@@ -117,4 +137,17 @@ class FollowUps(Protocol):
 
     def named(self, text: str) -> list[tuple[str, str]]:
         """The passage of each one-passage document a question names by title."""
+        ...
+
+
+class Clarifier(Protocol):
+    """Whether a question's graded evidence answers several readings the question does not
+    choose between (several products, quarters, releases, and the question names none): the
+    run then ends with status needs_input and a question back instead of guessing (issue 30).
+    Offline: a rule over the kept passages' documents (offline/clarify.py); with a model the
+    tools driver offers the model an `ask_user` tool instead."""
+
+    def clarify(self, question: str, kept: list[Hit]) -> Clarification | None:
+        """A clarifying question with 2–5 options, or None when the question has one reading
+        here."""
         ...

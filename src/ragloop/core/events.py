@@ -116,6 +116,21 @@ class AnswerEvent(BaseEvent):
     # citations taken out because their passage does not support the sentence: {n, sentence}
     unsupported: list[dict[str, Any]] | None = None
     citations_unchecked: bool | None = None  # the model's support verdict was unreadable
+    # the checks changed the text the answer's pieces (AnswerDeltaEvent) streamed: a citation
+    # taken out; `text` is what a reader shows in place of the streamed one
+    changed_by_check: bool | None = None
+
+
+class AnswerDeltaEvent(BaseEvent):
+    """One piece of the answer as it is written (a model's tokens, offline a sentence). The
+    pieces joined are the answer before its citations are checked; the final AnswerEvent
+    carries the checked text. Not stored (a row per token): a late reader gets the
+    AnswerEvent. `reset`: what was streamed since the last reset is not the answer (the
+    reply went on to call tools, or was asked again); a reader drops it."""
+
+    kind: Literal["answer_delta"] = "answer_delta"
+    text: str = ""
+    reset: bool | None = None
 
 
 class ErrorEvent(BaseEvent):
@@ -123,8 +138,33 @@ class ErrorEvent(BaseEvent):
     error: str
 
 
+class CondenseEvent(BaseEvent):
+    """A conversation's turn made standalone before routing: what was typed, what is
+    searched, whether it followed up or started a new topic (core/conversation.TurnKind)."""
+
+    kind: Literal["condense"] = "condense"
+    typed: str
+    standalone: str
+    turn_kind: str
+    reason: str = ""
+
+
+class ClarifyEvent(BaseEvent):
+    """The run ends with a question back to the user (status needs_input): the question has
+    several readings the knowledge base answers differently and names none of them."""
+
+    kind: Literal["clarify"] = "clarify"
+    question: str
+    options: list[str] = Field(default_factory=list)  # 2–5 readings, taken from the evidence
+    reason: str = ""
+
+
 Event = Annotated[RouteEvent | PlanEvent | ToolCallEvent | GradeEvent | RewriteEvent
-                  | PlacementEvent | AnswerEvent | ErrorEvent, Field(discriminator="kind")]
+                  | PlacementEvent | AnswerEvent | ErrorEvent
+                  | CondenseEvent
+                  | AnswerDeltaEvent
+                  | ClarifyEvent
+                  , Field(discriminator="kind")]
 _ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
 

@@ -144,6 +144,9 @@ class EventKind(StrEnum):
     PLACEMENT = "placement"
     ANSWER = "answer"
     ERROR = "error"
+    CONDENSE = "condense"
+    ANSWER_DELTA = "answer_delta"  # streamed, never stored (core/events.py AnswerDeltaEvent)
+    CLARIFY = "clarify"  # the run asks the user back (status needs_input)
 
 
 class RunStatus(StrEnum):
@@ -154,3 +157,4 @@ class RunStatus(StrEnum):
     UNANSWERABLE = "unanswerable"
     REFUSED = "refused"  # the model declined (a provider refusal or content filter)
     FAILED = "failed"
+    NEEDS_INPUT = "needs_input"  # ended with a clarifying question: several readings (issue 30)

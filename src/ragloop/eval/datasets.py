@@ -72,7 +72,7 @@ class Dataset:
         return Dataset(self.name, self.kind, self.source, self.questions[:n], self.corpus)
 
 
-def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     with path.open(encoding="utf-8") as fh:
         for line_no, line in enumerate(fh, start=1):
             if not line.strip() or line.lstrip().startswith("//"):
@@ -135,7 +135,7 @@ def _unique_ids(questions: list[EvalQuestion]) -> None:
 
 def load_seed(path: Path) -> Dataset:
     questions: list[EvalQuestion] = []
-    for line_no, obj in _read_jsonl(path):
+    for line_no, obj in read_jsonl(path):
         text = obj.get("q") or obj.get("question") or obj.get("text")
         if not text:
             raise UserError(f"{path}:{line_no}: a question needs a \"q\" field")
@@ -182,7 +182,7 @@ def load_beir(folder: Path) -> Dataset:
         raise UserError(f"{folder}: a BEIR folder needs queries.jsonl (and corpus.jsonl, qrels/)")
     qrels = _read_qrels(folder)
     questions: list[EvalQuestion] = []
-    for line_no, obj in _read_jsonl(queries):
+    for line_no, obj in read_jsonl(queries):
         if "_id" not in obj or "text" not in obj:
             raise UserError(f"{queries}:{line_no}: a BEIR query needs \"_id\" and \"text\"")
         qid = str(obj["_id"])
@@ -278,7 +278,7 @@ def resolve_gold(dataset: Dataset, doc_ids: list[str]) -> list[tuple[str, str]]:
 
 def iter_corpus(path: Path) -> Iterator[ParsedDocument]:
     """One document per corpus line, one section ("0") titled by the record's title."""
-    for line_no, obj in _read_jsonl(path):
+    for line_no, obj in read_jsonl(path):
         if "_id" not in obj:
             raise UserError(f"{path}:{line_no}: a corpus record needs \"_id\"")
         if not is_text(str(obj["_id"])):

@@ -42,7 +42,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ragloop.eval.datasets import SINGLE_TYPES, UNANSWERABLE_TYPE
-from ragloop.offline.vocabulary import ENGLISH_WORDS
+from ragloop.language.vocabulary import ENGLISH_WORDS
 
 _CITE = re.compile(r"\[\d+\]")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3})")
@@ -137,8 +137,8 @@ def abstained(record: dict[str, Any]) -> bool:
     """The run declined to answer, in whole or in part, as the run itself said (`declined`,
     agent/template.py). A record stored before runs said so is read the same way: status
     unanswerable, or a part its answerer declined (`missing`); a free-text answer (no
-    `missing`) is read for the language data's decline words (offline/lang `decline`, as the
-    run reads them); a quoted source sentence saying "does not cover" is not a decline, which
+    `missing`) is read for the language data's decline words (language/lang `decline`, as the
+    run reads them); a quoted source sentence holding one of those words is not a decline, which
     is why the stated parts come first."""
     if "declined" in record:
         return bool(record["declined"])

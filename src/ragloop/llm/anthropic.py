@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -37,6 +38,7 @@ from ragloop.core.types import Usage
 from ragloop.llm.base import (
     ChatRequest,
     ChatResponse,
+    ChatStream,
     Finish,
     ForceTool,
     Message,
@@ -99,19 +101,41 @@ class AnthropicChat:
 
     def chat(self, messages: list[Message], **options: Any) -> ChatResponse:
         # temperature is not sent, see the module docstring
-        req = ChatRequest(**options)
-        if not self.traits.json_schema_output:
-            req = replace(req, json_schema=None)
-        kwargs = build_request(self.model, messages, req)
+        req = self._request(options)
         try:
-            resp = self._client.messages.create(**kwargs)
+            resp = self._client.messages.create(**build_request(self.model, messages, req))
         except anthropic.AnthropicError as e:
-            hint = (f" (model {self.model!r} not found: retired? See the models overview for"
-                    " current ids, e.g. claude-sonnet-5-5, or run `ragloop check-model`)")
-            raise translate(anthropic, e, provider="anthropic", key_env=API_KEY_ENV,
-                            timeout=self.timeout, retries=self.max_retries,
-                            base_url=self._client.base_url, hint_404=hint) from e
+            raise self._error(e) from e
         return parse_response(resp, self.model, tool_choice=req.tool_choice)
+
+    def stream(self, messages: list[Message], **options: Any) -> ChatStream:
+        """`chat` with `stream=True`: the raw `RawMessageStreamEvent`s (streaming page of the
+        API docs; the SDK's `messages.create(..., stream=True)`), assembled by
+        `assemble_events`."""
+        req = self._request(options)
+        try:
+            events = self._client.messages.create(**build_request(self.model, messages, req),
+                                                  stream=True)
+        except anthropic.AnthropicError as e:
+            raise self._error(e) from e
+        try:
+            return (yield from assemble_events(events, self.model,
+                                               tool_choice=req.tool_choice))
+        except anthropic.AnthropicError as e:  # an `error` event midway (overloaded_error)
+            raise self._error(e) from e
+        finally:
+            events.close()
+
+    def _request(self, options: dict[str, Any]) -> ChatRequest:
+        req = ChatRequest(**options)
+        return req if self.traits.json_schema_output else replace(req, json_schema=None)
+
+    def _error(self, exc: anthropic.AnthropicError) -> Exception:
+        hint = (f" (model {self.model!r} not found: retired? See the models overview for"
+                " current ids, e.g. claude-sonnet-5-5, or run `ragloop check-model`)")
+        return translate(anthropic, exc, provider="anthropic", key_env=API_KEY_ENV,
+                         timeout=self.timeout, retries=self.max_retries,
+                         base_url=self._client.base_url, hint_404=hint)
 
 
 def _tool_choice(choice: ToolChoice) -> dict[str, Any]:
@@ -255,3 +279,65 @@ def parse_response(resp: Any, model: str, *, tool_choice: ToolChoice = "auto") -
         refusal=_refusal_text(resp) if finish is Finish.REFUSED else "",
         raw_blocks=raw_blocks,
     )
+
+
+def _tool_input(buffer: str) -> Any:
+    """A tool_use block's input from its `partial_json` pieces joined: the object, or the text
+    itself when it is not JSON (parse_response keeps it as raw_arguments)."""
+    if not buffer.strip():
+        return {}
+    try:
+        return json.loads(buffer)
+    except ValueError:
+        return buffer
+
+
+def assemble_events(events: Iterable[Any], model: str, *,
+                    tool_choice: ToolChoice = "auto") -> ChatStream:
+    """A streamed reply (`RawMessageStreamEvent`s) → its text pieces as they come, then the
+    ChatResponse `parse_response` makes of the assembled message.
+
+    The flow, from the SDK's `types/raw_message_stream_event.py` and the streaming page of the
+    API docs: `message_start` (the message, its input usage), per content block
+    `content_block_start` (the block, empty) then `content_block_delta`s at its `index`
+    (`text_delta`, `input_json_delta` whose `partial_json` pieces join into the tool input,
+    `thinking_delta`, `signature_delta`) and `content_block_stop`; `message_delta` carries the
+    stop reason and the cumulative usage (`MessageDeltaUsage`: output tokens, and input/cache
+    counts when the server updates them); `message_stop`. Thinking blocks and their
+    signatures are kept whole, so the turn can be sent back verbatim."""
+    message: dict[str, Any] = {"id": "", "type": "message", "role": "assistant", "model": model,
+                               "content": [], "stop_reason": None, "usage": {}}
+    blocks: dict[int, dict[str, Any]] = {}
+    inputs: dict[int, str] = {}
+    for event in events:
+        kind = event.type
+        if kind == "message_start":
+            message = event.message.to_dict(mode="json", warnings=False)
+        elif kind == "content_block_start":
+            blocks[event.index] = event.content_block.to_dict(mode="json", warnings=False)
+            if blocks[event.index].get("type") == "tool_use":
+                inputs[event.index] = ""
+        elif kind == "content_block_delta":
+            block, delta = blocks[event.index], event.delta
+            if delta.type == "text_delta":
+                block["text"] = block.get("text", "") + delta.text
+                yield delta.text
+            elif delta.type == "input_json_delta":
+                inputs[event.index] = inputs.get(event.index, "") + delta.partial_json
+            elif delta.type == "thinking_delta":
+                block["thinking"] = block.get("thinking", "") + delta.thinking
+            elif delta.type == "signature_delta":
+                block["signature"] = block.get("signature", "") + delta.signature
+        elif kind == "content_block_stop" and event.index in inputs:
+            blocks[event.index]["input"] = _tool_input(inputs.pop(event.index))
+        elif kind == "message_delta":
+            message["stop_reason"] = event.delta.stop_reason
+            if event.delta.stop_details is not None:
+                message["stop_details"] = event.delta.stop_details.to_dict(mode="json")
+            usage = event.usage.to_dict(mode="json", exclude_none=True)
+            message["usage"] = {**(message.get("usage") or {}), **usage}
+    for index, buffer in inputs.items():  # a stream that ended inside a tool_use block
+        blocks[index]["input"] = _tool_input(buffer)
+    message["content"] = [blocks[i] for i in sorted(blocks)]
+    return parse_response(anthropic.types.Message.construct(**message), model,
+                          tool_choice=tool_choice)

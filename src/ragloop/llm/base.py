@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, Protocol
@@ -106,6 +107,11 @@ class ChatRequest:
     json_schema: dict[str, Any] | None = None
 
 
+#: A streamed model call: yields the reply's text as it is written (each piece once, in order),
+#: then returns the whole reply, tool calls assembled, usage counted (see `ChatModel.stream`).
+ChatStream = Generator[str, None, ChatResponse]
+
+
 class ChatModel(Protocol):
     name: str  # "provider:model"
     traits: ModelTraits
@@ -113,4 +119,10 @@ class ChatModel(Protocol):
     def chat(self, messages: list[Message], **options: Any) -> ChatResponse:
         """One model call with `options` (the fields of ChatRequest; an unknown one is a
         TypeError). Retries provider errors with backoff; raises ProviderError at the end."""
+        ...
+
+    def stream(self, messages: list[Message], **options: Any) -> ChatStream:
+        """`chat`, streamed with the provider's own streaming: the reply's text pieces are
+        yielded as they arrive and the assembled ChatResponse (tool calls, usage, stop reason)
+        is returned, exactly what `chat` would have returned. Same options and errors."""
         ...

@@ -6,8 +6,17 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ragloop.core.answer_stream import written
 from ragloop.core.observe import OBSERVER, ModelCall
-from ragloop.llm.base import ChatModel, ChatResponse, Message, Purpose, ToolChoice, ToolSpec
+from ragloop.llm.base import (
+    ChatModel,
+    ChatResponse,
+    ChatStream,
+    Message,
+    Purpose,
+    ToolChoice,
+    ToolSpec,
+)
 
 # Characters of each message kept in a model-call record: enough to read a prompt in a trace
 # viewer without sending a whole retrieved context per call over the wire.
@@ -22,17 +31,27 @@ class ObservedChat:
         self.name = inner.name
         self.traits = inner.traits
 
-    def chat(self, messages: list[Message], *, system: str = "",
-             tools: list[ToolSpec] | None = None, tool_choice: ToolChoice = "auto",
-             max_tokens: int = 1024, temperature: float = 0.0, purpose: Purpose = "loop",
-             json_schema: dict[str, Any] | None = None) -> ChatResponse:
+    def chat(self, messages: list[Message], **options: Any) -> ChatResponse:
+        return written(self._observed(messages, False, **options))
+
+    def stream(self, messages: list[Message], **options: Any) -> ChatStream:
+        """`inner.stream`, recorded like `chat` once the reply is whole."""
+        return self._observed(messages, True, **options)
+
+    def _observed(self, messages: list[Message], streamed: bool, *, system: str = "",
+                  tools: list[ToolSpec] | None = None, tool_choice: ToolChoice = "auto",
+                  max_tokens: int = 1024, temperature: float = 0.0, purpose: Purpose = "loop",
+                  json_schema: dict[str, Any] | None = None) -> ChatStream:
         observer = OBSERVER.get()
         started = time.time_ns()
+        options: dict[str, Any] = {"system": system, "tools": tools, "tool_choice": tool_choice,
+                                   "max_tokens": max_tokens, "temperature": temperature,
+                                   "purpose": purpose, "json_schema": json_schema}
         try:
-            reply = self.inner.chat(messages, system=system, tools=tools,
-                                    tool_choice=tool_choice, max_tokens=max_tokens,
-                                    temperature=temperature, purpose=purpose,
-                                    json_schema=json_schema)
+            if streamed:
+                reply = yield from self.inner.stream(messages, **options)
+            else:
+                reply = self.inner.chat(messages, **options)
         except Exception as exc:
             if observer is not None:
                 observer.model_call(_call(self.name, purpose, started, system, messages,

@@ -30,15 +30,18 @@ import json
 import logging
 import os
 import re
+from collections.abc import Iterable
 from typing import Any, Literal
 
 import openai
+from openai.types.chat import ChatCompletion
 
 from ragloop.core.errors import ConfigError, ProviderError
 from ragloop.core.types import Usage
 from ragloop.llm.base import (
     ChatRequest,
     ChatResponse,
+    ChatStream,
     Finish,
     ForceTool,
     Message,
@@ -110,6 +113,7 @@ class OpenAIChat:
         self.dialect: Dialect = dialect or ("openai" if official else "compatible")
         self.traits = traits_for(self.dialect)
         self._schema_rejected = False
+        self._tool_stream_rejected = False
         self.timeout = timeout
         self.max_retries = max_retries
         self._client = openai.OpenAI(
@@ -122,17 +126,62 @@ class OpenAIChat:
 
     def chat(self, messages: list[Message], **options: Any) -> ChatResponse:
         req = ChatRequest(**options)
+        resp = self._create(build_request(self.model, messages, req, dialect=self.dialect),
+                            req)
+        return parse_response(resp, self.model, tool_choice=req.tool_choice,
+                              priced=self.dialect == "openai")
+
+    def stream(self, messages: list[Message], **options: Any) -> ChatStream:
+        """`chat` with `stream=True`: the SDK's `Stream[ChatCompletionChunk]`, assembled by
+        `assemble_chunks`. `stream_options.include_usage` asks for the last chunk that carries
+        the whole request's usage with empty `choices` (openai-python
+        `types/chat/chat_completion_chunk.py`, `ChatCompletionChunk.usage`); a server that
+        ignores it leaves the tokens at zero, the call still counted.
+
+        A server that cannot stream a tool call (llama-cpp-python's chatml-function-calling
+        handler raises "Automatic streaming tool choice is not supported" when the model
+        picks a tool: HTTP 500) is asked again without streaming, and from then on its calls
+        that offer tools are not streamed (their text comes as one piece)."""
+        req = ChatRequest(**options)
+        kwargs = build_request(self.model, messages, req, dialect=self.dialect)
+        offers_tools = bool(req.tools) and req.tool_choice != "none"
+        if offers_tools and self._tool_stream_rejected:
+            reply = self.chat(messages, **options)
+            if reply.text:
+                yield reply.text
+            return reply
+        kwargs["stream"] = True
+        kwargs["stream_options"] = {"include_usage": True}
+        try:
+            chunks = self._create(kwargs, req)
+        except ProviderError as e:
+            if not offers_tools or self.dialect == "openai" or not _rejects_streaming(e):
+                raise
+            self._tool_stream_rejected = True
+            log.warning("%s cannot stream tool calls (%s); calls that offer tools are not"
+                        " streamed", self.name, str(e)[:200])
+            return (yield from self.stream(messages, **options))
+        try:
+            return (yield from assemble_chunks(chunks, self.model, tool_choice=req.tool_choice,
+                                               priced=self.dialect == "openai"))
+        except openai.OpenAIError as e:  # a stream cut off midway (connection, server error)
+            raise self._error(e) from e
+        finally:
+            chunks.close()  # a consumer that stops early must not leave the response open
+
+    def _create(self, kwargs: dict[str, Any], req: ChatRequest) -> Any:
+        """`chat.completions.create(**kwargs)`, a server that rejects response_format asked
+        once more without it."""
         if req.tools and self.dialect == "openai" and self.model.lower().startswith(
                 _RESPONSES_ONLY_TOOLS):
             raise ConfigError(
                 f"{self.name} calls tools only through the Responses API, which ragloop does not"
                 " use: pick another model for --driver tools (e.g. openai:gpt-5.4-mini), or use"
                 " --driver pipeline")
-        kwargs = build_request(self.model, messages, req, dialect=self.dialect)
         if self._schema_rejected:
             kwargs.pop("response_format", None)
         try:
-            resp = self._client.chat.completions.create(**kwargs)
+            return self._client.chat.completions.create(**kwargs)
         except openai.APIStatusError as e:
             if ("response_format" not in kwargs or self.dialect == "openai"
                     or not _rejects_response_format(e)):
@@ -145,13 +194,11 @@ class OpenAIChat:
                         " servers take)", self.name, str(self._error(e))[:200])
             kwargs.pop("response_format")
             try:
-                resp = self._client.chat.completions.create(**kwargs)
+                return self._client.chat.completions.create(**kwargs)
             except openai.OpenAIError as again:
                 raise self._error(again) from again
         except openai.OpenAIError as e:
             raise self._error(e) from e
-        return parse_response(resp, self.model, tool_choice=req.tool_choice,
-                              priced=self.dialect == "openai")
 
     def _error(self, exc: openai.OpenAIError) -> Exception:
         hint = (f" (model {self.model!r} not found: retired, or not pulled / served at"
@@ -167,6 +214,11 @@ def _rejects_response_format(exc: openai.APIStatusError) -> bool:
     """A 400 / 422, or a 500 that names response_format (llama-cpp-python answers its own
     request validation with 500)."""
     return exc.status_code in (400, 422) or "response_format" in str(exc.body or exc.message)
+
+
+def _rejects_streaming(exc: ProviderError) -> bool:
+    """The server's error names streaming (it cannot stream this request)."""
+    return "stream" in str(exc).lower()
 
 
 def _tool_choice(choice: ToolChoice) -> Any:
@@ -343,3 +395,58 @@ def parse_response(
         finish=finish,
         refusal=refusal,
     )
+
+
+def assemble_chunks(chunks: Iterable[Any], model: str, *, tool_choice: ToolChoice = "auto",
+                    priced: bool = True) -> ChatStream:
+    """A streamed reply (`ChatCompletionChunk`s) → its text pieces as they come, then the
+    ChatResponse `parse_response` makes of the assembled completion.
+
+    The shapes, from openai-python `types/chat/chat_completion_chunk.py`: `choices[0].delta`
+    carries `content` (a piece of text), `refusal`, and `tool_calls`, each a
+    `ChoiceDeltaToolCall` with an `index`: a call's first delta has its `id` and
+    `function.name`, the later ones only pieces of `function.arguments`, so calls are
+    assembled by index (parallel calls interleave). `finish_reason` arrives on the last chunk
+    with choices; with `include_usage` one more chunk has `choices: []` and `usage`. llama.cpp's
+    llama-server streams the same shapes (id and name first, then `arguments` pieces at the
+    call's index); Ollama sends each call whole in one delta, which assembles the same."""
+    text: list[str] = []
+    refusal: list[str] = []
+    calls: dict[int, dict[str, str]] = {}
+    finish: str | None = None
+    usage: Any = None
+    head: dict[str, Any] = {"id": "", "created": 0, "model": model}
+    for chunk in chunks:
+        head = {"id": chunk.id or head["id"], "created": chunk.created or head["created"],
+                "model": chunk.model or head["model"]}
+        if getattr(chunk, "usage", None) is not None:
+            usage = chunk.usage
+        for choice in chunk.choices or []:
+            if choice.index != 0:  # n=1 is all ragloop asks for
+                continue
+            delta = choice.delta
+            if delta is not None and delta.content:
+                text.append(delta.content)
+                yield delta.content
+            if delta is not None and delta.refusal:
+                refusal.append(delta.refusal)
+            for tc in (delta.tool_calls if delta is not None else None) or []:
+                slot = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
+                slot["id"] = slot["id"] or tc.id or ""
+                if tc.function is not None:
+                    slot["name"] = slot["name"] or tc.function.name or ""
+                    slot["arguments"] += tc.function.arguments or ""
+            if choice.finish_reason:
+                finish = choice.finish_reason
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(text) or None,
+                               "refusal": "".join(refusal) or None}
+    if calls:
+        message["tool_calls"] = [
+            {"id": slot["id"] or f"call_{index}", "type": "function",
+             "function": {"name": slot["name"], "arguments": slot["arguments"]}}
+            for index, slot in sorted(calls.items())]
+    completion = ChatCompletion.construct(
+        **head, object="chat.completion",
+        choices=[{"index": 0, "finish_reason": finish, "message": message}],
+        usage=usage.to_dict() if usage is not None else None)
+    return parse_response(completion, model, tool_choice=tool_choice, priced=priced)

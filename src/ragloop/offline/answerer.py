@@ -10,11 +10,12 @@ import re
 
 import numpy as np
 
+from ragloop.core.answer_stream import Writing, in_pieces
 from ragloop.core.decisions import Draft, Evidence
 from ragloop.core.types import Usage
 from ragloop.embed.base import Embedder
-from ragloop.offline.text import ENGLISH_READING, Quantity, Reading, stem, term_set
-from ragloop.offline.vocabulary import ENGLISH_WORDS
+from ragloop.language.text import ENGLISH_READING, Quantity, Reading, stem, term_set
+from ragloop.language.vocabulary import ENGLISH_WORDS
 
 # A sentence needs this much of the sub-question's terms (or meaning) to count as support:
 # the default of the user's setting (RAGLOOP_STRICTNESS / --strict), chosen on the hard dev
@@ -89,6 +90,11 @@ class ExtractiveAnswerer:
         cos = {i: SENTENCE_SHARE * c + (1 - SENTENCE_SHARE) * around.get(cands[i][0], c)
                for i, c in own.items()}
         return [0.6 * lex + 0.4 * cos.get(i, 0.0) for i, lex in enumerate(lexical)]
+
+    def write(self, question: str, sub_questions: list[str], evidence: list[Evidence]
+              ) -> Writing:
+        """The answer, chosen whole, then streamed a sentence at a time."""
+        return (yield from in_pieces(self.answer(question, sub_questions, evidence)))
 
     def answer(self, question: str, sub_questions: list[str], evidence: list[Evidence]) -> Draft:
         rd = self.reading

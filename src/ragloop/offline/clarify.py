@@ -13,6 +13,15 @@ gateway") — the run should end with a clarifying question whose options are th
 A question that names some of them (Q3, of "Q3 FY2024" and "Q3 FY2025") keeps the ones it
 names: one left is no ambiguity.
 
+And the question must refer to the siblings: by part of their names (Q3), or by what they
+share, a word of every sibling's title ("the sensor" of the sensor datasheets, "the quarter"
+of the quarterly reports), not asked about ("which quarter …?", "any sensor"). A question
+that names no reading but is not about that kind of thing (a customer's deployment that two
+quarterly reports mention differently) is answered, conflicts and all. A question that
+names a reading whole, or several (a comparison), chose them; one with a number ("at 30 June
+2024", "the last quarter of 2023") says which by something the rule does not read: both are
+answered.
+
 Pure: the question, the kept hits and the words of the knowledge base's language in, a
 `Clarification` or None out.
 """
@@ -24,8 +33,8 @@ from dataclasses import dataclass
 
 from ragloop.core.conversation import Clarification
 from ragloop.core.types import Hit
-from ragloop.offline.text import ENGLISH_READING, Reading, code_family, words
-from ragloop.offline.vocabulary import Vocabulary
+from ragloop.language.text import ENGLISH_READING, Reading, code_family, stem, words
+from ragloop.language.vocabulary import Vocabulary
 
 MIN_OPTIONS = 2
 MAX_OPTIONS = 5
@@ -101,6 +110,24 @@ def _named(question_tokens: set[str], name: str) -> bool:
     return bool({t.lower() for t in words(name)} & question_tokens)
 
 
+def _refers_to_family(question: str, common: set[str], asking: set[str],
+                      rd: Reading) -> bool:
+    """The question holds a word every sibling's title has (by stem: "quarter" for
+    "Quarterly") and never asks for one ("in which quarter …", "any sensor")."""
+    shared = {stem(t) for t in common if not rd.is_code(t)}
+    tokens = [t.lower() for t in words(question)]
+    at = [i for i, t in enumerate(tokens) if stem(t) in shared]
+    return bool(at) and not any(i > 0 and tokens[i - 1] in asking for i in at)
+
+
+def _points_at_readings(question: str, names: Sequence[str]) -> bool:
+    """The question names a reading whole (every word of it), or holds a number (a date, a
+    year, an amount): it says which reading by something the rule does not read."""
+    q = {t.lower() for t in words(question)}
+    return (any(all(t.lower() in q for t in words(n)) for n in names)
+            or any(t.isdigit() for t in q))
+
+
 def _join(options: Sequence[str], words_: Vocabulary) -> str:
     if len(options) == 1:
         return options[0]
@@ -126,12 +153,17 @@ def clarify(question: str, kept: Sequence[Hit], words_: Vocabulary,
             names.setdefault(n, []).append(d.doc_id)
     if len(names) < MIN_OPTIONS:
         return None
+    if _points_at_readings(question, list(names)):
+        return None  # it chose its readings (one, or several to compare), or dates them
     q = {t.lower() for t in words(question)}
     q_codes = {t.lower() for t in words(question) if rd.is_code(t)}
     outside = [d for d in docs if d not in family]
     if any(q_codes & {t.lower() for t in d.tokens} for d in outside):
         return None  # the question names another kept document ("the Edge G2 gateway")
     named = [n for n in names if _named(q, n)]
+    if not named and not _refers_to_family(question, common,
+                                           set(words_.words("question_words")), rd):
+        return None  # not about the kind of thing the siblings are
     options = named if named else list(names)
     if named and len(named) < MIN_OPTIONS:
         return None  # the question chose its reading
@@ -146,3 +178,15 @@ def clarify(question: str, kept: Sequence[Hit], words_: Vocabulary,
                 f" {', '.join(names)}; the question names"
                 f" {f'{len(named)} of them' if named else 'none of them'}"),
         evidence={o: tuple(names[o]) for o in options})
+
+
+class RuleClarifier:
+    """The `core.decisions.Clarifier` of an offline run: `clarify` above, in the knowledge
+    base's language."""
+
+    def __init__(self, words_: Vocabulary, reading_: Reading = ENGLISH_READING) -> None:
+        self.words = words_
+        self.reading = reading_
+
+    def clarify(self, question: str, kept: list[Hit]) -> Clarification | None:
+        return clarify(question, kept, self.words, self.reading)

@@ -17,7 +17,7 @@ A question with no such sign stands alone and is left as typed; when it shares n
 the last turn it is a new topic, and the history is dropped.
 
 Pure: the history, the question and the words of the knowledge base's language
-(`offline/lang/<code>.json`, key "conversation") in, a `Condensed` out.
+(`language/lang/<code>.json`, key "conversation") in, a `Condensed` out.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ragloop.core.conversation import Condensed, Turn, TurnKind
-from ragloop.offline.text import ENGLISH_READING, Reading, code_family, stem, words
-from ragloop.offline.vocabulary import Vocabulary
+from ragloop.core.conversation import Condensed, Turn, TurnKind, narrowed
+from ragloop.core.types import Usage
+from ragloop.language.text import ENGLISH_READING, Reading, code_family, stem, words
+from ragloop.language.vocabulary import Vocabulary
 
 # A money amount or number as written: "£20,000", "2.5.0", "10,000".
 _AMOUNT = re.compile(r"(?<![\w.,])[£$€]?\d(?:[\d,.]*\d)?(?![\w])")
@@ -196,17 +197,28 @@ def _with_subject(text: str, subject: list[str]) -> str:
     return f"{text.rstrip('?!. ')} ({' '.join(missing)})?"
 
 
+def _a_choice(q: str, w: ConversationWords, rd: Reading) -> bool:
+    """An answer to a clarifying question: one of its options or a few words ("S200", "the
+    Pulse one"), not a question of its own."""
+    return not q.rstrip().endswith(("?", "？")) and len(rd.content_words(q)) <= w.ellipsis_words
+
+
 def condense(history: Sequence[Turn], question: str, words: Vocabulary,
              rd: Reading = ENGLISH_READING) -> Condensed:
     """`question` made standalone from `history` (oldest turn first), read with `words`, the
-    knowledge base's language's vocabulary (`offline.vocabulary.vocabulary(code)`), and `rd`,
-    its reading (`offline.text.reading(code)`)."""
+    knowledge base's language's vocabulary (`language.vocabulary.vocabulary(code)`), and `rd`,
+    its reading (`language.text.reading(code)`)."""
     q = " ".join(question.split())
     if not q:
         raise ValueError("the question is empty")
     if not history:
         return Condensed(q, TurnKind.STANDALONE, "the first turn: nothing to refer to")
     w = conversation_words(words)
+    last = history[-1]
+    if last.asked_back and _a_choice(q, w, rd):
+        return Condensed(narrowed(last.searched, q), TurnKind.FOLLOW_UP,
+                         f"the reading chosen for turn {len(history)}'s clarifying question",
+                         subject=q.strip("?!. "), refers_to=len(history) - 1)
     opening = _opening(q, w)
     pronoun = _pronoun_refers_back(opening.body, w, rd)
     if (opening.kind == "and" and pronoun is None and _names(opening.body, rd)
@@ -267,3 +279,15 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
         sign = f"pronoun '{pronoun.group(0)}'"
     return Condensed(_tidy(text, q), TurnKind.FOLLOW_UP, f"{sign}: {'; '.join(how)}",
                      subject=" ".join(subject), refers_to=at)
+
+
+class RuleCondenser:
+    """The offline `Condenser` (core/decisions.py): `condense` with one language's words."""
+
+    def __init__(self, words: Vocabulary, reading: Reading = ENGLISH_READING) -> None:
+        self.words = words
+        self.reading = reading
+        self.usage = Usage()  # no model calls
+
+    def condense(self, history: Sequence[Turn], question: str) -> Condensed:
+        return condense(history, question, self.words, self.reading)

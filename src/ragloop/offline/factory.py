@@ -6,24 +6,39 @@ read), passed in explicitly: no component reads a language from ambient state.""
 
 from __future__ import annotations
 
-from ragloop.core.decisions import Answerer, FollowUps, Grader, Planner, Rewriter, Router
+from ragloop.core.decisions import (
+    Answerer,
+    Clarifier,
+    Condenser,
+    FollowUps,
+    Grader,
+    Planner,
+    Rewriter,
+    Router,
+)
 from ragloop.kb import KnowledgeBase
+from ragloop.language.support import SupportChecker
+from ragloop.language.text import Reading
+from ragloop.language.text import reading as reading_of
+from ragloop.language.vocabulary import Vocabulary
 from ragloop.offline.answerer import ExtractiveAnswerer
+from ragloop.offline.clarify import RuleClarifier
+from ragloop.offline.condense import RuleCondenser
 from ragloop.offline.follow_ups import LocalFollowUps
 from ragloop.offline.grader import LocalGrader
 from ragloop.offline.planner import LocalPlanner
 from ragloop.offline.rewriter import LocalRewriter
 from ragloop.offline.router import RuleRouter, describe_scope
-from ragloop.offline.support import SupportChecker
-from ragloop.offline.text import Reading
-from ragloop.offline.text import reading as reading_of
-from ragloop.offline.vocabulary import Vocabulary
 
 
 def reading(kb: KnowledgeBase) -> Reading:
     """How the offline rules read `kb`'s language (English's patterns when it has no word
     file; its own stop words whatever it is)."""
     return reading_of(kb.language)
+
+
+def condenser(kb: KnowledgeBase, words: Vocabulary) -> Condenser:
+    return RuleCondenser(words, reading(kb))
 
 
 def planner(words: Vocabulary, reading: Reading) -> Planner:
@@ -58,3 +73,8 @@ def scope(kb: KnowledgeBase) -> str:
 
 def support_checker(kb: KnowledgeBase) -> SupportChecker:
     return SupportChecker(kb.embedder, reading=reading(kb))
+
+
+def clarifier(kb: KnowledgeBase, words: Vocabulary) -> Clarifier:
+    """Asks back when the first search's kept passages answer several readings (issue 30)."""
+    return RuleClarifier(words, reading(kb))

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from ragloop.core.types import DocumentInfo, Hit
 from ragloop.kb import KnowledgeBase
+from ragloop.language.text import ENGLISH_READING, Reading, TitleIndex, stem
 from ragloop.offline.rewriter import fetch_targets
-from ragloop.offline.text import ENGLISH_READING, Reading, TitleIndex, stem
 
 # Title links are followed only into documents that are one passage (one section): fetching
 # the first section of a long document because a chunk named it would mostly add noise.

@@ -19,7 +19,7 @@ import numpy as np
 from ragloop.core.decisions import Grade
 from ragloop.core.types import Hit, Usage
 from ragloop.embed.base import Embedder
-from ragloop.offline.text import ENGLISH_READING, Reading, code_family, stem, term_set
+from ragloop.language.text import ENGLISH_READING, Reading, code_family, stem, term_set
 from ragloop.retrieval.index_text import index_text
 
 # Calibrated by benchmarks/grader_calibration.py (its full table is printed there) on

@@ -9,7 +9,7 @@ predicate; "X and list/what/who …", "X? Y?" → one part per clause. At most 3
 
 The shapes of these rules are here; their words (the greetings and replies, the date and
 comparison connectors, the clause openers, conditions and pronouns) are the language's data,
-`offline/lang/<code>.json` under "small_talk" and "grammar", read through `vocabulary.py`.
+`language/lang/<code>.json` under "small_talk" and "grammar", read through `vocabulary.py`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import re
 
 from ragloop.core.decisions import Plan
 from ragloop.core.types import Usage
-from ragloop.offline.text import ENGLISH_READING, Reading
-from ragloop.offline.vocabulary import ENGLISH_WORDS, Vocabulary, alternation, as_list
+from ragloop.language.text import ENGLISH_READING, Reading
+from ragloop.language.vocabulary import ENGLISH_WORDS, Vocabulary, alternation, as_list
 from ragloop.retrieval.languages import month_pattern
 
 MAX_PARTS = 3

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from ragloop.core.decisions import Grade
 from ragloop.core.types import Hit, Usage
+from ragloop.language.text import ENGLISH_READING, Reading, looks_cut_off, stem
 from ragloop.offline.grader import context_text, gap_terms
-from ragloop.offline.text import ENGLISH_READING, Reading, looks_cut_off, stem
 
 __all__ = ["LocalRewriter", "bridge_entities", "fetch_targets", "looks_cut_off"]
 
@@ -80,7 +80,7 @@ class LocalRewriter:
             bridges = bridge_entities(question, grade.kept, rd)
             # the question's plain terms that are not the bridge's own clue: for
             # "battery life of the sensor that raises E102" keep "battery life"; of those,
-            # the ones the best kept chunk (the first hop) does not cover, which ask about
+            # the ones the best kept chunk (the first hop) lacks, which ask about
             # the second hop ("… in the oldest established what?")
             plain = [w for w in rd.content_words(question) if w not in q_ents]
             first_hop = {stem(w) for w in rd.content_words(context_text(grade.kept[0]))}

@@ -1,5 +1,5 @@
 """The rule router: easy questions go single-shot, the rest to the agent, and questions the
-knowledge base plainly does not cover are answered at once as out of scope."""
+knowledge base plainly lacks are answered at once as out of scope."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from ragloop.core.decisions import Route
 from ragloop.core.errors import EmptyQueryError
 from ragloop.kb import KnowledgeBase
+from ragloop.language.text import ENGLISH_READING, Reading
+from ragloop.language.vocabulary import ENGLISH_WORDS, Vocabulary
 from ragloop.offline.planner import LocalPlanner
-from ragloop.offline.text import ENGLISH_READING, Reading
-from ragloop.offline.vocabulary import ENGLISH_WORDS, Vocabulary
 from ragloop.retrieval.languages import month_pattern
 
 # Below this cosine to the nearest chunk, with no shared term, a question is off topic
@@ -23,7 +23,7 @@ SHORT_QUESTION_WORDS = 12
 @dataclass(frozen=True)
 class Cues:
     """What sends a question to the agent, built from a language's words ("router_cues" of
-    offline/lang/<code>.json, and its period codes)."""
+    language/lang/<code>.json, and its period codes)."""
 
     compare: re.Pattern[str]
     chain: re.Pattern[str]
@@ -86,7 +86,7 @@ class RuleRouter:
         return ScopeCheck(shared_terms=bool(bm25), best_cosine=best)
 
     def out_of_scope(self, question: str) -> str | None:
-        """Why the knowledge base plainly does not cover the question, or None."""
+        """Why the question is plainly outside the knowledge base, or None."""
         try:
             check = self.scope(question)
         except EmptyQueryError:

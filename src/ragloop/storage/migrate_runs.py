@@ -32,11 +32,19 @@ _SELECT_RUNS = ", ".join(
 )
 
 
+# what a column a SQLite file's runs table predates reads as
+_LATER_COLUMNS = {"source": "''", "conversation_id": "NULL", "turn": "NULL",
+                  "standalone": "NULL"}
+
+
 def select_runs(conn: Any) -> str:
-    """The runs SELECT list for a SQLite file, whose runs table may predate `source`."""
+    """The runs SELECT list for a SQLite file, whose runs table may predate `source` or the
+    conversation columns."""
     columns = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
-    return _SELECT_RUNS if "source" in columns else _SELECT_RUNS.replace(
-        "source", "'' AS source")
+    return ", ".join(
+        f"CAST({c} AS TEXT)" if c in RUN_JSON_COLUMNS
+        else c if c in columns or c not in _LATER_COLUMNS else f"{_LATER_COLUMNS[c]} AS {c}"
+        for c in RunRecord.__annotations__)
 
 
 def run_pages(conn: Any, mark: str, size: int | None = None,

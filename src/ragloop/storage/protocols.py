@@ -152,6 +152,11 @@ class RunRecord(TypedDict):
     finished_at: float | None
     # who started it: cli | api | eval | mcp ("" for runs recorded before sources were)
     source: str
+    # a turn of a conversation (issue 30): its id, the turn's index (0 first) and the
+    # standalone question that was searched; None for a single question
+    conversation_id: str | None
+    turn: int | None
+    standalone: str | None
 
 
 #: who starts runs; the dashboard's figures leave eval runs out unless asked for them
@@ -198,6 +203,32 @@ def run_row(run: RunRecord) -> tuple[object, ...]:
     values: dict[str, Any] = dict(run)
     return tuple(json.dumps(values[k]) if k in RUN_JSON_COLUMNS else values[k]
                  for k in RunRecord.__annotations__)
+
+
+class ConversationSummary(TypedDict):
+    """One conversation as listed: its id, its first question, how many turns, when."""
+
+    conversation_id: str
+    title: str
+    turns: int
+    created_at: float
+    updated_at: float
+
+
+#: the conversations, most recently continued first (both stores; "{}" is the limit's mark)
+CONVERSATIONS_SQL = (
+    "SELECT conversation_id,"
+    " (SELECT question FROM runs f WHERE f.conversation_id = r.conversation_id"
+    "  ORDER BY turn LIMIT 1), count(*), min(created_at), max(created_at)"
+    " FROM runs r WHERE conversation_id IS NOT NULL GROUP BY conversation_id"
+    " ORDER BY max(created_at) DESC LIMIT {}")
+
+
+def conversation_summary(row: Sequence[object]) -> ConversationSummary:
+    cid, title, turns, created, updated = row
+    return ConversationSummary(conversation_id=str(cid), title=str(title or ""),
+                               turns=int(turns), created_at=float(created),  # type: ignore[arg-type]
+                               updated_at=float(updated))  # type: ignore[arg-type]
 
 
 class StoredEvent(NamedTuple):
@@ -259,7 +290,11 @@ class RunStore(Protocol):
     """Runs, their events and the dashboard's metrics, in the knowledge base's own storage."""
 
     def start(self, question: str, *, driver: str = "", model: str = "", max_steps: int = 0,
-              run_id: str | None = None, source: str = "api") -> str: ...
+              run_id: str | None = None, source: str = "api",
+              conversation_id: str | None = None) -> str:
+        """Record a run as running; with `conversation_id` it is that conversation's next
+        turn (its index: one more than the conversation's last)."""
+        ...
     def add_event(self, run_id: str, event: Event) -> None: ...
     def finish(self, run_id: str, result: dict[str, Any]) -> None: ...
     def get(self, run_id: str) -> RunRecord | None: ...
@@ -269,6 +304,12 @@ class RunStore(Protocol):
         ...
     def metrics(self, source: str | None = DASHBOARD_SOURCES) -> Metrics:
         """The dashboard figures over finished runs; by default eval runs are left out."""
+        ...
+    def conversation(self, conversation_id: str) -> list[RunRecord]:
+        """The turns of a conversation, first first ([] for an unknown id)."""
+        ...
+    def conversations(self, limit: int = 20) -> list[ConversationSummary]:
+        """The conversations most recently continued first."""
         ...
     def mark_interrupted(self) -> list[str]: ...
     def import_runs(self, runs: list[RunCopy]) -> tuple[list[str], int]:

@@ -36,6 +36,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ragloop.agent.engine import Engine
 from ragloop.apps.jobs import JobRunner
 from ragloop.apps.server.api_docs import add_api_docs
+from ragloop.apps.server.conversations import ID_PATTERN as CONVERSATION_ID_PATTERN
+from ragloop.apps.server.conversations import add_conversation_routes, resolve_conversation
 from ragloop.apps.server.folder_sync import FolderSync
 from ragloop.apps.server.guard import (
     LoopbackGuard,
@@ -49,7 +51,7 @@ from ragloop.apps.server.uploads import ingest_uploads
 from ragloop.core.config import Settings
 from ragloop.core.decisions import Grader
 from ragloop.core.errors import ConfigError, NotFoundError, UserError
-from ragloop.core.events import BaseEvent, Event
+from ragloop.core.events import AnswerDeltaEvent, BaseEvent, Event
 from ragloop.core.types import RunStatus
 from ragloop.eval.metrics import percentile
 from ragloop.kb import KnowledgeBase
@@ -120,6 +122,10 @@ class AskRequest(BaseModel):
         None, description="tools (needs a chat model) or pipeline (runs offline).")
     max_steps: int | None = Field(None, ge=2, le=MAX_STEPS_LIMIT,
                                   description="Step ceiling (default from settings).")
+    conversation_id: str | None = Field(
+        None, pattern=CONVERSATION_ID_PATTERN,
+        description='Continue this conversation (its earlier turns are the history); "new"'
+                    " starts one. The response carries the id to continue with.")
 
     @field_validator("question")
     @classmethod
@@ -400,6 +406,7 @@ def _add_routes(app: FastAPI, upload_limit: int) -> None:
     _add_document_routes(app, upload_limit)
     _add_search_route(app)
     _add_metrics_route(app)
+    add_conversation_routes(app)
 
 
 def _add_page_routes(app: FastAPI) -> None:
@@ -429,10 +436,11 @@ def _add_run_routes(app: FastAPI) -> None:
         /runs/{id}/events (SSE) or poll /runs/{id}."""
         state = _state(request)
         _check_components(state, body)
+        conversation_id = resolve_conversation(state.runs, body.conversation_id)
         run_id = state.jobs.submit(body.question, route=body.route, driver=body.driver,
-                                   max_steps=body.max_steps)
+                                   max_steps=body.max_steps, conversation_id=conversation_id)
         return {"run_id": run_id, "status": RunStatus.QUEUED, "events": f"/runs/{run_id}/events",
-                "run": f"/runs/{run_id}"}
+                "run": f"/runs/{run_id}", "conversation_id": conversation_id}
 
     @app.get("/runs", tags=["runs"])
     def list_runs(request: Request,
@@ -455,7 +463,8 @@ def _add_run_routes(app: FastAPI) -> None:
     @app.get("/runs/{run_id}/events", tags=["runs"],
              response_class=EventSourceResponse,
              responses={200: {"content": {"text/event-stream": {}},
-                              "description": "`step` events (id = seq), then one `end`."}})
+                              "description": "`step` events (id = seq) and, while the answer is"
+                                             " written, `answer_delta` pieces; then one `end`."}})
     async def run_events(
             run_id: str, request: Request,
             last_event_id: Annotated[str | None, Header(
@@ -466,7 +475,9 @@ def _add_run_routes(app: FastAPI) -> None:
             = None) -> EventSourceResponse:
         """The run's events as Server-Sent Events: `event: step`, `id: <seq>`, data = the
         event as JSON; missed events are replayed from the store, then the stream follows the
-        run and ends with `event: end` carrying the final status."""
+        run and ends with `event: end` carrying the final status. While the answer is written,
+        its pieces come as `event: answer_delta` (no id; not stored: a client that comes
+        after the answer gets the `answer` step whole)."""
         state = _state(request)
         if await anyio.to_thread.run_sync(state.jobs.get, run_id) is None:
             raise NotFoundError(f"No run {run_id!r}; GET /runs lists recent runs.")
@@ -476,7 +487,10 @@ def _add_run_routes(app: FastAPI) -> None:
 
         async def stream() -> AsyncIterator[ServerSentEvent]:
             async for item in state.jobs.follow(run_id, start):
-                if isinstance(item, BaseEvent):
+                if isinstance(item, AnswerDeltaEvent):  # not a step: no id to resume from
+                    yield ServerSentEvent(data=_event_payload(run_id, item),
+                                          event="answer_delta")
+                elif isinstance(item, BaseEvent):
                     yield ServerSentEvent(data=_event_payload(run_id, item), event="step",
                                           id=str(item.seq))
                 elif item is None:  # the run is gone
@@ -497,8 +511,9 @@ def _add_run_routes(app: FastAPI) -> None:
         """Answer synchronously: the full run result (answer, citations, evidence, usage)."""
         state = _state(request)
         _check_components(state, body)
+        conversation_id = resolve_conversation(state.runs, body.conversation_id)
         future = state.jobs.ask(body.question, route=body.route, driver=body.driver,
-                                max_steps=body.max_steps)
+                                max_steps=body.max_steps, conversation_id=conversation_id)
         result = await asyncio.wrap_future(future)
         return result.to_dict()
 

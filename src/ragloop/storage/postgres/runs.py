@@ -33,13 +33,16 @@ from ragloop.core.types import EventKind, RunStatus
 from ragloop.storage.postgres import schema as pg_schema
 from ragloop.storage.postgres.store import connect, redact, split_url
 from ragloop.storage.protocols import (
+    CONVERSATIONS_SQL,
     DASHBOARD_SOURCES,
     RUN_COLUMNS,
     RUN_JSON_COLUMNS,
+    ConversationSummary,
     Metrics,
     QueuedRun,
     RunCopy,
     RunRecord,
+    conversation_summary,
     run_record,
     run_row,
     source_filter,
@@ -51,6 +54,9 @@ from ragloop.storage.protocols import (
 DIRECT_LEASE_S = 600.0
 DEFAULT_MAX_ATTEMPTS = 3
 NOW = "extract(epoch FROM clock_timestamp())"
+# the next turn's index of conversation %(cid)s (NULL for a run outside a conversation)
+NEXT_TURN = ("CASE WHEN %(cid)s::text IS NULL THEN NULL ELSE (SELECT coalesce(max(turn) + 1, 0)"
+             " FROM runs WHERE conversation_id = %(cid)s::text) END")
 
 
 
@@ -96,19 +102,25 @@ class PgRunStore:
     # -- the RunStore interface -----------------------------------------------------------
 
     def start(self, question: str, *, driver: str = "", model: str = "",
-              max_steps: int = 0, run_id: str | None = None, source: str = "api") -> str:
-        """Record a run as running; a run claimed from the queue keeps its queue fields."""
+              max_steps: int = 0, run_id: str | None = None, source: str = "api",
+              conversation_id: str | None = None) -> str:
+        """Record a run as running; a run claimed from the queue keeps its queue fields. A
+        turn is numbered here, when it starts (a queued turn when a worker claims it)."""
         run_id = run_id or uuid.uuid4().hex[:12]
         with self._conn() as conn:
             conn.execute(
                 "INSERT INTO runs(run_id, question, status, driver, model, max_steps, created_at,"
-                " attempts, max_attempts, worker, lease_until, source)"
-                f" VALUES (%s, %s, 'running', %s, %s, %s, %s, 1, 1, %s, {NOW} + %s, %s)"
+                " attempts, max_attempts, worker, lease_until, source, conversation_id, turn)"
+                f" SELECT %(id)s, %(q)s, 'running', %(driver)s, %(model)s, %(steps)s, %(now)s,"
+                f" 1, 1, %(worker)s, {NOW} + %(lease)s, %(source)s, %(cid)s::text, {NEXT_TURN}"
                 " ON CONFLICT (run_id) DO UPDATE SET status = 'running',"
                 " driver = excluded.driver, model = excluded.model,"
-                " max_steps = excluded.max_steps",
-                (run_id, question, driver, model, max_steps, time.time(), self.worker,
-                 self.lease_s, source))
+                " max_steps = excluded.max_steps,"
+                " conversation_id = coalesce(runs.conversation_id, excluded.conversation_id),"
+                " turn = coalesce(runs.turn, excluded.turn)",
+                {"id": run_id, "q": question, "driver": driver, "model": model,
+                 "steps": max_steps, "now": time.time(), "worker": self.worker,
+                 "lease": self.lease_s, "source": source, "cid": conversation_id})
         return run_id
 
     def add_event(self, run_id: str, event: Event) -> None:
@@ -135,7 +147,7 @@ class PgRunStore:
                 " driver=coalesce(%(driver)s, driver), model=coalesce(%(model)s, model),"
                 " answer=%(answer)s, citations=%(cit)s::json, usage=%(usage)s::json,"
                 " steps=%(steps)s, latency_s=%(lat)s, error=%(error)s, finished_at=%(now)s,"
-                " lease_until = NULL"
+                " standalone=coalesce(%(standalone)s, standalone), lease_until = NULL"
                 " WHERE run_id=%(id)s AND (%(att)s::int IS NULL OR attempts = %(att)s)",
                 {"status": str(result["status"]), "route": result.get("route"),
                  "rr": result.get("route_reason"), "driver": result.get("driver"),
@@ -144,6 +156,7 @@ class PgRunStore:
                  "usage": json.dumps(result.get("usage", {}), default=str),
                  "steps": result.get("steps", 0), "lat": result.get("latency_s"),
                  "error": result.get("error"), "now": time.time(), "id": run_id,
+                 "standalone": result.get("standalone"),
                  "att": self._attempt(run_id)})
         with self._lock:
             self._attempts.pop(run_id, None)
@@ -170,6 +183,18 @@ class PgRunStore:
                 f"SELECT {RUN_COLUMNS} FROM runs WHERE {where.format('%s')}"
                 " ORDER BY created_at DESC LIMIT %s", (*values, limit)).fetchall()
         return [run_record(r) for r in rows]
+
+    def conversation(self, conversation_id: str) -> list[RunRecord]:
+        with self._conn() as conn:
+            rows = conn.execute(
+                f"SELECT {RUN_COLUMNS} FROM runs WHERE conversation_id=%s ORDER BY turn",
+                (conversation_id,)).fetchall()
+        return [run_record(r) for r in rows]
+
+    def conversations(self, limit: int = 20) -> list[ConversationSummary]:
+        with self._conn() as conn:
+            rows = conn.execute(CONVERSATIONS_SQL.format("%s"), (limit,)).fetchall()
+        return [conversation_summary(r) for r in rows]
 
     def metrics(self, source: str | None = DASHBOARD_SOURCES) -> Metrics:
         """The dashboard figures over finished runs (as RunStore.metrics)."""
@@ -242,10 +267,10 @@ class PgRunStore:
         run_id = run_id or uuid.uuid4().hex[:12]
         with self._conn() as conn:
             conn.execute(
-                "INSERT INTO runs(run_id, question, status, options, max_attempts, created_at)"
-                " VALUES (%s, %s, 'queued', %s::json, %s, %s)",
+                "INSERT INTO runs(run_id, question, status, options, max_attempts, created_at,"
+                " conversation_id) VALUES (%s, %s, 'queued', %s::json, %s, %s, %s)",
                 (run_id, question, json.dumps(options or {}), max(1, max_attempts),
-                 time.time()))
+                 time.time(), (options or {}).get("conversation_id")))
         return run_id
 
     def claim(self, lease_s: float | None = None) -> QueuedRun | None:

@@ -174,6 +174,14 @@ def _document_metadata(conn: psycopg.Connection, params: dict) -> None:
     conn.execute("ALTER TABLE documents ADD COLUMN metadata jsonb NOT NULL DEFAULT '{}'")
 
 
+def _conversations(conn: psycopg.Connection, params: dict) -> None:
+    """A run may be a turn of a conversation: its id, its index, the question searched."""
+    conn.execute("ALTER TABLE runs ADD COLUMN conversation_id text,"
+                 " ADD COLUMN turn integer, ADD COLUMN standalone text")
+    conn.execute("CREATE INDEX runs_conversation ON runs(conversation_id, turn)"
+                 " WHERE conversation_id IS NOT NULL")
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "knowledge base: documents, sections, chunks (tsvector + vector), cache",
               _kb_tables),
@@ -182,6 +190,7 @@ MIGRATIONS: list[Migration] = [
     Migration(4, "runs.source: who started a run (cli, api, eval, mcp)", _run_source),
     Migration(5, "documents.metadata (front matter, file properties, tags)",
               _document_metadata),
+    Migration(6, "runs.conversation_id, turn, standalone: conversations", _conversations),
 ]
 
 

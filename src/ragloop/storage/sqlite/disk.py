@@ -26,7 +26,7 @@ _TANTIVY_WORKER_DIED = "index writer was killed"
 
 def is_disk_full(exc: BaseException, *folders: Path) -> bool:
     """Whether `exc` comes of a full disk. `folders` are where the writes went: an error that
-    does not say why (SQLite's "disk I/O error" when it cannot size its shared-memory file,
+    gives no reason (SQLite's "disk I/O error" when it cannot size its shared-memory file,
     tantivy's "index writer was killed" after a worker thread's io::Error) counts when one of
     them has under 1 MB free."""
     if isinstance(exc, OSError):

@@ -13,11 +13,14 @@ from typing import Any
 from ragloop.core.events import Event, event_from
 from ragloop.core.types import EventKind, RunStatus
 from ragloop.storage.protocols import (
+    CONVERSATIONS_SQL,
     DASHBOARD_SOURCES,
     RUN_COLUMNS,
+    ConversationSummary,
     Metrics,
     RunCopy,
     RunRecord,
+    conversation_summary,
     run_record,
     run_row,
     source_filter,
@@ -32,13 +35,20 @@ CREATE TABLE IF NOT EXISTS runs (
   citations TEXT NOT NULL DEFAULT '[]', usage TEXT NOT NULL DEFAULT '{}',
   steps INTEGER NOT NULL DEFAULT 0, max_steps INTEGER NOT NULL DEFAULT 0,
   latency_s REAL, error TEXT, created_at REAL NOT NULL, finished_at REAL,
-  source TEXT NOT NULL DEFAULT '');
+  source TEXT NOT NULL DEFAULT '', conversation_id TEXT, turn INTEGER, standalone TEXT);
 CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at);
 CREATE TABLE IF NOT EXISTS events (
   run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE, seq INTEGER NOT NULL,
   kind TEXT NOT NULL, step INTEGER NOT NULL, data TEXT NOT NULL, ts REAL NOT NULL,
   PRIMARY KEY (run_id, seq)) WITHOUT ROWID;
 """
+# an index made after the columns: a file from before conversations gets them first
+CONVERSATION_INDEX = ("CREATE INDEX IF NOT EXISTS runs_conversation"
+                      " ON runs(conversation_id, turn) WHERE conversation_id IS NOT NULL")
+# columns added since the first runs table, for knowledge bases made before them
+ADDED_COLUMNS = {"source": "TEXT NOT NULL DEFAULT ''", "conversation_id": "TEXT",
+                 "turn": "INTEGER", "standalone": "TEXT"}
+
 
 class SqliteRunStore:
     def __init__(self, db_path: str | Path) -> None:
@@ -50,21 +60,26 @@ class SqliteRunStore:
             self.db.execute("PRAGMA foreign_keys=ON")
             self.db.executescript(SCHEMA)
             columns = {r[1] for r in self.db.execute("PRAGMA table_info(runs)")}
-            if "source" not in columns:  # a knowledge base from before runs had a source
-                self.db.execute("ALTER TABLE runs ADD COLUMN source TEXT NOT NULL DEFAULT ''")
+            for name, decl in ADDED_COLUMNS.items():  # a knowledge base from before them
+                if name not in columns:
+                    self.db.execute(f"ALTER TABLE runs ADD COLUMN {name} {decl}")
+            self.db.execute(CONVERSATION_INDEX)
         except sqlite3.DatabaseError as exc:
             self.db.close()
             raise not_a_knowledge_base(Path(db_path), exc) from None
 
     def start(self, question: str, *, driver: str = "", model: str = "",
-              max_steps: int = 0, run_id: str | None = None, source: str = "api") -> str:
+              max_steps: int = 0, run_id: str | None = None, source: str = "api",
+              conversation_id: str | None = None) -> str:
         run_id = run_id or uuid.uuid4().hex[:12]
-        with self.lock:
+        with self.lock:  # the turn's index read and written under the one lock
             self.db.execute(
                 "INSERT INTO runs(run_id, question, status, driver, model, max_steps, created_at,"
-                " source) VALUES (?,?,?,?,?,?,?,?)",
+                " source, conversation_id, turn) SELECT ?,?,?,?,?,?,?,?,?,"
+                " CASE WHEN ? IS NULL THEN NULL ELSE (SELECT coalesce(max(turn) + 1, 0)"
+                " FROM runs WHERE conversation_id = ?) END",
                 (run_id, question, RunStatus.RUNNING, driver, model, max_steps, time.time(),
-                 source))
+                 source, conversation_id, conversation_id, conversation_id))
         return run_id
 
     def add_event(self, run_id: str, event: Event) -> None:
@@ -79,13 +94,13 @@ class SqliteRunStore:
         with self.lock:
             self.db.execute(
                 "UPDATE runs SET status=?, route=?, route_reason=?, driver=?, model=?, answer=?,"
-                " citations=?, usage=?, steps=?, latency_s=?, error=?, finished_at=?"
-                " WHERE run_id=?",
+                " citations=?, usage=?, steps=?, latency_s=?, error=?, finished_at=?,"
+                " standalone=coalesce(?, standalone) WHERE run_id=?",
                 (result["status"], result.get("route"), result.get("route_reason"),
                  result.get("driver"), result.get("model"), result.get("answer"),
                  json.dumps(result.get("citations", [])), json.dumps(result.get("usage", {})),
                  result.get("steps", 0), result.get("latency_s"), result.get("error"),
-                 time.time(), run_id))
+                 time.time(), result.get("standalone"), run_id))
 
     def get(self, run_id: str) -> RunRecord | None:
         with self.lock:
@@ -107,6 +122,18 @@ class SqliteRunStore:
                 f"SELECT {RUN_COLUMNS} FROM runs WHERE {where.format('?')}"
                 " ORDER BY created_at DESC LIMIT ?", (*values, limit)).fetchall()
         return [run_record(r) for r in rows]
+
+    def conversation(self, conversation_id: str) -> list[RunRecord]:
+        with self.lock:
+            rows = self.db.execute(
+                f"SELECT {RUN_COLUMNS} FROM runs WHERE conversation_id=? ORDER BY turn",
+                (conversation_id,)).fetchall()
+        return [run_record(r) for r in rows]
+
+    def conversations(self, limit: int = 20) -> list[ConversationSummary]:
+        with self.lock:
+            rows = self.db.execute(CONVERSATIONS_SQL.format("?"), (limit,)).fetchall()
+        return [conversation_summary(r) for r in rows]
 
     def metrics(self, source: str | None = DASHBOARD_SOURCES) -> Metrics:
         """The dashboard figures over finished runs (by default not eval's)."""

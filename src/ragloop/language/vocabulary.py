@@ -1,4 +1,4 @@
-"""The words the offline rules read, per language, from data files (`offline/lang/<code>.json`).
+"""The words the offline rules read, per language, from data files (`language/lang/<code>.json`).
 
 Question words, period codes and their ordinals ("third quarter" → Q3), number words,
 duration units, money scales, section-reference words, document kinds, name connectors and
@@ -68,7 +68,7 @@ class Vocabulary:
 
     @property
     def declined(self) -> tuple[str, ...]:
-        """The phrases of an answer that declines, in whole or in part ("does not say"): the
+        """The phrases of an answer that declines, in whole or in part (`decline` in the data): the
         run's status and the eval's abstention read these same words."""
         d = self.data["decline"]
         return (*d["says_missing"], *d["also"])
@@ -127,7 +127,7 @@ def vocabulary(code: str | None = ENGLISH) -> Vocabulary:
 
 @cache
 def _load(code: str) -> Vocabulary:
-    folder = resources.files("ragloop.offline") / "lang"
+    folder = resources.files("ragloop.language") / "lang"
     path = folder / f"{code}.json"
     if not path.is_file():
         return _load(ENGLISH) if code != ENGLISH else _missing()
@@ -135,7 +135,7 @@ def _load(code: str) -> Vocabulary:
 
 
 def _missing() -> Vocabulary:
-    raise FileNotFoundError("ragloop/offline/lang/en.json is missing from the installation")
+    raise FileNotFoundError("ragloop/language/lang/en.json is missing from the installation")
 
 
 ENGLISH_WORDS = vocabulary(ENGLISH)

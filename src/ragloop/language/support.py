@@ -1,6 +1,6 @@
 """Does a cited passage support its sentence? The offline citation checker.
 
-An answer's sentences are split (offline/text.split_sentences, which knows 。！？) and each
+An answer's sentences are split (language/text.split_sentences, which knows 。！？) and each
 citation [n] is paired with the words it follows: the whole sentence, or, when a sentence cites
 several times, the stretch since the previous citation. A pair is supported when
 
@@ -28,8 +28,8 @@ from functools import cache
 import numpy as np
 
 from ragloop.embed.base import Embedder
-from ragloop.offline.text import ENGLISH_READING, Reading, stem, term_set, words
-from ragloop.offline.vocabulary import vocabulary
+from ragloop.language.text import ENGLISH_READING, Reading, stem, term_set, words
+from ragloop.language.vocabulary import vocabulary
 
 # Tuned on the dev half of examples/evals/citation_support.jsonl only (see RESULTS.md).
 MIN_COVERAGE = 0.6  # share of the claim's content terms the passage holds
@@ -66,10 +66,8 @@ _UNIT = re.compile(r"(?<![A-Za-z\d.,£$€¥])(\d+(?:\.\d+)?)\s?"
 _CJK_NUMERALS = re.compile(r"[零〇一二两三四五六七八九十百千万亿]{2,}")
 # "l'Etna", "dell'INPS", "d'Europa": an elided article before a name
 _ELISION = re.compile(r"^[A-Za-zÀ-ÿ]{1,4}['’](?=\w)")
-# The answerers' own labels, not claims about the sources.
-_LABELS = re.compile(r"^(?:note:\s*the sources disagree\s*[—–-]\s*"
-                     r"|the knowledge base does not say clearly:.*?the closest passages:\s*)",
-                     re.IGNORECASE)
+# The answerer's own label, not a claim about the sources (offline/answerer.py's notes).
+_LABELS = re.compile(r"^note:\s*the sources disagree\s*[—–-]\s*", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

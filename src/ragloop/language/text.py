@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 
 from ragloop.core.types import Hit
-from ragloop.offline.vocabulary import ENGLISH_WORDS, Vocabulary, alternation, vocabulary
+from ragloop.language.vocabulary import ENGLISH_WORDS, Vocabulary, alternation, vocabulary
 from ragloop.retrieval.languages import (
     CJK_CHARS,
     cjk_grams,

@@ -1,0 +1,77 @@
+"""Conversations against the real llama.cpp server of the tests (SmolLM2-135M through
+llama-cpp-python's OpenAI-compatible server, bounded calls): the condense decision goes out
+with its JSON schema as a grammar and comes back schema-valid, and a two-turn conversation
+completes with the follow-up condensed by the model. What a 135M model rewrites is not the
+point; what crosses the wire and how the turns end is."""
+
+from __future__ import annotations
+
+import json
+
+from model_server import CALL_TIMEOUT_S, MODEL_ALIAS, WireLog, explained
+
+from ragloop.agent.engine import Engine
+from ragloop.agent.jsonparse import parse_json_object, strict_schema
+from ragloop.agent.llm_condense import CondenseReply, LLMCondenser
+from ragloop.core.conversation import Turn, TurnKind
+from ragloop.core.events import CondenseEvent
+from ragloop.core.types import RunStatus
+from ragloop.language.vocabulary import vocabulary
+from ragloop.llm.openai import OpenAIChat
+from ragloop.offline.condense import RuleCondenser
+from ragloop.offline.grader import LocalGrader
+
+ENDED = {RunStatus.ANSWERED, RunStatus.TRUNCATED, RunStatus.UNANSWERABLE}
+SMALL_RUN = {"loop_max_tokens": 128, "decision_max_tokens": 128, "search_k": 3,
+             "tool_result_chars": 1200, "citation_check": "offline"}
+SCHEMA = json.dumps(strict_schema(CondenseReply), sort_keys=True)
+
+
+def _chat(url: str, wire: WireLog) -> OpenAIChat:
+    return OpenAIChat(MODEL_ALIAS, base_url=url, timeout=CALL_TIMEOUT_S, max_retries=0,
+                      dialect="llamacpp", http_client=wire.client())
+
+
+def _condense_calls(wire: WireLog) -> list[tuple[dict, dict]]:
+    return [(req, resp) for req, resp in wire.exchanges
+            if json.dumps((req.get("response_format") or {}).get("schema"),
+                          sort_keys=True) == SCHEMA]
+
+
+def test_the_condense_decision_is_schema_valid(llama_server) -> None:
+    wire = WireLog()
+    condenser = LLMCondenser(_chat(llama_server, wire), RuleCondenser(vocabulary("en")),
+                             max_tokens=96)
+    history = [Turn("Is the T9 sensor waterproof?",
+                    answer="Yes: the T9 is rated IP67. [1]")]
+    with explained():
+        c = condenser.condense(history, "How long does its battery last?")
+    assert c.question and c.kind in tuple(TurnKind)
+    calls = _condense_calls(wire)
+    assert calls and calls[0][0]["response_format"]["type"] == "json_object"
+    assert calls[0][1]["status"] == 200
+    finished = [resp for _, resp in calls if resp["choices"][0]["finish_reason"] == "stop"]
+    assert finished, "no reply finished inside the budget"
+    for resp in finished:  # a grammar-complete reply parses as the schema
+        parse_json_object(resp["choices"][0]["message"]["content"], CondenseReply)
+    assert condenser.usage.calls == len(calls)
+
+
+def test_a_two_turn_conversation_completes(llama_server, small_kb) -> None:
+    wire = WireLog()
+    engine = Engine(small_kb, small_kb.settings.with_(max_steps=2, **SMALL_RUN),
+                    chat=_chat(llama_server, wire), grader=LocalGrader(small_kb.embedder))
+    chat = engine.conversation()
+    events: list = []
+    with explained():
+        first = chat.ask("Is the T9 sensor waterproof?", route="single")
+        second = chat.ask("How long does its battery last?", route="single",
+                          on_event=events.append)
+    assert first.status in ENDED and second.status in ENDED, second.answer
+    assert isinstance(events[0], CondenseEvent) and events[0].standalone == second.standalone
+    assert second.standalone and second.usage.calls >= 1
+    assert len(_condense_calls(wire)) >= 1  # the model made it standalone, not the rule
+    turns = engine.runs.conversation(chat.id)
+    assert [(t["turn"], t["status"]) for t in turns] == [(0, str(first.status)),
+                                                          (1, str(second.status))]
+    assert turns[1]["standalone"] == second.standalone
