@@ -47,9 +47,20 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ragloop.agent.run import RunResult
 from ragloop.apps.server.json_errors import rewrite_errors
-from ragloop.core.conversation import Turn
+from ragloop.core.conversation import Turn, TurnKind
 from ragloop.core.errors import NotFoundError, RunFailed, UserError
-from ragloop.core.events import BaseEvent, Event
+from ragloop.core.events import (
+    AnswerDeltaEvent,
+    ClarifyEvent,
+    CondenseEvent,
+    ErrorEvent,
+    Event,
+    PlanEvent,
+    RewriteEvent,
+    RouteEvent,
+    ToolCallEvent,
+)
+from ragloop.core.types import RunStatus
 from ragloop.storage.location import is_postgres_url
 
 if TYPE_CHECKING:
@@ -215,74 +226,61 @@ def model_ids(state: ServerState) -> list[str]:
 # -- the reply ------------------------------------------------------------------------------
 
 
-def _search_line(d: dict[str, Any]) -> str:
-    tool, error = d.get("tool", ""), d.get("error")
-    if "query" in d:
-        line = f"Searched \"{_short(d['query'])}\""
-        if d.get("chunks") is not None:
-            line += f": kept {d.get('kept') or 0} of {d['chunks']} passages"
-    elif "doc_id" in d:
-        line = f"Read {d['doc_id']} §{d.get('section', '')}"
-    elif d.get("documents") is not None:
-        line = f"Listed the documents ({d['documents']})"
-    else:
-        line = f"Called {tool}"
-    return f"{line} — failed: {_short(error)}" if error else line
-
-
-def _plan_line(d: dict[str, Any]) -> str:
-    parts = d.get("sub_questions") or []
-    if not d.get("need_search", True):
-        return "Plan: no search needed"
-    if len(parts) > 1:
-        return f"Plan: {len(parts)} parts — " + "; ".join(_short(p, 80) for p in parts)
-    return "Plan: one search"
-
-
-def _condense_line(d: dict[str, Any]) -> str | None:
-    kind = d.get("turn_kind")
-    if kind == "follow_up":
-        return f"Follow-up, searched as \"{_short(d.get('standalone', ''))}\""
-    if kind == "new_topic":
-        return "New topic: the earlier turns set aside"
-    return None
-
-
-def _rewrite_line(d: dict[str, Any]) -> str:
-    line = "Rewrote the search"
-    if d.get("query"):
-        line += f" as \"{_short(d['query'])}\""
-    return line + (f" (missing: {_short(d['missing'])})" if d.get("missing") else "")
-
-
-# One line per step a reader follows, by event kind (the events' JSON `data`, as SSE sends it);
-# grades (their counts are on the search line), placements and the answer itself have none.
-_STEP_LINES: dict[str, Callable[[dict[str, Any]], str | None]] = {
-    "condense": _condense_line,
-    "route": lambda d: f"Route: {d.get('route')} — {_short(d.get('reason') or '')}".rstrip(" —"),
-    "plan": _plan_line,
-    "tool_call": _search_line,
-    "rewrite": _rewrite_line,
-    "clarify": lambda d: f"Several readings: asking \"{_short(d.get('question', ''))}\"",
-    "error": lambda d: f"Error: {_short(d.get('error', ''))}",
-}
-
-
 def _short(text: object, limit: int = 160) -> str:
     s = " ".join(str(text).split())
     return s if len(s) <= limit else s[:limit - 1] + "…"
 
 
-def step_line(event: BaseEvent) -> str | None:
-    """The reasoning line of one event (None for events a reader need not follow)."""
-    render = _STEP_LINES.get(event.kind)  # type: ignore[attr-defined]
-    return render(event.data) if render is not None else None
+def _tool_line(e: ToolCallEvent) -> str:
+    if e.query is not None:
+        line = f"Searched \"{_short(e.query)}\""
+        if e.chunks is not None:
+            line += f": kept {e.kept or 0} of {e.chunks} passages"
+    elif e.doc_id is not None:
+        line = f"Read {e.doc_id} §{e.section or ''}"
+    elif e.documents is not None:
+        line = f"Listed the documents ({e.documents})"
+    else:
+        line = f"Called {e.tool}"
+    return f"{line} — failed: {_short(e.error)}" if e.error else line
+
+
+def step_line(event: Event) -> str | None:
+    """The one line of `reasoning_content` an event gives: a follow-up's standalone search,
+    the route, the plan, each search with the passages kept, a rewrite, a question back, an
+    error. Grades (their counts are on the search line), placements and the answer give none."""
+    match event:
+        case CondenseEvent(turn_kind=TurnKind.FOLLOW_UP):
+            return f"Follow-up, searched as \"{_short(event.standalone)}\""
+        case CondenseEvent(turn_kind=TurnKind.NEW_TOPIC):
+            return "New topic: the earlier turns set aside"
+        case RouteEvent():
+            return f"Route: {event.route}" + (f" — {_short(event.reason)}" if event.reason
+                                               else "")
+        case PlanEvent(need_search=False):
+            return "Plan: no search needed"
+        case PlanEvent() if len(event.sub_questions) > 1:
+            return f"Plan: {len(event.sub_questions)} parts — " + "; ".join(
+                _short(p, 80) for p in event.sub_questions)
+        case PlanEvent():
+            return "Plan: one search"
+        case ToolCallEvent():
+            return _tool_line(event)
+        case RewriteEvent():
+            return ("Rewrote the search" + (f" as \"{_short(event.query)}\"" if event.query
+                                            else "")
+                    + (f" (missing: {_short(event.missing)})" if event.missing else ""))
+        case ClarifyEvent():
+            return f"Several readings: asking \"{_short(event.question)}\""
+        case ErrorEvent():
+            return f"Error: {_short(event.error)}"
+    return None
 
 
 def answer_body(result: RunResult) -> str:
     """The assistant's words: the checked answer, or the clarifying question and its options
     when the run needs the user's choice (that choice is the next user message)."""
-    if result.status == "needs_input" and result.clarification:
+    if result.status == RunStatus.NEEDS_INPUT and result.clarification:
         asked = result.clarification
         options = "\n".join(f"{i}. {o}" for i, o in enumerate(asked["options"], 1))
         return f"{asked['question']}\n\n{options}"
@@ -382,8 +380,8 @@ async def answer(state: ServerState, body: ChatRequest) -> dict[str, Any]:
     deltas: list[str] = []
 
     def on_event(event: Event) -> None:  # in the worker thread, in order
-        if event.kind == "answer_delta":
-            deltas.append(event.data.get("text", ""))
+        if isinstance(event, AnswerDeltaEvent):
+            deltas.append(event.text)
         elif (line := step_line(event)) is not None:
             lines.append(line)
 
@@ -415,11 +413,10 @@ def stream(state: ServerState, body: ChatRequest) -> EventSourceResponse:
         yield run.chunk({"role": "assistant", "content": ""})
         deltas: list[str] = []
         while (event := await queue.get()) is not None:
-            if event.kind == "answer_delta":
-                piece = event.data.get("text", "")
-                deltas.append(piece)
-                if piece:
-                    yield run.chunk({"content": piece})
+            if isinstance(event, AnswerDeltaEvent):
+                deltas.append(event.text)
+                if event.text:
+                    yield run.chunk({"content": event.text})
             elif (line := step_line(event)) is not None:
                 yield run.chunk({"reasoning_content": f"{line}\n"})
         try:
