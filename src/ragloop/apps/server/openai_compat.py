@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ragloop.agent.conversations import CITED_TITLES
 from ragloop.agent.run import RunResult
 from ragloop.apps.server.json_errors import rewrite_errors
 from ragloop.core.conversation import Turn, TurnKind
@@ -81,7 +82,7 @@ CHECKED_NOTE = "The answer, as checked:"
 # A reasoning block a chat UI may leave in an assistant message it sends back as history.
 _REASONING_BLOCK = re.compile(r"<think>.*?</think>|<details\b[^>]*>.*?</details>",
                               re.DOTALL | re.IGNORECASE)
-# "[3] S200 … Datasheet › Battery — products/s200-datasheet.md §4.1": a source line as written
+# "[3] S200 … Datasheet › Power › Battery — products/s200-datasheet.md §4.1": a source line
 _SOURCE_LINE = re.compile(r"^\[\d+\]\s+(.*?)(?:\s+—\s+\S.*)?$")
 
 # OpenAI's error `type` by status: its 4xx are `invalid_request_error` (an unknown model, a bad
@@ -200,7 +201,7 @@ def _turn(question: str, answer: str) -> Turn:
         m = _SOURCE_LINE.match(line.strip())
         if m:
             cited.append(m.group(1))
-    return Turn(question=question, answer=body.strip(), cited=tuple(cited))
+    return Turn(question=question, answer=body.strip(), cited=tuple(cited[:CITED_TITLES]))
 
 
 # -- the models -----------------------------------------------------------------------------
@@ -302,18 +303,18 @@ def full_content(result: RunResult, streamed: str | None, sources: list[dict[str
 
 
 def cited_sources(state: ServerState, result: RunResult) -> list[dict[str, Any]]:
-    """The cited passages, each once by number: n, doc_id, section, its titles ("S200 …
-    Datasheet › Battery"), from the knowledge base (blocking: run in a thread)."""
+    """The cited passages, each once by number: n, doc_id, section, its title path ("S200 …
+    Datasheet › Power › Battery"), from the knowledge base (blocking: run in a thread)."""
     out: dict[int, dict[str, Any]] = {}
     for c in sorted(result.citations, key=lambda c: c.n):
         if c.n in out:
             continue
         try:
-            path = state.kb.section(c.doc_id, c.section).title_path
+            info = state.kb.section(c.doc_id, c.section)
         except NotFoundError:  # removed since the run read it
-            path = ()
-        # the document's title and the section's: "S200 … Datasheet › Battery"
-        title = " › ".join(dict.fromkeys(p for p in (path[:1] + path[-1:]) if p))
+            title = ""
+        else:  # as a stored conversation's turns name what they cited (agent/conversations.py)
+            title = " › ".join(dict.fromkeys(t for t in (*info.title_path, info.title) if t))
         out[c.n] = {**c.to_dict(), "title": title}
     return list(out.values())
 
