@@ -9,6 +9,7 @@ import openai
 import pytest
 from openai.types import Model
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from test_clarify_runs import AMBIGUOUS, SENSORS
 from test_server import LiveServer, copy_kb, serving
 
 from ragloop.agent.run import RunResult
@@ -310,20 +311,6 @@ def test_the_content_is_what_was_streamed_then_the_checked_text_if_it_changed() 
     assert full_content(checked, None, []) == "The CFO approves. [1]"
 
 
-SENSORS = {
-    f"products/{code.lower()}-datasheet.md": f"""# {code} {kind} Vibration Sensor Datasheet
-
-## Power
-The {code} runs on a lithium battery. The battery of the {code} lasts {years} years at one
-reading every ten minutes.
-
-## Ingress protection
-The {code} enclosure is rated {ip} against dust and water.
-""" for code, kind, years, ip in (("T100", "Wireless", 3, "IP65"),
-                                  ("T200", "Industrial", 5, "IP67"),
-                                  ("T300", "Hazardous-Area", 7, "IP68"))}
-
-
 @pytest.fixture(scope="module")
 def sensors(tmp_path_factory):
     from conftest import write_docs
@@ -342,7 +329,7 @@ def test_a_question_with_several_readings_is_answered_with_the_question_back(sen
     numbered options; the user's choice, sent as the next message, is answered."""
     with serving(sensors) as live:
         sdk = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0)
-        asked = [{"role": "user", "content": "How long does the sensor's battery last?"}]
+        asked = [{"role": "user", "content": AMBIGUOUS}]
         reply = sdk.chat.completions.create(model="ragloop", messages=asked)
         content = reply.choices[0].message.content or ""
         assert reply.choices[0].finish_reason == "stop"
