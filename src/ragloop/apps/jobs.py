@@ -23,6 +23,7 @@ import uuid
 from collections.abc import AsyncIterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 
@@ -86,6 +87,11 @@ class JobRunner:
         """A synchronous ask that still counts against the worker limit."""
         return self.executor.submit(self.engine.ask, question, route=route, driver=driver,
                                     max_steps=max_steps, conversation_id=conversation_id)
+
+    def ask_with(self, question: str, **options: Any) -> Future[RunResult]:
+        """`ask` with any of `Engine.ask`'s keywords (the OpenAI endpoint passes the history,
+        a listener and the run id)."""
+        return self.executor.submit(self.engine.ask, question, **options)
 
     def _run(self, run_id: str, question: str, route: str, driver: str | None,
              max_steps: int | None, conversation_id: str | None = None) -> None:

@@ -45,6 +45,8 @@ from ragloop.apps.server.guard import (
     forbidden,
     is_loopback,
 )
+from ragloop.apps.server.json_errors import rewrite_errors
+from ragloop.apps.server.openai_compat import OpenAIErrorShape, add_openai_api
 from ragloop.apps.server.uploads import ingest_uploads
 from ragloop.core.config import Settings
 from ragloop.core.decisions import Grader
@@ -195,41 +197,26 @@ class TooLargeAsJson:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        held: dict[str, Any] = {}
+        await rewrite_errors(self.app, scope, receive, send, lambda status: status == 413,
+                             _too_large_as_json)
 
-        async def rewrite(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start" and message["status"] == 413:
-                held["start"] = message
-                held["body"] = b""
-                return
-            if "start" not in held:
-                await send(message)
-                return
-            held["body"] += message.get("body", b"")
-            if message.get("more_body"):
-                return
-            try:
-                already = "error" in json.loads(held["body"] or b"null")
-            except (ValueError, TypeError):
-                already = False
-            body = held["body"] if already else json.dumps(error_body(
-                413, f"The request body is too large. Questions are limited to"
-                     f" {MAX_QUESTION_CHARS} characters, JSON bodies to"
-                     f" {MAX_JSON_BYTES // 1024} KB, uploads to the configured size"
-                     f" (env {MAX_UPLOAD_MB_ENV}).")).encode()
-            headers = [(k, v) for k, v in held["start"].get("headers", [])
-                       if k.lower() not in (b"content-length", b"content-type")]
-            headers += [(b"content-type", b"application/json"),
-                        (b"content-length", str(len(body)).encode())]
-            await send({**held["start"], "headers": headers})
-            await send({"type": "http.response.body", "body": body})
 
-        await self.app(scope, receive, rewrite)
+def _too_large_as_json(status: int, raw: bytes) -> tuple[int, bytes]:
+    try:
+        already = "error" in json.loads(raw or b"null")
+    except (ValueError, TypeError):
+        already = False
+    return status, raw if already else json.dumps(error_body(
+        413, f"The request body is too large. Questions are limited to"
+             f" {MAX_QUESTION_CHARS} characters, JSON bodies to"
+             f" {MAX_JSON_BYTES // 1024} KB, uploads to the configured size"
+             f" (env {MAX_UPLOAD_MB_ENV}).")).encode()
 
 
 class RagloopAPI(FastAPI):
     def build_middleware_stack(self) -> ASGIApp:
-        return TooLargeAsJson(super().build_middleware_stack())
+        # outermost: an error under /v1 in OpenAI's shape, the body limiter's 413 included
+        return OpenAIErrorShape(TooLargeAsJson(super().build_middleware_stack()))
 
 
 # -- the app --------------------------------------------------------------------------------
@@ -311,6 +298,7 @@ def create_app(settings: Settings | None = None, *, kb: KnowledgeBase | None = N
         app.add_middleware(LoopbackGuard, bind_host=bind_host)
     _add_error_handlers(app)
     _add_routes(app, limit)
+    add_openai_api(app)  # /v1: chat completions and models, OpenAI's error shape
     add_api_docs(app)  # local Swagger UI / ReDoc assets, mounted before /static
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app

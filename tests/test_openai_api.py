@@ -1,0 +1,378 @@
+"""The OpenAI-compatible endpoint with the official `openai` SDK as the client, against the real
+server (uvicorn on loopback, a real knowledge base, offline runs): what the SDK receives must
+parse as its own types (ChatCompletion, ChatCompletionChunk, Model), with the key and without."""
+
+from __future__ import annotations
+
+import httpx
+import openai
+import pytest
+from openai.types import Model
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from test_clarify_runs import AMBIGUOUS, SENSORS
+from test_server import LiveServer, copy_kb, serving
+
+from ragloop.agent.run import RunResult
+from ragloop.apps.server.openai_compat import (
+    CHECKED_NOTE,
+    SOURCES_HEADING,
+    conversation,
+    full_content,
+)
+from ragloop.apps.server.openai_compat import ChatMessage as Msg
+from ragloop.core.conversation import Turn
+from ragloop.core.types import RunStatus, Usage
+
+KEY = "test-key-9f1c2"
+FIRST = "Who must approve travel expenses above £2,500?"
+SENSOR = "What battery does the T9 sensor use?"
+FOLLOW_UP = "Is it waterproof?"
+
+
+@pytest.fixture(scope="module")
+def openai_kb(small_kb_template, tmp_path_factory):
+    kb = copy_kb(small_kb_template, tmp_path_factory.mktemp("openai") / "kb")
+    yield kb
+    kb.close()
+
+
+@pytest.fixture(scope="module", params=["keyless", "key"])
+def live(request, openai_kb):
+    """The server on loopback without a key (the loopback rules), then with RAGLOOP_API_KEY."""
+    key = KEY if request.param == "key" else None
+    with serving(openai_kb, api_key=key) as server:
+        server.key = key
+        yield server
+
+
+@pytest.fixture
+def sdk(live) -> openai.OpenAI:
+    # without a key the SDK still needs one to send: the keyless server ignores it
+    return openai.OpenAI(base_url=f"{live.url}/v1", api_key=live.key or "unused",
+                         max_retries=0, timeout=120)
+
+
+def _ask(messages: list[dict]) -> list[dict]:
+    return [{"role": "system", "content": "You are a helpful assistant."}, *messages]
+
+
+def _stream(sdk: openai.OpenAI, messages: list[dict]) -> list[ChatCompletionChunk]:
+    chunks = list(sdk.chat.completions.create(
+        model="ragloop", messages=messages, stream=True,
+        stream_options={"include_usage": True}))
+    assert chunks and all(isinstance(c, ChatCompletionChunk) for c in chunks)
+    return chunks
+
+
+def _joined(chunks: list[ChatCompletionChunk], field: str) -> str:
+    out = []
+    for c in chunks:
+        for choice in c.choices:
+            delta = choice.delta
+            value = delta.content if field == "content" else (delta.model_extra or {}).get(field)
+            out.append(value or "")
+    return "".join(out)
+
+
+def test_models_list_the_engine_and_the_knowledge_base(sdk) -> None:
+    models = list(sdk.models.list())
+    assert models and all(isinstance(m, Model) for m in models)
+    ids = [m.id for m in models]
+    assert ids[0] == "ragloop" and "kb" in ids  # the knowledge base's folder name
+    assert {m.object for m in models} == {"model"} and {m.owned_by for m in models} == {"ragloop"}
+
+
+def test_a_question_not_streamed_is_a_chat_completion_with_steps_and_citations(sdk, live):
+    reply = sdk.chat.completions.create(model="ragloop",
+                                        messages=_ask([{"role": "user", "content": FIRST}]))
+    assert isinstance(reply, ChatCompletion) and reply.object == "chat.completion"
+    assert reply.id.startswith("chatcmpl-") and reply.model == "ragloop"
+    choice = reply.choices[0]
+    assert choice.finish_reason == "stop" and choice.message.role == "assistant"
+    content = choice.message.content or ""
+    assert "Chief Financial Officer" in content
+    assert f"\n\n{SOURCES_HEADING}\n" in content
+    assert "policies/travel.md §4.2" in content.split(SOURCES_HEADING)[1]
+    extra = choice.message.model_extra or {}
+    assert "Searched" in extra["reasoning_content"] and "Route:" in extra["reasoning_content"]
+    cited = {(c["doc_id"], c["section"]) for c in extra["citations"]}
+    assert ("policies/travel.md", "4.2") in cited
+    assert all(c["title"] for c in extra["citations"])
+    assert reply.usage is not None and reply.usage.total_tokens == 0  # offline: no model calls
+
+    # the run went through the engine like any other, recorded as the API's
+    run_id = reply.id.removeprefix("chatcmpl-")
+    headers = {"Authorization": f"Bearer {live.key}"} if live.key else {}
+    with live.client(headers=headers) as client:
+        run = client.get(f"/runs/{run_id}").json()
+    assert run["source"] == "api" and run["question"] == FIRST and run["status"] == "answered"
+
+
+def test_streamed_chunks_carry_the_steps_then_the_same_answer(sdk) -> None:
+    messages = _ask([{"role": "user", "content": FIRST}])
+    whole = sdk.chat.completions.create(model="ragloop", messages=messages)
+    chunks = _stream(sdk, messages)
+
+    assert len({c.id for c in chunks}) == 1 and chunks[0].id.startswith("chatcmpl-")
+    assert {c.object for c in chunks} == {"chat.completion.chunk"}
+    assert chunks[0].choices[0].delta.role == "assistant"
+    reasoning = _joined(chunks, "reasoning_content")
+    assert reasoning.startswith("Route:") and "Searched" in reasoning
+    assert reasoning == whole.choices[0].message.model_extra["reasoning_content"]
+    # the steps come before the answer: reasoning chunks first, then content
+    with_choice = [c.choices[0].delta for c in chunks if c.choices]
+    thinking = [i for i, d in enumerate(with_choice)
+                if (d.model_extra or {}).get("reasoning_content")]
+    writing = [i for i, d in enumerate(with_choice) if d.content]
+    assert thinking and writing and max(thinking) < min(writing)
+    assert _joined(chunks, "content") == whole.choices[0].message.content
+
+    finals = [c for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert len(finals) == 1 and finals[0].choices[0].finish_reason == "stop"
+    citations = (finals[0].choices[0].delta.model_extra or {})["citations"]
+    assert citations == whole.choices[0].message.model_extra["citations"]
+    # stream_options.include_usage: one more chunk, with no choices, carries the usage
+    assert chunks[-1].choices == [] and chunks[-1].usage is not None
+    assert all(c.usage is None for c in chunks[:-1])
+
+
+def test_a_two_turn_conversation_streamed_and_not(sdk) -> None:
+    first = sdk.chat.completions.create(model="kb",
+                                        messages=_ask([{"role": "user", "content": SENSOR}]))
+    assert "CR123A" in (first.choices[0].message.content or "")
+    history = [{"role": "user", "content": SENSOR},
+               {"role": "assistant", "content": first.choices[0].message.content},
+               {"role": "user", "content": FOLLOW_UP}]
+    second = sdk.chat.completions.create(model="kb", messages=_ask(history))
+    # the follow-up was made standalone from the history before searching, and the steps
+    # say what was searched
+    reasoning = second.choices[0].message.model_extra["reasoning_content"]
+    searched = reasoning.splitlines()[0]
+    assert searched.startswith("Follow-up, searched as") and "T9" in searched, reasoning
+    content = second.choices[0].message.content or ""
+    assert "IP67" in content, content
+    cited = {(c["doc_id"], c["section"])
+             for c in second.choices[0].message.model_extra["citations"]}
+    assert ("products/sensor.md", "1") in cited
+
+    chunks = _stream(sdk, _ask(history))
+    assert _joined(chunks, "content") == content
+    assert _joined(chunks, "reasoning_content") == reasoning
+
+
+# -- the key and the errors -----------------------------------------------------------------
+
+
+def test_a_wrong_or_missing_key_is_a_401_in_openai_shape(live) -> None:
+    if live.key is None:
+        pytest.skip("the keyless server asks for no key")
+    wrong = openai.OpenAI(base_url=f"{live.url}/v1", api_key="not-the-key", max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as caught:
+        wrong.chat.completions.create(model="ragloop",
+                                      messages=[{"role": "user", "content": FIRST}])
+    assert caught.value.status_code == 401 and caught.value.code == "invalid_api_key"
+    assert caught.value.type == "invalid_request_error"
+    with pytest.raises(openai.AuthenticationError):
+        list(wrong.models.list())
+    with pytest.raises(openai.AuthenticationError):
+        wrong.chat.completions.create(model="ragloop", stream=True,
+                                      messages=[{"role": "user", "content": FIRST}])
+    # no key at all (the SDK always sends one): the same error shape
+    missing = httpx.post(f"{live.url}/v1/chat/completions", timeout=30,
+                         json={"model": "ragloop", "messages": [{"role": "user",
+                                                                 "content": FIRST}]})
+    assert missing.status_code == 401
+    error = missing.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"} and "API key" in error["message"]
+
+
+def test_bad_requests_get_openai_errors(sdk, live) -> None:
+    with pytest.raises(openai.NotFoundError) as caught:
+        sdk.chat.completions.create(model="gpt-9", messages=[{"role": "user", "content": "x"}])
+    assert caught.value.code == "model_not_found" and "ragloop" in caught.value.message
+    bad = [
+        ([{"role": "assistant", "content": "hello"}], "last message"),
+        ([{"role": "user", "content": "   "}], "empty"),
+        ([{"role": "user", "content": [{"type": "image_url",
+                                        "image_url": {"url": "http://x/y.png"}}]}],
+         "only text"),
+        ([{"role": "user", "content": "q"}, {"role": "tool", "content": "r",
+                                             "tool_call_id": "1"},
+          {"role": "user", "content": "q2"}], "tool"),
+        ([{"role": "user", "content": "x" * 4001}], "longer than"),
+    ]
+    for messages, said in bad:
+        with pytest.raises(openai.BadRequestError) as caught:
+            sdk.chat.completions.create(model="ragloop", messages=messages)
+        assert said in caught.value.message, (messages, caught.value.message)
+    with pytest.raises(openai.BadRequestError):
+        sdk.chat.completions.create(model="ragloop", n=2,
+                                    messages=[{"role": "user", "content": FIRST}])
+    # a body that is not the schema: 400 (not 422), OpenAI's shape
+    with pytest.raises(openai.BadRequestError) as caught:
+        sdk.chat.completions.create(model="ragloop", messages=[{"role": "wizard",
+                                                                "content": "x"}])
+    assert caught.value.type == "invalid_request_error"
+    headers = {"Authorization": f"Bearer {live.key}"} if live.key else {}
+    with live.client(headers=headers) as client:
+        wrong_method = client.get("/v1/chat/completions")
+        too_large = client.post("/v1/chat/completions", content=b"{" + b" " * (2 << 20) + b"}",
+                                headers={"Content-Type": "application/json"})
+        # without a key, another web page cannot post here (the loopback rules, unchanged)
+        cross = client.post("/v1/chat/completions", headers={"Origin": "http://evil.test"},
+                            json={"model": "ragloop", "messages": [{"role": "user",
+                                                                    "content": FIRST}]})
+    if live.key is None:
+        assert cross.status_code == 403 and "Cross-origin" in cross.json()["error"]["message"]
+    for reply in (wrong_method, too_large):
+        assert reply.status_code in (405, 413)
+        assert set(reply.json()["error"]) == {"message", "type", "param", "code"}
+
+
+def test_a_run_that_fails_is_an_openai_error_streamed_and_not(openai_kb) -> None:
+    class BrokenGrader:
+        def grade(self, question, hits):
+            raise RuntimeError("grader down")
+
+    with serving(openai_kb, grader=BrokenGrader()) as live:
+        sdk = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0)
+        messages = [{"role": "user", "content": FIRST}]
+        with pytest.raises(openai.InternalServerError) as caught:
+            sdk.chat.completions.create(model="ragloop", messages=messages)
+        assert caught.value.type == "server_error"
+        with pytest.raises(openai.APIError, match="internal error"):
+            list(sdk.chat.completions.create(model="ragloop", messages=messages, stream=True))
+
+
+# -- messages as a conversation -------------------------------------------------------------
+
+
+def test_messages_become_the_question_and_the_turns_before_it() -> None:
+    answer = (f"<think>Route: single</think>The CFO approves. [1]\n\n{SOURCES_HEADING}\n"
+              "[1] Travel and Expense Policy › 4.2 Approval thresholds — policies/travel.md §4.2")
+    messages = [Msg(role="system", content="be brief"),
+                Msg(role="assistant", content="Hello! Ask me anything."),
+                Msg(role="user", content=[{"type": "text", "text": FIRST}]),
+                Msg(role="assistant", content=answer),
+                Msg(role="user", content="unanswered"),
+                Msg(role="user", content=FOLLOW_UP)]
+    question, turns = conversation(messages)
+    assert question == FOLLOW_UP
+    assert turns == [Turn(question=FIRST, answer="The CFO approves. [1]",
+                          cited=("Travel and Expense Policy › 4.2 Approval thresholds",)),
+                     Turn(question="unanswered")]
+    assert CHECKED_NOTE not in answer
+
+
+def test_on_postgres_the_model_is_the_database_and_runs_land_in_its_run_store(pg_small_url):
+    """A Postgres knowledge base, the server running no queue workers of its own: a chat
+    completion still runs (the server's pool, as POST /ask) and is stored in Postgres."""
+    from urllib.parse import urlsplit
+
+    from test_server import LiveServer
+
+    from ragloop.apps.server.app import create_app
+    from ragloop.core.config import Settings
+
+    database = urlsplit(pg_small_url).path.strip("/")
+    app = create_app(Settings().with_(kb=pg_small_url, model="offline"), local_workers=0)
+    with LiveServer(app) as live, live.client() as client:
+        sdk = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0)
+        assert [m.id for m in sdk.models.list()] == ["ragloop", database]
+        messages = [{"role": "user", "content": FIRST}]
+        whole = sdk.chat.completions.create(model=database, messages=messages)
+        assert "Chief Financial Officer" in (whole.choices[0].message.content or "")
+        assert _joined(_stream(sdk, messages), "content") == whole.choices[0].message.content
+        run = client.get(f"/runs/{whole.id.removeprefix('chatcmpl-')}").json()
+        assert run["source"] == "api" and run["status"] == "answered"
+
+
+def _result(answer: str, **fields) -> RunResult:
+    return RunResult(run_id="r1", question=FIRST, status=RunStatus.ANSWERED, route="single",
+                     route_reason="", driver="pipeline", model="offline", answer=answer,
+                     citations=[], invalid_citations=[], missing=[], conflicts=[], steps=2,
+                     max_steps=6, usage=Usage(), latency_s=0.1, **fields)
+
+
+def test_the_content_is_what_was_streamed_then_the_checked_text_if_it_changed() -> None:
+    sources = [{"n": 1, "doc_id": "policies/travel.md", "section": "4.2",
+                "title": "Travel and Expense Policy › 4.2 Approval thresholds"}]
+    checked = _result("The CFO approves. [1]")
+    listed = (f"\n\n{SOURCES_HEADING}\n[1] Travel and Expense Policy › 4.2 Approval thresholds"
+              " — policies/travel.md §4.2")
+    # nothing streamed (the offline answer, whole), or streamed as checked: the answer once
+    assert full_content(checked, None, sources) == "The CFO approves. [1]" + listed
+    assert full_content(checked, "The CFO approves. [1]", sources) == \
+        "The CFO approves. [1]" + listed
+    # the check took a citation out of what was already streamed: the checked text follows
+    changed = full_content(checked, "The CFO approves. [1] It is Tom Becker. [2]", sources)
+    assert changed.startswith("The CFO approves. [1] It is Tom Becker. [2]")
+    assert f"{CHECKED_NOTE}\n\nThe CFO approves. [1]{listed}" in changed
+    assert full_content(checked, None, []) == "The CFO approves. [1]"
+
+
+@pytest.fixture(scope="module")
+def sensors(tmp_path_factory):
+    from conftest import write_docs
+
+    from ragloop.kb import KnowledgeBase
+
+    root = tmp_path_factory.mktemp("sensors")
+    kb = KnowledgeBase.open(root / "kb")
+    kb.ingest([write_docs(root / "docs", SENSORS)])
+    yield kb
+    kb.close()
+
+
+def test_a_question_with_several_readings_is_answered_with_the_question_back(sensors):
+    """A run that ends needs_input: the assistant message is the clarifying question and its
+    numbered options; the user's choice, sent as the next message, is answered."""
+    with serving(sensors) as live:
+        sdk = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0)
+        asked = [{"role": "user", "content": AMBIGUOUS}]
+        reply = sdk.chat.completions.create(model="ragloop", messages=asked)
+        content = reply.choices[0].message.content or ""
+        assert reply.choices[0].finish_reason == "stop"
+        question, _, options = content.partition("\n\n")
+        assert question.endswith("?") and SOURCES_HEADING not in content
+        numbered = [line.split(". ", 1) for line in options.splitlines()]
+        assert [n for n, _ in numbered] == ["1", "2", "3"]
+        assert sorted(o for _, o in numbered) == ["T100", "T200", "T300"]
+        assert "Several readings" in reply.choices[0].message.model_extra["reasoning_content"]
+        assert _joined(_stream(sdk, asked), "content") == content
+
+        chosen = [*asked, {"role": "assistant", "content": content},
+                  {"role": "user", "content": "T200"}]
+        answer = sdk.chat.completions.create(model="ragloop", messages=chosen)
+        assert "5 years" in (answer.choices[0].message.content or "")
+
+
+def test_with_a_real_model_the_answer_streams_in_pieces_and_usage_counts_its_calls(
+        llama_server, small_kb):
+    """The model path (llama.cpp's server, SmolLM2-135M): the run's model calls are the
+    completion's usage, and the model's answer reaches the client piece by piece as the
+    model writes it. What a 135M model says is not the point. (This server ignores
+    `stream_options.include_usage`, so the streamed answer's own tokens count zero: the
+    usage seen is the grader's, whose JSON decisions are not streamed.)"""
+    from model_server import CALL_TIMEOUT_S, MODEL_ALIAS, explained
+
+    from ragloop.apps.server.app import create_app
+
+    settings = small_kb.settings.with_(
+        kb=str(small_kb.store.folder), model=f"llamacpp:{MODEL_ALIAS}", base_url=llama_server,
+        max_steps=2, loop_max_tokens=128, decision_max_tokens=128, search_k=3,
+        tool_result_chars=1200)
+    app = create_app(settings, kb=small_kb)
+    with LiveServer(app) as live, explained():
+        sdk = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0,
+                            timeout=CALL_TIMEOUT_S * 6)
+        messages = [{"role": "user", "content": "Is the T9 sensor waterproof?"}]
+        whole = sdk.chat.completions.create(model="ragloop", messages=messages)
+        assert whole.usage is not None and whole.usage.completion_tokens > 0
+        assert whole.usage.total_tokens == (whole.usage.prompt_tokens
+                                            + whole.usage.completion_tokens)
+        chunks = _stream(sdk, messages)
+        pieces = [c.choices[0].delta.content for c in chunks
+                  if c.choices and c.choices[0].delta.content]
+        assert len(pieces) >= 3, pieces  # the answer's tokens, then the sources
+        assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
