@@ -259,7 +259,7 @@ class Engine:
             closest=outcome.closest,
             evidence=[{"n": e.n, "doc_id": e.doc_id, "section": e.section,
                        "section_title": e.section_title, "step": e.step,
-                       "confirmed": e.confirmed}
+                       "confirmed": e.confirmed, **({"kb": e.kb} if e.kb else {})}
                       for e in ctx.ledger.items],
             error=outcome.error, unsupported=outcome.checked.unsupported,
             citations_unchecked=outcome.checked.unchecked,

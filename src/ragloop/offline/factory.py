@@ -6,14 +6,24 @@ read), passed in explicitly: no component reads a language from ambient state.""
 
 from __future__ import annotations
 
-from ragloop.core.decisions import Answerer, FollowUps, Grader, Planner, Rewriter, Router
+from ragloop.core.decisions import (
+    Answerer,
+    FollowUps,
+    Grader,
+    Planner,
+    Rewriter,
+    Router,
+    SourceChooser,
+)
 from ragloop.kb import KnowledgeBase
+from ragloop.kb.multi import KnowledgeBases
 from ragloop.offline.answerer import ExtractiveAnswerer
 from ragloop.offline.follow_ups import LocalFollowUps
 from ragloop.offline.grader import LocalGrader
 from ragloop.offline.planner import LocalPlanner
 from ragloop.offline.rewriter import LocalRewriter
 from ragloop.offline.router import RuleRouter, describe_scope
+from ragloop.offline.source_choice import NearestChunkChooser
 from ragloop.offline.support import SupportChecker
 from ragloop.offline.text import Reading
 from ragloop.offline.text import reading as reading_of
@@ -58,3 +68,8 @@ def scope(kb: KnowledgeBase) -> str:
 
 def support_checker(kb: KnowledgeBase) -> SupportChecker:
     return SupportChecker(kb.embedder, reading=reading(kb))
+
+
+def source_chooser(kbs: KnowledgeBases) -> SourceChooser:
+    """The offline choice of knowledge base(s) per query when several are served."""
+    return NearestChunkChooser(kbs)
