@@ -28,6 +28,7 @@ from ragloop.core.events import Event, RouteEvent
 from ragloop.core.types import Citation, RunStatus
 from ragloop.core.unicode import clean_text
 from ragloop.kb import KnowledgeBase
+from ragloop.kb.multi import KnowledgeBases, as_knowledge_bases
 from ragloop.llm import make_chat_model
 from ragloop.llm.base import ChatModel
 from ragloop.offline import factory as offline
@@ -92,7 +93,7 @@ class Engine:
     `Engine(kb).ask(question)` runs offline with the settings' defaults; pass `settings`
     (`Settings(model="anthropic:…")`, or RAGLOOP_MODEL in the environment) for a model."""
 
-    def __init__(self, kb: KnowledgeBase, settings: Settings | None = None,
+    def __init__(self, kb: KnowledgeBase | KnowledgeBases, settings: Settings | None = None,
                  runs: RunStore | None = None, *, chat: ChatModel | None = None,
                  grader_chat: ChatModel | None = None, grader: Grader | None = None,
                  source: str = "api") -> None:
@@ -109,6 +110,9 @@ class Engine:
         self.runs: RunStore = traced_runs(runs if runs is not None else kb.backend.runs)
         self.source = source
         self._search_grader: Grader | None = None
+        catalog = as_knowledge_bases(kb)
+        if catalog is not None and catalog.chooser is None:  # several KBs: choose per part
+            catalog.chooser = offline.source_chooser(catalog)
 
     # -- components ---------------------------------------------------------------------
 

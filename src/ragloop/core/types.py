@@ -158,6 +158,7 @@ class EventKind(StrEnum):
     PLACEMENT = "placement"
     ANSWER = "answer"
     ERROR = "error"
+    SOURCE = "source"
 
 
 class RunStatus(StrEnum):

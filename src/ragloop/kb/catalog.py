@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragloop.core.config import Settings
+from ragloop.core.config_file import CATALOG_TABLE, catalog_table
 from ragloop.core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
 # a name the model types as a tool argument: short, no spaces, not a path or URL
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,39}")
 DESCRIPTION_META = "description"
-TABLE = "knowledge_bases"
+DESCRIBED_BY_META = "description_by"  # "user" (kept) or "draft" (drafted again at ingest)
+TABLE = CATALOG_TABLE
 # how many titles a drafted description names
 DRAFT_TITLES = 5
 DRAFT_CHARS = 200
@@ -130,6 +132,25 @@ def read_catalog(path: str | Path) -> list[CatalogEntry]:
     return catalog_from_table(data[TABLE], str(path), path.parent)
 
 
+def catalog_entries(kb: Sequence[str] | None, catalog: str | Path | None = None
+                    ) -> list[CatalogEntry] | None:
+    """The knowledge bases a command serves: `--catalog FILE`'s, then the `--kb NAME=LOCATION`
+    ones; with neither, the working directory's ragloop.toml `[knowledge_bases]`. None: one
+    knowledge base, the old way (`--kb PATH`, RAGLOOP_KB or ./kb)."""
+    entries = read_catalog(catalog) if catalog else []
+    named = parse_kb_options(kb or [])
+    if named is None and kb and entries:
+        raise ConfigError("--catalog names the knowledge bases: add more with --kb"
+                          " NAME=LOCATION, not a plain --kb PATH")
+    entries += named or []
+    if not entries and not kb:
+        found = catalog_table()
+        if found is not None:
+            path, table = found
+            entries = catalog_from_table(table, str(path), path.parent)
+    return _checked(entries, "--kb/--catalog") if entries else None
+
+
 def draft_description(kb: KnowledgeBase) -> str:
     """A line drafted from the KB's documents' titles (what `ingest` stores when the user
     wrote none)."""
@@ -144,21 +165,20 @@ def draft_description(kb: KnowledgeBase) -> str:
     return f"{len(docs)} documents, e.g. {line}" + (f" and {more} more" if more > 0 else "")
 
 
-def describe(kb: KnowledgeBase, description: str | None = None) -> str:
-    """Store `description` as the KB's line (None: draft one from its titles unless one is
-    stored already); returns the stored line."""
-    if description is not None:
-        line = " ".join(description.split())
-        if not line:
-            raise ConfigError("the description is empty: write one line saying what the"
-                              " knowledge base holds")
-        kb.store.set_meta(DESCRIPTION_META, line)
-        return line
-    stored = kb.store.get_meta(DESCRIPTION_META)
-    if stored:
-        return stored
-    line = draft_description(kb)
+def describe(kb: KnowledgeBase, description: str | None = None, by_user: bool = True) -> str:
+    """Store `description` as the KB's line; None: keep a line the user wrote, else draft
+    one from the documents' titles again (after an ingest changed them). Returns the line."""
+    if description is None:
+        stored = kb.store.get_meta(DESCRIPTION_META)
+        if stored and kb.store.get_meta(DESCRIBED_BY_META) == "user":
+            return stored
+        description, by_user = draft_description(kb), False
+    line = " ".join(description.split())
+    if not line:
+        raise ConfigError("the description is empty: write one line saying what the"
+                          " knowledge base holds")
     kb.store.set_meta(DESCRIPTION_META, line)
+    kb.store.set_meta(DESCRIBED_BY_META, "user" if by_user else "draft")
     return line
 
 

@@ -37,19 +37,35 @@ _ID_STRIDE = 1 << 40
 _KEPT_CHOICES = 256
 
 
+_ONE_TO_WRITE = ("Several knowledge bases are served: documents are added to one of them,"
+                 " with `ragloop ingest PATH --kb LOCATION` (its folder or URL).")
+
+
 class UnknownKnowledgeBase(UserError):
     """A name that is not in the catalog; the message lists the names there are."""
 
 
-class _Counts:
-    """The part of a store the offline follow-ups read of a view: a chunk count that changes
-    when any KB's does (their cache of titles is rebuilt then)."""
+class _Stores:
+    """The part of a store that readers of a run read of a view: a chunk count that changes
+    when any KB's does (the follow-ups' cache of titles is rebuilt then), and chunks by the
+    view's ids (the eval's grade summaries)."""
 
     def __init__(self, kbs: Sequence[KnowledgeBase]) -> None:
         self._kbs = kbs
 
     def chunk_count(self) -> int:
         return sum(kb.store.chunk_count() for kb in self._kbs)
+
+    def chunks(self, ids: Iterable[int]) -> dict[int, Hit]:
+        by_kb: dict[int, list[int]] = {}
+        for i in ids:
+            by_kb.setdefault(i // _ID_STRIDE, []).append(i % _ID_STRIDE)
+        out: dict[int, Hit] = {}
+        for index, own in by_kb.items():
+            if 0 <= index < len(self._kbs):
+                for cid, hit in self._kbs[index].store.chunks(own).items():
+                    out[cid + index * _ID_STRIDE] = hit
+        return out
 
 
 class KnowledgeBases:
@@ -67,7 +83,7 @@ class KnowledgeBases:
         first = next(iter(kbs.values()))
         self.settings: Settings = first.settings
         self.backend: Backend = first.backend
-        self.store = _Counts(list(kbs.values()))
+        self.store = _Stores(list(kbs.values()))
         languages = {kb.language for kb in kbs.values()}
         # one language's offline rules read the run; mixed catalogs read as the first's
         self.language = first.language if len(languages) > 1 else languages.pop()
@@ -123,8 +139,9 @@ class KnowledgeBases:
     def search(self, query: str, k: int | None = None, mode: Mode = "hybrid",
                filter: Filter | None = None,
                knowledge_base: str | Sequence[str] | None = None) -> list[Hit]:
-        """The `k` best chunks of the KBs named (None: the chooser's), merged by rank."""
-        names = self._named(knowledge_base)
+        """The `k` best chunks of the KBs named (here or by `filter.knowledge_bases`; none:
+        the chooser's), merged by rank."""
+        names = self._named(knowledge_base or (filter.knowledge_bases if filter else None))
         if names is None:
             names = list(self.choose(query).knowledge_bases)
         k = k or self.settings.search_k
@@ -170,6 +187,20 @@ class KnowledgeBases:
         """Every document of every KB, each naming its KB."""
         return [replace(d, kb=name) for name, kb in self.kbs.items() for d in kb.documents()]
 
+    def remove(self, doc_id: str, knowledge_base: str | None = None) -> bool:
+        """Delete a document from the KB holding it (named when the doc id is in several)."""
+        holding = self._holding(doc_id, knowledge_base)
+        if len(holding) > 1:
+            raise UserError(f"The doc_id {doc_id!r} is in several knowledge bases"
+                            f" ({', '.join(holding)}): name the knowledge base.")
+        return bool(holding) and self.kbs[holding[0]].remove(doc_id)
+
+    def ingest(self, *_args: object, **_kw: object) -> Any:
+        raise UserError(_ONE_TO_WRITE)
+
+    def sync(self, *_args: object, **_kw: object) -> Any:
+        raise UserError(_ONE_TO_WRITE)
+
     def close(self) -> None:
         for kb in self.kbs.values():
             kb.close()
@@ -181,16 +212,16 @@ class KnowledgeBases:
         self.close()
 
 
-def catalog_summary(kbs: KnowledgeBases) -> list[dict[str, Any]]:
-    """Name, description and document count of each KB (the API's and MCP's listing)."""
-    return [{"name": n, "description": d, "documents": len(kbs.kbs[n].documents())}
-            for n, d in kbs.descriptions().items()]
+def served_catalog(kb: KnowledgeBase | KnowledgeBases) -> list[dict[str, Any]]:
+    """Name, description and document count of each KB served (the API's listing; one KB
+    served alone has the name "" and its stored description, if any)."""
+    if isinstance(kb, KnowledgeBases):
+        return [{"name": n, "description": d, "documents": len(kb.kbs[n].documents())}
+                for n, d in kb.descriptions().items()]
+    return [{"name": "", "description": kb.store.get_meta("description") or "",
+             "documents": len(kb.documents())}]
 
 
 def as_knowledge_bases(kb: KnowledgeBase | KnowledgeBases) -> KnowledgeBases | None:
     """The catalog behind `kb` when it serves several (else None)."""
     return kb if isinstance(kb, KnowledgeBases) else None
-
-
-def names_of(items: Iterable[Hit]) -> list[str]:
-    return list(dict.fromkeys(h.kb for h in items if h.kb))
