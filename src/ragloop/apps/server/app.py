@@ -599,6 +599,8 @@ def _add_document_routes(app: FastAPI, upload_limit: int) -> None:
             accepted.append((name, data))
         if len({n for n, _ in accepted}) != len(accepted):
             raise HTTPException(400, "The same file name was uploaded twice.")
+        if isinstance(state.kb, KnowledgeBases):  # which one would it go to: say so
+            state.kb.ingest()
         result = await anyio.to_thread.run_sync(ingest_uploads, state.kb, state.ingest_lock,
                                                 accepted, overwrite)
         body = {"documents": [n for n, _ in accepted], **result.report.to_dict()}
