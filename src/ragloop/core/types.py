@@ -80,6 +80,10 @@ class Citation:
     section: str
     kb: str = ""  # the knowledge base it came from when several are served ("": one)
 
+    def __repr__(self) -> str:  # as it always read for one knowledge base
+        where = f", kb={self.kb!r}" if self.kb else ""
+        return f"Citation(n={self.n}, doc_id={self.doc_id!r}, section={self.section!r}{where})"
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Citation:
         return cls(n=int(d["n"]), doc_id=str(d["doc_id"]), section=str(d["section"]),
