@@ -264,6 +264,10 @@ def test_ragloop_ask_with_two_kbs_prints_the_source_step_and_the_kb(folders):
     bad = subprocess.run([sys.executable, "-m", "ragloop", "ask", "x", "--kb", "hr=",
                           "--kb", "b=./b"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "no location after hr=" in bad.stderr
+    missing = subprocess.run([sys.executable, "-m", "ragloop", "serve", env_kb[0],
+                              "--kb", f"gone={folders['hr']}-not-here", "--port", "9"],
+                             capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and "knowledge base 'gone'" in missing.stderr
 
 
 # -- serve, mcp ------------------------------------------------------------------------------

@@ -182,6 +182,18 @@ def describe(kb: KnowledgeBase, description: str | None = None, by_user: bool = 
     return line
 
 
+def check_catalog(entries: Sequence[CatalogEntry]) -> None:
+    """Every location holds a knowledge base (before a server starts): else a ConfigError
+    naming the KB."""
+    from ragloop.storage.backend import open_backend
+
+    for e in entries:
+        try:
+            open_backend(e.location, create=False).close()
+        except Exception as exc:
+            raise ConfigError(f"knowledge base {e.name!r} ({e.location}): {exc}") from exc
+
+
 def open_catalog(entries: Sequence[CatalogEntry], settings: Settings | None = None,
                  create: bool = False) -> KnowledgeBases:
     """Open every knowledge base of the catalog (closing those opened when one fails)."""
@@ -196,8 +208,6 @@ def open_catalog(entries: Sequence[CatalogEntry], settings: Settings | None = No
             try:
                 kb = KnowledgeBase.open(e.location, settings.with_(kb=e.location),
                                         create=create)
-            except ConfigError:
-                raise
             except Exception as exc:
                 raise ConfigError(f"knowledge base {e.name!r} ({e.location}): {exc}") from exc
             opened[e.name] = kb

@@ -51,7 +51,7 @@ from ragloop.core.events import BaseEvent, Event
 from ragloop.core.types import RunStatus
 from ragloop.eval.metrics import percentile
 from ragloop.kb import KnowledgeBase
-from ragloop.kb.catalog import CatalogEntry, open_catalog
+from ragloop.kb.catalog import CatalogEntry, check_catalog, open_catalog
 from ragloop.kb.multi import KnowledgeBases, served_catalog
 from ragloop.retrieval.filters import make_filter
 from ragloop.storage.backend import open_backend
@@ -678,8 +678,7 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000,
     # a mistyped --kb is an error here, before uvicorn starts (only `ingest` creates one)
     if not catalog:
         open_backend(settings.kb, create=False).close()
-    for entry in catalog or ():
-        open_backend(entry.location, create=False).close()
+    check_catalog(catalog or ())
     app = create_app(settings, api_key=api_key, workers=workers, local_workers=local_workers,
                      bind_host=host, sync_folders=sync_folders, sync_every=sync_every,
                      catalog=catalog)
