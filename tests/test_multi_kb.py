@@ -355,3 +355,26 @@ def test_one_kb_by_path_is_unchanged(two_templates, tmp_path):
         hits = kb.search("travel approval", 3)
         assert hits and all(h.kb == "" for h in hits)
         assert "kb" not in hits[0].to_dict()
+
+
+def test_eval_over_two_kbs(folders, tmp_path):
+    import json
+    import subprocess
+
+    questions = tmp_path / "qs.jsonl"
+    questions.write_text(
+        json.dumps({"id": "a", "q": SENSOR_Q, "gold_doc": "products/sensor.md"}) + "\n"
+        + json.dumps({"id": "b", "q": "Who must approve travel expenses above £2,500?",
+                      "gold_doc": "policies/travel.md"}) + "\n", encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "ragloop", "eval", str(questions), "--paths", "single",
+         "-k", "3", "--kb", f"hr={folders['hr']}", "--kb", f"products={folders['products']}",
+         "--model", "offline", "--out", str(tmp_path / "out"), "--json"],
+        capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in
+               (tmp_path / "out" / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(records) == 2
+    assert all(r["status"] == "answered" for r in records), records
+    report = json.loads(done.stdout)
+    assert "single" in json.dumps(report)

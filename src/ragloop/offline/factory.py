@@ -20,6 +20,7 @@ from ragloop.kb.multi import KnowledgeBases
 from ragloop.offline.answerer import ExtractiveAnswerer
 from ragloop.offline.follow_ups import LocalFollowUps
 from ragloop.offline.grader import LocalGrader
+from ragloop.offline.kb_follow_ups import FollowUpsByKb
 from ragloop.offline.planner import LocalPlanner
 from ragloop.offline.rewriter import LocalRewriter
 from ragloop.offline.router import RuleRouter, describe_scope
@@ -57,7 +58,10 @@ def router(kb: KnowledgeBase, words: Vocabulary) -> Router:
     return RuleRouter(kb, words=words, reading=reading(kb))
 
 
-def follow_ups(kb: KnowledgeBase) -> FollowUps:
+def follow_ups(kb: KnowledgeBase | KnowledgeBases) -> FollowUps:
+    """Several knowledge bases: each KB's own, so links never cross from one to another."""
+    if isinstance(kb, KnowledgeBases):
+        return FollowUpsByKb(kb, reading(kb))
     return LocalFollowUps(kb, reading=reading(kb))
 
 
