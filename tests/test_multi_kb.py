@@ -234,6 +234,27 @@ def test_offline_choice_picks_the_kb_whose_search_scores_best(kbs):
     assert "within 1.00" in vague.reason
 
 
+def test_parts_follow_the_whole_questions_kb_and_nothing_leaks_past_the_run(kbs):
+    from ragloop.kb.multi import current_run_sources, run_sources
+    from ragloop.offline.factory import source_chooser
+
+    kbs.chooser = source_chooser(kbs)  # what the engine sets
+    box = Toolbox(kbs)
+    question = "Is the T9 sensor waterproof, and how long does its battery last?"
+    parts = ["Is the T9 sensor waterproof?", "How long does its battery last?"]
+    with run_sources() as run:
+        events = box.source_events(question, parts)
+        assert run.knowledge_bases == ("products",)
+        assert [e.part for e in events] == [None, 0, 1]
+        assert all(e.knowledge_bases == ["products"] for e in events)
+        assert events[2].reason == "the whole question's knowledge base"
+        # a search naming no KB goes where the run was placed
+        assert {h.kb for h in kbs.search("annual leave holidays", 5)} == {"products"}
+    assert current_run_sources() is None
+    # outside a run each query chooses its own
+    assert {h.kb for h in kbs.search("Chief Financial Officer approves travel", 3)} == {"hr"}
+
+
 def test_a_run_shows_its_source_choice_and_cites_the_kb(kbs):
     from ragloop.agent.engine import Engine
 
@@ -259,7 +280,7 @@ def test_ragloop_ask_with_two_kbs_prints_the_source_step_and_the_kb(folders):
     done = subprocess.run([sys.executable, "-m", "ragloop", "ask", SENSOR_Q, *env_kb,
                            "--model", "offline"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert "source part=0 knowledge_bases=products" in done.stderr
+    assert "source question knowledge_bases=products" in done.stderr
     assert "(products)" in done.stdout
     bad = subprocess.run([sys.executable, "-m", "ragloop", "ask", "x", "--kb", "hr=",
                           "--kb", "b=./b"], capture_output=True, text=True, timeout=120)

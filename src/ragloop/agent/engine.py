@@ -28,7 +28,7 @@ from ragloop.core.events import Event, RouteEvent
 from ragloop.core.types import Citation, RunStatus
 from ragloop.core.unicode import clean_text
 from ragloop.kb import KnowledgeBase
-from ragloop.kb.multi import KnowledgeBases, as_knowledge_bases
+from ragloop.kb.multi import KnowledgeBases, as_knowledge_bases, run_sources
 from ragloop.llm import make_chat_model
 from ragloop.llm.base import ChatModel
 from ragloop.offline import factory as offline
@@ -243,7 +243,8 @@ class Engine:
         ctx = RunContext(question, settings.max_steps)
         run = _Run(driver=comps.driver, citation_check=self._citation_check(comps))
         try:
-            outcome = drain(self._steps(ctx, route, comps, settings, run), ctx, record)
+            with run_sources():  # several KBs: where this run's searches go (kb/multi.py)
+                outcome = drain(self._steps(ctx, route, comps, settings, run), ctx, record)
         except BaseException as exc:
             self.runs.finish(run_id, {"status": RunStatus.FAILED, "error": repr(exc),
                                       "steps": ctx.step, "latency_s": ctx.elapsed()})

@@ -22,12 +22,13 @@ from pydantic_core.core_schema import ValidationInfo
 
 from ragloop.agent.failures import CONTINUES
 from ragloop.core.data_block import data_block
+from ragloop.core.decisions import SourceChoice
 from ragloop.core.errors import ToolError, UserError
 from ragloop.core.events import SourceEvent, ToolCallEvent
 from ragloop.core.observe import OBSERVER, SearchCall
 from ragloop.core.types import DocumentInfo, Hit, SectionInfo
 from ragloop.kb import KnowledgeBase
-from ragloop.kb.multi import KnowledgeBases, as_knowledge_bases
+from ragloop.kb.multi import KnowledgeBases, as_knowledge_bases, current_run_sources
 from ragloop.llm.base import ToolSpec
 from ragloop.retrieval.filters import Filter, make_filter
 
@@ -375,14 +376,25 @@ class Toolbox:
         self.specs = tool_specs(k, self.sources)
 
     def source_events(self, question: str, parts: list[str]) -> list[SourceEvent]:
-        """Which knowledge base(s) each part (and the whole question, searched first) is
-        searched in, and why; none when one knowledge base is served."""
+        """Which knowledge base(s) the question and each part are searched in, and why; none
+        when one knowledge base is served. When the whole question points to one KB, its
+        parts and every later search of the run go there (the run's `RunSources`); else each
+        part (and query) chooses its own."""
         if self.catalog is None:
             return []
-        out = []
-        asked = [(None, question)] if question not in parts else []
-        for index, text in [*asked, *enumerate(parts)]:
-            choice = self.catalog.choose(text)
+        whole = self.catalog.choose(question)
+        out = [SourceEvent(part=None, query=question,
+                           knowledge_bases=list(whole.knowledge_bases), reason=whole.reason)]
+        run = current_run_sources()
+        if len(whole.knowledge_bases) == 1 and run is not None:
+            run.knowledge_bases = whole.knowledge_bases
+        if len(parts) == 1 and parts[0] == question:
+            return out
+        for index, text in enumerate(parts):
+            if run is not None and run.knowledge_bases:
+                choice = SourceChoice(run.knowledge_bases, "the whole question's knowledge base")
+            else:
+                choice = self.catalog.choose(text)
             out.append(SourceEvent(part=index, query=text,
                                    knowledge_bases=list(choice.knowledge_bases),
                                    reason=choice.reason))
