@@ -21,7 +21,7 @@ KbsOpt = Annotated[list[str] | None, typer.Option(
          " the option repeated \\[env RAGLOOP_KB, default ./kb].")]
 CatalogOpt = Annotated[Path | None, typer.Option(
     "--catalog", metavar="FILE",
-    help="A TOML file whose [knowledge_bases] table names several knowledge bases"
+    help="A TOML file whose \\[knowledge_bases] table names several knowledge bases"
          " (NAME = \"LOCATION\", or a table with location and description).")]
 
 
