@@ -32,7 +32,9 @@ def test_schemas_and_descriptions_come_from_the_argument_models_and_docstrings()
     assert search["required"] == ["query"] and search["additionalProperties"] is False
     assert "title" not in str(search) and "default" not in search["properties"]["page"]
     assert specs[FETCH].parameters["properties"]["section"]["maxLength"] == 40
-    assert set(specs[FETCH].parameters["required"]) == set(FetchArgs.model_fields)
+    # every argument but the knowledge base (only offered when several are served)
+    assert set(specs[FETCH].parameters["required"]) == set(FetchArgs.model_fields) - {
+        "knowledge_base"}
     # the description is the tool function's docstring, with the page size filled in
     assert specs[SEARCH].description.startswith("Hybrid search (keywords + meaning)")
     assert "Returns up to 4 chunks" in specs[SEARCH].description

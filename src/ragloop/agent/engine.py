@@ -31,6 +31,7 @@ from ragloop.core.events import AnswerDeltaEvent, CondenseEvent, Event, RouteEve
 from ragloop.core.types import Citation, RunStatus
 from ragloop.core.unicode import clean_text
 from ragloop.kb import KnowledgeBase
+from ragloop.kb.multi import KnowledgeBases, as_knowledge_bases, run_sources
 from ragloop.language.vocabulary import Vocabulary, vocabulary
 from ragloop.llm import make_chat_model
 from ragloop.llm.base import ChatModel
@@ -96,7 +97,7 @@ class Engine:
     `Engine(kb).ask(question)` runs offline with the settings' defaults; pass `settings`
     (`Settings(model="anthropic:…")`, or RAGLOOP_MODEL in the environment) for a model."""
 
-    def __init__(self, kb: KnowledgeBase, settings: Settings | None = None,
+    def __init__(self, kb: KnowledgeBase | KnowledgeBases, settings: Settings | None = None,
                  runs: RunStore | None = None, *, chat: ChatModel | None = None,
                  grader_chat: ChatModel | None = None, grader: Grader | None = None,
                  source: str = "api") -> None:
@@ -113,6 +114,9 @@ class Engine:
         self.runs: RunStore = traced_runs(runs if runs is not None else kb.backend.runs)
         self.source = source
         self._search_grader: Grader | None = None
+        catalog = as_knowledge_bases(kb)
+        if catalog is not None and catalog.chooser is None:  # several KBs: choose per part
+            catalog.chooser = offline.source_chooser(catalog)
 
     # -- components ---------------------------------------------------------------------
 
@@ -290,7 +294,8 @@ class Engine:
         run = _Run(driver=comps.driver, citation_check=self._citation_check(comps),
                    history=list(history))
         try:
-            outcome = drain(self._steps(ctx, route, comps, settings, run), ctx, record)
+            with run_sources():  # several KBs: where this run's searches go (kb/multi.py)
+                outcome = drain(self._steps(ctx, route, comps, settings, run), ctx, record)
         except BaseException as exc:
             self.runs.finish(run_id, {"status": RunStatus.FAILED, "error": repr(exc),
                                       "steps": ctx.step, "latency_s": ctx.elapsed()})
@@ -310,7 +315,7 @@ class Engine:
             closest=outcome.closest,
             evidence=[{"n": e.n, "doc_id": e.doc_id, "section": e.section,
                        "section_title": e.section_title, "step": e.step,
-                       "confirmed": e.confirmed}
+                       "confirmed": e.confirmed, **({"kb": e.kb} if e.kb else {})}
                       for e in ctx.ledger.items],
             error=outcome.error, unsupported=outcome.checked.unsupported,
             citations_unchecked=outcome.checked.unchecked,

@@ -18,25 +18,28 @@ class Ledger:
 
     def __init__(self) -> None:
         self.items: list[Evidence] = []
-        self._by_key: dict[tuple[str, str, str], int] = {}
+        self._by_key: dict[tuple[str, ...], int] = {}
 
     def add_hit(self, hit: Hit, step: int, sub_question: int = 0,
                 confirmed: bool = True) -> int:
         return self._add(("chunk", hit.doc_id, str(hit.chunk_id)), hit.doc_id, hit.section,
-                         hit.section_title, hit.text, step, sub_question, confirmed)
+                         hit.section_title, hit.text, step, sub_question, confirmed, hit.kb)
 
     def add_section(self, s: SectionInfo, step: int, sub_question: int = 0) -> int:
         return self._add(("section", s.doc_id, s.section), s.doc_id, s.section, s.title,
-                         s.text, step, sub_question)
+                         s.text, step, sub_question, kb=s.kb)
 
-    def _add(self, key: tuple[str, str, str], doc_id: str, section: str, title: str,
-             text: str, step: int, sub_question: int, confirmed: bool = True) -> int:
+    def _add(self, key: tuple[str, ...], doc_id: str, section: str, title: str,
+             text: str, step: int, sub_question: int, confirmed: bool = True,
+             kb: str = "") -> int:
+        # doc ids may repeat across knowledge bases: the KB is part of the key
+        key = (*key, kb) if kb else key
         if key in self._by_key:
             return self._by_key[key]
         n = len(self.items) + 1
         self.items.append(Evidence(n=n, doc_id=doc_id, section=section, section_title=title,
                                    text=text, step=step, sub_question=sub_question,
-                                   confirmed=confirmed))
+                                   confirmed=confirmed, kb=kb))
         self._by_key[key] = n
         return n
 
@@ -96,5 +99,8 @@ def check_citations(text: str, ledger: Ledger) -> CheckedAnswer:
     for n in used:
         ev = ledger.get(n)
         assert ev is not None
-        citations.append({"n": n, "doc_id": ev.doc_id, "section": ev.section})
+        cited: dict[str, object] = {"n": n, "doc_id": ev.doc_id, "section": ev.section}
+        if ev.kb:  # several knowledge bases: the citation names its own
+            cited["kb"] = ev.kb
+        citations.append(cited)
     return CheckedAnswer(text=cleaned, citations=citations, invalid=sorted(set(invalid)))

@@ -323,7 +323,7 @@ class PipelineDriver:
         part.kept.append(Hit(chunk_id=-n, doc_id=found.doc_id, section=found.section,
                              section_title=found.title, text=found.text,
                              doc_title=found.title_path[0] if found.title_path else "",
-                             verdict="relevant",
+                             verdict="relevant", kb=found.kb,
                              grade_score=priority if follow is None else follow))
         yield ToolCallEvent(tool=FETCH, doc_id=doc_id, section=section,
                             chars=len(found.text), sub_question=part.index, reason=reason)
@@ -416,7 +416,7 @@ class PipelineDriver:
         ledger = Ledger()
         for i, e in enumerate(ordered):
             ledger.add_hit(Hit(chunk_id=i, doc_id=e.doc_id, section=e.section,
-                               section_title=e.section_title, text=e.text), e.step,
+                               section_title=e.section_title, text=e.text, kb=e.kb), e.step,
                            e.sub_question, e.confirmed)
         ctx.ledger = ledger
         made = self._placement
@@ -446,7 +446,8 @@ class PipelineDriver:
                 hit = next(h for h in self._single_hits if h.doc_id == d)
                 out.append(Evidence(n=0, doc_id=d, section=hit.section,
                                     section_title=hit.section_title, text=hit.text,
-                                    step=step, sub_question=WHOLE_QUESTION, confirmed=False))
+                                    step=step, sub_question=WHOLE_QUESTION, confirmed=False,
+                                    kb=hit.kb))
         return out
 
     def _open_parts(self, ctx: RunContext, parts: list[Part], whole: Part) -> Steps[None]:

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from ragloop.agent.evidence import CheckedAnswer, Ledger
 from ragloop.core.decisions import Grade, Plan
-from ragloop.core.events import AnswerDeltaEvent, Event, ToolCallEvent
+from ragloop.core.events import AnswerDeltaEvent, Event, SourceEvent, ToolCallEvent
 from ragloop.core.types import Citation, Hit, RunStatus, Usage
 
 log = logging.getLogger("ragloop.agent")
@@ -28,7 +28,12 @@ BUDGET_NOTICE = "Step budget is over. Answer now with what you have and say what
 
 
 def log_line(event: Event) -> str | None:
-    """The one line per tool call: `step=2 tool=search_knowledge_base query="…" chunks=8 kept=3`."""
+    """The one line per tool call: `step=2 tool=search_knowledge_base query="…" chunks=8 kept=3`;
+    and one per choice of knowledge base(s) when several are served."""
+    if isinstance(event, SourceEvent):
+        part = "question" if event.part is None else f"part={event.part}"
+        return (f"step={event.step} source {part} knowledge_bases="
+                f"{','.join(event.knowledge_bases)} reason=\"{event.reason}\"")
     if not isinstance(event, ToolCallEvent):
         return None
     d = event.data

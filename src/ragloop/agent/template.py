@@ -273,6 +273,8 @@ class RunTemplate:
         ctx.plan = plan
         parts = (plan.sub_questions if plan is not None else []) or [ctx.question]
         against = parts[0] if len(parts) == 1 else ctx.question
+        # several knowledge bases: which each part is searched in, and why (none: one KB)
+        yield from self.first_search.source_events(ctx.question, parts)
         yield from self._first(ctx, driver, against)
         if self.clarifier is not None and ctx.first is not None and ctx.first.error is None:
             asked = self.clarifier.clarify(ctx.question, ctx.first.grade.kept)

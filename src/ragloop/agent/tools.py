@@ -22,11 +22,13 @@ from pydantic_core.core_schema import ValidationInfo
 
 from ragloop.agent.failures import CONTINUES
 from ragloop.core.data_block import data_block
+from ragloop.core.decisions import SourceChoice
 from ragloop.core.errors import ToolError, UserError
-from ragloop.core.events import ToolCallEvent
+from ragloop.core.events import SourceEvent, ToolCallEvent
 from ragloop.core.observe import OBSERVER, SearchCall
 from ragloop.core.types import DocumentInfo, Hit, SectionInfo
 from ragloop.kb import KnowledgeBase
+from ragloop.kb.multi import KnowledgeBases, as_knowledge_bases, current_run_sources
 from ragloop.llm.base import ToolSpec
 from ragloop.retrieval.filters import Filter, make_filter
 
@@ -39,6 +41,10 @@ LIST = "list_documents"
 
 # Gives each item of a tool result its evidence number [n].
 Numbering = Callable[[Hit | SectionInfo], int]
+# The argument naming a knowledge base: in the schema only when several are served.
+KB_ARG = "knowledge_base"
+# name → one-line description of each knowledge base served (None: one, unnamed)
+Sources = Mapping[str, str] | None
 
 
 def wrap(source: str, body: str, budget: int) -> str:
@@ -56,19 +62,25 @@ def format_hits(hits: list[tuple[int, Hit]]) -> str:
     blocks = []
     for n, h in hits:
         title = f" ({h.section_title})" if h.section_title else ""
-        blocks.append(f"[{n}] {h.doc_id} §{h.section}{title}\n{h.text.strip()}")
+        blocks.append(f"[{n}] {h.doc_id} §{h.section}{title}{_in(h.kb)}\n{h.text.strip()}")
     return "\n\n".join(blocks)
 
 
+def _in(kb: str) -> str:
+    """Where an item is from when several knowledge bases are served."""
+    return f" [knowledge_base: {kb}]" if kb else ""
+
+
 def format_section(n: int, s: SectionInfo) -> str:
-    return f"[{n}] {s.doc_id} §{s.section} ({' > '.join(s.title_path)})\n{s.text.strip()}"
+    return (f"[{n}] {s.doc_id} §{s.section} ({' > '.join(s.title_path)}){_in(s.kb)}\n"
+            f"{s.text.strip()}")
 
 
 def format_documents(docs: list[DocumentInfo]) -> str:
     if not docs:
         return "The knowledge base is empty."
     return "\n".join(f"- {d.doc_id}: {d.title} ({d.sections} sections, {d.chunks} chunks)"
-                     for d in docs)
+                      f"{_in(d.kb)}" for d in docs)
 
 
 @dataclass
@@ -151,6 +163,10 @@ class SearchArgs(_Args):
                            json_schema_extra={"maxLength": 10})
     date_to: str = Field("", description="Only documents dated on or before this.",
                          json_schema_extra={"maxLength": 10})
+    # only in the schema when several knowledge bases are served (then an enum of their names)
+    knowledge_base: str = Field("", description="The knowledge base to search; leave it out"
+                                " to search the one(s) chosen for the query.",
+                                json_schema_extra={"maxLength": 40})
 
     def search_filter(self) -> Filter | None:
         """The filter these arguments ask for (None: none); a malformed one raises
@@ -159,7 +175,8 @@ class SearchArgs(_Args):
             return make_filter(source=[self.source], doc_id_prefix=[self.doc_id_prefix],
                                metadata=[self.metadata] if self.metadata.strip() else [],
                                date_from=self.date_from.strip() or None,
-                               date_to=self.date_to.strip() or None)
+                               date_to=self.date_to.strip() or None,
+                               knowledge_base=[self.knowledge_base])
         except UserError as exc:
             raise ToolError(str(exc)) from exc
 
@@ -169,6 +186,9 @@ class FetchArgs(_Args):
                          json_schema_extra={"maxLength": 300})
     section: Text = Field(description="Section id, e.g. 4.2 or p3",
                           json_schema_extra={"maxLength": 40})
+    knowledge_base: str = Field("", description="The knowledge base the document is in (as"
+                                " the search result or list_documents names it).",
+                                json_schema_extra={"maxLength": 40})
 
 
 class ListArgs(_Args):
@@ -194,6 +214,33 @@ def _schema(node: object) -> object:
     return node
 
 
+def sources_note(sources: Mapping[str, str]) -> str:
+    """The knowledge bases served, as the tool schema describes them to the model."""
+    return "The knowledge bases: " + "; ".join(
+        f"{name}: {desc}" if desc else name for name, desc in sources.items()) + "."
+
+
+def kb_field_extra(description: str, sources: Sources) -> tuple[str, dict[str, Any]]:
+    """The `knowledge_base` argument's description and schema extras for `sources`."""
+    assert sources
+    return (f"{description} {sources_note(sources)}",
+            {"enum": list(sources), "maxLength": 40})
+
+
+def _with_sources(schema: dict[str, Any], sources: Sources) -> dict[str, Any]:
+    """One knowledge base: the schema has no `knowledge_base`; several: an enum of their
+    names, each described."""
+    props = dict(schema.get("properties", {}))
+    if KB_ARG not in props:
+        return schema
+    if not sources:
+        del props[KB_ARG]
+    else:
+        description, extra = kb_field_extra(props[KB_ARG].get("description", ""), sources)
+        props[KB_ARG] = {**props[KB_ARG], **extra, "description": description}
+    return {**schema, "properties": props}
+
+
 # -- the tool definitions -------------------------------------------------------------------
 
 A = TypeVar("A", bound=_Args)
@@ -204,8 +251,8 @@ class ToolDef(Protocol):
 
     @property
     def name(self) -> str: ...
-    def spec(self, k: int) -> ToolSpec: ...
-    def signature(self) -> inspect.Signature: ...
+    def spec(self, k: int, sources: Sources = None) -> ToolSpec: ...
+    def signature(self, sources: Sources = None) -> inspect.Signature: ...
     def parse(self, arguments: Mapping[str, Any]) -> BaseModel: ...
     def call(self, box: Toolbox, arguments: Mapping[str, Any],
              number: Numbering) -> ToolOutcome: ...
@@ -226,16 +273,24 @@ class Tool(Generic[A]):
         """The docstring as one paragraph, `{k}` being the number of chunks a search returns."""
         return " ".join((self.fn.__doc__ or "").split()).replace("{k}", str(k))
 
-    def spec(self, k: int) -> ToolSpec:
-        return ToolSpec(name=self.name, description=self.description(k),
-                        parameters=_schema(self.args.model_json_schema()))  # type: ignore[arg-type]
+    def spec(self, k: int, sources: Sources = None) -> ToolSpec:
+        """`sources`: the knowledge bases served when several are (their names become the
+        `knowledge_base` argument's enum)."""
+        schema = _with_sources(_schema(self.args.model_json_schema()),  # type: ignore[arg-type]
+                               sources)
+        return ToolSpec(name=self.name, description=self.description(k), parameters=schema)
 
-    def signature(self) -> inspect.Signature:
+    def signature(self, sources: Sources = None) -> inspect.Signature:
         """Keyword parameters with the argument model's types and constraints (MCP's SDK builds
-        its schema from a function signature)."""
+        its schema from a function signature); `knowledge_base` only with `sources`."""
         params = []
         for name, f in self.args.model_fields.items():
-            field = Field(description=f.description, json_schema_extra=f.json_schema_extra)
+            description, extra = f.description, f.json_schema_extra
+            if name == KB_ARG:
+                if not sources:
+                    continue
+                description, extra = kb_field_extra(description or "", sources)
+            field = Field(description=description, json_schema_extra=extra)
             params.append(inspect.Parameter(
                 name, inspect.Parameter.KEYWORD_ONLY,
                 annotation=Annotated[(f.annotation, *f.metadata, field)],  # type: ignore[valid-type]
@@ -277,7 +332,7 @@ def fetch_document_section(box: Toolbox, args: FetchArgs, number: Numbering) -> 
     it when a search chunk is cut off, or when a text refers to another section ("see section
     4.2") and you need that section. Do not use it to search: you need an exact doc_id and
     section id, taken from a search result or from list_documents."""
-    found = box.fetch(args.doc_id, args.section)
+    found = box.fetch(args.doc_id, args.section, args.knowledge_base or None)
     return ToolOutcome(wrap(FETCH, format_section(number(found), found), box.budget),
                        ToolCallEvent(tool=FETCH, doc_id=args.doc_id, section=args.section,
                                      chars=len(found.text)))
@@ -285,8 +340,9 @@ def fetch_document_section(box: Toolbox, args: FetchArgs, number: Numbering) -> 
 
 def list_documents(box: Toolbox, args: ListArgs, number: Numbering) -> ToolOutcome:
     """Returns every document in the knowledge base: doc_id, title, number of sections and
-    chunks. Use it to learn what the knowledge base covers or to find the doc_id of a document
-    you know by name. Do not use it to answer questions: it returns no document text."""
+    chunks (and its knowledge base when several are served). Use it to learn what the
+    knowledge base covers or to find the doc_id of a document you know by name. Do not use it
+    to answer questions: it returns no document text."""
     docs = box.documents()
     return ToolOutcome(wrap(LIST, format_documents(docs), box.budget),
                        ToolCallEvent(tool=LIST, documents=len(docs)))
@@ -298,8 +354,8 @@ LIST_TOOL = Tool(ListArgs, list_documents)
 TOOLS: dict[str, ToolDef] = {t.name: t for t in (SEARCH_TOOL, FETCH_TOOL, LIST_TOOL)}
 
 
-def tool_specs(k: int = 8) -> list[ToolSpec]:
-    return [tool.spec(k) for tool in TOOLS.values()]
+def tool_specs(k: int = 8, sources: Sources = None) -> list[ToolSpec]:
+    return [tool.spec(k, sources) for tool in TOOLS.values()]
 
 
 def _unnumbered(_item: Hit | SectionInfo) -> int:
@@ -309,11 +365,40 @@ def _unnumbered(_item: Hit | SectionInfo) -> int:
 class Toolbox:
     """Runs the tools against one knowledge base. Errors come back as text for the model."""
 
-    def __init__(self, kb: KnowledgeBase, k: int = 8, budget: int = 6000) -> None:
+    def __init__(self, kb: KnowledgeBase | KnowledgeBases, k: int = 8,
+                 budget: int = 6000) -> None:
         self.kb = kb
         self.k = k
         self.budget = budget
-        self.specs = tool_specs(k)
+        #: the knowledge bases when several are served (None: one)
+        self.catalog = as_knowledge_bases(kb)
+        self.sources: Sources = self.catalog.descriptions() if self.catalog else None
+        self.specs = tool_specs(k, self.sources)
+
+    def source_events(self, question: str, parts: list[str]) -> list[SourceEvent]:
+        """Which knowledge base(s) the question and each part are searched in, and why; none
+        when one knowledge base is served. When the whole question points to one KB, its
+        parts and every later search of the run go there (the run's `RunSources`); else each
+        part (and query) chooses its own."""
+        if self.catalog is None:
+            return []
+        whole = self.catalog.choose(question)
+        out = [SourceEvent(part=None, query=question,
+                           knowledge_bases=list(whole.knowledge_bases), reason=whole.reason)]
+        run = current_run_sources()
+        if len(whole.knowledge_bases) == 1 and run is not None:
+            run.knowledge_bases = whole.knowledge_bases
+        if len(parts) == 1 and parts[0] == question:
+            return out
+        for index, text in enumerate(parts):
+            if run is not None and run.knowledge_bases:
+                choice = SourceChoice(run.knowledge_bases, "the whole question's knowledge base")
+            else:
+                choice = self.catalog.choose(text)
+            out.append(SourceEvent(part=index, query=text,
+                                   knowledge_bases=list(choice.knowledge_bases),
+                                   reason=choice.reason))
+        return out
 
     def search(self, query: str, page: int = 1, filter: Filter | None = None) -> list[Hit]:
         """The k hits of one page of results (page 2: ranks k+1 to 2k), within `filter`."""
@@ -329,8 +414,11 @@ class Toolbox:
             observer.search(SearchCall(query, page, started, time.time_ns(), tuple(hits)))
         return hits
 
-    def fetch(self, doc_id: str, section: str) -> SectionInfo:
+    def fetch(self, doc_id: str, section: str, knowledge_base: str | None = None
+              ) -> SectionInfo:
         try:
+            if self.catalog is not None:
+                return self.catalog.section(doc_id, section, knowledge_base)
             return self.kb.section(doc_id, section)
         except UserError as exc:
             raise ToolError(str(exc)) from exc

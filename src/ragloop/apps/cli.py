@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
 
+from ragloop.apps.kb_options import CatalogOpt, KbsOpt, Served
 from ragloop.apps.terminal import json_visible, shown, visible
 from ragloop.core.config import Settings
 from ragloop.core.config_file import apply_config_files
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from ragloop.eval.datasets import Dataset
     from ragloop.ingest.pipeline import IngestReport
     from ragloop.kb import KnowledgeBase
+    from ragloop.kb.multi import KnowledgeBases
     from ragloop.storage.protocols import Backend
 
 
@@ -97,6 +99,10 @@ DateToOpt = Annotated[str | None, typer.Option(
 BaseUrlOpt = Annotated[str | None, typer.Option(
     metavar="URL", help="OpenAI-compatible server, e.g. http://localhost:11434/v1."
     + env_hint("RAGLOOP_BASE_URL"))]
+DescriptionOpt = Annotated[str | None, typer.Option(
+    "--description", metavar="TEXT",
+    help="One line saying what the knowledge base holds (shown to the agent when several"
+         " are served); default: drafted from the documents' titles.")]
 StrictOpt = Annotated[float | None, typer.Option(
     "--strict", min=0.0, max=1.0,
     help="Offline answers: how closely a sentence must match a part before it is stated"
@@ -137,9 +143,11 @@ def ingest(paths: Annotated[list[str], typer.Argument(
                " other folders or uploads); each change is reported.")] = False,
            private_urls: Annotated[bool, typer.Option(
                "--private-urls", help="Allow URLs on loopback and private addresses (an"
-               " intranet site); refused by default.")] = False) -> None:
+               " intranet site); refused by default.")] = False,
+           description: DescriptionOpt = None) -> None:
     """Add or update documents; unchanged files are skipped by content hash."""
     from ragloop.ingest.pipeline import IngestInterrupted
+    from ragloop.kb.catalog import describe
 
     try:
         with open_kb(kb, embedder, create=True, language=language) as base:
@@ -152,6 +160,8 @@ def ingest(paths: Annotated[list[str], typer.Argument(
             else:
                 report = base.ingest(paths, progress=progress, tags=tag or [],
                                      private_urls=private_urls)
+            # the one line a catalog shows of this KB: the user's, else drafted from titles
+            describe(base, description)
     except IngestInterrupted as exc:  # the knowledge base was closed (its indexes saved) first
         err.print(shown(exc.message()), soft_wrap=True)
         raise typer.Exit(130) from None
@@ -190,6 +200,24 @@ def print_skipped(skipped: list[tuple[str, str]]) -> None:
     if len(skipped) > SKIPPED_SHOWN:
         err.print(f"[yellow]and {len(skipped) - SKIPPED_SHOWN} more skipped[/]"
                   " (`ragloop ingest --json` lists every one with its reason)", soft_wrap=True)
+
+
+@command(name="describe")
+def describe_(description: Annotated[str | None, typer.Argument(
+                  help="One line saying what the knowledge base holds; leave it out to show"
+                       " the current one.")] = None,
+              kb: KbOpt = None, draft: Annotated[bool, typer.Option(
+                  "--draft", metavar="", help="Draft it again from the documents' titles.")]
+              = False) -> None:
+    """Set or show the knowledge base's one-line description (what a catalog of several
+    knowledge bases tells the agent about it)."""
+    from ragloop.kb.catalog import describe, draft_description
+
+    with open_kb(kb) as base:
+        if draft:
+            description = draft_description(base)
+        line = describe(base, description, by_user=not draft)
+    out.print(shown(line))
 
 
 @command()
@@ -354,7 +382,8 @@ def print_run(result: dict[str, Any], streamed: str | None = None) -> None:
         out.print()
     print_options(result.get("clarification"))
     for c in result["citations"]:
-        out.print(f"[{c['n']}] → {shown(c['doc_id'])} §{shown(c['section'])}")
+        where = f" ({shown(c['kb'])})" if c.get("kb") else ""
+        out.print(f"[{c['n']}] → {shown(c['doc_id'])} §{shown(c['section'])}{where}")
     if result.get("closest"):
         out.print("\nClosest passages (not confirmed):")
         for c in result["closest"]:
@@ -437,21 +466,21 @@ def ask(question: str,
             help="Step ceiling." + env_hint("RAGLOOP_MAX_STEPS", "6"))] = None,
         route: Annotated[str, typer.Option(help="auto | single | agent")] = "auto",
         base_url: BaseUrlOpt = None,
-        kb: KbOpt = None, as_json: JsonOpt = False,
+        kb: KbsOpt = None, as_json: JsonOpt = False,
         debug: Annotated[bool, typer.Option(
             "--debug", metavar="", help="Show plan, verdicts, rewrites.")] = False,
-        strict: StrictOpt = None,
+        strict: StrictOpt = None, catalog: CatalogOpt = None,
         conversation: ConversationOpt = None,
         ) -> None:
     """Answer a question with cited evidence (agent loop with a step ceiling); on a terminal
     the answer prints as it is written."""
     from ragloop.agent.engine import Engine
-    from ragloop.kb import KnowledgeBase
 
     printer, on_event = answer_printing(debug, as_json)
-    settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url,
-                            strictness=strict)
-    with KnowledgeBase.open(settings.kb, settings, create=False) as base:
+    served = Served(kb, catalog)
+    settings = settings_for(served.location, model=model, grader_model=grader_model,
+                            base_url=base_url, strictness=strict)
+    with served.open(settings) as base:
         engine = Engine(base, settings, base.backend.runs, source="cli")
         ask_ = engine.ask
         if conversation is not None:
@@ -547,13 +576,15 @@ def stats(kb: KbOpt = None, as_json: JsonOpt = False,
                   " (above 10%): look at what the spare steps searched for (`ragloop runs`).")
 
 
-def _eval_corpus(base: KnowledgeBase, data: Dataset, *, progress: bool,
+def _eval_corpus(base: KnowledgeBase | KnowledgeBases, data: Dataset, *, progress: bool,
                  quiet: bool) -> list[tuple[str, str]]:
-    """Ingest the dataset's corpus when it has one, then resolve its gold names against the
-    KB's documents: the (question, name) pairs that did not resolve, each warned about."""
+    """Ingest the dataset's corpus when it has one (into one knowledge base; several served
+    must hold it already), then resolve its gold names against the KBs' documents: the
+    (question, name) pairs that did not resolve, each warned about."""
     from ragloop.eval.datasets import ingest_corpus, resolve_gold
+    from ragloop.kb import KnowledgeBase
 
-    if data.corpus is not None:
+    if data.corpus is not None and isinstance(base, KnowledgeBase):
         added = ingest_corpus(base, data.corpus, progress=progress)
         if added and not quiet:
             err.print(f"ingested {added} corpus documents into {shown(str(base.settings.kb))}")
@@ -573,7 +604,8 @@ def _eval_corpus(base: KnowledgeBase, data: Dataset, *, progress: bool,
 @command(name="eval")
 def eval_(dataset: Annotated[Path, typer.Argument(
               help="Seed-style .jsonl ({q, gold_doc, type, answer?}) or a BEIR folder.")],
-          kb: KbOpt = None,
+          kb: KbsOpt = None,
+          catalog: CatalogOpt = None,
           paths: Annotated[str, typer.Option(
               help="Comma-separated: single (one search), agent (the loop), router (auto).")]
           = "single,agent,router",
@@ -606,7 +638,6 @@ def eval_(dataset: Annotated[Path, typer.Argument(
     from ragloop.eval.metrics import build_report, diagnose
     from ragloop.eval.report import markdown, to_json, write_reports
     from ragloop.eval.runner import EvalOptions, parse_paths, run_eval
-    from ragloop.kb import KnowledgeBase
 
     require_extra("eval", EVAL_MODULES, "ragloop eval (its report's plots)")
     chosen = parse_paths(paths)
@@ -625,10 +656,11 @@ def eval_(dataset: Annotated[Path, typer.Argument(
                       " knowledge base")
         return
     data = load_dataset(dataset)
-    settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url,
-                            embedder=embedder, strictness=strict)
+    served = Served(kb, catalog)
+    settings = settings_for(served.location, model=model, grader_model=grader_model,
+                            base_url=base_url, embedder=embedder, strictness=strict)
     progress = not as_json and err.is_terminal
-    with KnowledgeBase.open(settings.kb, settings) as base:
+    with served.open(settings, create=served.entries is None) as base:
         misses = _eval_corpus(base, data, progress=progress, quiet=as_json)
         offline = settings.model.strip().lower() in ("offline", "none", "")
         options = EvalOptions(out=out_dir or Path("eval-results") / data.name, paths=chosen,
@@ -672,7 +704,8 @@ def serve(host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0
           model: ModelOpt = None,
           grader_model: GraderModelOpt = None,
           base_url: BaseUrlOpt = None,
-          kb: KbOpt = None,
+          kb: KbsOpt = None,
+          catalog: CatalogOpt = None,
           workers: Annotated[int, typer.Option(
               help="Runs executed at once by this server.")] = 2,
           no_local_workers: Annotated[bool, typer.Option(
@@ -694,12 +727,14 @@ def serve(host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0
     from ragloop.apps.server.app import API_KEY_ENV
     from ragloop.apps.server.app import serve as run_server
 
-    settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url)
+    served = Served(kb, catalog)
+    settings = settings_for(served.location, model=model, grader_model=grader_model,
+                            base_url=base_url)
     if sync_every <= 0:
         raise UserError(f"--sync-every must be a positive number of seconds, not {sync_every}")
     run_server(settings, host=host, port=port, api_key=os.environ.get(API_KEY_ENV) or None,
                workers=workers, local_workers=0 if no_local_workers else None,
-               sync_folders=sync or None, sync_every=sync_every)
+               sync_folders=sync or None, sync_every=sync_every, catalog=served.entries)
 
 
 @command()
@@ -787,11 +822,12 @@ def migrate_(src: Annotated[str, typer.Argument(help="Source: a folder or postgr
 @command()
 def mcp(model: Annotated[str | None, typer.Option(
             help="Model for the ask tool: offline | anthropic:<model> | openai:<model>")] = None,
-        kb: KbOpt = None) -> None:
+        kb: KbsOpt = None, catalog: CatalogOpt = None) -> None:
     """The knowledge base's tools as an MCP server over stdio (Claude Desktop / Code)."""
     from ragloop.apps.mcp_server import run as run_mcp
 
-    run_mcp(settings_for(kb, model=model))
+    served = Served(kb, catalog)
+    run_mcp(settings_for(served.location, model=model), served.entries)
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ import json
 import logging
 import sys
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import anyio
@@ -26,7 +26,8 @@ from pydantic import BaseModel, Field, ValidationError, create_model
 from ragloop.agent.engine import Engine
 from ragloop.agent.run import RunResult
 from ragloop.agent.search_grade import graded_result
-from ragloop.agent.tools import FETCH, LIST, SEARCH, TOOLS, SearchArgs, Toolbox, ToolDef
+from ragloop.agent.tools import FETCH, LIST, SEARCH, TOOLS, SearchArgs, Sources, Toolbox, ToolDef
+from ragloop.apps.kb_options import Served
 from ragloop.core.config import Settings
 from ragloop.core.config_file import apply_config_files
 from ragloop.core.conversation import narrowed
@@ -34,6 +35,8 @@ from ragloop.core.data_block import BLOCK_END, data_block
 from ragloop.core.errors import RagloopError, ToolError, UserError
 from ragloop.core.unicode import is_text
 from ragloop.kb import KnowledgeBase
+from ragloop.kb.catalog import CatalogEntry, open_catalog
+from ragloop.kb.multi import KnowledgeBases
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectSendStream
@@ -66,7 +69,7 @@ INSTRUCTIONS = (
 class KnowledgeBaseTools:
     """The tool bodies, over one open knowledge base (the engine and grader made on first use)."""
 
-    def __init__(self, kb: KnowledgeBase, settings: Settings) -> None:
+    def __init__(self, kb: KnowledgeBase | KnowledgeBases, settings: Settings) -> None:
         self.kb = kb
         self.settings = settings
         self.toolbox = Toolbox(kb, settings.search_k, settings.tool_result_chars)
@@ -96,8 +99,9 @@ class KnowledgeBaseTools:
             raise ToolError(outcome.event.error or "")
         return outcome.text
 
-    def fetch(self, doc_id: str, section: str) -> str:
-        return self._plain(FETCH, {"doc_id": doc_id, "section": section})
+    def fetch(self, doc_id: str, section: str, knowledge_base: str = "") -> str:
+        return self._plain(FETCH, {"doc_id": doc_id, "section": section,
+                                   "knowledge_base": knowledge_base})
 
     def documents(self) -> str:
         return self._plain(LIST, {})
@@ -125,14 +129,16 @@ class KnowledgeBaseTools:
             lines += [f"{i}. {o}" for i, o in enumerate(result.clarification["options"], 1)]
         if result.citations:
             lines += ["", "Sources:"]
-            lines += [f"[{c.n}] → {c.doc_id} §{c.section}" for c in result.citations]
+            lines += [f"[{c.n}] → {c.doc_id} §{c.section}" + (f" ({c.kb})" if c.kb else "")
+                      for c in result.citations]
         # the answer and the doc ids come from documents: data for the client's model too
         return (data_block(ASK, "\n".join(lines))
                 + f"\nstatus={result.status} steps={result.steps}/{result.max_steps}"
                   f" run={result.run_id}")
 
 
-def _mcp_tool(tool: ToolDef, body: Callable[..., str]) -> Callable[..., str]:
+def _mcp_tool(tool: ToolDef, body: Callable[..., str], sources: Sources = None
+              ) -> Callable[..., str]:
     """The MCP function of one agent tool: its parameters from the tool's argument model, the
     arguments checked by the same model (its messages as MCP tool errors), then `body` called
     with them as keywords."""
@@ -144,13 +150,14 @@ def _mcp_tool(tool: ToolDef, body: Callable[..., str]) -> Callable[..., str]:
         except RagloopError as exc:  # a bad argument, a missing section, the grader's model
             raise McpToolError(str(exc)) from exc
 
-    handler.__signature__ = tool.signature()  # type: ignore[attr-defined]
+    handler.__signature__ = tool.signature(sources)  # type: ignore[attr-defined]
     handler.__name__ = tool.name
     return handler
 
 
-def build_server(kb: KnowledgeBase, settings: Settings) -> MCPServer:
-    """An MCPServer exposing `kb`'s tools (not started)."""
+def build_server(kb: KnowledgeBase | KnowledgeBases, settings: Settings) -> MCPServer:
+    """An MCPServer exposing `kb`'s tools (not started); several knowledge bases: their
+    names are the `knowledge_base` argument's enum."""
     from mcp.server.mcpserver import Context, MCPServer
     from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
 
@@ -159,7 +166,7 @@ def build_server(kb: KnowledgeBase, settings: Settings) -> MCPServer:
     bodies: dict[str, Callable[..., str]] = {SEARCH: tools.search, FETCH: tools.fetch,
                                               LIST: tools.documents}
     for name, tool in TOOLS.items():
-        server.add_tool(_mcp_tool(tool, bodies[name]), name=name,
+        server.add_tool(_mcp_tool(tool, bodies[name], tools.toolbox.sources), name=name,
                         description=tool.spec(settings.search_k).description,
                         structured_output=False)
 
@@ -312,25 +319,30 @@ async def _serve_stdio(server: MCPServer) -> None:
         tg.cancel_scope.cancel()
 
 
-def run(settings: Settings) -> None:
-    """Serve the knowledge base at settings.kb (a folder or a postgresql:// URL) over stdio
-    until the client hangs up."""
+def run(settings: Settings, catalog: Sequence[CatalogEntry] | None = None) -> None:
+    """Serve the knowledge base at settings.kb (a folder or a postgresql:// URL), or the
+    knowledge bases of `catalog`, over stdio until the client hangs up."""
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    with KnowledgeBase.open(settings.kb, settings, create=False) as kb:
+    opened = (open_catalog(catalog, settings) if catalog
+              else KnowledgeBase.open(settings.kb, settings, create=False))
+    with opened as kb:
         anyio.run(_serve_stdio, build_server(kb, settings))
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m ragloop.apps.mcp_server",
                                      description="ragloop's tools as an MCP server (stdio).")
-    parser.add_argument("--kb", help="Knowledge base folder [env RAGLOOP_KB or ragloop.toml,"
-                        " default ./kb].")
+    parser.add_argument("--kb", action="append",
+                        help="Knowledge base folder or URL [env RAGLOOP_KB or ragloop.toml,"
+                        " default ./kb]; several: NAME=LOCATION, repeated.")
+    parser.add_argument("--catalog", help="A TOML file naming several knowledge bases.")
     parser.add_argument("--model", help="Model for the ask tool (default offline).")
     args = parser.parse_args(argv)
-    apply_config_files(args.kb)
-    settings = Settings.from_env().with_(kb=args.kb, model=args.model)
     try:
-        run(settings)
+        served = Served(args.kb, args.catalog)
+        apply_config_files(served.location)
+        settings = Settings.from_env().with_(kb=served.location, model=args.model)
+        run(settings, served.entries)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)

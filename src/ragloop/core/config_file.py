@@ -17,6 +17,7 @@ from pathlib import Path
 from ragloop.core.errors import ConfigError
 
 FILE_NAME = "ragloop.toml"
+CATALOG_TABLE = "knowledge_bases"
 # provider variables a user may keep beside ragloop's own (their SDKs read them)
 _OTHER_NAMES = frozenset({"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL"})
 _NAME = re.compile(r"RAGLOOP_[A-Z0-9_]+")
@@ -31,6 +32,8 @@ def read_config_file(path: Path) -> dict[str, str]:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     out: dict[str, str] = {}
     for name, value in data.items():
+        if name == CATALOG_TABLE:  # several knowledge bases: read by kb/catalog.py
+            continue
         if not (_NAME.fullmatch(name) or name in _OTHER_NAMES):
             raise ConfigError(f"{path}: {name!r} is not a setting; keys are the environment"
                               " variables' names, e.g. RAGLOOP_MODEL or RAGLOOP_KB")
@@ -67,3 +70,16 @@ def apply_config_files(kb: str | None) -> list[Path]:
     for name, value in merged.items():
         os.environ.setdefault(name, value)
     return files
+
+
+def catalog_table() -> tuple[Path, object] | None:
+    """The working directory file's `[knowledge_bases]` table (several named knowledge
+    bases, kb/catalog.py), with the file; None when there is none."""
+    here = Path.cwd() / FILE_NAME
+    if not here.is_file():
+        return None
+    try:
+        data = tomllib.loads(here.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{here}: not valid TOML: {exc}") from None
+    return (here, data[CATALOG_TABLE]) if CATALOG_TABLE in data else None

@@ -53,6 +53,7 @@ class Evidence:
     # False for a nearest passage the grader did not judge relevant (see the pipeline
     # driver's `_add_nearest`): shown as the closest the knowledge base has, never as support
     confirmed: bool = True
+    kb: str = ""  # the knowledge base it came from when several are served
 
 
 @dataclass
@@ -125,6 +126,20 @@ class Router(Protocol):
     def out_of_scope(self, question: str) -> str | None:
         """Why the question is plainly outside the knowledge base, or None."""
         ...
+
+
+@dataclass(frozen=True)
+class SourceChoice:
+    """Which knowledge base(s) a part of a question is searched in, and why."""
+
+    knowledge_bases: tuple[str, ...]
+    reason: str
+
+
+class SourceChooser(Protocol):
+    """Picks the knowledge base(s) to search for a query when several are served."""
+
+    def choose(self, query: str) -> SourceChoice: ...
 
 
 class FollowUps(Protocol):

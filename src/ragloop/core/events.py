@@ -159,11 +159,24 @@ class ClarifyEvent(BaseEvent):
     reason: str = ""
 
 
+class SourceEvent(BaseEvent):
+    """Which knowledge base(s) a part of the question is searched in, and why (several KBs
+    served: offline/source_choice.py). `part`: the index of the plan's part, None for the
+    whole question."""
+
+    kind: Literal["source"] = "source"
+    part: int | None = None
+    query: str = ""
+    knowledge_bases: list[str] = Field(default_factory=list)
+    reason: str = ""
+
+
 Event = Annotated[RouteEvent | PlanEvent | ToolCallEvent | GradeEvent | RewriteEvent
                   | PlacementEvent | AnswerEvent | ErrorEvent
                   | CondenseEvent
                   | AnswerDeltaEvent
                   | ClarifyEvent
+                  | SourceEvent
                   , Field(discriminator="kind")]
 _ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 

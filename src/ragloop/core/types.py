@@ -62,9 +62,11 @@ class Hit:
     vector_score: float | None = None
     verdict: str | None = None
     grade_score: float | None = None
+    #: the knowledge base it came from, when several are served (kb/multi.py); "" for one
+    kb: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return _without_empty_kb(asdict(self))
 
 
 @dataclass(frozen=True)
@@ -76,13 +78,20 @@ class Citation:
     n: int
     doc_id: str
     section: str
+    kb: str = ""  # the knowledge base it came from when several are served ("": one)
+
+    def __repr__(self) -> str:  # as it always read for one knowledge base
+        where = f", kb={self.kb!r}" if self.kb else ""
+        return f"Citation(n={self.n}, doc_id={self.doc_id!r}, section={self.section!r}{where})"
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Citation:
-        return cls(n=int(d["n"]), doc_id=str(d["doc_id"]), section=str(d["section"]))
+        return cls(n=int(d["n"]), doc_id=str(d["doc_id"]), section=str(d["section"]),
+                   kb=str(d.get("kb") or ""))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"n": self.n, "doc_id": self.doc_id, "section": self.section}
+        return _without_empty_kb({"n": self.n, "doc_id": self.doc_id, "section": self.section,
+                                  "kb": self.kb})
 
 
 @dataclass(frozen=True)
@@ -94,9 +103,10 @@ class DocumentInfo:
     chunks: int
     content_hash: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    kb: str = ""  # the knowledge base it is in, when several are served
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return _without_empty_kb(asdict(self))
 
 
 @dataclass(frozen=True)
@@ -107,11 +117,19 @@ class SectionInfo:
     title_path: tuple[str, ...]
     text: str
     ord: int = 0
+    kb: str = ""  # the knowledge base it is in, when several are served
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = _without_empty_kb(asdict(self))
         d["title_path"] = list(self.title_path)
         return d
+
+
+def _without_empty_kb(d: dict[str, Any]) -> dict[str, Any]:
+    """The JSON shape of one knowledge base's nouns stays what it was: `kb` only when set."""
+    if not d.get("kb"):
+        d.pop("kb", None)
+    return d
 
 
 @dataclass
@@ -147,6 +165,7 @@ class EventKind(StrEnum):
     CONDENSE = "condense"
     ANSWER_DELTA = "answer_delta"  # streamed, never stored (core/events.py AnswerDeltaEvent)
     CLARIFY = "clarify"  # the run asks the user back (status needs_input)
+    SOURCE = "source"
 
 
 class RunStatus(StrEnum):

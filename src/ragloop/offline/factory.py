@@ -15,8 +15,10 @@ from ragloop.core.decisions import (
     Planner,
     Rewriter,
     Router,
+    SourceChooser,
 )
 from ragloop.kb import KnowledgeBase
+from ragloop.kb.multi import KnowledgeBases
 from ragloop.language.support import SupportChecker
 from ragloop.language.text import Reading
 from ragloop.language.text import reading as reading_of
@@ -26,9 +28,11 @@ from ragloop.offline.clarify import RuleClarifier
 from ragloop.offline.condense import RuleCondenser
 from ragloop.offline.follow_ups import LocalFollowUps
 from ragloop.offline.grader import LocalGrader
+from ragloop.offline.kb_follow_ups import FollowUpsByKb
 from ragloop.offline.planner import LocalPlanner
 from ragloop.offline.rewriter import LocalRewriter
 from ragloop.offline.router import RuleRouter, describe_scope
+from ragloop.offline.source_choice import NearestChunkChooser
 
 
 def reading(kb: KnowledgeBase) -> Reading:
@@ -62,7 +66,10 @@ def router(kb: KnowledgeBase, words: Vocabulary) -> Router:
     return RuleRouter(kb, words=words, reading=reading(kb))
 
 
-def follow_ups(kb: KnowledgeBase) -> FollowUps:
+def follow_ups(kb: KnowledgeBase | KnowledgeBases) -> FollowUps:
+    """Several knowledge bases: each KB's own, so links never cross from one to another."""
+    if isinstance(kb, KnowledgeBases):
+        return FollowUpsByKb(kb, reading(kb))
     return LocalFollowUps(kb, reading=reading(kb))
 
 
@@ -78,3 +85,8 @@ def support_checker(kb: KnowledgeBase) -> SupportChecker:
 def clarifier(kb: KnowledgeBase, words: Vocabulary) -> Clarifier:
     """Asks back when the first search's kept passages answer several readings (issue 30)."""
     return RuleClarifier(words, reading(kb))
+
+
+def source_chooser(kbs: KnowledgeBases) -> SourceChooser:
+    """The offline choice of knowledge base(s) per query when several are served."""
+    return NearestChunkChooser(kbs)

@@ -32,6 +32,9 @@ class Filter:
     - `date_from` / `date_to`: inclusive bounds on the `date` metadata field (ISO text
       compared by prefix: `2024` and `2024-03` are valid bounds); a document without a date
       is outside any range.
+    - `knowledge_bases`: names of the knowledge bases to search when several are served
+      (kb/multi.py); one knowledge base has no name and reads none. `empty` is about the
+      documents only.
     """
 
     sources: tuple[str, ...] = ()
@@ -39,6 +42,7 @@ class Filter:
     metadata: tuple[tuple[str, str], ...] = ()
     date_from: str | None = None
     date_to: str | None = None
+    knowledge_bases: tuple[str, ...] = ()
     _meta: dict[str, set[str]] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -79,7 +83,9 @@ class Filter:
     def to_dict(self) -> dict[str, Any]:
         return {"source": list(self.sources), "doc_id_prefix": list(self.doc_prefixes),
                 "metadata": [f"{k}={v}" for k, v in self.metadata],
-                "date_from": self.date_from, "date_to": self.date_to}
+                "date_from": self.date_from, "date_to": self.date_to,
+                **({"knowledge_base": list(self.knowledge_bases)} if self.knowledge_bases
+                   else {})}
 
 
 def _source_matches(source: str, pattern: str) -> bool:
@@ -101,17 +107,20 @@ def _pairs(items: Iterable[str]) -> tuple[tuple[str, str], ...]:
 
 def make_filter(*, source: Iterable[str] = (), doc_id_prefix: Iterable[str] = (),
                 metadata: Iterable[str] = (), tag: Iterable[str] = (),
-                date_from: str | None = None, date_to: str | None = None) -> Filter | None:
+                date_from: str | None = None, date_to: str | None = None,
+                knowledge_base: Iterable[str] = ()) -> Filter | None:
     """A Filter from the strings a user gives (CLI options, query parameters, tool
-    arguments); None when nothing is asked. `metadata`: KEY=VALUE strings; `tag`: tags."""
+    arguments); None when nothing is asked. `metadata`: KEY=VALUE strings; `tag`: tags;
+    `knowledge_base`: names of served knowledge bases."""
     for name, bound in (("date_from", date_from), ("date_to", date_to)):
         if bound is not None and not _is_date_prefix(bound):
             raise UserError(f"{name} is a date as YYYY, YYYY-MM or YYYY-MM-DD, not {bound!r}.")
     flt = Filter(sources=tuple(s for s in source if s), doc_prefixes=tuple(p for p in
                  doc_id_prefix if p),
                  metadata=_pairs(metadata) + tuple(("tags", t) for t in tag if t.strip()),
-                 date_from=date_from or None, date_to=date_to or None)
-    return None if flt.empty else flt
+                 date_from=date_from or None, date_to=date_to or None,
+                 knowledge_bases=tuple(n.strip() for n in knowledge_base if n.strip()))
+    return None if flt.empty and not flt.knowledge_bases else flt
 
 
 def _is_date_prefix(text: str) -> bool:

@@ -14,7 +14,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from importlib.metadata import version
@@ -55,6 +55,8 @@ from ragloop.core.events import AnswerDeltaEvent, BaseEvent, Event
 from ragloop.core.types import RunStatus
 from ragloop.eval.metrics import percentile
 from ragloop.kb import KnowledgeBase
+from ragloop.kb.catalog import CatalogEntry, check_catalog, open_catalog
+from ragloop.kb.multi import KnowledgeBases, served_catalog
 from ragloop.retrieval.filters import make_filter
 from ragloop.storage.backend import open_backend
 from ragloop.storage.protocols import (
@@ -224,7 +226,7 @@ class RagloopAPI(FastAPI):
 
 @dataclass
 class ServerState:
-    kb: KnowledgeBase
+    kb: KnowledgeBase | KnowledgeBases  # several: a catalog served as one (kb/multi.py)
     runs: RunStore
     engine: Engine
     jobs: JobRunner
@@ -259,8 +261,10 @@ def create_app(settings: Settings | None = None, *, kb: KnowledgeBase | None = N
                api_key: str | None = None, workers: int = 2,
                upload_limit: int | None = None, grader: Grader | None = None,
                local_workers: int | None = None, bind_host: str | None = None,
-               sync_folders: list[str] | None = None, sync_every: float = 300.0) -> FastAPI:
-    """The app over the knowledge base at `settings.kb` (or an open `kb`, which stays open).
+               sync_folders: list[str] | None = None, sync_every: float = 300.0,
+               catalog: Sequence[CatalogEntry] | None = None) -> FastAPI:
+    """The app over the knowledge base at `settings.kb` (or an open `kb`, which stays open;
+    or the knowledge bases of `catalog`, served as one: kb/multi.py).
 
     `api_key`: required on every data path when set (pass os.environ[RAGLOOP_API_KEY]).
     Without one, LoopbackGuard answers only to loopback Host names (and `bind_host`) and
@@ -277,7 +281,7 @@ def create_app(settings: Settings | None = None, *, kb: KnowledgeBase | None = N
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state = await anyio.to_thread.run_sync(_open_state, settings, kb, workers, limit,
-                                             grader, local_workers)
+                                             grader, local_workers, catalog)
         if sync_folders:
             state.sync = FolderSync(state.kb, state.ingest_lock, sync_folders, sync_every)
             state.sync.start()
@@ -304,10 +308,13 @@ def create_app(settings: Settings | None = None, *, kb: KnowledgeBase | None = N
     return app
 
 
-def _open_state(settings: Settings, kb: KnowledgeBase | None, workers: int, limit: int,
-                grader: Grader | None = None, local_workers: int | None = None) -> ServerState:
+def _open_state(settings: Settings, kb: KnowledgeBase | KnowledgeBases | None, workers: int,
+                limit: int, grader: Grader | None = None, local_workers: int | None = None,
+                catalog: Sequence[CatalogEntry] | None = None) -> ServerState:
     owns = kb is None
-    kb = kb if kb is not None else KnowledgeBase.open(settings.kb, settings, create=False)
+    if kb is None:
+        kb = (open_catalog(catalog, settings) if catalog
+              else KnowledgeBase.open(settings.kb, settings, create=False))
     runs = kb.backend.runs  # borrowed: the knowledge base's backend closes it
     interrupted = runs.mark_interrupted()
     if interrupted:
@@ -525,10 +532,23 @@ def _add_document_routes(app: FastAPI, upload_limit: int) -> None:
         """Every document: doc_id, title, source, number of sections and chunks."""
         return {"documents": [d.to_dict() for d in _state(request).kb.documents()]}
 
+    @app.get("/knowledge_bases", tags=["documents"])
+    def knowledge_bases(request: Request) -> dict[str, Any]:
+        """The knowledge bases served: name, description and document count of each (one,
+        unnamed, when a single --kb is served)."""
+        return {"knowledge_bases": served_catalog(_state(request).kb)}
+
     @app.get("/documents/{doc_id:path}/sections/{section}", tags=["documents"])
-    def get_section(doc_id: str, section: str, request: Request) -> dict[str, Any]:
+    def get_section(doc_id: str, section: str, request: Request,
+                    knowledge_base: Annotated[str | None, Query(
+                        description="Several knowledge bases served: the one the document"
+                                    " is in (needed when the doc id is in several).")] = None,
+                    ) -> dict[str, Any]:
         """The full text of one section (doc ids may contain slashes)."""
-        return _state(request).kb.section(doc_id, section).to_dict()
+        kb = _state(request).kb
+        if isinstance(kb, KnowledgeBases):
+            return kb.section(doc_id, section, knowledge_base).to_dict()
+        return kb.section(doc_id, section).to_dict()
 
     @app.get("/documents/{doc_id:path}", tags=["documents"])
     def get_document(doc_id: str, request: Request) -> dict[str, Any]:
@@ -582,6 +602,8 @@ def _add_document_routes(app: FastAPI, upload_limit: int) -> None:
             accepted.append((name, data))
         if len({n for n, _ in accepted}) != len(accepted):
             raise HTTPException(400, "The same file name was uploaded twice.")
+        if isinstance(state.kb, KnowledgeBases):  # which one would it go to: say so
+            state.kb.ingest()
         result = await anyio.to_thread.run_sync(ingest_uploads, state.kb, state.ingest_lock,
                                                 accepted, overwrite)
         body = {"documents": [n for n, _ in accepted], **result.report.to_dict()}
@@ -611,6 +633,9 @@ def _add_search_route(app: FastAPI) -> None:
                    description="Documents dated on or after: YYYY[-MM[-DD]].")] = None,
                date_to: Annotated[str | None, Query(
                    description="Documents dated on or before: YYYY[-MM[-DD]].")] = None,
+               knowledge_base: Annotated[list[str] | None, Query(
+                   description="Several knowledge bases served: search these (repeatable;"
+                               " default: the ones chosen for the query).")] = None,
                ) -> dict[str, Any]:
         """Hybrid (BM25 + vectors, fused by RRF), bm25 or vector search; no grading. The
         filters apply inside both indexes: k hits come back whenever k chunks match."""
@@ -618,7 +643,7 @@ def _add_search_route(app: FastAPI) -> None:
             raise HTTPException(400, "The query `q` is empty.")
         flt = make_filter(source=source or [], doc_id_prefix=doc_id_prefix or [],
                           metadata=metadata or [], tag=tag or [], date_from=date_from,
-                          date_to=date_to)
+                          date_to=date_to, knowledge_base=knowledge_base or [])
         hits = _state(request).kb.search(q, k, mode, filter=flt)
         return {"query": q, "mode": mode, "k": k, "filter": flt.to_dict() if flt else None,
                 "hits": [h.to_dict() for h in hits]}
@@ -649,12 +674,15 @@ def _add_metrics_route(app: FastAPI) -> None:
 def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000,
           api_key: str | None = None, workers: int = 2,
           local_workers: int | None = None, sync_folders: list[str] | None = None,
-          sync_every: float = 300.0) -> None:
+          sync_every: float = 300.0, catalog: Sequence[CatalogEntry] | None = None) -> None:
     import uvicorn
 
     check_bind(host, api_key)
     # a mistyped --kb is an error here, before uvicorn starts (only `ingest` creates one)
-    open_backend(settings.kb, create=False).close()
+    if not catalog:
+        open_backend(settings.kb, create=False).close()
+    check_catalog(catalog or ())
     app = create_app(settings, api_key=api_key, workers=workers, local_workers=local_workers,
-                     bind_host=host, sync_folders=sync_folders, sync_every=sync_every)
+                     bind_host=host, sync_folders=sync_folders, sync_every=sync_every,
+                     catalog=catalog)
     uvicorn.run(app, host=host, port=port, log_level="info")

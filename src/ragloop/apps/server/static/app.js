@@ -223,6 +223,8 @@ function stepLine(event) {
     li.append(` ${(d.citations || []).length} citation(s)`);
   } else if (kind === "error") {
     li.append(el("span", { class: "error" }, ` ${d.error}`));
+  } else if (kind === "source") {  // several knowledge bases: which ones this part searches
+    li.append(` ${(d.knowledge_bases || []).join(", ")}`, el("span", { class: "muted" }, ` — ${d.reason || ""}`));
   }
   return li;
 }

@@ -1,0 +1,260 @@
+"""Several named knowledge bases served as one: what the engine, the tools, the server and
+the MCP server search when a catalog (kb/catalog.py) names more than one.
+
+It answers the calls an engine makes of a `KnowledgeBase` (search, section, sections,
+documents, language, embedder, backend), each result naming its knowledge base (`kb`).
+
+Merging: each KB's hits are ranked by its own hybrid search, and fused scores of different
+KBs are not comparable as they are (BM25's idf and the fused rank scale depend on each corpus).
+So the lists are fused by rank (reciprocal rank fusion, retrieval/fusion.py's constant): the
+r-th hit of every KB searched scores 1/(RRF_K + r), ties going to the KB the source chooser
+scored higher for the query (the cosine of its closest chunk, comparable across KBs built with
+the same embedder). Which KBs are searched is the chooser's (offline/source_choice.py) unless
+the caller names them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ragloop.core.config import Settings
+from ragloop.core.decisions import SourceChoice, SourceChooser
+from ragloop.core.errors import NotFoundError, UserError
+from ragloop.core.types import DocumentInfo, Hit, SectionInfo
+from ragloop.embed.cache import CachedEmbedder
+from ragloop.kb import KnowledgeBase
+from ragloop.retrieval.filters import Filter
+from ragloop.retrieval.fusion import Mode
+from ragloop.storage.protocols import Backend
+
+RRF_K = 60
+# chunk ids are per store: each KB's are moved into a range of their own so hits of two KBs
+# never share one (the ledger and the grader key evidence by chunk id)
+_ID_STRIDE = 1 << 40
+# how many choices are kept for the run log (SourceEvent) before the oldest go
+_KEPT_CHOICES = 256
+
+
+_ONE_TO_WRITE = ("Several knowledge bases are served: documents are added to one of them,"
+                 " with `ragloop ingest PATH --kb LOCATION` (its folder or URL).")
+
+
+@dataclass
+class RunSources:
+    """The knowledge bases a run's searches go to when they name none: set from the whole
+    question's choice when it is one KB (a part such as "how soon must the committee be told"
+    lacks the words that place it; the question has them); None: each query chooses."""
+
+    knowledge_bases: tuple[str, ...] | None = None
+
+
+_RUN: ContextVar[RunSources | None] = ContextVar("ragloop_run_sources", default=None)
+
+
+@contextmanager
+def run_sources() -> Iterator[RunSources]:
+    """One run's holder (the engine opens it around a run, so nothing leaks to the next run
+    a worker thread takes)."""
+    holder = RunSources()
+    token = _RUN.set(holder)
+    try:
+        yield holder
+    finally:
+        _RUN.reset(token)
+
+
+def current_run_sources() -> RunSources | None:
+    return _RUN.get()
+
+
+class UnknownKnowledgeBase(UserError):
+    """A name that is not in the catalog; the message lists the names there are."""
+
+
+class _Stores:
+    """The part of a store that readers of a run read of a view: a chunk count that changes
+    when any KB's does (the follow-ups' cache of titles is rebuilt then), and chunks by the
+    view's ids (the eval's grade summaries)."""
+
+    def __init__(self, kbs: Sequence[KnowledgeBase]) -> None:
+        self._kbs = kbs
+
+    def chunk_count(self) -> int:
+        return sum(kb.store.chunk_count() for kb in self._kbs)
+
+    def chunks(self, ids: Iterable[int]) -> dict[int, Hit]:
+        by_kb: dict[int, list[int]] = {}
+        for i in ids:
+            by_kb.setdefault(i // _ID_STRIDE, []).append(i % _ID_STRIDE)
+        out: dict[int, Hit] = {}
+        for index, own in by_kb.items():
+            if 0 <= index < len(self._kbs):
+                for cid, hit in self._kbs[index].store.chunks(own).items():
+                    out[cid + index * _ID_STRIDE] = hit
+        return out
+
+
+class KnowledgeBases:
+    """Named knowledge bases searched as one. The first holds the runs (its run store and
+    queue), so a server's conversations and queue live in one place."""
+
+    def __init__(self, kbs: dict[str, KnowledgeBase], descriptions: dict[str, str],
+                 chooser: SourceChooser | None = None) -> None:
+        if not kbs:
+            raise UserError("no knowledge bases to serve")
+        self.kbs = kbs
+        self._descriptions = {name: descriptions.get(name, "") for name in kbs}
+        self.chooser = chooser  # None: every KB is searched unless a call names some
+        self.choices: dict[str, SourceChoice] = {}  # query → the chooser's last choice
+        first = next(iter(kbs.values()))
+        self.settings: Settings = first.settings
+        self.backend: Backend = first.backend
+        self.store = _Stores(list(kbs.values()))
+        languages = {kb.language for kb in kbs.values()}
+        # one language's offline rules read the run; mixed catalogs read as the first's
+        self.language = first.language if len(languages) > 1 else languages.pop()
+
+    # -- the catalog ----------------------------------------------------------------------
+
+    def names(self) -> list[str]:
+        return list(self.kbs)
+
+    def descriptions(self) -> dict[str, str]:
+        """Each name's one-line description (what the tool schema and /v1/models show)."""
+        return dict(self._descriptions)
+
+    def get(self, name: str) -> KnowledgeBase:
+        try:
+            return self.kbs[name]
+        except KeyError:
+            raise UnknownKnowledgeBase(
+                f"unknown knowledge base {name!r}; the knowledge bases are: "
+                + "; ".join(f"{n} ({d})" if d else n for n, d in self._descriptions.items())
+            ) from None
+
+    def _named(self, knowledge_base: str | Sequence[str] | None) -> list[str] | None:
+        if knowledge_base is None or knowledge_base == "" or knowledge_base == []:
+            return None
+        names = [knowledge_base] if isinstance(knowledge_base, str) else list(knowledge_base)
+        for n in names:
+            self.get(n)
+        return names
+
+    @property
+    def embedder(self) -> CachedEmbedder:
+        """The first KB's embedder: what the offline grader and answerer embed hits with
+        (hits carry their text, so any KB's are graded alike)."""
+        return next(iter(self.kbs.values())).embedder
+
+    def warm_up(self) -> None:
+        for kb in self.kbs.values():
+            kb.warm_up()
+
+    # -- searching ------------------------------------------------------------------------
+
+    def choose(self, query: str) -> SourceChoice:
+        """The KBs `query` is searched in when the caller names none, and why."""
+        if self.chooser is None or len(self.kbs) == 1:
+            return SourceChoice(tuple(self.kbs), "every knowledge base is searched")
+        choice = self.chooser.choose(query)
+        self.choices[query] = choice
+        while len(self.choices) > _KEPT_CHOICES:
+            self.choices.pop(next(iter(self.choices)))
+        return choice
+
+    def search(self, query: str, k: int | None = None, mode: Mode = "hybrid",
+               filter: Filter | None = None,
+               knowledge_base: str | Sequence[str] | None = None) -> list[Hit]:
+        """The `k` best chunks of the KBs named (here or by `filter.knowledge_bases`; none:
+        the chooser's), merged by rank."""
+        names = self._named(knowledge_base or (filter.knowledge_bases if filter else None))
+        run = _RUN.get()
+        if names is None and run is not None and run.knowledge_bases:
+            names = list(run.knowledge_bases)
+        if names is None:
+            names = list(self.choose(query).knowledge_bases)
+        k = k or self.settings.search_k
+        order = {n: i for i, n in enumerate(names)}
+        ranked: list[tuple[float, int, int, Hit]] = []
+        for name in names:
+            index = list(self.kbs).index(name)
+            hits = self.kbs[name].search(query, k, mode, filter)
+            for rank, h in enumerate(hits, 1):
+                tagged = replace(h, kb=name, chunk_id=h.chunk_id + index * _ID_STRIDE)
+                ranked.append((1.0 / (RRF_K + rank), -order[name], -rank, tagged))
+        ranked.sort(key=lambda t: (t[0], t[1], t[2]), reverse=True)
+        return [replace(h, score=score) for score, _, _, h in ranked[:k]]
+
+    # -- reading --------------------------------------------------------------------------
+
+    def _holding(self, doc_id: str, knowledge_base: str | None) -> list[str]:
+        if knowledge_base:
+            self.get(knowledge_base)
+            return [knowledge_base]
+        return [n for n, kb in self.kbs.items() if kb.store.sections(doc_id)]
+
+    def section(self, doc_id: str, section: str, knowledge_base: str | None = None
+                ) -> SectionInfo:
+        """One section of a document; `knowledge_base` names the KB when the doc id is in
+        several (else a NotFoundError says which hold it)."""
+        holding = self._holding(doc_id, knowledge_base)
+        if not holding:
+            raise NotFoundError(f"No document {doc_id!r} in the knowledge bases"
+                                f" ({', '.join(self.kbs)}); list_documents lists the doc_ids.")
+        if len(holding) > 1:
+            raise NotFoundError(f"The doc_id {doc_id!r} is in several knowledge bases"
+                                f" ({', '.join(holding)}): name the knowledge_base.")
+        found = self.kbs[holding[0]].section(doc_id, section)
+        return replace(found, kb=holding[0])
+
+    def sections(self, doc_id: str, knowledge_base: str | None = None) -> list[SectionInfo]:
+        for name in self._holding(doc_id, knowledge_base):
+            return [replace(s, kb=name) for s in self.kbs[name].sections(doc_id)]
+        return []
+
+    def documents(self) -> list[DocumentInfo]:
+        """Every document of every KB, each naming its KB."""
+        return [replace(d, kb=name) for name, kb in self.kbs.items() for d in kb.documents()]
+
+    def remove(self, doc_id: str, knowledge_base: str | None = None) -> bool:
+        """Delete a document from the KB holding it (named when the doc id is in several)."""
+        holding = self._holding(doc_id, knowledge_base)
+        if len(holding) > 1:
+            raise UserError(f"The doc_id {doc_id!r} is in several knowledge bases"
+                            f" ({', '.join(holding)}): name the knowledge base.")
+        return bool(holding) and self.kbs[holding[0]].remove(doc_id)
+
+    def ingest(self, *_args: object, **_kw: object) -> Any:
+        raise UserError(_ONE_TO_WRITE)
+
+    def sync(self, *_args: object, **_kw: object) -> Any:
+        raise UserError(_ONE_TO_WRITE)
+
+    def close(self) -> None:
+        for kb in self.kbs.values():
+            kb.close()
+
+    def __enter__(self) -> KnowledgeBases:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def served_catalog(kb: KnowledgeBase | KnowledgeBases) -> list[dict[str, Any]]:
+    """Name, description and document count of each KB served (the API's listing; one KB
+    served alone has the name "" and its stored description, if any)."""
+    if isinstance(kb, KnowledgeBases):
+        return [{"name": n, "description": d, "documents": len(kb.kbs[n].documents())}
+                for n, d in kb.descriptions().items()]
+    return [{"name": "", "description": kb.store.get_meta("description") or "",
+             "documents": len(kb.documents())}]
+
+
+def as_knowledge_bases(kb: KnowledgeBase | KnowledgeBases) -> KnowledgeBases | None:
+    """The catalog behind `kb` when it serves several (else None)."""
+    return kb if isinstance(kb, KnowledgeBases) else None
