@@ -235,23 +235,24 @@ def test_offline_choice_picks_the_kb_whose_search_scores_best(kbs):
 
 
 def test_parts_follow_the_whole_questions_kb_and_nothing_leaks_past_the_run(kbs):
-    from ragloop.kb.multi import current_run_sources, run_sources
+    from ragloop.kb.multi import RunSources
     from ragloop.offline.factory import source_chooser
 
     kbs.chooser = source_chooser(kbs)  # what the engine sets
-    box = Toolbox(kbs)
+    run = RunSources()  # one run's: the engine hands the same one to the run's toolboxes
+    box, loop_box = Toolbox(kbs, run=run), Toolbox(kbs, run=run)
     question = "Is the T9 sensor waterproof, and how long does its battery last?"
     parts = ["Is the T9 sensor waterproof?", "How long does its battery last?"]
-    with run_sources() as run:
-        events = box.source_events(question, parts)
-        assert run.knowledge_bases == ("products",)
-        assert [e.part for e in events] == [None, 0, 1]
-        assert all(e.knowledge_bases == ["products"] for e in events)
-        assert events[2].reason == "the whole question's knowledge base"
-        # a search naming no KB goes where the run was placed
-        assert {h.kb for h in kbs.search("annual leave holidays", 5)} == {"products"}
-    assert current_run_sources() is None
-    # outside a run each query chooses its own
+    events = box.source_events(question, parts)
+    assert run.knowledge_bases == ("products",)
+    assert [e.part for e in events] == [None, 0, 1]
+    assert all(e.knowledge_bases == ["products"] for e in events)
+    assert events[2].reason == "the whole question's knowledge base"
+    # a search of this run naming no KB goes where the run was placed, from either toolbox
+    assert {h.kb for h in loop_box.search("annual leave holidays")} == {"products"}
+    # another run's toolbox, and a search outside a run, choose per query
+    assert {h.kb for h in Toolbox(kbs, k=3).search("Chief Financial Officer approves travel")
+            } == {"hr"}
     assert {h.kb for h in kbs.search("Chief Financial Officer approves travel", 3)} == {"hr"}
 
 

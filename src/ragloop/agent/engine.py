@@ -31,7 +31,7 @@ from ragloop.core.events import AnswerDeltaEvent, CondenseEvent, Event, RouteEve
 from ragloop.core.types import Citation, RunStatus
 from ragloop.core.unicode import clean_text
 from ragloop.kb import KnowledgeBase
-from ragloop.kb.multi import KnowledgeBases, as_knowledge_bases, run_sources
+from ragloop.kb.multi import KnowledgeBases, RunSources, as_knowledge_bases
 from ragloop.language.vocabulary import Vocabulary, vocabulary
 from ragloop.llm import make_chat_model
 from ragloop.llm.base import ChatModel
@@ -142,15 +142,15 @@ class Engine:
             return LLMGrader(comps.grader_chat, max_tokens=self.settings.decision_max_tokens)
         return offline.grader(self.kb)
 
-    def _single_toolbox(self, settings: Settings) -> Toolbox:
+    def _single_toolbox(self, settings: Settings, sources: RunSources) -> Toolbox:
         """Single-shot's search: deep enough for its single_k documents. Step 1 of every
         path is this same search (agent/template.py)."""
         return Toolbox(self.kb, settings.single_k * SINGLE_DEPTH_PER_DOC,
-                       settings.tool_result_chars)
+                       settings.tool_result_chars, run=sources)
 
-    def _loop_driver(self, comps: Components, grader: Grader,
-                     settings: Settings) -> tuple[Driver, list[Decision]]:
-        toolbox = Toolbox(self.kb, settings.search_k, settings.tool_result_chars)
+    def _loop_driver(self, comps: Components, grader: Grader, settings: Settings,
+                     sources: RunSources) -> tuple[Driver, list[Decision]]:
+        toolbox = Toolbox(self.kb, settings.search_k, settings.tool_result_chars, run=sources)
         reading = offline.reading(self.kb)
         if comps.driver == "tools":
             assert comps.chat is not None
@@ -211,7 +211,7 @@ class Engine:
         model_asks = comps.driver == "tools" and run.route.route == "agent"
         clarifier = None if settings.clarify == "off" or model_asks else \
             offline.clarifier(self.kb, kb_words(self.kb))
-        template = RunTemplate(self._single_toolbox(settings), grader, answerer,
+        template = RunTemplate(self._single_toolbox(settings, run.sources), grader, answerer,
                                settings.single_k, citation_check=run.citation_check,
                                declined_phrases=kb_words(self.kb).declined,
                                clarifier=clarifier)
@@ -222,7 +222,7 @@ class Engine:
         driver: Driver = SingleShot()
         extra: list[Decision] = []
         if run.route.route != "single":
-            driver, extra = self._loop_driver(comps, grader, settings)
+            driver, extra = self._loop_driver(comps, grader, settings, run.sources)
         # their model calls (the tools loop adds its own; the answerer's, when it answered)
         run.decisions += [grader, *extra]
         run.driver = driver.name
@@ -294,8 +294,7 @@ class Engine:
         run = _Run(driver=comps.driver, citation_check=self._citation_check(comps),
                    history=list(history))
         try:
-            with run_sources():  # several KBs: where this run's searches go (kb/multi.py)
-                outcome = drain(self._steps(ctx, route, comps, settings, run), ctx, record)
+            outcome = drain(self._steps(ctx, route, comps, settings, run), ctx, record)
         except BaseException as exc:
             self.runs.finish(run_id, {"status": RunStatus.FAILED, "error": repr(exc),
                                       "steps": ctx.step, "latency_s": ctx.elapsed()})
@@ -353,3 +352,5 @@ class _Run:
     decisions: list[Decision] = field(default_factory=list)
     history: list[Turn] = field(default_factory=list)  # a conversation's earlier turns
     condensed: Condensed | None = None  # the turn made standalone (with a history only)
+    # several KBs: where searches that name none go, once the whole question chose one
+    sources: RunSources = field(default_factory=RunSources)

@@ -28,7 +28,7 @@ from ragloop.core.events import SourceEvent, ToolCallEvent
 from ragloop.core.observe import OBSERVER, SearchCall
 from ragloop.core.types import DocumentInfo, Hit, SectionInfo
 from ragloop.kb import KnowledgeBase
-from ragloop.kb.multi import KnowledgeBases, as_knowledge_bases, current_run_sources
+from ragloop.kb.multi import KnowledgeBases, RunSources, as_knowledge_bases
 from ragloop.llm.base import ToolSpec
 from ragloop.retrieval.filters import Filter, make_filter
 
@@ -366,8 +366,11 @@ class Toolbox:
     """Runs the tools against one knowledge base. Errors come back as text for the model."""
 
     def __init__(self, kb: KnowledgeBase | KnowledgeBases, k: int = 8,
-                 budget: int = 6000) -> None:
+                 budget: int = 6000, run: RunSources | None = None) -> None:
+        """`run`: where this run's searches go when they name no knowledge base, shared by
+        the run's toolboxes (several KBs only)."""
         self.kb = kb
+        self.run = run if run is not None else RunSources()
         self.k = k
         self.budget = budget
         #: the knowledge bases when several are served (None: one)
@@ -385,13 +388,13 @@ class Toolbox:
         whole = self.catalog.choose(question)
         out = [SourceEvent(part=None, query=question,
                            knowledge_bases=list(whole.knowledge_bases), reason=whole.reason)]
-        run = current_run_sources()
-        if len(whole.knowledge_bases) == 1 and run is not None:
+        run = self.run
+        if len(whole.knowledge_bases) == 1:
             run.knowledge_bases = whole.knowledge_bases
         if len(parts) == 1 and parts[0] == question:
             return out
         for index, text in enumerate(parts):
-            if run is not None and run.knowledge_bases:
+            if run.knowledge_bases:
                 choice = SourceChoice(run.knowledge_bases, "the whole question's knowledge base")
             else:
                 choice = self.catalog.choose(text)
@@ -406,7 +409,14 @@ class Toolbox:
             raise _bad_page(page)
         started = time.time_ns()
         try:
-            hits = self.kb.search(query, self.k * page, filter=filter)[self.k * (page - 1):]
+            depth = self.k * page
+            if self.catalog is not None:
+                named = filter.knowledge_bases if filter is not None else None
+                hits = self.catalog.search(query, depth, filter=filter,
+                                           knowledge_base=named or self.run.knowledge_bases)
+            else:
+                hits = self.kb.search(query, depth, filter=filter)
+            hits = hits[self.k * (page - 1):]
         except UserError as exc:  # e.g. an empty query: the model can fix it
             raise ToolError(str(exc)) from exc
         observer = OBSERVER.get()

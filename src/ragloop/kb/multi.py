@@ -15,9 +15,7 @@ the caller names them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -45,30 +43,12 @@ _ONE_TO_WRITE = ("Several knowledge bases are served: documents are added to one
 
 @dataclass
 class RunSources:
-    """The knowledge bases a run's searches go to when they name none: set from the whole
-    question's choice when it is one KB (a part such as "how soon must the committee be told"
+    """The knowledge bases a run's searches go to when they name none (the engine makes one
+    per run and hands it to the run's toolboxes): set from the whole question's choice when
+    it is one KB (a part such as "how soon must the committee be told"
     lacks the words that place it; the question has them); None: each query chooses."""
 
     knowledge_bases: tuple[str, ...] | None = None
-
-
-_RUN: ContextVar[RunSources | None] = ContextVar("ragloop_run_sources", default=None)
-
-
-@contextmanager
-def run_sources() -> Iterator[RunSources]:
-    """One run's holder (the engine opens it around a run, so nothing leaks to the next run
-    a worker thread takes)."""
-    holder = RunSources()
-    token = _RUN.set(holder)
-    try:
-        yield holder
-    finally:
-        _RUN.reset(token)
-
-
-def current_run_sources() -> RunSources | None:
-    return _RUN.get()
 
 
 class UnknownKnowledgeBase(UserError):
@@ -172,9 +152,6 @@ class KnowledgeBases:
         """The `k` best chunks of the KBs named (here or by `filter.knowledge_bases`; none:
         the chooser's), merged by rank."""
         names = self._named(knowledge_base or (filter.knowledge_bases if filter else None))
-        run = _RUN.get()
-        if names is None and run is not None and run.knowledge_bases:
-            names = list(run.knowledge_bases)
         if names is None:
             names = list(self.choose(query).knowledge_bases)
         k = k or self.settings.search_k
