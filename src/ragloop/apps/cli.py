@@ -643,10 +643,11 @@ def eval_(dataset: Annotated[Path, typer.Argument(
     chosen = parse_paths(paths)
     if k < 1:
         raise UserError("-k must be at least 1")
+    served = Served(kb, catalog)
     if is_conversation_set(dataset):  # {"turns": [...]} per line: eval/conversations.py
-        settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url,
-                                embedder=embedder, strictness=strict)
-        with KnowledgeBase.open(settings.kb, settings, create=False) as base:
+        settings = settings_for(served.location, model=model, grader_model=grader_model,
+                                base_url=base_url, embedder=embedder, strictness=strict)
+        with served.open(settings) as base:
             text, misses = evaluate_conversations(
                 base, Engine(base, settings.with_(max_steps=max_steps), source="eval"),
                 dataset, chosen, out_dir or Path("eval-results") / dataset.stem, limit)
@@ -656,7 +657,6 @@ def eval_(dataset: Annotated[Path, typer.Argument(
                       " knowledge base")
         return
     data = load_dataset(dataset)
-    served = Served(kb, catalog)
     settings = settings_for(served.location, model=model, grader_model=grader_model,
                             base_url=base_url, embedder=embedder, strictness=strict)
     progress = not as_json and err.is_terminal
