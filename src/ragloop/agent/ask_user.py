@@ -30,7 +30,7 @@ DESCRIPTION = (
     " question names none of them; take the options from the documents' own names. Do not use"
     " it when the readings share one answer, when the question or the conversation already"
     " names one, before you have searched, or to ask for anything else: then search and answer,"
-    " and say what the knowledge base does not cover.")
+    " and name what is missing from it.")
 
 _Line = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=300)]
 _Option = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=80)]
