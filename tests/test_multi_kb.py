@@ -5,6 +5,7 @@ and a catalog of a SQLite folder beside a Postgres database."""
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -321,6 +322,21 @@ def test_serve_two_kbs_over_http(folders):
         assert body["citations"] and {c["kb"] for c in body["citations"]} == {"products"}
         upload = client.post("/documents", files={"files": ("a.md", b"# A\n\ntext\n")})
         assert upload.status_code == 400 and "ragloop ingest" in upload.text
+        # an OpenAI client sees each KB as a model, and naming one searches only it
+        models = [m["id"] for m in client.get("/v1/models").json()["data"]]
+        assert models == ["ragloop", "hr", "products"]
+        for model, kb in (("hr", "hr"), ("products", "products")):
+            reply = client.post("/v1/chat/completions", json={
+                "model": model, "messages": [{"role": "user", "content": SENSOR_Q}]})
+            assert reply.status_code == 200, reply.text
+            cited = reply.json()["choices"][0]["message"]["citations"]
+            assert {c["kb"] for c in cited} <= {kb}
+            run_id = reply.json()["id"].removeprefix("chatcmpl-")
+            steps = [json.loads(line[5:]) for line in
+                     client.get(f"/runs/{run_id}/events").text.splitlines()
+                     if line.startswith("data:")]
+            sources = [e for e in steps if e.get("kind") == "source"]
+            assert sources and all(e["data"]["knowledge_bases"] == [kb] for e in sources), steps
 
 
 async def _mcp_session(folders):

@@ -244,7 +244,8 @@ class Engine:
             conversation_id: str | None = None, route: str = "auto",
             driver: str | None = None, max_steps: int | None = None,
             on_event: Callable[[Event], None] | None = None,
-            run_id: str | None = None) -> RunResult:
+            run_id: str | None = None,
+            knowledge_bases: Sequence[str] | None = None) -> RunResult:
         """Answer `question` from the knowledge base, citing a document and section for each
         claim, and record the run in the run store.
 
@@ -259,6 +260,7 @@ class Engine:
         grade, rewrite; the offline default). `max_steps`: the ceiling (settings' default).
         `on_event`: called with each typed event (`ragloop.core.events`) as it happens, the
         answer's pieces (AnswerDeltaEvent) included; those are not stored.
+        `knowledge_bases`: several served, the ones this run searches (none: it chooses).
         Returns a `RunResult`; raises `UserError` subclasses for bad arguments and
         `RunFailed` only where the run could not end with an answer."""
         if route not in ROUTES:
@@ -292,7 +294,7 @@ class Engine:
 
         ctx = RunContext(question, settings.max_steps)
         run = _Run(driver=comps.driver, citation_check=self._citation_check(comps),
-                   history=list(history))
+                   history=list(history), sources=self._pinned(knowledge_bases))
         try:
             outcome = drain(self._steps(ctx, route, comps, settings, run), ctx, record)
         except BaseException as exc:
@@ -323,6 +325,16 @@ class Engine:
             conversation_id=conversation_id, clarification=outcome.clarification)
         self.runs.finish(run_id, result.to_dict())
         return result
+
+    def _pinned(self, names: Sequence[str] | None) -> RunSources:
+        """The run's sources, set when the caller named the knowledge bases to search."""
+        if not names:
+            return RunSources()
+        catalog = as_knowledge_bases(self.kb)
+        if catalog is None:
+            raise ConfigError("knowledge_bases names the KBs to search where several are"
+                              " served; this engine serves one")
+        return RunSources(tuple(catalog.names_of(names)), pinned=True)
 
     async def aask(self, question: str, *, history: Sequence[Turn] = (),
                    conversation_id: str | None = None, route: str = "auto",

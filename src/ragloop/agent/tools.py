@@ -385,6 +385,10 @@ class Toolbox:
         part (and query) chooses its own."""
         if self.catalog is None:
             return []
+        if self.run.pinned:
+            return [SourceEvent(part=None, query=question,
+                                knowledge_bases=list(self.run.knowledge_bases or ()),
+                                reason="named by the request")]
         whole = self.catalog.choose(question)
         out = [SourceEvent(part=None, query=question,
                            knowledge_bases=list(whole.knowledge_bases), reason=whole.reason)]

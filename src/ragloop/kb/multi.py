@@ -49,6 +49,7 @@ class RunSources:
     lacks the words that place it; the question has them); None: each query chooses."""
 
     knowledge_bases: tuple[str, ...] | None = None
+    pinned: bool = False  # the caller named them (an OpenAI client's model): never chosen
 
 
 class UnknownKnowledgeBase(UserError):
@@ -115,6 +116,10 @@ class KnowledgeBases:
                 f"unknown knowledge base {name!r}; the knowledge bases are: "
                 + "; ".join(f"{n} ({d})" if d else n for n, d in self._descriptions.items())
             ) from None
+
+    def names_of(self, names: Sequence[str]) -> list[str]:
+        """`names`, each checked (UnknownKnowledgeBase lists the names there are)."""
+        return self._named(list(names)) or []
 
     def _named(self, knowledge_base: str | Sequence[str] | None) -> list[str] | None:
         if knowledge_base is None or knowledge_base == "" or knowledge_base == []:

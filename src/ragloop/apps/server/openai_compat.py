@@ -62,6 +62,7 @@ from ragloop.core.events import (
     ToolCallEvent,
 )
 from ragloop.core.types import RunStatus
+from ragloop.kb.multi import as_knowledge_bases
 from ragloop.storage.location import is_postgres_url
 
 if TYPE_CHECKING:
@@ -215,7 +216,11 @@ def kb_name(location: str) -> str:
 
 
 def served(state: ServerState) -> list[str]:
-    """The names of the knowledge bases this server serves (one today)."""
+    """The names of the knowledge bases this server serves: a catalog's names, else the one
+    knowledge base's folder or database name."""
+    catalog = as_knowledge_bases(state.kb)
+    if catalog is not None:
+        return catalog.names()
     return [kb_name(str(state.settings.kb))]
 
 
@@ -343,6 +348,8 @@ class Completion:
 
     def start(self, on_event: Callable[[Event], None]) -> Future[RunResult]:
         options: dict[str, Any] = {"history": self.history} if self.history else {}
+        if self.model != DEFAULT_MODEL and as_knowledge_bases(self.state.kb) is not None:
+            options["knowledge_bases"] = [self.model]  # a model named for one of several KBs
         return self.state.jobs.ask_with(self.question, on_event=on_event, run_id=self.run_id,
                                         **options)
 
