@@ -293,6 +293,22 @@ def test_ragloop_ask_with_two_kbs_prints_the_source_step_and_the_kb(folders):
     assert missing.returncode == 2 and "knowledge base 'gone'" in missing.stderr
 
 
+def test_ragloop_search_with_two_kbs_names_each_hits_kb(folders):
+    import subprocess
+
+    kbs = [f"--kb=hr={folders['hr']}", f"--kb=products={folders['products']}"]
+    done = subprocess.run([sys.executable, "-m", "ragloop", "search", "notes", "-k", "6", *kbs,
+                           "--json"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    hits = json.loads(done.stdout)
+    # both KBs hold a notes.md: each hit says which one it came from
+    assert {h["kb"] for h in hits} == {"hr", "products"}
+    shown = subprocess.run([sys.executable, "-m", "ragloop", "search", "annual leave", *kbs],
+                           capture_output=True, text=True, timeout=300)
+    assert shown.returncode == 0, shown.stderr
+    assert "(hr)" in shown.stdout
+
+
 # -- serve, mcp ------------------------------------------------------------------------------
 
 

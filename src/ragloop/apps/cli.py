@@ -232,12 +232,13 @@ def rm(doc_id: str, kb: KbOpt = None) -> None:
 @command()
 def search(query: str, k: Annotated[int, typer.Option("-k", help="Number of hits.")] = 8,
            mode: Annotated[str, typer.Option(help="hybrid | bm25 | vector")] = "hybrid",
-           kb: KbOpt = None, embedder: EmbedderOpt = None, as_json: JsonOpt = False,
+           kb: KbsOpt = None, catalog: CatalogOpt = None, embedder: EmbedderOpt = None,
+           as_json: JsonOpt = False,
            source: SourceOpt = None, doc_prefix: DocPrefixOpt = None, where: WhereOpt = None,
            tag: TagOpt = None, date_from: DateFromOpt = None,
            date_to: DateToOpt = None) -> None:
     """Hybrid search (BM25 + vectors, fused by reciprocal rank fusion), optionally within the
-    documents a filter selects."""
+    documents a filter selects; several knowledge bases: all of them, merged by rank."""
     from ragloop.retrieval.filters import make_filter
     from ragloop.retrieval.fusion import MODES
 
@@ -246,7 +247,9 @@ def search(query: str, k: Annotated[int, typer.Option("-k", help="Number of hits
     flt = make_filter(source=source or [], doc_id_prefix=doc_prefix or [],
                       metadata=where or [], tag=tag or [], date_from=date_from,
                       date_to=date_to)
-    with open_kb(kb, embedder) as base:
+    served = Served(kb, catalog)
+    settings = settings_for(served.location, embedder=embedder)
+    with served.open(settings) as base:
         hits = base.search(query, k, mode, filter=flt)  # type: ignore[arg-type]
     if as_json:
         emit_json([h.to_dict() for h in hits])
@@ -256,8 +259,9 @@ def search(query: str, k: Annotated[int, typer.Option("-k", help="Number of hits
     for i, h in enumerate(hits, start=1):
         ranks = (f"bm25 #{h.bm25_rank if h.bm25_rank else '-'}"
                  f"  vector #{h.vector_rank if h.vector_rank else '-'}")
-        out.print(f"[bold]{i}. {shown(h.doc_id)} §{shown(h.section)}[/] {shown(h.section_title)}"
-                  f"  [dim]score {h.score:.4f}  {ranks}[/]")
+        where_ = f" [dim]({shown(h.kb)})[/]" if h.kb else ""
+        out.print(f"[bold]{i}. {shown(h.doc_id)} §{shown(h.section)}[/]{where_}"
+                  f" {shown(h.section_title)}  [dim]score {h.score:.4f}  {ranks}[/]")
         snippet = " ".join(h.text.split())
         out.print(f"   {shown(snippet[:240])}{'…' if len(snippet) > 240 else ''}")
 
