@@ -337,6 +337,33 @@ def test_a_follower_resuming_mid_answer_is_told_to_drop_the_pieces_it_had(small_
     runner.shutdown()
 
 
+def test_a_follower_mid_answer_when_the_run_ends_still_gets_every_piece(small_kb):
+    """The run ends (its in-process list dropped) between two reads of a follower that was
+    in the middle of the answer: the second read still gives the pieces written since, which
+    the store never holds."""
+    from ragloop.apps.jobs import JobRunner
+
+    engine = Engine(small_kb)
+    runner = JobRunner(engine, small_kb.backend.runs)
+    run_id = engine.ask(QUESTION, route="agent").run_id
+    steps = engine.runs.events(run_id)
+    first, second = (AnswerDeltaEvent(text=t, seq=steps[-1].seq, step=steps[-1].step)
+                     for t in ("The CFO ", "approves [1]."))
+    for event in [*steps[:-1], first]:
+        runner.heard(run_id, event)
+    seen, read = runner.events_after(run_id, -1)
+    assert seen[-1] == first and read is not None
+    runner.heard(run_id, second)
+    runner.heard(run_id, steps[-1])
+    runner.heard(run_id, None)  # the run ended: its list leaves `live`
+    rest, _ = runner.events_after(run_id, steps[-2].seq, read)
+    assert rest == [second, steps[-1]]
+    # a reader that comes after the end gets the stored steps: no half stream
+    late, _ = runner.events_after(run_id, -1)
+    assert late == steps and not any(isinstance(e, AnswerDeltaEvent) for e in late)
+    runner.shutdown()
+
+
 def run_on_a_terminal(args: list[str], typed: str = "") -> str:
     """`ragloop …` with stdout on a pseudo-terminal (stderr apart, `typed` as its input):
     what it printed."""

@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ log = logging.getLogger("ragloop.apps.server")
 # A follower re-reads the store at least this often even when nothing woke it (a run written by
 # another process, a lost wake-up).
 POLL_S = 0.5
+KEPT_ENDED = 64  # ended runs whose in-process event lists stay readable (`ended`)
 
 
 @dataclass
@@ -68,6 +70,9 @@ class JobRunner:
         self.futures: dict[str, Future[None]] = {}
         # every event of each run going in this process, in order (see the module docstring)
         self.live: dict[str, list[Event]] = {}
+        # the last runs' lists once ended: a follower that was reading one when its run ended
+        # reads its rest (answer pieces are not stored, so the store cannot give them)
+        self.ended: OrderedDict[str, list[Event]] = OrderedDict()
         self._waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
 
     # -- running ------------------------------------------------------------------------
@@ -118,7 +123,11 @@ class JobRunner:
         ended (its store row is final: `live` is dropped); its followers are woken."""
         with self.lock:
             if event is None:
-                self.live.pop(run_id, None)
+                done = self.live.pop(run_id, None)
+                if done is not None:
+                    self.ended[run_id] = done
+                    while len(self.ended) > KEPT_ENDED:
+                        self.ended.popitem(last=False)
             else:
                 self.live.setdefault(run_id, []).append(event)
         self.notify(run_id)
@@ -153,6 +162,9 @@ class JobRunner:
         ended: `read`, the list's identity and length then); else from the store (None)."""
         with self.lock:
             live = self.live.get(run_id)
+            done = self.ended.get(run_id) if live is None and read is not None else None
+            if done is not None and read is not None and read[0] == id(done):
+                return done[read[1]:], None  # the rest of the list this follower was reading
             if live is not None:
                 if read is not None and read[0] == id(live):
                     start = read[1]
