@@ -162,9 +162,10 @@ class JobRunner:
         ended: `read`, the list's identity and length then); else from the store (None)."""
         with self.lock:
             live = self.live.get(run_id)
-            done = self.ended.get(run_id) if live is None and read is not None else None
-            if done is not None and read is not None and read[0] == id(done):
-                return done[read[1]:], None  # the rest of the list this follower was reading
+            if live is None and read is not None:
+                done = self.ended.get(run_id)
+                if done is not None and read[0] == id(done):
+                    return done[read[1]:], None  # the rest of the list it was reading
             if live is not None:
                 if read is not None and read[0] == id(live):
                     start = read[1]

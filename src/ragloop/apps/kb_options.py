@@ -43,9 +43,6 @@ class Served:
 
     def open(self, settings: Settings, create: bool = False
              ) -> KnowledgeBase | KnowledgeBases:
-        from ragloop.kb import KnowledgeBase
-        from ragloop.kb.catalog import open_catalog
+        from ragloop.kb.catalog import open_served
 
-        if self.entries:
-            return open_catalog(self.entries, settings, create=create)
-        return KnowledgeBase.open(settings.kb, settings, create=create)
+        return open_served(self.entries, settings, create)

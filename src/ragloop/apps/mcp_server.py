@@ -35,7 +35,7 @@ from ragloop.core.data_block import BLOCK_END, data_block
 from ragloop.core.errors import RagloopError, ToolError, UserError
 from ragloop.core.unicode import is_text
 from ragloop.kb import KnowledgeBase
-from ragloop.kb.catalog import CatalogEntry, open_catalog
+from ragloop.kb.catalog import CatalogEntry, open_served
 from ragloop.kb.multi import KnowledgeBases
 
 if TYPE_CHECKING:
@@ -323,9 +323,7 @@ def run(settings: Settings, catalog: Sequence[CatalogEntry] | None = None) -> No
     """Serve the knowledge base at settings.kb (a folder or a postgresql:// URL), or the
     knowledge bases of `catalog`, over stdio until the client hangs up."""
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    opened = (open_catalog(catalog, settings) if catalog
-              else KnowledgeBase.open(settings.kb, settings, create=False))
-    with opened as kb:
+    with open_served(catalog, settings) as kb:
         anyio.run(_serve_stdio, build_server(kb, settings))
 
 

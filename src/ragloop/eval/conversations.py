@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ragloop.core.errors import UserError
 from ragloop.eval.datasets import EvalQuestion, read_jsonl, resolve_doc_name
-from ragloop.eval.metrics import abstained, recall_all
+from ragloop.eval.metrics import abstained, recall_all, share
 
 if TYPE_CHECKING:
     from ragloop.agent.engine import Engine
@@ -153,10 +153,6 @@ def score(records: Iterable[dict[str, Any]]) -> dict[tuple[str, str, str], Flags
     return rows
 
 
-def _share(flags: list[bool]) -> float | None:
-    return sum(flags) / len(flags) if flags else None
-
-
 def _fmt(x: float | None, signed: bool = False) -> str:
     if x is None:
         return "–"
@@ -173,7 +169,7 @@ def table(rows: dict[tuple[str, str, str], Flags], k: int | str) -> list[str]:
     for (path, split, kind), flags in sorted(rows.items(),
                                              key=lambda x: (x[0][0], order.get(x[0][1], 2),
                                                             x[0][2] != ALL_FOLLOW_UPS, x[0][2])):
-        hist, typed, rew = (_share(flags.get(f"{w}@{k}", [])) for w in WAYS)
+        hist, typed, rew = (share(flags.get(f"{w}@{k}", [])) for w in WAYS)
         if hist is None:
             continue
         ratio = hist / rew if rew else None

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ragloop.eval.metrics import single_ks
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -110,7 +112,7 @@ def _against_single_by_type(report: dict[str, Any], paths: list[str]) -> str:
     """Per type, at 5 and at k: single-shot's all-gold, then each other path's all-gold, lost
     and gained against it."""
     k = report["k"]
-    ks = sorted({5, k}) if k > 5 else [k]
+    ks = single_ks(k)
     columns = [(kk, p, c) for kk in ks for p in paths
                for c in (("all_gold",) if p == "single" else ("all_gold", "lost", "gained"))]
     header = ["type", *(f"{p} {c}@{kk}" for kk, p, c in columns)]

@@ -218,3 +218,14 @@ def open_catalog(entries: Sequence[CatalogEntry], settings: Settings | None = No
             kb.close()
         raise
     return KnowledgeBases(opened, descriptions)
+
+
+def open_served(entries: Sequence[CatalogEntry] | None, settings: Settings,
+                create: bool = False) -> KnowledgeBase | KnowledgeBases:
+    """The catalog's knowledge bases served as one, or with no catalog the one at
+    settings.kb (what `--kb`/`--catalog` name)."""
+    from ragloop.kb import KnowledgeBase
+
+    if entries:
+        return open_catalog(entries, settings, create=create)
+    return KnowledgeBase.open(settings.kb, settings, create=create)

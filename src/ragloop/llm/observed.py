@@ -8,15 +8,7 @@ from typing import Any
 
 from ragloop.core.answer_stream import written
 from ragloop.core.observe import OBSERVER, ModelCall
-from ragloop.llm.base import (
-    ChatModel,
-    ChatResponse,
-    ChatStream,
-    Message,
-    Purpose,
-    ToolChoice,
-    ToolSpec,
-)
+from ragloop.llm.base import ChatModel, ChatRequest, ChatResponse, ChatStream, Message
 
 # Characters of each message kept in a model-call record: enough to read a prompt in a trace
 # viewer without sending a whole retrieved context per call over the wire.
@@ -38,15 +30,11 @@ class ObservedChat:
         """`inner.stream`, recorded like `chat` once the reply is whole."""
         return self._observed(messages, True, **options)
 
-    def _observed(self, messages: list[Message], streamed: bool, *, system: str = "",
-                  tools: list[ToolSpec] | None = None, tool_choice: ToolChoice = "auto",
-                  max_tokens: int = 1024, temperature: float = 0.0, purpose: Purpose = "loop",
-                  json_schema: dict[str, Any] | None = None) -> ChatStream:
+    def _observed(self, messages: list[Message], streamed: bool,
+                  **options: Any) -> ChatStream:
+        req = ChatRequest(**options)  # the options as the inner model reads them
         observer = OBSERVER.get()
         started = time.time_ns()
-        options: dict[str, Any] = {"system": system, "tools": tools, "tool_choice": tool_choice,
-                                   "max_tokens": max_tokens, "temperature": temperature,
-                                   "purpose": purpose, "json_schema": json_schema}
         try:
             if streamed:
                 reply = yield from self.inner.stream(messages, **options)
@@ -54,29 +42,24 @@ class ObservedChat:
                 reply = self.inner.chat(messages, **options)
         except Exception as exc:
             if observer is not None:
-                observer.model_call(_call(self.name, purpose, started, system, messages,
-                                          max_tokens, temperature, error=repr(exc)))
+                observer.model_call(_call(self.name, req, started, messages, error=repr(exc)))
             raise
         if observer is not None:
-            observer.model_call(_call(self.name, purpose, started, system, messages, max_tokens,
-                                      temperature, reply=reply))
+            observer.model_call(_call(self.name, req, started, messages, reply=reply))
         return reply
 
 
-def _call(model: str, purpose: str, started: int, system: str, messages: list[Message],
-          max_tokens: int, temperature: float, reply: ChatResponse | None = None,
-          error: str | None = None) -> ModelCall:
-    sent = tuple((m.role, _shown(m)) for m in messages)
-    if reply is None:
-        return ModelCall(model=model, purpose=purpose, started_ns=started,
-                         ended_ns=time.time_ns(), system=system[:MESSAGE_CHARS], messages=sent,
-                         max_tokens=max_tokens, temperature=temperature, error=error)
-    return ModelCall(model=model, purpose=purpose, started_ns=started, ended_ns=time.time_ns(),
-                     system=system[:MESSAGE_CHARS], messages=sent, max_tokens=max_tokens,
-                     temperature=temperature, usage=reply.usage, output=reply.text,
-                     tool_calls=tuple(c.name for c in reply.tool_calls),
-                     finish=str(reply.finish), stop_reason=reply.stop_reason,
-                     response_model=reply.model)
+def _call(model: str, req: ChatRequest, started: int, messages: list[Message],
+          reply: ChatResponse | None = None, error: str | None = None) -> ModelCall:
+    answered: dict[str, Any] = {} if reply is None else {
+        "usage": reply.usage, "output": reply.text,
+        "tool_calls": tuple(c.name for c in reply.tool_calls), "finish": str(reply.finish),
+        "stop_reason": reply.stop_reason, "response_model": reply.model}
+    return ModelCall(model=model, purpose=req.purpose, started_ns=started,
+                     ended_ns=time.time_ns(), system=req.system[:MESSAGE_CHARS],
+                     messages=tuple((m.role, _shown(m)) for m in messages),
+                     max_tokens=req.max_tokens, temperature=req.temperature, error=error,
+                     **answered)
 
 
 def _shown(message: Message) -> str:

@@ -44,7 +44,7 @@ def term_level_ranks(bm25: list[tuple[int, float]], matched: Mapping[int, Hashab
     vectors ranked first ninth. The group keeps its set of ranks (no document gains places);
     only which of its chunks holds which rank changes. A chunk with no entry in `matched`
     keeps its rank."""
-    position = {cid: i for i, (cid, _) in enumerate(vector)}
+    position = positions(vector)
     groups: dict[Hashable, list[tuple[int, int]]] = {}
     ranks: dict[int, int] = {}
     for rank, (cid, _) in enumerate(bm25, start=1):
@@ -54,7 +54,7 @@ def term_level_ranks(bm25: list[tuple[int, float]], matched: Mapping[int, Hashab
         else:
             groups.setdefault(key, []).append((rank, cid))
     for members in groups.values():
-        by_vector = sorted(members, key=lambda m: (position.get(m[1], len(position)), m[0]))
+        by_vector = sorted(members, key=lambda m: (position.get(m[1], len(position) + 1), m[0]))
         for (rank, _), (_, cid) in zip(members, by_vector, strict=True):
             ranks[cid] = rank
     return ranks

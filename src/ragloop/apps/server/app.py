@@ -55,7 +55,7 @@ from ragloop.core.events import AnswerDeltaEvent, BaseEvent, Event
 from ragloop.core.types import RunStatus
 from ragloop.eval.metrics import percentile
 from ragloop.kb import KnowledgeBase
-from ragloop.kb.catalog import CatalogEntry, check_catalog, open_catalog
+from ragloop.kb.catalog import CatalogEntry, check_catalog, open_served
 from ragloop.kb.multi import KnowledgeBases, served_catalog
 from ragloop.retrieval.filters import make_filter
 from ragloop.storage.backend import open_backend
@@ -313,8 +313,7 @@ def _open_state(settings: Settings, kb: KnowledgeBase | KnowledgeBases | None, w
                 catalog: Sequence[CatalogEntry] | None = None) -> ServerState:
     owns = kb is None
     if kb is None:
-        kb = (open_catalog(catalog, settings) if catalog
-              else KnowledgeBase.open(settings.kb, settings, create=False))
+        kb = open_served(catalog, settings)
     runs = kb.backend.runs  # borrowed: the knowledge base's backend closes it
     interrupted = runs.mark_interrupted()
     if interrupted:
