@@ -33,8 +33,6 @@ RRF_K = 60
 # chunk ids are per store: each KB's are moved into a range of their own so hits of two KBs
 # never share one (the ledger and the grader key evidence by chunk id)
 _ID_STRIDE = 1 << 40
-# how many choices are kept for the run log (SourceEvent) before the oldest go
-_KEPT_CHOICES = 256
 
 
 _ONE_TO_WRITE = ("Several knowledge bases are served: documents are added to one of them,"
@@ -90,14 +88,12 @@ class KnowledgeBases:
         self.kbs = kbs
         self._descriptions = {name: descriptions.get(name, "") for name in kbs}
         self.chooser = chooser  # None: every KB is searched unless a call names some
-        self.choices: dict[str, SourceChoice] = {}  # query → the chooser's last choice
         first = next(iter(kbs.values()))
         self.settings: Settings = first.settings
         self.backend: Backend = first.backend
         self.store = _Stores(list(kbs.values()))
-        languages = {kb.language for kb in kbs.values()}
-        # one language's offline rules read the run; mixed catalogs read as the first's
-        self.language = first.language if len(languages) > 1 else languages.pop()
+        # one language's offline rules read the run; a mixed catalog reads as the first's
+        self.language = first.language
 
     # -- the catalog ----------------------------------------------------------------------
 
@@ -145,11 +141,7 @@ class KnowledgeBases:
         """The KBs `query` is searched in when the caller names none, and why."""
         if self.chooser is None or len(self.kbs) == 1:
             return SourceChoice(tuple(self.kbs), "every knowledge base is searched")
-        choice = self.chooser.choose(query)
-        self.choices[query] = choice
-        while len(self.choices) > _KEPT_CHOICES:
-            self.choices.pop(next(iter(self.choices)))
-        return choice
+        return self.chooser.choose(query)
 
     def search(self, query: str, k: int | None = None, mode: Mode = "hybrid",
                filter: Filter | None = None,
