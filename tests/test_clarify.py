@@ -157,3 +157,13 @@ def test_a_name_the_siblings_share_is_no_kind_of_thing() -> None:
     text = "John Jacob Astor was a businessman, a member of the Astor family of New York."
     assert clarify("How did the Astor who served as an army officer die?",
                    _doc_hits(astors, text), EN) is None
+
+
+def test_a_kind_asked_for_with_an_indefinite_article_is_answered() -> None:
+    """"A sensor that …" asks to find one by what the question says of it, as "which sensor"
+    does; "the sensor" takes one as known and leaves the reading open."""
+    hits = ip_hits()
+    assert clarify("Is there a sensor rated for hazardous areas?", hits, EN) is None
+    assert clarify("C'è un sensore adatto alle aree pericolose?", hits[:2],
+                   vocabulary("it")) is None
+    assert clarify("Is the sensor rated for hazardous areas?", hits, EN) is not None

@@ -31,7 +31,8 @@ false positives on BEIR sets the rule was never tuned on):
   of a title once the words its siblings share are taken out;
 - the question refers to the siblings by a shared word written as a description ("the
   sensor"), not by a shared name it capitalises ("Astor" of "John Jacob Astor III" and
-  "… IV": namesakes, told apart by a suffix no one would choose from).
+  "… IV": namesakes, told apart by a suffix no one would choose from), and not after an
+  indefinite article ("a song that …" asks to find one song by what it says of it).
 
 Pure: the question, the kept hits and the words of the knowledge base's language in, a
 `Clarification` or None out.
@@ -153,7 +154,9 @@ def _named(question_tokens: set[str], name: str) -> bool:
 def _refers_to_family(question: str, common: set[str], asking: set[str],
                       rd: Reading) -> bool:
     """The question holds a word every sibling's title has (by stem: "quarter" for
-    "Quarterly") and never asks for one ("in which quarter …", "any sensor"). It writes that
+    "Quarterly") and never asks for one ("in which quarter …", "any sensor", "a sensor
+    that …": an indefinite article, like a question word, asks to find the one the rest of
+    the question describes, where "the sensor" takes one as known). It writes that
     word as a description, in lower case ("the sensor"), unless it opens the question: a
     shared word it capitalises is a name the siblings share ("Astor" of "John Jacob Astor
     III" and "… IV"), which names one person or thing, not a kind of them."""
@@ -206,8 +209,8 @@ def clarify(question: str, kept: Sequence[Hit], words_: Vocabulary,
     if any(q_codes & {t.lower() for t in d.tokens} for d in outside):
         return None  # the question names another kept document ("the Edge G2 gateway")
     named = [n for n in names if _named(q, n)]
-    if not named and not _refers_to_family(question, common,
-                                           set(words_.words("question_words")), rd):
+    asking = {*words_.words("question_words"), *words_.words("indefinite_articles")}
+    if not named and not _refers_to_family(question, common, asking, rd):
         return None  # not about the kind of thing the siblings are
     options = named if named else list(names)
     if named and len(named) < MIN_OPTIONS:
