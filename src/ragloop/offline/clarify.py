@@ -22,7 +22,7 @@ names a reading whole, or several (a comparison), chose them; one with a number 
 2024", "the last quarter of 2023") says which by something the rule does not read: both are
 answered.
 
-The options must be things a user could choose between, so three guards (issue 30, after
+The options must be things a user could choose between, hence these guards (issue 30, after
 false positives on BEIR sets the rule was never tuned on):
 - only titles that label a document form sibling groups: one that reads as a sentence (it
   ends with a full stop) or a headline (more than MAX_TITLE_WORDS words) is about one
