@@ -111,3 +111,59 @@ def test_guides_of_one_named_product_are_one_reading() -> None:
     hits = [hit(EDGE, "The Edge G2 enclosure is rated IP66.", 0.8, 1),
             hit(EDGE_INSTALL, "Use the supplied cable glands to keep the IP66 rating.", 0.7, 2)]
     assert clarify("What is the IP rating of the Edge G2 gateway?", hits, EN) is None
+
+
+def _doc_hits(docs: list[tuple[str, str]], text: str) -> list[Hit]:
+    return [hit(d, text, 0.8 - i / 10, i) for i, d in enumerate(docs)]
+
+
+def test_titles_that_read_as_sentences_or_headlines_are_no_siblings() -> None:
+    """Study findings and news headlines are about one thing each: the place they differ by
+    is no reading the question left open."""
+    text = "In this cohort antiretroviral therapy was followed by fewer cases of tuberculosis."
+    sentences = [("a", "Antiretroviral therapy reduces tuberculosis in Uganda."),
+                 ("b", "Antiretroviral therapy reduces tuberculosis in Kenya.")]
+    headlines = [("c", "Antiretroviral therapy cut tuberculosis cases among adults in Uganda"
+                       " last year"),
+                 ("d", "Antiretroviral therapy cut tuberculosis cases among adults in Kenya"
+                       " last year")]
+    question = "Does antiretroviral therapy lower the rate of tuberculosis?"
+    assert clarify(question, _doc_hits(sentences, text), EN) is None
+    assert clarify(question, _doc_hits(headlines, text), EN) is None
+    # the same titles as labels (no full stop, a few words) are two readings
+    labels = [("a", "Tuberculosis Therapy Uganda"), ("b", "Tuberculosis Therapy Kenya")]
+    c = clarify(question, _doc_hits(labels, text), EN)
+    assert c is not None and c.options == ("Uganda", "Kenya")
+
+
+def test_options_are_names_not_what_is_left_of_a_title() -> None:
+    """What two labels do not share must be a few adjacent words to be an option: scattered
+    words ("Prevention HIV" of "Therapy for Prevention of Tuberculosis in HIV") or a long run
+    name nothing a user could choose."""
+    text = "Therapy for tuberculosis in people with the virus, as a review of trials."
+    scattered = [("a", "Therapy for Prevention of Tuberculosis in HIV"),
+                 ("b", "Integration of Therapy for Tuberculosis in Care")]
+    assert clarify("Does therapy prevent tuberculosis?", _doc_hits(scattered, text), EN) is None
+    notes = [("p", "Pulse Release Notes"), ("e", "Edge Gateway Cloud Connector Release Notes")]
+    assert clarify("What changed in the latest release?",
+                   _doc_hits(notes, "Version 2.5 adds support for WPA3."), EN) is None
+
+
+def test_a_name_the_siblings_share_is_no_kind_of_thing() -> None:
+    """Titles that differ by a suffix of one name (a person and a namesake) share a name, not
+    a description: a question that names it capitalised asks about one of them, by what it
+    says of him, and is answered."""
+    astors = [("iv", "John Jacob Astor IV"), ("iii", "John Jacob Astor III")]
+    text = "John Jacob Astor was a businessman, a member of the Astor family of New York."
+    assert clarify("How did the Astor who served as an army officer die?",
+                   _doc_hits(astors, text), EN) is None
+
+
+def test_a_kind_asked_for_with_an_indefinite_article_is_answered() -> None:
+    """"A sensor that …" asks to find one by what the question says of it, as "which sensor"
+    does; "the sensor" takes one as known and leaves the reading open."""
+    hits = ip_hits()
+    assert clarify("Is there a sensor rated for hazardous areas?", hits, EN) is None
+    assert clarify("C'è un sensore adatto alle aree pericolose?", hits[:2],
+                   vocabulary("it")) is None
+    assert clarify("Is the sensor rated for hazardous areas?", hits, EN) is not None

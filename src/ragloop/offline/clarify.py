@@ -22,6 +22,18 @@ names a reading whole, or several (a comparison), chose them; one with a number 
 2024", "the last quarter of 2023") says which by something the rule does not read: both are
 answered.
 
+The options must be things a user could choose between, hence these guards (issue 30, after
+false positives on BEIR sets the rule was never tuned on):
+- only titles that label a document form sibling groups: one that reads as a sentence (it
+  ends with a full stop) or a headline (more than MAX_TITLE_WORDS words) is about one
+  finding or event, and two such titles sharing generic words are no kind of thing;
+- an option is a name: a few (MAX_NAME_WORDS) adjacent words of its title, not what is left
+  of a title once the words its siblings share are taken out;
+- the question refers to the siblings by a shared word written as a description ("the
+  sensor"), not by a shared name it capitalises ("Astor" of "John Jacob Astor III" and
+  "… IV": namesakes, told apart by a suffix no one would choose from), and not after an
+  indefinite article ("a song that …" asks to find one song by what it says of it).
+
 Pure: the question, the kept hits and the words of the knowledge base's language in, a
 `Clarification` or None out.
 """
@@ -38,6 +50,15 @@ from ragloop.language.vocabulary import Vocabulary
 
 MIN_OPTIONS = 2
 MAX_OPTIONS = 5
+# A title of more words than this reads as a headline or a sentence ("Halden Instruments
+# expands Austin office to support North American growth"), not as the label of one of a
+# kind of document; the longest label of the examples is 7 ("S300 Hazardous-Area Vibration
+# and Temperature Sensor Datasheet").
+MAX_TITLE_WORDS = 8
+# An option is a name a user could type: a few adjacent words of its title ("Edge G2",
+# "Q1 FY2024"), never what is left of a title once the shared words are taken out.
+MAX_NAME_WORDS = 3
+_SENTENCE_END = (".", "!", "?", "。", "！", "？")
 # Two titles are siblings when, without their codes, this share of the shorter one's words
 # is in the other ("Pulse Release Notes" / "Edge G2 Firmware Release Notes": 2 of 3).
 SIBLING_OVERLAP = 0.6
@@ -65,9 +86,17 @@ def _plain(tokens: Sequence[str], rd: Reading) -> set[str]:
     return {t.lower() for t in tokens if not rd.is_code(t)}
 
 
+def _label(title: str) -> bool:
+    """A title that labels a document (a datasheet, release notes, a report), not one that
+    reads as a sentence or a headline: those are about one thing each, and two that share
+    words ("… antiretroviral therapy …") are no kind of thing with several named members."""
+    t = title.strip()
+    return bool(t) and not t.endswith(_SENTENCE_END) and len(t.split()) <= MAX_TITLE_WORDS
+
+
 def _siblings(a: _Doc, b: _Doc, rd: Reading) -> bool:
     pa, pb = _plain(a.tokens, rd), _plain(b.tokens, rd)
-    if not pa or not pb or a.title == b.title:
+    if not pa or not pb or a.title == b.title or not (_label(a.title) and _label(b.title)):
         return False
     return len(pa & pb) / min(len(pa), len(pb)) >= SIBLING_OVERLAP
 
@@ -77,11 +106,23 @@ def _lower_words(kept: Sequence[Hit]) -> set[str]:
     return {w for h in kept for w in words(f"{h.section_title} {h.text}") if w.islower()}
 
 
+def _as_name(doc: _Doc, chosen: Sequence[str]) -> str:
+    """`chosen` words of `doc`'s title as an option, when they are a name: adjacent in the
+    title and at most MAX_NAME_WORDS; else "" (what is left of "Antiretroviral Therapy for
+    Prevention of Tuberculosis in Adults with HIV" without the words a sibling shares is no
+    name a user could choose)."""
+    at = [i for i, t in enumerate(doc.tokens) if t in chosen]
+    if not at or len(chosen) > MAX_NAME_WORDS or at[-1] - at[0] + 1 != len(chosen):
+        return ""
+    return " ".join(chosen)
+
+
 def _name(doc: _Doc, common: set[str], lower: set[str], rd: Reading) -> str:
     """What tells `doc` from its siblings: its codes when it has any there, else its title
     words that are not in every sibling's title and are never written in lower case — unless
     the titles share a code: then they are documents of one named thing ("Edge G2 Gateway
-    Product Guide", "… Installation Guide"), and words alone do not make another reading."""
+    Product Guide", "… Installation Guide"), and words alone do not make another reading.
+    Either way only when those words are a name (`_as_name`)."""
     differ = [t for t in doc.tokens if t.lower() not in common]
     found = [t for t in differ if rd.is_code(t)]
     if not found and any(rd.is_code(t) for t in common):
@@ -92,8 +133,8 @@ def _name(doc: _Doc, common: set[str], lower: set[str], rd: Reading) -> str:
         lead = differ[at[0] - 1] if at[0] > 0 else ""
         if lead and not rd.is_code(lead) and lead.lower() not in lower and lead[:1].isupper():
             found.insert(0, lead)
-        return " ".join(found)
-    return " ".join(t for t in differ if t.lower() not in lower and t[:1].isupper())
+        return _as_name(doc, found)
+    return _as_name(doc, [t for t in differ if t.lower() not in lower and t[:1].isupper()])
 
 
 def _family(docs: list[_Doc], rd: Reading) -> list[_Doc]:
@@ -113,10 +154,17 @@ def _named(question_tokens: set[str], name: str) -> bool:
 def _refers_to_family(question: str, common: set[str], asking: set[str],
                       rd: Reading) -> bool:
     """The question holds a word every sibling's title has (by stem: "quarter" for
-    "Quarterly") and never asks for one ("in which quarter …", "any sensor")."""
+    "Quarterly") and never asks for one ("in which quarter …", "any sensor", "a sensor
+    that …": an indefinite article, like a question word, asks to find the one the rest of
+    the question describes, where "the sensor" takes one as known). It writes that
+    word as a description, in lower case ("the sensor"), unless it opens the question: a
+    shared word it capitalises is a name the siblings share ("Astor" of "John Jacob Astor
+    III" and "… IV"), which names one person or thing, not a kind of them."""
     shared = {stem(t) for t in common if not rd.is_code(t)}
-    tokens = [t.lower() for t in words(question)]
-    at = [i for i, t in enumerate(tokens) if stem(t) in shared]
+    written = words(question)
+    tokens = [t.lower() for t in written]
+    at = [i for i, t in enumerate(tokens) if stem(t) in shared
+          and (i == 0 or not written[i][:1].isupper())]
     return bool(at) and not any(i > 0 and tokens[i - 1] in asking for i in at)
 
 
@@ -161,8 +209,8 @@ def clarify(question: str, kept: Sequence[Hit], words_: Vocabulary,
     if any(q_codes & {t.lower() for t in d.tokens} for d in outside):
         return None  # the question names another kept document ("the Edge G2 gateway")
     named = [n for n in names if _named(q, n)]
-    if not named and not _refers_to_family(question, common,
-                                           set(words_.words("question_words")), rd):
+    asking = {*words_.words("question_words"), *words_.words("indefinite_articles")}
+    if not named and not _refers_to_family(question, common, asking, rd):
         return None  # not about the kind of thing the siblings are
     options = named if named else list(names)
     if named and len(named) < MIN_OPTIONS:
