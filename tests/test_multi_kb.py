@@ -355,6 +355,27 @@ def test_serve_two_kbs_over_http(folders):
             assert sources and all(e["data"]["knowledge_bases"] == [kb] for e in sources), steps
 
 
+def test_chat_completions_sources_name_the_cited_kbs_section(folders):
+    """A doc id in both KBs: the source line and title are read from the KB the citation
+    names (read without it, the section is ambiguous and the title was lost)."""
+    from ragloop.apps.server.app import create_app
+
+    entries = [CatalogEntry(n, str(p)) for n, p in folders.items()]
+    settings = Settings().with_(model="offline", kb=entries[0].location)
+    with LiveServer(create_app(settings, catalog=entries)) as live, live.client() as client:
+        for model, question, title in (
+                ("products", "How often is the T9 firmware updated?", "Notes › Firmware"),
+                ("hr", "How many days of annual leave do staff get?", "Notes › Holidays")):
+            reply = client.post("/v1/chat/completions", json={
+                "model": model, "messages": [{"role": "user", "content": question}]})
+            assert reply.status_code == 200, reply.text
+            message = reply.json()["choices"][0]["message"]
+            cited = [c for c in message["citations"] if c["doc_id"] == "notes.md"]
+            assert cited and all(c["kb"] == model for c in cited), message
+            assert all(c["title"] == title for c in cited), cited
+            assert f"{title} — notes.md §" in message["content"], message["content"]
+
+
 async def _mcp_session(folders):
     from mcp import Client
 

@@ -431,9 +431,7 @@ class Toolbox:
     def fetch(self, doc_id: str, section: str, knowledge_base: str | None = None
               ) -> SectionInfo:
         try:
-            if self.catalog is not None:
-                return self.catalog.section(doc_id, section, knowledge_base)
-            return self.kb.section(doc_id, section)
+            return self.kb.section(doc_id, section, knowledge_base)
         except UserError as exc:
             raise ToolError(str(exc)) from exc
 

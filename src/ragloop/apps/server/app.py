@@ -544,10 +544,7 @@ def _add_document_routes(app: FastAPI, upload_limit: int) -> None:
                                     " is in (needed when the doc id is in several).")] = None,
                     ) -> dict[str, Any]:
         """The full text of one section (doc ids may contain slashes)."""
-        kb = _state(request).kb
-        if isinstance(kb, KnowledgeBases):
-            return kb.section(doc_id, section, knowledge_base).to_dict()
-        return kb.section(doc_id, section).to_dict()
+        return _state(request).kb.section(doc_id, section, knowledge_base).to_dict()
 
     @app.get("/documents/{doc_id:path}", tags=["documents"])
     def get_document(doc_id: str, request: Request) -> dict[str, Any]:

@@ -315,7 +315,7 @@ def cited_sources(state: ServerState, result: RunResult) -> list[dict[str, Any]]
         if c.n in out:
             continue
         try:
-            info = state.kb.section(c.doc_id, c.section)
+            info = state.kb.section(c.doc_id, c.section, c.kb or None)
         except NotFoundError:  # removed since the run read it
             title = ""
         else:  # as a stored conversation's turns name what they cited (agent/conversations.py)
