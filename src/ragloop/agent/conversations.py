@@ -33,17 +33,17 @@ def new_conversation_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def resolve_conversation(runs: RunStore, conversation_id: str | None,
+def resolve_conversation(conversation_id: str | None, known: Callable[[str], bool],
                          listed_by: str = "") -> str | None:
     """The conversation a run request (HTTP's, MCP's `ask`) continues: None for a question
-    on its own, a new id for "new", else the stored conversation's id (NotFoundError when
-    there is none: a mistyped id is not a silent fresh start that loses the history).
-    `listed_by`: what lists the conversations there are, for the error."""
+    on its own, a new id for "new", else the id when `known` (NotFoundError when not: a
+    mistyped id is not a silent fresh start that loses the history). `listed_by`: what
+    lists the conversations there are, for the error."""
     if conversation_id is None:
         return None
     if conversation_id == NEW:
         return new_conversation_id()
-    if not runs.conversation(conversation_id):
+    if not known(conversation_id):
         listing = f"; {listed_by} lists them, and" if listed_by else ";"
         raise NotFoundError(f"No conversation {conversation_id!r}{listing} conversation_id"
                             f" \"{NEW}\" starts one.")

@@ -153,6 +153,16 @@ class JobRunner:
             return run
         return queued.record() if queued else None
 
+    def has_conversation(self, conversation_id: str) -> bool:
+        """Whether a run request may continue `conversation_id`: stored turns, or a turn
+        still queued here (a run is written when its worker starts it, so a follow-up sent
+        before then would miss the first turn; Postgres's queue row holds the id from
+        enqueue). Pending first, as in `get`: a run leaves it only once its row exists."""
+        with self.lock:
+            if any(p.conversation_id == conversation_id for p in self.pending.values()):
+                return True
+        return bool(self.runs.conversation(conversation_id))
+
     def events_after(self, run_id: str, after_seq: int,
                      read: tuple[int, int] | None = None
                      ) -> tuple[list[Event], tuple[int, int] | None]:

@@ -116,7 +116,8 @@ class KnowledgeBaseTools:
         from mcp.server.mcpserver.exceptions import ToolError
 
         try:
-            return resolve_conversation(self.engine().runs, conversation_id)
+            runs = self.engine().runs
+            return resolve_conversation(conversation_id, lambda c: bool(runs.conversation(c)))
         except UserError as exc:
             raise ToolError(str(exc)) from exc
 

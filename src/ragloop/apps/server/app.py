@@ -442,7 +442,7 @@ def _add_run_routes(app: FastAPI) -> None:
         /runs/{id}/events (SSE) or poll /runs/{id}."""
         state = _state(request)
         _check_components(state, body)
-        conversation_id = resolve_http_conversation(state.runs, body.conversation_id)
+        conversation_id = resolve_http_conversation(state.jobs, body.conversation_id)
         run_id = state.jobs.submit(body.question, route=body.route, driver=body.driver,
                                    max_steps=body.max_steps, conversation_id=conversation_id)
         return {"run_id": run_id, "status": RunStatus.QUEUED, "events": f"/runs/{run_id}/events",
@@ -517,7 +517,7 @@ def _add_run_routes(app: FastAPI) -> None:
         """Answer synchronously: the full run result (answer, citations, evidence, usage)."""
         state = _state(request)
         _check_components(state, body)
-        conversation_id = resolve_http_conversation(state.runs, body.conversation_id)
+        conversation_id = resolve_http_conversation(state.jobs, body.conversation_id)
         future = state.jobs.ask(body.question, route=body.route, driver=body.driver,
                                 max_steps=body.max_steps, conversation_id=conversation_id)
         result = await asyncio.wrap_future(future)

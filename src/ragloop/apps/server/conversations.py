@@ -10,17 +10,19 @@ from typing import Annotated, Any
 from fastapi import FastAPI, Query, Request
 
 from ragloop.agent.conversations import resolve_conversation
+from ragloop.apps.jobs import JobRunner
 from ragloop.core.errors import NotFoundError
-from ragloop.storage.protocols import RunRecord, RunStore
+from ragloop.storage.protocols import RunRecord
 
 TURN_FIELDS = ("run_id", "turn", "question", "standalone", "answer", "status", "citations",
                "created_at")
 
 
-def resolve_http_conversation(runs: RunStore, conversation_id: str | None) -> str | None:
-    """A run request's `conversation_id` (agent/conversations.py's resolve_conversation),
-    its error naming the route that lists the conversations."""
-    return resolve_conversation(runs, conversation_id, "GET /conversations")
+def resolve_http_conversation(jobs: JobRunner, conversation_id: str | None) -> str | None:
+    """A run request's `conversation_id` (agent/conversations.py's resolve_conversation):
+    known when stored or when its first turn is still queued (`JobRunner.has_conversation`),
+    the error naming the route that lists the conversations."""
+    return resolve_conversation(conversation_id, jobs.has_conversation, "GET /conversations")
 
 
 def _turn(run: RunRecord) -> dict[str, Any]:
