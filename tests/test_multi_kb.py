@@ -257,6 +257,33 @@ def test_parts_follow_the_whole_questions_kb_and_nothing_leaks_past_the_run(kbs)
     assert {h.kb for h in kbs.search("Chief Financial Officer approves travel", 3)} == {"hr"}
 
 
+def test_a_run_chooses_the_source_of_each_query_once(kbs):
+    """The offline choice runs a vector search per KB: a run makes it once per question
+    (the part chosen for its source step is not chosen again when it is searched)."""
+    from collections import Counter
+
+    from ragloop.agent.engine import Engine
+    from ragloop.offline.factory import source_chooser
+
+    class Counting:
+        def __init__(self, inner) -> None:
+            self.inner, self.asked = inner, Counter()
+
+        def choose(self, query):
+            self.asked[query] += 1
+            return self.inner.choose(query)
+
+    kbs.chooser = counting = Counting(source_chooser(kbs))
+    events = []
+    Engine(kbs, kbs.settings.with_(model="offline")).ask(
+        "Is the T9 sensor waterproof, and who must approve travel expenses above £2,500?",
+        on_event=events.append)
+    parts = [e for e in events if isinstance(e, SourceEvent) and e.part is not None]
+    assert len(parts) == 2 and parts[0].knowledge_bases != parts[1].knowledge_bases, parts
+    assert all(counting.asked[e.query] == 1 for e in parts), counting.asked
+    assert max(counting.asked.values()) == 1, counting.asked
+
+
 def test_a_run_shows_its_source_choice_and_cites_the_kb(kbs):
     from ragloop.agent.engine import Engine
 
