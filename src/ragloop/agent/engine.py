@@ -223,7 +223,7 @@ class Engine:
         template = RunTemplate(self._single_toolbox(kb, settings, run.sources), grader, answerer,
                                settings.single_k, citation_check=run.citation_check,
                                declined_phrases=kb_words(self.kb).declined,
-                               clarifier=clarifier)
+                               clarifier=clarifier, reading=offline.reading(self.kb))
         if run.route.route == "out_of_scope":
             run.driver = "none"
             return (yield from template.out_of_scope(ctx, run.route.reason,
