@@ -185,6 +185,11 @@ class JobRunner:
                 return live[start:], (id(live), len(live))
         return self.runs.events(run_id, after_seq), None
 
+    def _going(self, run_id: str) -> bool:
+        """The run is going in this process (its events are in `live`)."""
+        with self.lock:
+            return run_id in self.live
+
     def active(self) -> int:
         with self.lock:
             return len(self.futures)
@@ -206,7 +211,10 @@ class JobRunner:
 
         Reads the status before the events: the engine writes every event before it marks
         the run finished, so once a finished status was seen, the events read next are all
-        (from `live` while the runner still holds them, else from the store).
+        (from `live` while the runner still holds them, else from the store). While the run
+        goes in this process (it is in `live`) the row is not read at all: it cannot have
+        ended before `heard(run_id, None)`, which wakes this follower once more; so a wake-up
+        per answer piece costs no read of the store.
         """
         wake = asyncio.Event()
         token = (asyncio.get_running_loop(), wake)
@@ -219,7 +227,8 @@ class JobRunner:
         try:
             while True:
                 wake.clear()
-                run = await anyio.to_thread.run_sync(self.get, run_id)
+                going = self._going(run_id)
+                run = None if going else await anyio.to_thread.run_sync(self.get, run_id)
                 events, read = await anyio.to_thread.run_sync(self.events_after, run_id,
                                                               after_seq, read)
                 for event in events:
@@ -229,7 +238,8 @@ class JobRunner:
                         yield AnswerDeltaEvent(reset=True, step=event.step, seq=event.seq)
                     resumed = False
                     yield event
-                if run is None or run["status"] not in (RunStatus.RUNNING, RunStatus.QUEUED):
+                if not going and (run is None
+                                  or run["status"] not in (RunStatus.RUNNING, RunStatus.QUEUED)):
                     yield run
                     return
                 with contextlib.suppress(TimeoutError):
