@@ -31,7 +31,7 @@ from ragloop.agent.tools import FETCH, LIST, SEARCH, TOOLS, SearchArgs, Sources,
 from ragloop.apps.kb_options import Served
 from ragloop.core.config import Settings
 from ragloop.core.config_file import apply_config_files
-from ragloop.core.conversation import narrowed
+from ragloop.core.conversation import narrowed, numbered
 from ragloop.core.data_block import BLOCK_END, data_block
 from ragloop.core.errors import RagloopError, ToolError, UserError
 from ragloop.core.unicode import is_text
@@ -145,7 +145,7 @@ class KnowledgeBaseTools:
         question and its numbered options."""
         lines = [result.answer.strip()]
         if result.clarification:
-            lines += [f"{i}. {o}" for i, o in enumerate(result.clarification["options"], 1)]
+            lines += numbered(result.clarification["options"])
         if result.citations:
             lines += ["", "Sources:"]
             lines += [f"[{c.n}] → {c.doc_id} §{c.section}" + (f" ({c.kb})" if c.kb else "")

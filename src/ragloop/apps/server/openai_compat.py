@@ -48,7 +48,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ragloop.agent.conversations import CITED_TITLES
 from ragloop.agent.run import RunResult
 from ragloop.apps.server.json_errors import rewrite_errors
-from ragloop.core.conversation import Turn, TurnKind
+from ragloop.core.conversation import Turn, TurnKind, numbered
 from ragloop.core.errors import NotFoundError, RunFailed, UserError
 from ragloop.core.events import (
     AnswerDeltaEvent,
@@ -288,8 +288,7 @@ def answer_body(result: RunResult) -> str:
     when the run needs the user's choice (that choice is the next user message)."""
     if result.status == RunStatus.NEEDS_INPUT and result.clarification:
         asked = result.clarification
-        options = "\n".join(f"{i}. {o}" for i, o in enumerate(asked["options"], 1))
-        return f"{asked['question']}\n\n{options}"
+        return f"{asked['question']}\n\n" + "\n".join(numbered(asked["options"]))
     return result.answer
 
 
