@@ -86,16 +86,10 @@ class JobRunner:
                 self._run, run_id, question, route, driver, max_steps, conversation_id)
         return run_id
 
-    def ask(self, question: str, *, route: str = "auto", driver: str | None = None,
-            max_steps: int | None = None,
-            conversation_id: str | None = None) -> Future[RunResult]:
-        """A synchronous ask that still counts against the worker limit."""
-        return self.executor.submit(self.engine.ask, question, route=route, driver=driver,
-                                    max_steps=max_steps, conversation_id=conversation_id)
-
-    def ask_with(self, question: str, **options: Any) -> Future[RunResult]:
-        """`ask` with any of `Engine.ask`'s keywords (the OpenAI endpoint passes the history,
-        a listener and the run id)."""
+    def ask(self, question: str, **options: Any) -> Future[RunResult]:
+        """A synchronous ask that still counts against the worker limit; `options`: any of
+        `Engine.ask`'s keywords (POST /ask its route, driver, step ceiling and conversation;
+        the OpenAI endpoint the history, a listener and the run id)."""
         return self.executor.submit(self.engine.ask, question, **options)
 
     def _run(self, run_id: str, question: str, route: str, driver: str | None,

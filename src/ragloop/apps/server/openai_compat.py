@@ -349,8 +349,8 @@ class Completion:
         options: dict[str, Any] = {"history": self.history} if self.history else {}
         if self.model != DEFAULT_MODEL and as_knowledge_bases(self.state.kb) is not None:
             options["knowledge_bases"] = [self.model]  # a model named for one of several KBs
-        return self.state.jobs.ask_with(self.question, on_event=on_event, run_id=self.run_id,
-                                        **options)
+        return self.state.jobs.ask(self.question, on_event=on_event, run_id=self.run_id,
+                                   **options)
 
     def chunk(self, delta: dict[str, Any] | None, finish: str | None = None,
               **extra: Any) -> ServerSentEvent:
