@@ -178,6 +178,16 @@ def test_lost_and_gained_against_single_shot_per_type() -> None:
     assert "agent lost@5" not in markdown(alone)
 
 
+def test_at_k_5_the_report_prints_each_at_5_row_once() -> None:
+    """At k = 5 the @k rows and the fixed @5 rows are the same figures: printed once."""
+    records = [rec("single", "bridge", [A], [A, B], qid="q1"),
+               rec("agent", "bridge", [A], [B, A], qid="q1")]
+    labels = [line.split(" | ")[0].lstrip("| ").split(" (")[0]
+              for line in markdown(build_report(records, 5)).split("\n\n")[0].splitlines()]
+    for row in ("all_gold@5", "lost@5", "gained@5"):
+        assert labels.count(row) == 1, labels
+
+
 def test_answer_normalisation_and_f1() -> None:
     assert normalize_answer("The limit is £2,500 [3].") == "limit is £ 2500"
     assert exact_match("£2,500", "Above £2500, the CFO approves [1].")
