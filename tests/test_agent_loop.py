@@ -234,7 +234,10 @@ def test_the_model_can_ask_for_the_next_page(small_kb) -> None:
     ranked = [h.chunk_id for h in small_kb.search(query, 4)]
     grades = [e.data for e in events if e.kind == EventKind.GRADE][1:]  # after single-shot's
     calls = calls[1:]
-    assert grades[0]["kept_ids"] == ranked[:2] and grades[1]["kept_ids"] == ranked[2:4]
+    # the same GradeEvent builder as the first search's: every hit's verdict, kept ones first
+    kept = [[v["chunk_id"] for v in g["verdicts"][:g["kept"]]] for g in grades]
+    assert kept[0] == ranked[:2] and kept[1] == ranked[2:4]
+    assert all(g.get("sub_question") is None and "kept_ids" not in g for g in grades)
     assert "page" not in calls[0] and calls[1]["page"] == 2
     paged = [e for e in events if e.kind == EventKind.TOOL_CALL][2]
     assert log_line(paged).startswith(

@@ -364,6 +364,50 @@ def test_a_follower_mid_answer_when_the_run_ends_still_gets_every_piece(small_kb
     runner.shutdown()
 
 
+def test_a_follower_reads_no_run_row_per_answer_piece(small_kb):
+    """While a run goes in this process its follower is woken per answer piece; it reads the
+    run's row only once the run is no longer going here (its end), not on every wake-up."""
+    from ragloop.apps.jobs import JobRunner
+    from ragloop.core.types import RunStatus
+
+    store = small_kb.backend.runs
+
+    class CountingRuns:
+        def __init__(self) -> None:
+            self.gets = 0
+
+        def get(self, run_id):
+            self.gets += 1
+            return store.get(run_id)
+
+        def __getattr__(self, name):
+            return getattr(store, name)
+
+    runs = CountingRuns()
+    runner = JobRunner(Engine(small_kb), runs)
+    run_id = store.start(QUESTION, run_id="pieces1")
+    pieces = [AnswerDeltaEvent(text=f"{i} ", seq=0, step=1) for i in range(20)]
+
+    async def follow() -> list:
+        out = []
+        stream = runner.follow(run_id)
+        runner.heard(run_id, pieces[0])
+        for piece in pieces[1:]:  # one piece per wake-up
+            out.append(await anext(stream))
+            runner.heard(run_id, piece)
+        out.append(await anext(stream))
+        store.finish(run_id, {"status": RunStatus.ANSWERED, "answer": "done"})
+        runner.heard(run_id, None)
+        async for item in stream:
+            out.append(item)
+        return out
+
+    got = asyncio.run(asyncio.wait_for(follow(), 30))
+    assert got[:-1] == pieces and got[-1]["status"] == RunStatus.ANSWERED
+    assert runs.gets == 1, runs.gets
+    runner.shutdown()
+
+
 def run_on_a_terminal(args: list[str], typed: str = "") -> str:
     """`ragloop …` with stdout on a pseudo-terminal (stderr apart, `typed` as its input):
     what it printed."""

@@ -173,3 +173,42 @@ def test_a_documents_look_alike_tag_stays_inside_the_block_over_the_pipe(kb_fold
         pipe.close()
     assert_sealed(text)
     assert "&lt;\uff0fretrieved_data&gt;" in text
+
+
+async def _converse(kb_folder):
+    from mcp import Client
+
+    async with Client(_params("ragloop.apps.mcp_server", "--kb", str(kb_folder))) as client:
+        first = await client.call_tool("ask", {"question": "What is the IP rating of the T9"
+                                                           " sensor?", "conversation_id": "new"})
+        said = _text(first)
+        cid = said.rsplit("conversation=", 1)[-1].strip() if "conversation=" in said else ""
+        follow = await client.call_tool("ask", {"question": "How long does its battery last?",
+                                                "conversation_id": cid or "none"})
+        alone = await client.call_tool("ask", {"question": "Who is the Chief Financial"
+                                                           " Officer?"})
+        unknown = await client.call_tool("ask", {"question": "and then?",
+                                                 "conversation_id": "nope"})
+        malformed = await client.call_tool("ask", {"question": "and then?",
+                                                   "conversation_id": "a b"})
+        return said, cid, follow, alone, unknown, malformed
+
+
+def test_mcp_ask_continues_a_conversation_over_stdio(kb_folder):
+    """conversation_id as HTTP's: "new" starts one and the reply names it, the id continues
+    it (the follow-up is read against the first turn), an unknown id is an error."""
+    from ragloop.kb import KnowledgeBase
+
+    said, cid, follow, alone, unknown, malformed = asyncio.run(
+        asyncio.wait_for(_converse(kb_folder), 300))
+    assert "IP67" in said and cid, said
+    assert not follow.is_error, _text(follow)
+    assert "5 years" in _text(follow) and f"conversation={cid}" in _text(follow)
+    assert not alone.is_error and "conversation=" not in _text(alone)
+    assert unknown.is_error and "No conversation 'nope'" in _text(unknown)
+    assert malformed.is_error
+    with KnowledgeBase.open(kb_folder, create=False) as kb:
+        turns = kb.backend.runs.conversation(cid)
+    assert [(t["turn"], t["question"]) for t in turns] == [
+        (0, "What is the IP rating of the T9 sensor?"), (1, "How long does its battery last?")]
+    assert turns[1]["standalone"] and "T9" in turns[1]["standalone"]

@@ -257,6 +257,33 @@ def test_parts_follow_the_whole_questions_kb_and_nothing_leaks_past_the_run(kbs)
     assert {h.kb for h in kbs.search("Chief Financial Officer approves travel", 3)} == {"hr"}
 
 
+def test_a_run_chooses_the_source_of_each_query_once(kbs):
+    """The offline choice runs a vector search per KB: a run makes it once per question
+    (the part chosen for its source step is not chosen again when it is searched)."""
+    from collections import Counter
+
+    from ragloop.agent.engine import Engine
+    from ragloop.offline.factory import source_chooser
+
+    class Counting:
+        def __init__(self, inner) -> None:
+            self.inner, self.asked = inner, Counter()
+
+        def choose(self, query):
+            self.asked[query] += 1
+            return self.inner.choose(query)
+
+    kbs.chooser = counting = Counting(source_chooser(kbs))
+    events = []
+    Engine(kbs, kbs.settings.with_(model="offline")).ask(
+        "Is the T9 sensor waterproof, and who must approve travel expenses above £2,500?",
+        on_event=events.append)
+    parts = [e for e in events if isinstance(e, SourceEvent) and e.part is not None]
+    assert len(parts) == 2 and parts[0].knowledge_bases != parts[1].knowledge_bases, parts
+    assert all(counting.asked[e.query] == 1 for e in parts), counting.asked
+    assert max(counting.asked.values()) == 1, counting.asked
+
+
 def test_a_run_shows_its_source_choice_and_cites_the_kb(kbs):
     from ragloop.agent.engine import Engine
 
@@ -353,6 +380,27 @@ def test_serve_two_kbs_over_http(folders):
                      if line.startswith("data:")]
             sources = [e for e in steps if e.get("kind") == "source"]
             assert sources and all(e["data"]["knowledge_bases"] == [kb] for e in sources), steps
+
+
+def test_chat_completions_sources_name_the_cited_kbs_section(folders):
+    """A doc id in both KBs: the source line and title are read from the KB the citation
+    names (read without it, the section is ambiguous and the title was lost)."""
+    from ragloop.apps.server.app import create_app
+
+    entries = [CatalogEntry(n, str(p)) for n, p in folders.items()]
+    settings = Settings().with_(model="offline", kb=entries[0].location)
+    with LiveServer(create_app(settings, catalog=entries)) as live, live.client() as client:
+        for model, question, title in (
+                ("products", "How often is the T9 firmware updated?", "Notes › Firmware"),
+                ("hr", "How many days of annual leave do staff get?", "Notes › Holidays")):
+            reply = client.post("/v1/chat/completions", json={
+                "model": model, "messages": [{"role": "user", "content": question}]})
+            assert reply.status_code == 200, reply.text
+            message = reply.json()["choices"][0]["message"]
+            cited = [c for c in message["citations"] if c["doc_id"] == "notes.md"]
+            assert cited and all(c["kb"] == model for c in cited), message
+            assert all(c["title"] == title for c in cited), cited
+            assert f"{title} — notes.md §" in message["content"], message["content"]
 
 
 async def _mcp_session(folders):

@@ -92,3 +92,37 @@ def test_conversations_over_http_postgres_queue(pg_small_url) -> None:
     app = create_app(Settings().with_(kb=pg_small_url, model="offline"), local_workers=1)
     with LiveServer(app) as live, live.client() as c:
         _converse(c)
+
+
+def test_a_follow_up_sent_while_the_first_turn_is_queued_sqlite(small_kb_template,
+                                                                tmp_path) -> None:
+    """SQLite's in-process queue writes a run when its worker starts it: a follow-up posted
+    before then continues the queued conversation (as Postgres's queue row allows), not 404."""
+    import threading
+
+    kb = copy_kb(small_kb_template, tmp_path / "kb")
+    release = threading.Event()
+    try:
+        with serving(kb, workers=1) as live, live.client() as c:
+            # the one worker busy, so the first turn stays queued
+            busy = live.server.config.app.state.ragloop.jobs.executor.submit(release.wait, 60)
+            first = c.post("/runs", json={"question": "What is the IP rating of the T9 sensor?",
+                                          "conversation_id": "new"})
+            assert first.status_code == 202, first.text
+            cid = first.json()["conversation_id"]
+            assert c.get(f"/runs/{first.json()['run_id']}").json()["status"] == "queued"
+            follow = c.post("/runs", json={"question": "How long does its battery last?",
+                                           "conversation_id": cid})
+            release.set()
+            busy.result(60)
+            assert follow.status_code == 202, follow.text
+            assert follow.json()["conversation_id"] == cid
+            _wait(c, first.json()["run_id"])
+            run = _wait(c, follow.json()["run_id"])
+            assert run["conversation_id"] == cid and run["turn"] == 1
+            assert "T9" in run["standalone"] and "5 years" in run["answer"]
+            turns = c.get(f"/conversations/{cid}").json()["turns"]
+            assert [t["turn"] for t in turns] == [0, 1]
+    finally:
+        release.set()
+        kb.close()

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from ragloop.agent.tools import plain_schema, tool_error
 from ragloop.core.conversation import Clarification
 from ragloop.core.errors import ToolError
 from ragloop.llm.base import ToolSpec
@@ -46,17 +47,8 @@ class AskUserArgs(BaseModel):
                     " (e.g. a product or version name).")
 
 
-def _schema(node: Any) -> Any:
-    """The JSON schema without pydantic's titles (the descriptions say them)."""
-    if isinstance(node, dict):
-        return {k: _schema(v) for k, v in node.items() if k != "title"}
-    if isinstance(node, list):
-        return [_schema(v) for v in node]
-    return node
-
-
 ASK_USER_SPEC = ToolSpec(name=ASK_USER, description=DESCRIPTION,
-                         parameters=_schema(AskUserArgs.model_json_schema()))
+                         parameters=plain_schema(AskUserArgs.model_json_schema()))
 
 
 def parse_ask_user(arguments: Mapping[str, Any]) -> Clarification:
@@ -65,9 +57,7 @@ def parse_ask_user(arguments: Mapping[str, Any]) -> Clarification:
     try:
         args = AskUserArgs.model_validate(dict(arguments))
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(x) for x in err["loc"]) or "arguments"
-        raise ToolError(f"ask_user: argument {where!r}: {err['msg']}") from None
+        raise ToolError(f"ask_user: {tool_error(exc)}") from None
     options = tuple(dict.fromkeys(args.options))  # the same reading twice is one option
     if len(options) < MIN_OPTIONS:
         raise ToolError(f"ask_user: give {MIN_OPTIONS} to {MAX_OPTIONS} different options")

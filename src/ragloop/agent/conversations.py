@@ -15,6 +15,7 @@ from typing import Any
 
 from ragloop.agent.run import RunResult
 from ragloop.core.conversation import Turn
+from ragloop.core.errors import NotFoundError
 from ragloop.core.types import RunStatus
 from ragloop.storage.protocols import RunRecord, RunStore, Store
 
@@ -23,8 +24,30 @@ CITED_TITLES = 2  # the sections of a turn a later turn reads as its subject
 UNFINISHED = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.FAILED)
 
 
+NEW = "new"  # the conversation_id that starts a conversation (HTTP, MCP, the CLI)
+# an id as the engine makes them, or a client's own (letters, digits, - and _)
+ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+
+
 def new_conversation_id() -> str:
     return uuid.uuid4().hex[:12]
+
+
+def resolve_conversation(conversation_id: str | None, known: Callable[[str], bool],
+                         listed_by: str = "") -> str | None:
+    """The conversation a run request (HTTP's, MCP's `ask`) continues: None for a question
+    on its own, a new id for "new", else the id when `known` (NotFoundError when not: a
+    mistyped id is not a silent fresh start that loses the history). `listed_by`: what
+    lists the conversations there are, for the error."""
+    if conversation_id is None:
+        return None
+    if conversation_id == NEW:
+        return new_conversation_id()
+    if not known(conversation_id):
+        listing = f"; {listed_by} lists them, and" if listed_by else ";"
+        raise NotFoundError(f"No conversation {conversation_id!r}{listing} conversation_id"
+                            f" \"{NEW}\" starts one.")
+    return conversation_id
 
 
 def _titles(citations: Sequence[dict[str, Any]], store: Store | None) -> tuple[str, ...]:

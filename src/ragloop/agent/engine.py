@@ -142,15 +142,23 @@ class Engine:
             return LLMGrader(comps.grader_chat, max_tokens=self.settings.decision_max_tokens)
         return offline.grader(self.kb)
 
-    def _single_toolbox(self, settings: Settings, sources: RunSources) -> Toolbox:
+    def _run_kb(self, sources: RunSources) -> KnowledgeBase | KnowledgeBases:
+        """What one run searches: several KBs, a view that makes each query's choice of KB
+        once in the run (`KnowledgeBases.for_run`); one, the KB."""
+        catalog = as_knowledge_bases(self.kb)
+        return catalog.for_run(sources) if catalog is not None else self.kb
+
+    def _single_toolbox(self, kb: KnowledgeBase | KnowledgeBases, settings: Settings,
+                        sources: RunSources) -> Toolbox:
         """Single-shot's search: deep enough for its single_k documents. Step 1 of every
         path is this same search (agent/template.py)."""
-        return Toolbox(self.kb, settings.single_k * SINGLE_DEPTH_PER_DOC,
+        return Toolbox(kb, settings.single_k * SINGLE_DEPTH_PER_DOC,
                        settings.tool_result_chars, run=sources)
 
-    def _loop_driver(self, comps: Components, grader: Grader, settings: Settings,
+    def _loop_driver(self, kb: KnowledgeBase | KnowledgeBases, comps: Components,
+                     grader: Grader, settings: Settings,
                      sources: RunSources) -> tuple[Driver, list[Decision]]:
-        toolbox = Toolbox(self.kb, settings.search_k, settings.tool_result_chars, run=sources)
+        toolbox = Toolbox(kb, settings.search_k, settings.tool_result_chars, run=sources)
         reading = offline.reading(self.kb)
         if comps.driver == "tools":
             assert comps.chat is not None
@@ -164,7 +172,7 @@ class Engine:
         else:
             planner = offline.planner(kb_words(self.kb), reading)
             rewriter = offline.rewriter(reading)
-        driver = PipelineDriver(toolbox, planner, grader, rewriter, offline.follow_ups(self.kb),
+        driver = PipelineDriver(toolbox, planner, grader, rewriter, offline.follow_ups(kb),
                                 baseline_docs=settings.single_k,
                                 reading=reading)
         return driver, [planner, rewriter]
@@ -203,7 +211,8 @@ class Engine:
             yield CondenseEvent(typed=ctx.question, standalone=run.condensed.question,
                                 turn_kind=str(run.condensed.kind), reason=run.condensed.reason)
             ctx.question = run.condensed.question  # what every step searches and answers
-        run.route = _route(ctx.question, self.kb, route)
+        kb = self._run_kb(run.sources)
+        run.route = _route(ctx.question, kb, route)
         yield RouteEvent(route=run.route.route, reason=run.route.reason)
         grader = self.make_grader(comps)
         answerer = self._answerer(comps.chat)
@@ -211,10 +220,10 @@ class Engine:
         model_asks = comps.driver == "tools" and run.route.route == "agent"
         clarifier = None if settings.clarify == "off" or model_asks else \
             offline.clarifier(self.kb, kb_words(self.kb))
-        template = RunTemplate(self._single_toolbox(settings, run.sources), grader, answerer,
+        template = RunTemplate(self._single_toolbox(kb, settings, run.sources), grader, answerer,
                                settings.single_k, citation_check=run.citation_check,
                                declined_phrases=kb_words(self.kb).declined,
-                               clarifier=clarifier)
+                               clarifier=clarifier, reading=offline.reading(self.kb))
         if run.route.route == "out_of_scope":
             run.driver = "none"
             return (yield from template.out_of_scope(ctx, run.route.reason,
@@ -222,7 +231,7 @@ class Engine:
         driver: Driver = SingleShot()
         extra: list[Decision] = []
         if run.route.route != "single":
-            driver, extra = self._loop_driver(comps, grader, settings, run.sources)
+            driver, extra = self._loop_driver(kb, comps, grader, settings, run.sources)
         # their model calls (the tools loop adds its own; the answerer's, when it answered)
         run.decisions += [grader, *extra]
         run.driver = driver.name

@@ -76,9 +76,13 @@ class Placed:
 
 @dataclass(frozen=True)
 class Placement:
-    order: list[str]  # every document, final order
-    places: list[Placed]  # the same, with the reasons
+    places: list[Placed]  # every document in its final place, with the reasons
     given_up: list[str]  # single-shot documents that gave their place
+
+    @property
+    def order(self) -> list[str]:
+        """Every document, in the final order."""
+        return [p.doc_id for p in self.places]
 
 
 def _hops(reached: Mapping[str, Iterable[Hop]], doc_id: str) -> set[Hop]:
@@ -153,4 +157,4 @@ def place(single: Sequence[str], found: Sequence[str], reached: Mapping[str, Ite
         order.append(d)
         rank = rank_of.get(d)
         places.append(Placed(d, len(order), ("single", *why(d)) if rank else why(d), rank))
-    return Placement(order, places, given_up)
+    return Placement(places, given_up)

@@ -66,8 +66,10 @@ def graded_result(numbered: list[tuple[int, Hit]], grade: Grade, budget: int) ->
     return wrap(SEARCH, text, budget)
 
 
-def grade_event(query: str, sub_question: int, hits: list[Hit], grade: Grade) -> GradeEvent:
-    """The GRADE event of one graded search, with every hit's verdict (kept ones first)."""
+def grade_event(query: str, sub_question: int | None, hits: list[Hit], grade: Grade
+                ) -> GradeEvent:
+    """The GRADE event of one graded search, with every hit's verdict (kept ones first);
+    `sub_question`: the part it searched for (None: the tools driver's, which has none)."""
     return GradeEvent(query=query, sub_question=sub_question, chunks=len(hits),
                       kept=len(grade.kept), enough=grade.enough, missing=grade.missing,
                       next_query=grade.next_query, ungraded=grade.ungraded or None,

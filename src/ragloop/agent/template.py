@@ -40,7 +40,7 @@ from ragloop.core.events import (
     ToolCallEvent,
 )
 from ragloop.core.types import Hit, RunStatus
-from ragloop.language.text import ENGLISH_READING
+from ragloop.language.text import ENGLISH_READING, Reading
 from ragloop.language.vocabulary import ENGLISH_WORDS
 
 # Single-shot searches this many chunks per document it may read (documents span chunks).
@@ -124,10 +124,12 @@ class RunTemplate:
     def __init__(self, first_search: Toolbox, grader: Grader, answerer: Answerer, k: int, *,
                  citation_check: CitationCheck | None = None,
                  declined_phrases: Sequence[str] = (),
-                 clarifier: Clarifier | None = None) -> None:
+                 clarifier: Clarifier | None = None,
+                 reading: Reading = ENGLISH_READING) -> None:
         """`first_search` searches at single-shot's depth; the first `k` documents of its
         result are single-shot's evidence. `declined_phrases` are the KB language's words for
-        what the knowledge base lacks (language/lang/*.json, `decline`)."""
+        what the knowledge base lacks (language/lang/*.json, `decline`); `reading` is the KB
+        language's (the citations' quotes are cut at its sentence ends)."""
         self.first_search = first_search
         self.grader = grader
         self.answerer = answerer
@@ -135,6 +137,7 @@ class RunTemplate:
         self.citation_check = citation_check
         self.declined_phrases = tuple(declined_phrases)
         self.clarifier = clarifier  # None: never ask back after step 1
+        self.reading = reading
         self.answerer_used = False  # the answerer wrote this run's answer (its usage counts)
 
     # -- the beginning ----------------------------------------------------------------------
@@ -195,10 +198,9 @@ class RunTemplate:
         # claims with evidence at hand but no citation: flagged on the run, not hidden
         uncited = free_text and bool(ctx.ledger.items and checked.text.strip()
                                      and not checked.citations and not said_missing)
-        rd = self.citation_check.checker.reading if self.citation_check else ENGLISH_READING
         yield AnswerEvent(text=checked.text,
                           citations=with_quotes(checked.text, checked.citations, ctx.ledger.get,
-                                                rd, labels),
+                                                self.reading, labels),
                           invalid_citations=checked.invalid,
                           missing=None if free_text else draft.missing,
                           conflicts=None if free_text else draft.conflicts,

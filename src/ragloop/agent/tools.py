@@ -195,7 +195,7 @@ class ListArgs(_Args):
     pass
 
 
-def _tool_error(exc: ValidationError) -> ToolError:
+def tool_error(exc: ValidationError) -> ToolError:
     """The first bad argument, said the way the model can fix it."""
     err = exc.errors()[0]
     name = err["loc"][0] if err["loc"] else "arguments"
@@ -205,12 +205,12 @@ def _tool_error(exc: ValidationError) -> ToolError:
     return ToolError(str(cause) if cause is not None else f"argument {name!r}: {err['msg']}")
 
 
-def _schema(node: object) -> object:
+def plain_schema(node: object) -> object:
     """A JSON schema without pydantic's titles and defaults (the descriptions say them)."""
     if isinstance(node, dict):
-        return {k: _schema(v) for k, v in node.items() if k not in ("title", "default")}
+        return {k: plain_schema(v) for k, v in node.items() if k not in ("title", "default")}
     if isinstance(node, list):
-        return [_schema(v) for v in node]
+        return [plain_schema(v) for v in node]
     return node
 
 
@@ -276,7 +276,7 @@ class Tool(Generic[A]):
     def spec(self, k: int, sources: Sources = None) -> ToolSpec:
         """`sources`: the knowledge bases served when several are (their names become the
         `knowledge_base` argument's enum)."""
-        schema = _with_sources(_schema(self.args.model_json_schema()),  # type: ignore[arg-type]
+        schema = _with_sources(plain_schema(self.args.model_json_schema()),  # type: ignore[arg-type]
                                sources)
         return ToolSpec(name=self.name, description=self.description(k), parameters=schema)
 
@@ -302,7 +302,7 @@ class Tool(Generic[A]):
         try:
             return self.args.model_validate(dict(arguments))
         except ValidationError as exc:
-            raise _tool_error(exc) from None
+            raise tool_error(exc) from None
 
     def call(self, box: Toolbox, arguments: Mapping[str, Any], number: Numbering) -> ToolOutcome:
         return self.fn(box, self.parse(arguments), number)
@@ -431,9 +431,7 @@ class Toolbox:
     def fetch(self, doc_id: str, section: str, knowledge_base: str | None = None
               ) -> SectionInfo:
         try:
-            if self.catalog is not None:
-                return self.catalog.section(doc_id, section, knowledge_base)
-            return self.kb.section(doc_id, section)
+            return self.kb.section(doc_id, section, knowledge_base)
         except UserError as exc:
             raise ToolError(str(exc)) from exc
 

@@ -34,6 +34,7 @@ from ragloop.agent.run import BUDGET_NOTICE, RunContext, Steps
 from ragloop.agent.search_grade import (
     confidently_irrelevant,
     document_scores,
+    grade_event,
     graded_result,
     search_and_grade,
 )
@@ -44,7 +45,7 @@ from ragloop.core.conversation import Clarification
 from ragloop.core.data_block import BLOCK_END
 from ragloop.core.decisions import Draft, Grade, Grader, Plan
 from ragloop.core.errors import ModelRefused, ToolError
-from ragloop.core.events import AnswerDeltaEvent, ErrorEvent, GradeEvent, ToolCallEvent
+from ragloop.core.events import AnswerDeltaEvent, ErrorEvent, ToolCallEvent
 from ragloop.core.types import Hit, SectionInfo
 from ragloop.llm.base import (
     ChatModel,
@@ -110,10 +111,7 @@ class ToolsDriver:
         numbered = [(ctx.ledger.add_hit(h, ctx.step), h) for h in grade.kept]
         yield ToolCallEvent(tool=SEARCH, query=query, chunks=len(found.hits),
                             kept=len(grade.kept), page=shown_page(page))
-        yield GradeEvent(query=query, chunks=len(found.hits), kept=len(grade.kept),
-                         kept_ids=[h.chunk_id for h in grade.kept], enough=grade.enough,
-                         missing=grade.missing, next_query=grade.next_query,
-                         ungraded=grade.ungraded or None)
+        yield grade_event(query, None, found.hits, grade)
         return graded_result(numbered, grade, self.toolbox.budget)
 
     def _search(self, ctx: RunContext, call: ToolCall) -> Steps[ToolReply]:

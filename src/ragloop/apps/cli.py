@@ -18,6 +18,7 @@ from ragloop.apps.kb_options import CatalogOpt, KbsOpt, Served
 from ragloop.apps.terminal import json_visible, shown, visible
 from ragloop.core.config import Settings
 from ragloop.core.config_file import apply_config_files
+from ragloop.core.conversation import numbered
 from ragloop.core.errors import RagloopError, UserError
 
 if TYPE_CHECKING:
@@ -355,8 +356,8 @@ def print_options(clarification: dict[str, Any] | None) -> None:
     is the next question of the conversation."""
     if not clarification:
         return
-    for i, option in enumerate(clarification["options"], start=1):
-        out.print(f"  {i}. {shown(option)}")
+    for line in numbered(clarification["options"]):
+        out.print(f"  {shown(line)}")
     out.print("[dim]Ask again naming one of them, or continue the conversation with it.[/]\n")
 
 

@@ -86,16 +86,10 @@ class JobRunner:
                 self._run, run_id, question, route, driver, max_steps, conversation_id)
         return run_id
 
-    def ask(self, question: str, *, route: str = "auto", driver: str | None = None,
-            max_steps: int | None = None,
-            conversation_id: str | None = None) -> Future[RunResult]:
-        """A synchronous ask that still counts against the worker limit."""
-        return self.executor.submit(self.engine.ask, question, route=route, driver=driver,
-                                    max_steps=max_steps, conversation_id=conversation_id)
-
-    def ask_with(self, question: str, **options: Any) -> Future[RunResult]:
-        """`ask` with any of `Engine.ask`'s keywords (the OpenAI endpoint passes the history,
-        a listener and the run id)."""
+    def ask(self, question: str, **options: Any) -> Future[RunResult]:
+        """A synchronous ask that still counts against the worker limit; `options`: any of
+        `Engine.ask`'s keywords (POST /ask its route, driver, step ceiling and conversation;
+        the OpenAI endpoint the history, a listener and the run id)."""
         return self.executor.submit(self.engine.ask, question, **options)
 
     def _run(self, run_id: str, question: str, route: str, driver: str | None,
@@ -153,6 +147,16 @@ class JobRunner:
             return run
         return queued.record() if queued else None
 
+    def has_conversation(self, conversation_id: str) -> bool:
+        """Whether a run request may continue `conversation_id`: stored turns, or a turn
+        still queued here (a run is written when its worker starts it, so a follow-up sent
+        before then would miss the first turn; Postgres's queue row holds the id from
+        enqueue). Pending first, as in `get`: a run leaves it only once its row exists."""
+        with self.lock:
+            if any(p.conversation_id == conversation_id for p in self.pending.values()):
+                return True
+        return bool(self.runs.conversation(conversation_id))
+
     def events_after(self, run_id: str, after_seq: int,
                      read: tuple[int, int] | None = None
                      ) -> tuple[list[Event], tuple[int, int] | None]:
@@ -175,6 +179,11 @@ class JobRunner:
                 return live[start:], (id(live), len(live))
         return self.runs.events(run_id, after_seq), None
 
+    def _going(self, run_id: str) -> bool:
+        """The run is going in this process (its events are in `live`)."""
+        with self.lock:
+            return run_id in self.live
+
     def active(self) -> int:
         with self.lock:
             return len(self.futures)
@@ -196,7 +205,10 @@ class JobRunner:
 
         Reads the status before the events: the engine writes every event before it marks
         the run finished, so once a finished status was seen, the events read next are all
-        (from `live` while the runner still holds them, else from the store).
+        (from `live` while the runner still holds them, else from the store). While the run
+        goes in this process (it is in `live`) the row is not read at all: it cannot have
+        ended before `heard(run_id, None)`, which wakes this follower once more; so a wake-up
+        per answer piece costs no read of the store.
         """
         wake = asyncio.Event()
         token = (asyncio.get_running_loop(), wake)
@@ -209,7 +221,8 @@ class JobRunner:
         try:
             while True:
                 wake.clear()
-                run = await anyio.to_thread.run_sync(self.get, run_id)
+                going = self._going(run_id)
+                run = None if going else await anyio.to_thread.run_sync(self.get, run_id)
                 events, read = await anyio.to_thread.run_sync(self.events_after, run_id,
                                                               after_seq, read)
                 for event in events:
@@ -219,7 +232,8 @@ class JobRunner:
                         yield AnswerDeltaEvent(reset=True, step=event.step, seq=event.seq)
                     resumed = False
                     yield event
-                if run is None or run["status"] not in (RunStatus.RUNNING, RunStatus.QUEUED):
+                if not going and (run is None
+                                  or run["status"] not in (RunStatus.RUNNING, RunStatus.QUEUED)):
                     yield run
                     return
                 with contextlib.suppress(TimeoutError):

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import anyio
 from pydantic import BaseModel, Field, ValidationError, create_model
 
+from ragloop.agent.conversations import ID_PATTERN, NEW, resolve_conversation
 from ragloop.agent.engine import Engine
 from ragloop.agent.run import RunResult
 from ragloop.agent.search_grade import graded_result
@@ -30,7 +31,7 @@ from ragloop.agent.tools import FETCH, LIST, SEARCH, TOOLS, SearchArgs, Sources,
 from ragloop.apps.kb_options import Served
 from ragloop.core.config import Settings
 from ragloop.core.config_file import apply_config_files
-from ragloop.core.conversation import narrowed
+from ragloop.core.conversation import narrowed, numbered
 from ragloop.core.data_block import BLOCK_END, data_block
 from ragloop.core.errors import RagloopError, ToolError, UserError
 from ragloop.core.unicode import is_text
@@ -57,6 +58,9 @@ ASK_DESCRIPTION = (
     " product, which quarter) it asks the user to choose one (elicitation) and answers that;"
     " a client without elicitation gets status needs_input, a clarifying question and numbered"
     " options: call ask again with the question narrowed to one of them."
+    " conversation_id continues a conversation (the earlier turns are the history, so a"
+    " follow-up such as \"and its battery?\" is read against them): \"new\" starts one, and the"
+    " reply's conversation= is the id to pass with the next question."
     " Use it when you want a finished, cited answer in one call. Do not use it when you want to"
     " read the evidence yourself: use search_knowledge_base and fetch_document_section.")
 INSTRUCTIONS = (
@@ -106,19 +110,34 @@ class KnowledgeBaseTools:
     def documents(self) -> str:
         return self._plain(LIST, {})
 
-    def run(self, question: str, max_steps: int | None = None) -> RunResult:
+    def conversation(self, conversation_id: str | None) -> str | None:
+        """The conversation an `ask` continues, read as HTTP's `conversation_id` is: None
+        for a question on its own, "new" starts one, else a stored conversation's id."""
+        from mcp.server.mcpserver.exceptions import ToolError
+
+        try:
+            runs = self.engine().runs
+            return resolve_conversation(conversation_id, lambda c: bool(runs.conversation(c)))
+        except UserError as exc:
+            raise ToolError(str(exc)) from exc
+
+    def run(self, question: str, max_steps: int | None = None,
+            conversation_id: str | None = None) -> RunResult:
+        """`conversation_id`: a resolved one (`conversation`), the run its next turn."""
         from mcp.server.mcpserver.exceptions import ToolError
 
         question = (question or "").strip()
         if not question:
             raise ToolError("missing or empty argument 'question'")
         try:
-            return self.engine().ask(question, max_steps=max_steps)
+            return self.engine().ask(question, max_steps=max_steps,
+                                     conversation_id=conversation_id)
         except UserError as exc:
             raise ToolError(str(exc)) from exc
 
-    def ask(self, question: str, max_steps: int | None = None) -> str:
-        return self.reply(self.run(question, max_steps))
+    def ask(self, question: str, max_steps: int | None = None,
+            conversation_id: str | None = None) -> str:
+        return self.reply(self.run(question, max_steps, self.conversation(conversation_id)))
 
     @staticmethod
     def reply(result: RunResult) -> str:
@@ -126,15 +145,17 @@ class KnowledgeBaseTools:
         question and its numbered options."""
         lines = [result.answer.strip()]
         if result.clarification:
-            lines += [f"{i}. {o}" for i, o in enumerate(result.clarification["options"], 1)]
+            lines += numbered(result.clarification["options"])
         if result.citations:
             lines += ["", "Sources:"]
             lines += [f"[{c.n}] → {c.doc_id} §{c.section}" + (f" ({c.kb})" if c.kb else "")
                       for c in result.citations]
         # the answer and the doc ids come from documents: data for the client's model too
+        conversation = (f" conversation={result.conversation_id}" if result.conversation_id
+                        else "")
         return (data_block(ASK, "\n".join(lines))
                 + f"\nstatus={result.status} steps={result.steps}/{result.max_steps}"
-                  f" run={result.run_id}")
+                  f" run={result.run_id}{conversation}")
 
 
 def _mcp_tool(tool: ToolDef, body: Callable[..., str], sources: Sources = None
@@ -174,10 +195,18 @@ def build_server(kb: KnowledgeBase | KnowledgeBases, settings: Settings) -> MCPS
                   ctx: Context,
                   max_steps: Annotated[int | None, Field(
                       ge=2, le=50, description="Step ceiling; default from settings (6).")]
-                  = None) -> str | InputRequiredResult:
+                  = None,
+                  conversation_id: Annotated[str | None, Field(
+                      pattern=ID_PATTERN,
+                      description=f"Continue this conversation (its earlier turns are the"
+                                  f" history); \"{NEW}\" starts one. The reply's"
+                                  f" conversation= is the id to continue with.")] = None,
+                  ) -> str | InputRequiredResult:
         # a run is blocking work: in a worker thread, as the SDK runs a sync tool
+        conversation = await anyio.to_thread.run_sync(tools.conversation, conversation_id)
+
         def run(q: str) -> Awaitable[RunResult]:
-            return anyio.to_thread.run_sync(tools.run, q, max_steps)
+            return anyio.to_thread.run_sync(tools.run, q, max_steps, conversation)
 
         choice = _chosen(ctx)
         if choice is not None:  # the retry of a 2026-07-28 client: the user chose a reading

@@ -13,6 +13,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from ragloop.core.errors import ConfigError
 
@@ -23,13 +24,19 @@ _OTHER_NAMES = frozenset({"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_UR
 _NAME = re.compile(r"RAGLOOP_[A-Z0-9_]+")
 
 
+def read_toml(path: Path) -> dict[str, Any]:
+    """A TOML file's top table; one that does not parse is a ConfigError naming the file
+    (a missing file: FileNotFoundError, each caller saying what it was for)."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+
+
 def read_config_file(path: Path) -> dict[str, str]:
     """The file's variables as strings; a file that does not parse, a table, or a name that is
     not a ragloop (or provider) variable is a ConfigError naming the file."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    data = read_toml(path)
     out: dict[str, str] = {}
     for name, value in data.items():
         if name == CATALOG_TABLE:  # several knowledge bases: read by kb/catalog.py
@@ -78,8 +85,5 @@ def catalog_table() -> tuple[Path, object] | None:
     here = Path.cwd() / FILE_NAME
     if not here.is_file():
         return None
-    try:
-        data = tomllib.loads(here.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{here}: not valid TOML: {exc}") from None
+    data = read_toml(here)
     return (here, data[CATALOG_TABLE]) if CATALOG_TABLE in data else None

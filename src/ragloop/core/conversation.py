@@ -3,6 +3,7 @@ searching, and a clarifying question a run may end with (issue 30)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -71,6 +72,12 @@ class Clarification:
         return {"question": self.question, "options": list(self.options),
                 "reason": self.reason,
                 "evidence": {k: list(v) for k, v in self.evidence.items()}}
+
+
+def numbered(options: Sequence[str]) -> list[str]:
+    """A clarification's options as the user reads and answers them: "1. S200", "2. T100"
+    (the CLI, the MCP `ask` tool and the OpenAI endpoint show them so)."""
+    return [f"{i}. {option}" for i, option in enumerate(options, 1)]
 
 
 # what ends a question, in the languages the offline rules read (stripped before a choice is added)

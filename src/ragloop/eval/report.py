@@ -80,11 +80,13 @@ def markdown(report: dict[str, Any]) -> str:
     k = report["k"]
     paths = list(report["paths"])
     rows = []
+    shown: set[str] = set()  # at k = 5 the @k rows and the @5 ones are the same figures
     for key, label, kind in ROWS:
         key = key.format(k=k)
         values = [report["paths"][p].get(key) for p in paths]
-        if all(v is None for v in values):
+        if key in shown or all(v is None for v in values):
             continue
+        shown.add(key)
         rows.append([label.format(k=k), *(fmt(v, kind) for v in values)])
     text = _table(["metric", *paths], rows)
     if report["by_type"]:

@@ -176,9 +176,12 @@ class KnowledgeBase:
         return hybrid_search(self.store, embedder, query, k or self.settings.search_k, mode,
                              within)
 
-    def section(self, doc_id: str, section: str) -> SectionInfo:
+    def section(self, doc_id: str, section: str, knowledge_base: str | None = None
+                ) -> SectionInfo:
         """One section's full text (a heading with no text of its own: its subsections).
-        Raises NotFoundError naming the doc_ids or sections there are."""
+        Raises NotFoundError naming the doc_ids or sections there are. `knowledge_base`:
+        which KB when several are served (kb/multi.py); one KB is the only one there is, so
+        the name (a citation's `kb`, "" for one KB) is not read."""
         found = self.store.section(doc_id, str(section))
         if found is not None:
             return found

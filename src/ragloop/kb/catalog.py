@@ -11,14 +11,13 @@ A KB's description is the catalog's when it gives one, else the one stored in th
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragloop.core.config import Settings
-from ragloop.core.config_file import CATALOG_TABLE, catalog_table
+from ragloop.core.config_file import CATALOG_TABLE, catalog_table, read_toml
 from ragloop.core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -121,11 +120,9 @@ def read_catalog(path: str | Path) -> list[CatalogEntry]:
     """A catalog file: TOML whose `[knowledge_bases]` table lists them (see above)."""
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = read_toml(path)
     except FileNotFoundError:
         raise ConfigError(f"--catalog {path}: no such file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     if TABLE not in data:
         raise ConfigError(f"{path}: no [{TABLE}] table (write NAME = \"LOCATION\" lines"
                           f" under [{TABLE}])")

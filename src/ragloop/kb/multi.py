@@ -15,8 +15,9 @@ the caller names them.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ragloop.core.config import Settings
@@ -48,6 +49,10 @@ class RunSources:
 
     knowledge_bases: tuple[str, ...] | None = None
     pinned: bool = False  # the caller named them (an OpenAI client's model): never chosen
+    #: each query's choice, made once in the run (`KnowledgeBases.for_run`): the offline
+    #: chooser runs a vector search per KB, and the router, the source step, the search and
+    #: the follow-ups each ask it of the same question or part
+    choices: dict[str, SourceChoice] = field(default_factory=dict)
 
 
 class UnknownKnowledgeBase(UserError):
@@ -88,6 +93,7 @@ class KnowledgeBases:
         self.kbs = kbs
         self._descriptions = {name: descriptions.get(name, "") for name in kbs}
         self.chooser = chooser  # None: every KB is searched unless a call names some
+        self.run: RunSources | None = None  # a run's view (for_run): its choices remembered
         first = next(iter(kbs.values()))
         self.settings: Settings = first.settings
         self.backend: Backend = first.backend
@@ -137,11 +143,23 @@ class KnowledgeBases:
 
     # -- searching ------------------------------------------------------------------------
 
+    def for_run(self, sources: RunSources) -> KnowledgeBases:
+        """These knowledge bases as one run reads them: each query's choice is made once and
+        kept in `sources.choices` (a view sharing the open KBs; never closed itself)."""
+        view = copy.copy(self)
+        view.run = sources
+        return view
+
     def choose(self, query: str) -> SourceChoice:
         """The KBs `query` is searched in when the caller names none, and why."""
         if self.chooser is None or len(self.kbs) == 1:
             return SourceChoice(tuple(self.kbs), "every knowledge base is searched")
-        return self.chooser.choose(query)
+        if self.run is None:
+            return self.chooser.choose(query)
+        choice = self.run.choices.get(query)
+        if choice is None:
+            choice = self.run.choices[query] = self.chooser.choose(query)
+        return choice
 
     def search(self, query: str, k: int | None = None, mode: Mode = "hybrid",
                filter: Filter | None = None,

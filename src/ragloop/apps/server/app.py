@@ -33,11 +33,11 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ragloop.agent.conversations import ID_PATTERN as CONVERSATION_ID_PATTERN
 from ragloop.agent.engine import Engine
 from ragloop.apps.jobs import JobRunner
 from ragloop.apps.server.api_docs import add_api_docs
-from ragloop.apps.server.conversations import ID_PATTERN as CONVERSATION_ID_PATTERN
-from ragloop.apps.server.conversations import add_conversation_routes, resolve_conversation
+from ragloop.apps.server.conversations import add_conversation_routes, resolve_http_conversation
 from ragloop.apps.server.folder_sync import FolderSync
 from ragloop.apps.server.guard import (
     LoopbackGuard,
@@ -442,7 +442,7 @@ def _add_run_routes(app: FastAPI) -> None:
         /runs/{id}/events (SSE) or poll /runs/{id}."""
         state = _state(request)
         _check_components(state, body)
-        conversation_id = resolve_conversation(state.runs, body.conversation_id)
+        conversation_id = resolve_http_conversation(state.jobs, body.conversation_id)
         run_id = state.jobs.submit(body.question, route=body.route, driver=body.driver,
                                    max_steps=body.max_steps, conversation_id=conversation_id)
         return {"run_id": run_id, "status": RunStatus.QUEUED, "events": f"/runs/{run_id}/events",
@@ -517,7 +517,7 @@ def _add_run_routes(app: FastAPI) -> None:
         """Answer synchronously: the full run result (answer, citations, evidence, usage)."""
         state = _state(request)
         _check_components(state, body)
-        conversation_id = resolve_conversation(state.runs, body.conversation_id)
+        conversation_id = resolve_http_conversation(state.jobs, body.conversation_id)
         future = state.jobs.ask(body.question, route=body.route, driver=body.driver,
                                 max_steps=body.max_steps, conversation_id=conversation_id)
         result = await asyncio.wrap_future(future)
@@ -544,10 +544,7 @@ def _add_document_routes(app: FastAPI, upload_limit: int) -> None:
                                     " is in (needed when the doc id is in several).")] = None,
                     ) -> dict[str, Any]:
         """The full text of one section (doc ids may contain slashes)."""
-        kb = _state(request).kb
-        if isinstance(kb, KnowledgeBases):
-            return kb.section(doc_id, section, knowledge_base).to_dict()
-        return kb.section(doc_id, section).to_dict()
+        return _state(request).kb.section(doc_id, section, knowledge_base).to_dict()
 
     @app.get("/documents/{doc_id:path}", tags=["documents"])
     def get_document(doc_id: str, request: Request) -> dict[str, Any]:

@@ -9,28 +9,20 @@ from typing import Annotated, Any
 
 from fastapi import FastAPI, Query, Request
 
-from ragloop.agent.conversations import new_conversation_id
+from ragloop.agent.conversations import resolve_conversation
+from ragloop.apps.jobs import JobRunner
 from ragloop.core.errors import NotFoundError
-from ragloop.storage.protocols import RunRecord, RunStore
+from ragloop.storage.protocols import RunRecord
 
-NEW = "new"  # the conversation_id that starts a conversation
-# an id as the engine makes them, or a client's own (letters, digits, - and _)
-ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 TURN_FIELDS = ("run_id", "turn", "question", "standalone", "answer", "status", "citations",
                "created_at")
 
 
-def resolve_conversation(runs: RunStore, conversation_id: str | None) -> str | None:
-    """The conversation a run request continues: None for a question on its own, a new id
-    for "new", else the stored conversation's id (NotFoundError when there is none)."""
-    if conversation_id is None:
-        return None
-    if conversation_id == NEW:
-        return new_conversation_id()
-    if not runs.conversation(conversation_id):
-        raise NotFoundError(f"No conversation {conversation_id!r}; GET /conversations lists"
-                            f" them, and conversation_id \"{NEW}\" starts one.")
-    return conversation_id
+def resolve_http_conversation(jobs: JobRunner, conversation_id: str | None) -> str | None:
+    """A run request's `conversation_id` (agent/conversations.py's resolve_conversation):
+    known when stored or when its first turn is still queued (`JobRunner.has_conversation`),
+    the error naming the route that lists the conversations."""
+    return resolve_conversation(conversation_id, jobs.has_conversation, "GET /conversations")
 
 
 def _turn(run: RunRecord) -> dict[str, Any]:

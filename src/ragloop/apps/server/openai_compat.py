@@ -48,7 +48,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ragloop.agent.conversations import CITED_TITLES
 from ragloop.agent.run import RunResult
 from ragloop.apps.server.json_errors import rewrite_errors
-from ragloop.core.conversation import Turn, TurnKind
+from ragloop.core.conversation import Turn, TurnKind, numbered
 from ragloop.core.errors import NotFoundError, RunFailed, UserError
 from ragloop.core.events import (
     AnswerDeltaEvent,
@@ -288,8 +288,7 @@ def answer_body(result: RunResult) -> str:
     when the run needs the user's choice (that choice is the next user message)."""
     if result.status == RunStatus.NEEDS_INPUT and result.clarification:
         asked = result.clarification
-        options = "\n".join(f"{i}. {o}" for i, o in enumerate(asked["options"], 1))
-        return f"{asked['question']}\n\n{options}"
+        return f"{asked['question']}\n\n" + "\n".join(numbered(asked["options"]))
     return result.answer
 
 
@@ -315,7 +314,7 @@ def cited_sources(state: ServerState, result: RunResult) -> list[dict[str, Any]]
         if c.n in out:
             continue
         try:
-            info = state.kb.section(c.doc_id, c.section)
+            info = state.kb.section(c.doc_id, c.section, c.kb or None)
         except NotFoundError:  # removed since the run read it
             title = ""
         else:  # as a stored conversation's turns name what they cited (agent/conversations.py)
@@ -350,8 +349,8 @@ class Completion:
         options: dict[str, Any] = {"history": self.history} if self.history else {}
         if self.model != DEFAULT_MODEL and as_knowledge_bases(self.state.kb) is not None:
             options["knowledge_bases"] = [self.model]  # a model named for one of several KBs
-        return self.state.jobs.ask_with(self.question, on_event=on_event, run_id=self.run_id,
-                                        **options)
+        return self.state.jobs.ask(self.question, on_event=on_event, run_id=self.run_id,
+                                   **options)
 
     def chunk(self, delta: dict[str, Any] | None, finish: str | None = None,
               **extra: Any) -> ServerSentEvent:
