@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from ragloop.core.conversation import Condensed, Turn, TurnKind, narrowed
 from ragloop.core.types import Usage
+from ragloop.language.support import CITATION
 from ragloop.language.text import ENGLISH_READING, Reading, code_family, stem, words
 from ragloop.language.vocabulary import Vocabulary
 
@@ -37,6 +38,8 @@ _AMOUNT = re.compile(r"(?<![\w.,])[£$€]?\d(?:[\d,.]*\d)?(?![\w])")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
 # what separates "what about X" from a clause that follows it: "what about 2.5.0, what did it add?"
 _CLAUSE_BREAK = re.compile(r"\s*(?:[,;:](?=\s)|\s[—–-]\s)\s*")
+# where one clause of an answer's sentence ends and the next begins ("…; the S300 is …")
+_CLAUSES = re.compile(r"\s*[;:]\s+")
 # A lower-case word put before a fragment so that its first capitalised word reads as a name
 _LEAD = "about"
 # at most this many content words of an earlier question are carried when it has no names
@@ -53,6 +56,13 @@ class ConversationWords:
     back: re.Pattern[str]
     pronoun: re.Pattern[str]
     person: re.Pattern[str]
+    plural: re.Pattern[str]
+    # a question whose answer names its subject ("which sensor is certified …?")
+    by_name: re.Pattern[str]
+    negation: re.Pattern[str]
+    relative: re.Pattern[str]  # "a quarter later": the same question asked of another thing
+    not_claims: tuple[str, ...]  # an answer's sentences with these state nothing
+    article: re.Pattern[str]  # "the" right before a name: "the Austin office"
     ellipsis_words: int
 
     @classmethod
@@ -67,6 +77,10 @@ class ConversationWords:
 
         return cls(opener("continuations"), opener("about_openers"), opener("why"),
                    opener("back_openers"), anywhere("pronouns"), anywhere("person_pronouns"),
+                   anywhere("plural_pronouns"), anywhere("answered_by_name"),
+                   anywhere("negations"), anywhere("relative"),
+                   tuple(p.lower() for p in v.not_claims),
+                   re.compile(rf"{v.edge}{v.alternatives('articles')}\s+$", re.IGNORECASE),
                    int(v.get("conversation.ellipsis_words")))
 
 
@@ -144,28 +158,75 @@ def _stems(text: str, rd: Reading) -> set[str]:
 
 def _referred(history: Sequence[Turn], opening: _Opening, rd: Reading) -> int:
     """Index of the turn a follow-up refers to: the last, or, for "going back to X", the
-    latest earlier turn that shares a word with X."""
+    latest earlier turn whose question shares a word with X (else whose answer or cited
+    titles do: an answer names many things in passing, a question only what it asked)."""
     last = len(history) - 1
     if opening.kind != "back":
         return last
     want = _stems(opening.focus, rd)
-    for i in range(last - 1, -1, -1):
-        if want & _stems(_turn_text(history[i]), rd):
-            return i
+    for text in (lambda t: t.searched, _turn_text):
+        for i in range(last - 1, -1, -1):
+            if want & _stems(text(history[i]), rd):
+                return i
     return max(last - 1, 0)
 
 
-def _subject(turn: Turn, person: bool, rd: Reading) -> list[str]:
-    """What a later turn carries over from `turn`: its names; for a person's pronoun ("who
-    is that person?", "where is he based?") the names its answer gave, when it gave any."""
+def _said(answer: str, w: ConversationWords, rd: Reading) -> list[str]:
+    """The names an answer states: not its citation markers ("[1]"), not its sentences that
+    state nothing (a decline), not what a clause denies ("the S100 is not certified; the S300
+    is" names the S300), and no bare amounts (an answer's figures are no subject)."""
+    out: list[str] = []
+    for sentence in rd.split_sentences(CITATION.sub(" ", answer)):
+        if any(p in sentence.lower() for p in w.not_claims):
+            continue
+        for clause in _CLAUSES.split(sentence):
+            if not w.negation.search(clause):
+                out += [n for n in _names(clause, rd) if _shape(n, rd)[0] != "amount"]
+    return list(dict.fromkeys(out))
+
+
+def _subject(turn: Turn, person: bool, plural: bool, w: ConversationWords,
+             rd: Reading) -> list[str]:
+    """What a later turn carries over from `turn`: the names of its (standalone) question;
+    for a person's pronoun ("who is that person?", "where is he based?") the names its answer
+    gave, when it gave any; for a question with no name that its answer names ("which sensor
+    is …?") the codes (else names) the answer gave; else the question's content words. "They"
+    and "them" are never read as bare numbers."""
+    said = _said(turn.answer, w, rd)
+    if person and said:
+        return said
     names = _names(turn.searched, rd)
-    answer = _names(turn.answer, rd)
-    if person and answer:
-        return answer
-    names += [n for n in answer if n not in names] if not names else []
+    if plural:
+        names = [n for n in names if _shape(n, rd)[0] != "amount"]
     if names:
-        return names
-    return rd.content_words(turn.searched)[:MAX_CARRIED_WORDS]
+        return _with_kind(turn.searched, names, w, rd)
+    if said and w.by_name.search(turn.searched):
+        return [n for n in said if _shape(n, rd)[0] == "code"] or said
+    return [x for x in rd.content_words(turn.searched)
+            if not _AMOUNT.fullmatch(x)][:MAX_CARRIED_WORDS]
+
+
+def _with_kind(text: str, names: list[str], w: ConversationWords, rd: Reading) -> list[str]:
+    """Each name with the content word written right after it when an article comes before
+    it or the question ends after it: what kind of thing it names ("the Austin office", "the
+    S200 sensor", "who leads Austin office?"; not the verb of "does S300 cost (…)?")."""
+    content = {x.lower() for x in rd.content_words(text)}
+    out = []
+    for n in names:
+        m = re.search(rf"(?<!\w){re.escape(n)}\s+(\w[\w-]*)(\s*[?!.？]?\s*$)?", text)
+        kind = m.group(1) if m and (m.group(2) is not None
+                                    or w.article.search(text[:m.start()])) else ""
+        out.append(f"{n} {kind}" if kind.lower() in content and not rd.is_code(kind)
+                   and not any(kind in o for o in names) else n)
+    return out
+
+
+def _aspect(turn: Turn, subject: list[str], rd: Reading) -> list[str]:
+    """What `turn` asked about its subject: its question's content words, not the subject's
+    ("operating temperature range" of "… range of the S300?")."""
+    held = {x.lower() for s in subject for x in words(s)}
+    return [x for x in rd.content_words(turn.searched)
+            if x.lower() not in held][:MAX_CARRIED_WORDS]
 
 
 def _substitute(question: str, old_names: list[str], new: list[str],
@@ -237,8 +298,9 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
 
     at = _referred(history, opening, rd)
     turn = history[at]
-    person = pronoun is not None and w.person.fullmatch(pronoun.group(0).strip()) is not None
-    subject = _subject(turn, person, rd)
+    said = pronoun.group(0).strip() if pronoun is not None else ""
+    person = bool(said) and w.person.fullmatch(said) is not None
+    subject = _subject(turn, person, bool(said) and w.plural.fullmatch(said) is not None, w, rd)
     how = []
     # "what about X": X read where a capitalised first word is still a name ("Rotterdam")
     focus_names = _names(f"{_LEAD} {opening.focus}", rd) if opening.focus else []
@@ -246,9 +308,11 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
         placed, unplaced = _substitute(" ".join(subject), subject, focus_names, rd)
         subject = [*placed.split(" "), *unplaced]
         how.append(f"{', '.join(focus_names)} in place of the earlier name")
+    aspect = _aspect(turn, subject, rd)
     carried = list(subject)
-    if len(rd.content_words(opening.body or opening.focus)) <= w.ellipsis_words:
-        carried += rd.content_words(turn.searched)[:MAX_CARRIED_WORDS]  # too short to stand
+    if (len(rd.content_words(opening.body or opening.focus)) <= w.ellipsis_words
+            and w.relative.search(q)):
+        carried += aspect  # "and a quarter later?": what was asked, of another one
 
     if opening.kind == "about" and not opening.body:
         if focus_names:
@@ -263,10 +327,16 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
         how.append(f"why of turn {at + 1}")
     elif pronoun is not None:
         body = opening.body
-        text = body[:pronoun.start()] + " ".join(subject) + body[pronoun.end():]
-        if len(rd.content_words(body)) <= 1:  # "how long does it take?": what "it" did, too
-            text = _with_subject(text, carried)
-        how.append(f"'{pronoun.group(0)}' read as {' '.join(subject)} (turn {at + 1})")
+        own = _names(body, rd)
+        # "is it the same for the S100?" after the S300's warranty: "it" is what was asked
+        # (the warranty), of a sibling the question names itself
+        what = aspect if not person and aspect and any(
+            _shape(o, rd)[0] == "code" and _same_shape(o, s, rd)
+            for o in own for s in subject) else subject
+        text = body[:pronoun.start()] + " ".join(what) + body[pronoun.end():]
+        if what is subject and not person and len(rd.content_words(body)) <= 1:
+            text = _with_subject(text, [*subject, *aspect])  # "how long does it take?"
+        how.append(f"'{pronoun.group(0)}' read as {' '.join(what)} (turn {at + 1})")
     else:
         body = opening.body or q
         if opening.kind == "back" and not w.pronoun.search(opening.focus):
