@@ -3,15 +3,25 @@
 A question refers back when it opens with a follow-up phrase ("and …", "what about …",
 "why …", "going back to …"), uses a pronoun before naming anything of its own ("how do I pair
 it?"), or is too short to carry a subject ("is there a free trial?"). It is then rewritten
-with the subject of the turn it refers to — that turn's names (S200, Edge G2, Q3 FY2024,
-Helen Marsh; its answer's names when it had none or the pronoun is a person's), else its
-content words:
+with the subject of the turn it refers to: the last turn (its standalone question, already
+resolved, so a subject is never taken from further back than that turn carried it), or for
+"going back to X" the latest earlier turn whose question (else answer) shares a word with X.
+The subject is that question's names, each with the word that says what it names ("the
+Austin office", "the S200 sensor"); else, for a person's pronoun, the names its answer gave;
+for a "which …?" question without a name, the codes (else names) its answer stated, not what
+a clause of it denies; else the question's content words. An answer is read without its
+citation markers ("[1]"), its declines and its bare figures, and "they"/"them" are never read
+as numbers.
 
 - "what about X" puts X in place of the earlier name of the same shape (S300 for S200, Q1
   FY2025 for Q3 FY2024, £60,000 for £20,000, Rotterdam for Austin); X with no name is a new
   aspect of the same subject ("what about the battery?" → "the battery (S200)");
 - a pronoun is replaced by the subject ("how long does its battery last?" → "… S200 battery …");
-- anything else that refers back gets the subject added.
+  beside a sibling code of the question's own ("is it the same for the S100?" after the S300's
+  warranty) it is what was asked, the warranty, not the S300;
+- anything else that refers back gets the subject added, without the earlier turn's aspect
+  ("and the warranty?" after the S300's temperature range → "the warranty (S300)?"), unless it
+  asks the same again of something relative ("and a quarter later?").
 
 A question with no such sign stands alone and is left as typed; when it shares no word with
 the last turn it is a new topic, and the history is dropped.
@@ -63,6 +73,9 @@ class ConversationWords:
     relative: re.Pattern[str]  # "a quarter later": the same question asked of another thing
     not_claims: tuple[str, ...]  # an answer's sentences with these state nothing
     article: re.Pattern[str]  # "the" right before a name: "the Austin office"
+    # a verb's helper right before a name (or its article): the word after the name is the
+    # verb ("does the S300 cost?"), not the kind of thing the name is
+    auxiliary: re.Pattern[str]
     ellipsis_words: int
 
     @classmethod
@@ -81,6 +94,8 @@ class ConversationWords:
                    anywhere("negations"), anywhere("relative"),
                    tuple(p.lower() for p in v.not_claims),
                    re.compile(rf"{v.edge}{v.alternatives('articles')}\s+$", re.IGNORECASE),
+                   re.compile(rf"{v.edge}{v.alternatives('conversation.auxiliaries')}\s+"
+                              rf"(?:{v.alternatives('articles')}\s+)?$", re.IGNORECASE),
                    int(v.get("conversation.ellipsis_words")))
 
 
@@ -209,13 +224,14 @@ def _subject(turn: Turn, person: bool, plural: bool, w: ConversationWords,
 def _with_kind(text: str, names: list[str], w: ConversationWords, rd: Reading) -> list[str]:
     """Each name with the content word written right after it when an article comes before
     it or the question ends after it: what kind of thing it names ("the Austin office", "the
-    S200 sensor", "who leads Austin office?"; not the verb of "does S300 cost (…)?")."""
+    S200 sensor", "who leads Austin office?"; not the verb of "does the S300 cost?")."""
     content = {x.lower() for x in rd.content_words(text)}
     out = []
     for n in names:
         m = re.search(rf"(?<!\w){re.escape(n)}\s+(\w[\w-]*)(\s*[?!.？]?\s*$)?", text)
-        kind = m.group(1) if m and (m.group(2) is not None
-                                    or w.article.search(text[:m.start()])) else ""
+        before = text[:m.start()] if m else ""
+        kind = m.group(1) if m and not w.auxiliary.search(before) and (
+            m.group(2) is not None or w.article.search(before)) else ""
         out.append(f"{n} {kind}" if kind.lower() in content and not rd.is_code(kind)
                    and not any(kind in o for o in names) else n)
     return out
