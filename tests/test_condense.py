@@ -143,3 +143,22 @@ def test_a_name_keeps_the_word_that_says_what_it_names() -> None:
     assert "Leeds office" in r.question
     r = ask([("How much does P300 cost?", "£300.")], "And the warranty?")
     assert "P300" in r.question and "cost" not in r.question
+
+
+def test_a_period_later_or_earlier_asks_the_question_of_that_period() -> None:
+    turns = [Turn("What was revenue in Q2 FY2024?", answer="£12m."),
+             Turn("And headcount at the end of it?", answer="412.",
+                  standalone="Headcount at the end of Q2 FY2024?")]
+    assert condense(turns, "And a quarter later?", EN).question == \
+        "Headcount at the end of Q3 FY2024?"
+    assert condense(turns, "And a year after that?", EN).question == \
+        "Headcount at the end of Q2 FY2025?"
+    r = ask([("What was revenue in Q1 FY2025?", "£14m.")], "And a quarter earlier?")
+    assert r.question == "What was revenue in Q4 FY2024?"
+
+
+def test_a_code_keeps_the_words_before_it_that_say_what_it_is() -> None:
+    r = ask([("What does error code E7 mean?", "The pump overheated.")], "And what should I check?")
+    assert "error code E7" in r.question
+    r = ask([("How do I install X9 firmware?", "From a USB drive.")], "How long does it take?")
+    assert "install X9" not in r.question and "X9" in r.question

@@ -40,7 +40,7 @@ from ragloop.core.conversation import Condensed, Turn, TurnKind, narrowed
 from ragloop.core.types import Usage
 from ragloop.language.support import CITATION
 from ragloop.language.text import ENGLISH_READING, Reading, code_family, stem, words
-from ragloop.language.vocabulary import Vocabulary
+from ragloop.language.vocabulary import Vocabulary, alternation, as_list
 
 # A money amount or number as written: "£20,000", "2.5.0", "10,000".
 _AMOUNT = re.compile(r"(?<![\w.,])[£$€]?\d(?:[\d,.]*\d)?(?![\w])")
@@ -70,12 +70,19 @@ class ConversationWords:
     # a question whose answer names its subject ("which sensor is certified …?")
     by_name: re.Pattern[str]
     negation: re.Pattern[str]
-    relative: re.Pattern[str]  # "a quarter later": the same question asked of another thing
+    later: re.Pattern[str]  # "and a quarter later?": the same question of the next period
+    earlier: re.Pattern[str]
+    # the period kinds a follow-up may move by: (its words, its code, how many in a year);
+    # the year's words, and the financial year's code
+    periods: tuple[tuple[re.Pattern[str], str, int], ...]
+    year: re.Pattern[str]
+    year_code: str
     not_claims: tuple[str, ...]  # an answer's sentences with these state nothing
     article: re.Pattern[str]  # "the" right before a name: "the Austin office"
     # a verb's helper right before a name (or its article): the word after the name is the
     # verb ("does the S300 cost?"), not the kind of thing the name is
     auxiliary: re.Pattern[str]
+    lead_in: str  # an auxiliary or an article, as a pattern: what comes before a code's kind
     ellipsis_words: int
 
     @classmethod
@@ -91,11 +98,18 @@ class ConversationWords:
         return cls(opener("continuations"), opener("about_openers"), opener("why"),
                    opener("back_openers"), anywhere("pronouns"), anywhere("person_pronouns"),
                    anywhere("plural_pronouns"), anywhere("answered_by_name"),
-                   anywhere("negations"), anywhere("relative"),
+                   anywhere("negations"), anywhere("later"), anywhere("earlier"),
+                   tuple((re.compile(rf"{v.edge}{alternation(as_list(v.periods[k]['word']))}"
+                                     rf"{v.edge}", re.IGNORECASE),
+                          v.periods[k]["code"], int(v.periods[k]["count"]))
+                         for k in ("quarter", "half")),
+                   anywhere("year_words"), v.periods["financial_year"]["code"],
                    tuple(p.lower() for p in v.not_claims),
                    re.compile(rf"{v.edge}{v.alternatives('articles')}\s+$", re.IGNORECASE),
                    re.compile(rf"{v.edge}{v.alternatives('conversation.auxiliaries')}\s+"
                               rf"(?:{v.alternatives('articles')}\s+)?$", re.IGNORECASE),
+                   rf"{v.edge}(?:{v.alternatives('conversation.auxiliaries')}"
+                   rf"|{v.alternatives('articles')})",
                    int(v.get("conversation.ellipsis_words")))
 
 
@@ -221,6 +235,26 @@ def _subject(turn: Turn, person: bool, plural: bool, w: ConversationWords,
             if not _AMOUNT.fullmatch(x)][:MAX_CARRIED_WORDS]
 
 
+def _moved(name: str, q: str, w: ConversationWords) -> str | None:
+    """`name` (a period: "Q2 FY2024", "FY2024") moved by the step `q` asks for ("a quarter
+    later" → "Q3 FY2024", "a year earlier" → "FY2023"); None when `q` asks none of it."""
+    step = 1 if w.later.search(q) else -1 if w.earlier.search(q) else 0
+    year = re.search(rf"{re.escape(w.year_code)}(\d{{4}})", name)
+    if not step or year is None:
+        return None
+    y = int(year.group(1))
+    for words_, code, count in w.periods:
+        part = re.search(rf"(?<!\w){re.escape(code)}([1-{count}])(?!\w)", name)
+        if part and words_.search(q):
+            n = int(part.group(1)) - 1 + step
+            y, n = y + n // count, n % count
+            name = name[:part.start(1)] + str(n + 1) + name[part.end(1):]
+            return name.replace(year.group(0), f"{w.year_code}{y}")
+    if w.year.search(q):
+        return name.replace(year.group(0), f"{w.year_code}{y + step}")
+    return None
+
+
 def _with_kind(text: str, names: list[str], w: ConversationWords, rd: Reading) -> list[str]:
     """Each name with the content word written right after it when an article comes before
     it or the question ends after it: what kind of thing it names ("the Austin office", "the
@@ -232,8 +266,15 @@ def _with_kind(text: str, names: list[str], w: ConversationWords, rd: Reading) -
         before = text[:m.start()] if m else ""
         kind = m.group(1) if m and not w.auxiliary.search(before) and (
             m.group(2) is not None or w.article.search(before)) else ""
-        out.append(f"{n} {kind}" if kind.lower() in content and not rd.is_code(kind)
-                   and not any(kind in o for o in names) else n)
+        if kind.lower() in content and not rd.is_code(kind) and not any(kind in o for o in names):
+            out.append(f"{n} {kind}")
+            continue
+        # a code's kind may come before it: "does error code E201 …", "the error E104"
+        m = re.search(rf"{w.lead_in}\s+((?:[\w-]+\s+){{1,2}}){re.escape(n)}(?!\w)", text,
+                      re.IGNORECASE)
+        lead = m.group(1).split() if m and _shape(n, rd)[0] == "code" else []
+        ok = bool(lead) and all(x.lower() in content and not rd.is_code(x) for x in lead)
+        out.append(f"{' '.join(lead)} {n}" if ok else n)
     return out
 
 
@@ -320,15 +361,21 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
     how = []
     # "what about X": X read where a capitalised first word is still a name ("Rotterdam")
     focus_names = _names(f"{_LEAD} {opening.focus}", rd) if opening.focus else []
+    step = w.later.search(q) or w.earlier.search(q)
+    if (step and opening.kind in ("and", None)
+            and (pronoun is None or pronoun.group(0).lower() in step.group(0).lower())
+            and len(rd.content_words(opening.body)) <= w.ellipsis_words):
+        moved = [m for m in (_moved(n, q, w) for n in _names(turn.searched, rd)) if m]
+        if moved:  # "and a quarter later?": turn's question asked of the next quarter
+            opening, focus_names = _Opening("about", " ".join(moved), ""), moved
     if focus_names and opening.kind == "about":
         placed, unplaced = _substitute(" ".join(subject), subject, focus_names, rd)
         subject = [*placed.split(" "), *unplaced]
         how.append(f"{', '.join(focus_names)} in place of the earlier name")
     aspect = _aspect(turn, subject, rd)
     carried = list(subject)
-    if (len(rd.content_words(opening.body or opening.focus)) <= w.ellipsis_words
-            and w.relative.search(q)):
-        carried += aspect  # "and a quarter later?": what was asked, of another one
+    if len(rd.content_words(opening.body or opening.focus)) <= w.ellipsis_words and step:
+        carried += aspect  # "and the one after?": what was asked, of another one
 
     if opening.kind == "about" and not opening.body:
         if focus_names:
