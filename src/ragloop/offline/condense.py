@@ -6,12 +6,12 @@ it?"), or is too short to carry a subject ("is there a free trial?"). It is then
 with the subject of the turn it refers to: the last turn (its standalone question, already
 resolved, so a subject is never taken from further back than that turn carried it), or for
 "going back to X" the latest earlier turn whose question (else answer) shares a word with X.
-The subject is that question's names, each with the word that says what it names ("the
-Austin office", "the S200 sensor"); else, for a person's pronoun, the names its answer gave;
-for a "which …?" question without a name, the codes (else names) its answer stated, not what
-a clause of it denies; else the question's content words. An answer is read without its
-citation markers ("[1]"), its declines and its bare figures, and "they"/"them" are never read
-as numbers.
+For a person's pronoun the subject is the names that turn's answer gave; else its
+question's names, each with the word that says what it names ("the Austin office", "error
+code E201"); for a "which …?" question without a name, the codes (else names) its answer
+stated, not what a clause of it denies; else the question's content words. An answer is
+read without its citation markers ("[1]"), its declines and its bare figures, and
+"they"/"them" are never read as numbers.
 
 - "what about X" puts X in place of the earlier name of the same shape (S300 for S200, Q1
   FY2025 for Q3 FY2024, £60,000 for £20,000, Rotterdam for Austin); X with no name is a new
