@@ -162,3 +162,10 @@ def test_a_code_keeps_the_words_before_it_that_say_what_it_is() -> None:
     assert "error code E7" in r.question
     r = ask([("How do I install X9 firmware?", "From a USB drive.")], "How long does it take?")
     assert "install X9" not in r.question and "X9" in r.question
+
+
+def test_a_period_is_joined_as_the_period_asked_about() -> None:
+    r = ask([("What was revenue in Q2 FY2025?", "£15m.")], "And the gross margin?")
+    assert r.question == "The gross margin in Q2 FY2025?"
+    r = ask([("What was X9 revenue in Q2 FY2025?", "£5m.")], "And the churn?")
+    assert r.question == "The churn in Q2 FY2025 (X9)?"

@@ -83,6 +83,7 @@ class ConversationWords:
     # verb ("does the S300 cost?"), not the kind of thing the name is
     auxiliary: re.Pattern[str]
     lead_in: str  # an auxiliary or an article, as a pattern: what comes before a code's kind
+    period_joiner: str  # "in": what joins a period to a question ("… in Q3 FY2024?")
     ellipsis_words: int
 
     @classmethod
@@ -110,6 +111,7 @@ class ConversationWords:
                               rf"(?:{v.alternatives('articles')}\s+)?$", re.IGNORECASE),
                    rf"{v.edge}(?:{v.alternatives('conversation.auxiliaries')}"
                    rf"|{v.alternatives('articles')})",
+                   v.text("conversation.period_joiner"),
                    int(v.get("conversation.ellipsis_words")))
 
 
@@ -308,11 +310,19 @@ def _tidy(text: str, like: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def _with_subject(text: str, subject: list[str]) -> str:
+def _with_subject(text: str, subject: list[str], w: ConversationWords, rd: Reading) -> str:
+    """`text` with the subject it lacks added: a period joined as one ("the churn in Q1
+    FY2025", which the search reads as the period asked about), the rest in brackets."""
     missing = list(dict.fromkeys(s for s in subject if s.lower() not in text.lower()))
     if not missing:
         return text
-    return f"{text.rstrip('?!. ')} ({' '.join(missing)})?"
+    periods = [s for s in missing if all(rd.is_period(x) for x in s.split())]
+    rest = [s for s in missing if s not in periods]
+    text = text.rstrip("?!. ")
+    if periods:
+        text = f"{text} {w.period_joiner} {' '.join(periods)}" if w.period_joiner else \
+            f"{text}{' '.join(periods)}"
+    return f"{text} ({' '.join(rest)})?" if rest else f"{text}?"
 
 
 def _a_choice(q: str, w: ConversationWords, rd: Reading) -> bool:
@@ -380,10 +390,10 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
     if opening.kind == "about" and not opening.body:
         if focus_names:
             text, unplaced = _substitute(turn.searched, _names(turn.searched, rd), focus_names, rd)
-            text = _with_subject(text, unplaced)
+            text = _with_subject(text, unplaced, w, rd)
             how.append(f"the question of turn {at + 1} asked again")
         else:  # a new aspect of the same subject
-            text = _with_subject(opening.focus, carried)
+            text = _with_subject(opening.focus, carried, w, rd)
             how.append(f"a new aspect of turn {at + 1}'s subject")
     elif opening.kind == "why" and len(rd.content_words(opening.body)) <= 1 and pronoun is None:
         text = f"{opening.body.rstrip('?!. ')} {turn.searched}"  # "why?", "why not?"
@@ -398,13 +408,13 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
             for o in own for s in subject) else subject
         text = body[:pronoun.start()] + " ".join(what) + body[pronoun.end():]
         if what is subject and not person and len(rd.content_words(body)) <= 1:
-            text = _with_subject(text, [*subject, *aspect])  # "how long does it take?"
+            text = _with_subject(text, [*subject, *aspect], w, rd)  # "how long does it take?"
         how.append(f"'{pronoun.group(0)}' read as {' '.join(what)} (turn {at + 1})")
     else:
         body = opening.body or q
         if opening.kind == "back" and not w.pronoun.search(opening.focus):
             carried = [*rd.content_words(opening.focus), *carried]  # "going back to the mileage"
-        text = _with_subject(body, carried)
+        text = _with_subject(body, carried, w, rd)
         how.append(f"the subject of turn {at + 1} added")
     sign = {"back": "refers back by name", "about": "'what about'", "why": "'why'",
             "and": "opens with a continuation", None: "no subject of its own"}[opening.kind]
