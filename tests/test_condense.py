@@ -88,3 +88,84 @@ def test_italian_and_chinese_words() -> None:
 def test_an_empty_question_is_refused() -> None:
     with pytest.raises(ValueError, match="empty"):
         condense([Turn("What is E104?")], "   ", EN)
+
+
+def test_an_aspect_only_follow_up_keeps_the_subject_not_the_earlier_aspect() -> None:
+    r = ask([("What is the operating temperature range of the X9 pump?", "-20 to 60 °C.")],
+            "And the warranty?")
+    assert "X9" in r.question and "temperature" not in r.question
+
+
+def test_a_later_follow_up_reads_the_last_turn_not_the_first() -> None:
+    turns = [Turn("What is the operating temperature range of the X9 pump?", answer="-20 °C."),
+             Turn("And the warranty?", standalone="The warranty (X9 pump)?", answer="2 years.")]
+    r = condense(turns, "Can I extend it?", EN)
+    assert "warranty" in r.question and "temperature" not in r.question
+
+
+def test_an_answers_citation_markers_and_figures_are_no_subject() -> None:
+    r = ask([("Who must approve a trip?", "Mary Jones approves trips [1]. Above £10,000: [2].")],
+            "Who does she report to?")
+    assert "Mary Jones" in r.question
+    assert "[" not in r.question and "10,000" not in r.question and " 1 " not in r.question
+
+
+def test_a_which_question_passes_on_the_name_its_answer_gave() -> None:
+    r = ask([("Which pump is rated for hot water?",
+              "The P100 is not rated for hot water; the P300 is rated to 90 °C. [1]")],
+            "How much does it cost?")
+    assert "P300" in r.question and "P100" not in r.question
+
+
+def test_it_beside_a_sibling_code_is_what_was_asked() -> None:
+    r = ask([("What is the warranty period of the P300?", "2 years.")],
+            "Is it the same for the P100?")
+    assert "warranty" in r.question and "P100" in r.question and "P300" not in r.question
+
+
+def test_them_is_never_read_as_numbers() -> None:
+    r = ask([("How long are support tickets kept?",
+              "Tickets are kept 3 years [1]; calls 90 days.")],
+            "Who can stop them being deleted?")
+    assert "tickets" in r.question and not any(c.isdigit() for c in r.question)
+
+
+def test_going_back_reads_the_earlier_questions_before_their_answers() -> None:
+    r = ask([("What does error E7 mean?", "The pump overheated."),
+             ("How do I return a pump?", "Quote the RMA number; an error E7 or E8 is noted."),
+             ("How long is the RMA number valid?", "30 days.")],
+            "Going back to that error, which pump has the widest range?")
+    assert r.refers_to == 0 and "E7" in r.question and "E8" not in r.question
+
+
+def test_a_name_keeps_the_word_that_says_what_it_names() -> None:
+    r = ask([("Where is the Leeds office?", "12 Park Row.")], "Who leads it?")
+    assert "Leeds office" in r.question
+    r = ask([("How much does P300 cost?", "£300.")], "And the warranty?")
+    assert "P300" in r.question and "cost" not in r.question
+
+
+def test_a_period_later_or_earlier_asks_the_question_of_that_period() -> None:
+    turns = [Turn("What was revenue in Q2 FY2024?", answer="£12m."),
+             Turn("And headcount at the end of it?", answer="412.",
+                  standalone="Headcount at the end of Q2 FY2024?")]
+    assert condense(turns, "And a quarter later?", EN).question == \
+        "Headcount at the end of Q3 FY2024?"
+    assert condense(turns, "And a year after that?", EN).question == \
+        "Headcount at the end of Q2 FY2025?"
+    r = ask([("What was revenue in Q1 FY2025?", "£14m.")], "And a quarter earlier?")
+    assert r.question == "What was revenue in Q4 FY2024?"
+
+
+def test_a_code_keeps_the_words_before_it_that_say_what_it_is() -> None:
+    r = ask([("What does error code E7 mean?", "The pump overheated.")], "And what should I check?")
+    assert "error code E7" in r.question
+    r = ask([("How do I install X9 firmware?", "From a USB drive.")], "How long does it take?")
+    assert "install X9" not in r.question and "X9" in r.question
+
+
+def test_a_period_is_joined_as_the_period_asked_about() -> None:
+    r = ask([("What was revenue in Q2 FY2025?", "£15m.")], "And the gross margin?")
+    assert r.question == "The gross margin in Q2 FY2025?"
+    r = ask([("What was X9 revenue in Q2 FY2025?", "£5m.")], "And the churn?")
+    assert r.question == "The churn in Q2 FY2025 (X9)?"

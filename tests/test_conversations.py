@@ -28,7 +28,7 @@ def test_a_follow_up_is_searched_standalone(small_kb) -> None:
     assert seen[1].kind == "route"
     assert seen[0].typed == second.question and seen[0].standalone == second.standalone
     assert seen[0].turn_kind == TurnKind.FOLLOW_UP and "it" in seen[0].reason
-    assert [c.doc_id for c in second.citations] == ["products/sensor.md"]
+    assert {c.doc_id for c in second.citations} == {"products/sensor.md"}
     assert "5 years" in second.answer
 
     stored = engine.runs.conversation(chat.id)

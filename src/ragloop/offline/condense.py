@@ -3,15 +3,25 @@
 A question refers back when it opens with a follow-up phrase ("and …", "what about …",
 "why …", "going back to …"), uses a pronoun before naming anything of its own ("how do I pair
 it?"), or is too short to carry a subject ("is there a free trial?"). It is then rewritten
-with the subject of the turn it refers to — that turn's names (S200, Edge G2, Q3 FY2024,
-Helen Marsh; its answer's names when it had none or the pronoun is a person's), else its
-content words:
+with the subject of the turn it refers to: the last turn (its standalone question, already
+resolved, so a subject is never taken from further back than that turn carried it), or for
+"going back to X" the latest earlier turn whose question (else answer) shares a word with X.
+For a person's pronoun the subject is the names that turn's answer gave; else its
+question's names, each with the word that says what it names ("the Austin office", "error
+code E201"); for a "which …?" question without a name, the codes (else names) its answer
+stated, not what a clause of it denies; else the question's content words. An answer is
+read without its citation markers ("[1]"), its declines and its bare figures, and
+"they"/"them" are never read as numbers.
 
 - "what about X" puts X in place of the earlier name of the same shape (S300 for S200, Q1
   FY2025 for Q3 FY2024, £60,000 for £20,000, Rotterdam for Austin); X with no name is a new
   aspect of the same subject ("what about the battery?" → "the battery (S200)");
 - a pronoun is replaced by the subject ("how long does its battery last?" → "… S200 battery …");
-- anything else that refers back gets the subject added.
+  beside a sibling code of the question's own ("is it the same for the S100?" after the S300's
+  warranty) it is what was asked, the warranty, not the S300;
+- anything else that refers back gets the subject added, without the earlier turn's aspect
+  ("and the warranty?" after the S300's temperature range → "the warranty (S300)?"), unless it
+  asks the same again of something relative ("and a quarter later?").
 
 A question with no such sign stands alone and is left as typed; when it shares no word with
 the last turn it is a new topic, and the history is dropped.
@@ -28,8 +38,9 @@ from dataclasses import dataclass
 
 from ragloop.core.conversation import Condensed, Turn, TurnKind, narrowed
 from ragloop.core.types import Usage
+from ragloop.language.support import CITATION
 from ragloop.language.text import ENGLISH_READING, Reading, code_family, stem, words
-from ragloop.language.vocabulary import Vocabulary
+from ragloop.language.vocabulary import Vocabulary, alternation, as_list
 
 # A money amount or number as written: "£20,000", "2.5.0", "10,000".
 _AMOUNT = re.compile(r"(?<![\w.,])[£$€]?\d(?:[\d,.]*\d)?(?![\w])")
@@ -37,6 +48,8 @@ _AMOUNT = re.compile(r"(?<![\w.,])[£$€]?\d(?:[\d,.]*\d)?(?![\w])")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
 # what separates "what about X" from a clause that follows it: "what about 2.5.0, what did it add?"
 _CLAUSE_BREAK = re.compile(r"\s*(?:[,;:](?=\s)|\s[—–-]\s)\s*")
+# where one clause of an answer's sentence ends and the next begins ("…; the S300 is …")
+_CLAUSES = re.compile(r"\s*[;:]\s+")
 # A lower-case word put before a fragment so that its first capitalised word reads as a name
 _LEAD = "about"
 # at most this many content words of an earlier question are carried when it has no names
@@ -53,6 +66,24 @@ class ConversationWords:
     back: re.Pattern[str]
     pronoun: re.Pattern[str]
     person: re.Pattern[str]
+    plural: re.Pattern[str]
+    # a question whose answer names its subject ("which sensor is certified …?")
+    by_name: re.Pattern[str]
+    negation: re.Pattern[str]
+    later: re.Pattern[str]  # "and a quarter later?": the same question of the next period
+    earlier: re.Pattern[str]
+    # the period kinds a follow-up may move by: (its words, its code, how many in a year);
+    # the year's words, and the financial year's code
+    periods: tuple[tuple[re.Pattern[str], str, int], ...]
+    year: re.Pattern[str]
+    year_code: str
+    not_claims: tuple[str, ...]  # an answer's sentences with these state nothing
+    article: re.Pattern[str]  # "the" right before a name: "the Austin office"
+    # a verb's helper right before a name (or its article): the word after the name is the
+    # verb ("does the S300 cost?"), not the kind of thing the name is
+    auxiliary: re.Pattern[str]
+    lead_in: str  # an auxiliary or an article, as a pattern: what comes before a code's kind
+    period_joiner: str  # "in": what joins a period to a question ("… in Q3 FY2024?")
     ellipsis_words: int
 
     @classmethod
@@ -67,6 +98,20 @@ class ConversationWords:
 
         return cls(opener("continuations"), opener("about_openers"), opener("why"),
                    opener("back_openers"), anywhere("pronouns"), anywhere("person_pronouns"),
+                   anywhere("plural_pronouns"), anywhere("answered_by_name"),
+                   anywhere("negations"), anywhere("later"), anywhere("earlier"),
+                   tuple((re.compile(rf"{v.edge}{alternation(as_list(v.periods[k]['word']))}"
+                                     rf"{v.edge}", re.IGNORECASE),
+                          v.periods[k]["code"], int(v.periods[k]["count"]))
+                         for k in ("quarter", "half")),
+                   anywhere("year_words"), v.periods["financial_year"]["code"],
+                   tuple(p.lower() for p in v.not_claims),
+                   re.compile(rf"{v.edge}{v.alternatives('articles')}\s+$", re.IGNORECASE),
+                   re.compile(rf"{v.edge}{v.alternatives('conversation.auxiliaries')}\s+"
+                              rf"(?:{v.alternatives('articles')}\s+)?$", re.IGNORECASE),
+                   rf"{v.edge}(?:{v.alternatives('conversation.auxiliaries')}"
+                   rf"|{v.alternatives('articles')})",
+                   v.text("conversation.period_joiner"),
                    int(v.get("conversation.ellipsis_words")))
 
 
@@ -144,28 +189,103 @@ def _stems(text: str, rd: Reading) -> set[str]:
 
 def _referred(history: Sequence[Turn], opening: _Opening, rd: Reading) -> int:
     """Index of the turn a follow-up refers to: the last, or, for "going back to X", the
-    latest earlier turn that shares a word with X."""
+    latest earlier turn whose question shares a word with X (else whose answer or cited
+    titles do: an answer names many things in passing, a question only what it asked)."""
     last = len(history) - 1
     if opening.kind != "back":
         return last
     want = _stems(opening.focus, rd)
-    for i in range(last - 1, -1, -1):
-        if want & _stems(_turn_text(history[i]), rd):
-            return i
+    for text in (lambda t: t.searched, _turn_text):
+        for i in range(last - 1, -1, -1):
+            if want & _stems(text(history[i]), rd):
+                return i
     return max(last - 1, 0)
 
 
-def _subject(turn: Turn, person: bool, rd: Reading) -> list[str]:
-    """What a later turn carries over from `turn`: its names; for a person's pronoun ("who
-    is that person?", "where is he based?") the names its answer gave, when it gave any."""
+def _said(answer: str, w: ConversationWords, rd: Reading) -> list[str]:
+    """The names an answer states: not its citation markers ("[1]"), not its sentences that
+    state nothing (a decline), not what a clause denies ("the S100 is not certified; the S300
+    is" names the S300), and no bare amounts (an answer's figures are no subject)."""
+    out: list[str] = []
+    for sentence in rd.split_sentences(CITATION.sub(" ", answer)):
+        if any(p in sentence.lower() for p in w.not_claims):
+            continue
+        for clause in _CLAUSES.split(sentence):
+            if not w.negation.search(clause):
+                out += [n for n in _names(clause, rd) if _shape(n, rd)[0] != "amount"]
+    return list(dict.fromkeys(out))
+
+
+def _subject(turn: Turn, person: bool, plural: bool, w: ConversationWords,
+             rd: Reading) -> list[str]:
+    """What a later turn carries over from `turn`: the names of its (standalone) question;
+    for a person's pronoun ("who is that person?", "where is he based?") the names its answer
+    gave, when it gave any; for a question with no name that its answer names ("which sensor
+    is …?") the codes (else names) the answer gave; else the question's content words. "They"
+    and "them" are never read as bare numbers."""
+    said = _said(turn.answer, w, rd)
+    if person and said:
+        return said
     names = _names(turn.searched, rd)
-    answer = _names(turn.answer, rd)
-    if person and answer:
-        return answer
-    names += [n for n in answer if n not in names] if not names else []
+    if plural:
+        names = [n for n in names if _shape(n, rd)[0] != "amount"]
     if names:
-        return names
-    return rd.content_words(turn.searched)[:MAX_CARRIED_WORDS]
+        return _with_kind(turn.searched, names, w, rd)
+    if said and w.by_name.search(turn.searched):
+        return [n for n in said if _shape(n, rd)[0] == "code"] or said
+    return [x for x in rd.content_words(turn.searched)
+            if not _AMOUNT.fullmatch(x)][:MAX_CARRIED_WORDS]
+
+
+def _moved(name: str, q: str, w: ConversationWords) -> str | None:
+    """`name` (a period: "Q2 FY2024", "FY2024") moved by the step `q` asks for ("a quarter
+    later" → "Q3 FY2024", "a year earlier" → "FY2023"); None when `q` asks none of it."""
+    step = 1 if w.later.search(q) else -1 if w.earlier.search(q) else 0
+    year = re.search(rf"{re.escape(w.year_code)}(\d{{4}})", name)
+    if not step or year is None:
+        return None
+    y = int(year.group(1))
+    for words_, code, count in w.periods:
+        part = re.search(rf"(?<!\w){re.escape(code)}([1-{count}])(?!\w)", name)
+        if part and words_.search(q):
+            n = int(part.group(1)) - 1 + step
+            y, n = y + n // count, n % count
+            name = name[:part.start(1)] + str(n + 1) + name[part.end(1):]
+            return name.replace(year.group(0), f"{w.year_code}{y}")
+    if w.year.search(q):
+        return name.replace(year.group(0), f"{w.year_code}{y + step}")
+    return None
+
+
+def _with_kind(text: str, names: list[str], w: ConversationWords, rd: Reading) -> list[str]:
+    """Each name with the content word written right after it when an article comes before
+    it or the question ends after it: what kind of thing it names ("the Austin office", "the
+    S200 sensor", "who leads Austin office?"; not the verb of "does the S300 cost?")."""
+    content = {x.lower() for x in rd.content_words(text)}
+    out = []
+    for n in names:
+        m = re.search(rf"(?<!\w){re.escape(n)}\s+(\w[\w-]*)(\s*[?!.？]?\s*$)?", text)
+        before = text[:m.start()] if m else ""
+        kind = m.group(1) if m and not w.auxiliary.search(before) and (
+            m.group(2) is not None or w.article.search(before)) else ""
+        if kind.lower() in content and not rd.is_code(kind) and not any(kind in o for o in names):
+            out.append(f"{n} {kind}")
+            continue
+        # a code's kind may come before it: "does error code E201 …", "the error E104"
+        m = re.search(rf"{w.lead_in}\s+((?:[\w-]+\s+){{1,2}}){re.escape(n)}(?!\w)", text,
+                      re.IGNORECASE)
+        lead = m.group(1).split() if m and _shape(n, rd)[0] == "code" else []
+        ok = bool(lead) and all(x.lower() in content and not rd.is_code(x) for x in lead)
+        out.append(f"{' '.join(lead)} {n}" if ok else n)
+    return out
+
+
+def _aspect(turn: Turn, subject: list[str], rd: Reading) -> list[str]:
+    """What `turn` asked about its subject: its question's content words, not the subject's
+    ("operating temperature range" of "… range of the S300?")."""
+    held = {x.lower() for s in subject for x in words(s)}
+    return [x for x in rd.content_words(turn.searched)
+            if x.lower() not in held][:MAX_CARRIED_WORDS]
 
 
 def _substitute(question: str, old_names: list[str], new: list[str],
@@ -190,11 +310,19 @@ def _tidy(text: str, like: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def _with_subject(text: str, subject: list[str]) -> str:
+def _with_subject(text: str, subject: list[str], w: ConversationWords, rd: Reading) -> str:
+    """`text` with the subject it lacks added: a period joined as one ("the churn in Q1
+    FY2025", which the search reads as the period asked about), the rest in brackets."""
     missing = list(dict.fromkeys(s for s in subject if s.lower() not in text.lower()))
     if not missing:
         return text
-    return f"{text.rstrip('?!. ')} ({' '.join(missing)})?"
+    periods = [s for s in missing if all(rd.is_period(x) for x in s.split())]
+    rest = [s for s in missing if s not in periods]
+    text = text.rstrip("?!. ")
+    if periods:
+        text = f"{text} {w.period_joiner} {' '.join(periods)}" if w.period_joiner else \
+            f"{text}{' '.join(periods)}"
+    return f"{text} ({' '.join(rest)})?" if rest else f"{text}?"
 
 
 def _a_choice(q: str, w: ConversationWords, rd: Reading) -> bool:
@@ -237,41 +365,56 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
 
     at = _referred(history, opening, rd)
     turn = history[at]
-    person = pronoun is not None and w.person.fullmatch(pronoun.group(0).strip()) is not None
-    subject = _subject(turn, person, rd)
+    said = pronoun.group(0).strip() if pronoun is not None else ""
+    person = bool(said) and w.person.fullmatch(said) is not None
+    subject = _subject(turn, person, bool(said) and w.plural.fullmatch(said) is not None, w, rd)
     how = []
     # "what about X": X read where a capitalised first word is still a name ("Rotterdam")
     focus_names = _names(f"{_LEAD} {opening.focus}", rd) if opening.focus else []
+    step = w.later.search(q) or w.earlier.search(q)
+    if (step and opening.kind in ("and", None)
+            and (pronoun is None or pronoun.group(0).lower() in step.group(0).lower())
+            and len(rd.content_words(opening.body)) <= w.ellipsis_words):
+        moved = [m for m in (_moved(n, q, w) for n in _names(turn.searched, rd)) if m]
+        if moved:  # "and a quarter later?": turn's question asked of the next quarter
+            opening, focus_names = _Opening("about", " ".join(moved), ""), moved
     if focus_names and opening.kind == "about":
         placed, unplaced = _substitute(" ".join(subject), subject, focus_names, rd)
         subject = [*placed.split(" "), *unplaced]
         how.append(f"{', '.join(focus_names)} in place of the earlier name")
+    aspect = _aspect(turn, subject, rd)
     carried = list(subject)
-    if len(rd.content_words(opening.body or opening.focus)) <= w.ellipsis_words:
-        carried += rd.content_words(turn.searched)[:MAX_CARRIED_WORDS]  # too short to stand
+    if len(rd.content_words(opening.body or opening.focus)) <= w.ellipsis_words and step:
+        carried += aspect  # "and the one after?": what was asked, of another one
 
     if opening.kind == "about" and not opening.body:
         if focus_names:
             text, unplaced = _substitute(turn.searched, _names(turn.searched, rd), focus_names, rd)
-            text = _with_subject(text, unplaced)
+            text = _with_subject(text, unplaced, w, rd)
             how.append(f"the question of turn {at + 1} asked again")
         else:  # a new aspect of the same subject
-            text = _with_subject(opening.focus, carried)
+            text = _with_subject(opening.focus, carried, w, rd)
             how.append(f"a new aspect of turn {at + 1}'s subject")
     elif opening.kind == "why" and len(rd.content_words(opening.body)) <= 1 and pronoun is None:
         text = f"{opening.body.rstrip('?!. ')} {turn.searched}"  # "why?", "why not?"
         how.append(f"why of turn {at + 1}")
     elif pronoun is not None:
         body = opening.body
-        text = body[:pronoun.start()] + " ".join(subject) + body[pronoun.end():]
-        if len(rd.content_words(body)) <= 1:  # "how long does it take?": what "it" did, too
-            text = _with_subject(text, carried)
-        how.append(f"'{pronoun.group(0)}' read as {' '.join(subject)} (turn {at + 1})")
+        own = _names(body, rd)
+        # "is it the same for the S100?" after the S300's warranty: "it" is what was asked
+        # (the warranty), of a sibling the question names itself
+        what = aspect if not person and aspect and any(
+            _shape(o, rd)[0] == "code" and _same_shape(o, s, rd)
+            for o in own for s in subject) else subject
+        text = body[:pronoun.start()] + " ".join(what) + body[pronoun.end():]
+        if what is subject and not person and len(rd.content_words(body)) <= 1:
+            text = _with_subject(text, [*subject, *aspect], w, rd)  # "how long does it take?"
+        how.append(f"'{pronoun.group(0)}' read as {' '.join(what)} (turn {at + 1})")
     else:
         body = opening.body or q
         if opening.kind == "back" and not w.pronoun.search(opening.focus):
             carried = [*rd.content_words(opening.focus), *carried]  # "going back to the mileage"
-        text = _with_subject(body, carried)
+        text = _with_subject(body, carried, w, rd)
         how.append(f"the subject of turn {at + 1} added")
     sign = {"back": "refers back by name", "about": "'what about'", "why": "'why'",
             "and": "opens with a continuation", None: "no subject of its own"}[opening.kind]
