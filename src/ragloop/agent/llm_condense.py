@@ -13,7 +13,7 @@ string, falls back to the offline rule (a bad condense never fails a turn)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -44,12 +44,23 @@ Never answer the question; never add facts that are not in the conversation.
 Schema: {{"standalone": "...", "kind": "follow_up"|"new_topic"|"standalone", "reason": "..."}}"""
 
 
+# maxLength is a schema bound, not a check (as agent/tools.py's arguments): llama.cpp turns it
+# into a bounded repetition in the reply's grammar (grammars/README.md, "JSON Schemas →
+# GBNF": a string's minLength/maxLength become `char{m,n}`), so a grammar-constrained small
+# model cannot loop inside a string. Without it SmolLM2-135M on the tests' server wrote one
+# string until max_tokens (2048), was asked again with twice the budget, filled the 4096-token
+# context and failed the turn (benchmarks/conversations.py, dev split). Kept well under the
+# repetition cap newer llama-server builds put on a grammar (a maxLength near 2000 is refused).
+STANDALONE_CHARS = 500
+REASON_CHARS = 200
+
+
 class CondenseReply(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    standalone: str = Field(min_length=1)
+    standalone: str = Field(min_length=1, json_schema_extra={"maxLength": STANDALONE_CHARS})
     kind: Literal["follow_up", "new_topic", "standalone"]
-    reason: str | None = ""
+    reason: Annotated[str, Field(json_schema_extra={"maxLength": REASON_CHARS})] | None = ""
 
 
 def condenser_user(history: Sequence[Turn], question: str) -> str:

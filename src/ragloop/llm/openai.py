@@ -51,7 +51,7 @@ from ragloop.llm.base import (
     ToolChoice,
 )
 from ragloop.llm.pricing import cost_usd
-from ragloop.llm.sdk_errors import fix_for, translate
+from ragloop.llm.sdk_errors import context_full, fix_for, translate
 
 log = logging.getLogger("ragloop.llm")
 
@@ -237,8 +237,14 @@ class OpenAIChat:
 
 def _rejects_response_format(exc: openai.APIStatusError) -> bool:
     """A 400 / 422, or a 500 that names response_format (llama-cpp-python answers its own
-    request validation with 500)."""
-    return exc.status_code in (400, 422) or "response_format" in str(exc.body or exc.message)
+    request validation with 500). Not a 400 that says the request does not fit the context
+    window: llama-cpp-python answers a prompt plus max_tokens over n_ctx with 400 whatever the
+    response_format, and reading that as a rejection dropped constrained output for the
+    client's life (seen in benchmarks/conversations.py against the tests' server)."""
+    text = str(exc.body or exc.message)
+    if context_full(text):
+        return False
+    return exc.status_code in (400, 422) or "response_format" in text
 
 
 def _tool_choice(choice: ToolChoice) -> Any:
