@@ -152,7 +152,7 @@ class ModelWay:
             "seconds": seconds, "calls": len(replies),
             "first_valid": bool(replies) and _valid(replies[0]),
             "valid": bool(replies) and _valid(replies[-1]),
-            "fallback": c.reason.startswith("model reply unreadable"),
+            "fallback": c.fell_back,
             "typed": question, "standalone": c.question})
         return c.question
 

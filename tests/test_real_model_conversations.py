@@ -102,6 +102,7 @@ def test_the_condense_reply_is_bounded_at_the_engines_budget(llama_server) -> No
         c = condenser.condense(history, "What about the T7?")
     calls = _condense_calls(wire)
     schema = calls[0][0]["response_format"]["schema"]["properties"]
+    assert list(schema) == ["kind", "standalone", "reason"]  # the grammar's order: kind first
     assert schema["standalone"]["maxLength"] == STANDALONE_CHARS
     assert schema["reason"]["anyOf"][0]["maxLength"] == REASON_CHARS
     assert len(calls) == 1, [resp["choices"][0]["finish_reason"] for _, resp in calls]

@@ -41,7 +41,7 @@ knowledge base so that it can be searched on its own, without the conversation.
 Never answer the question; never add facts that are not in the conversation.
 "reason": a few words on why. {DATA_RULE}
 {JSON_RULE}
-Schema: {{"standalone": "...", "kind": "follow_up"|"new_topic"|"standalone", "reason": "..."}}"""
+Schema: {{"kind": "follow_up"|"new_topic"|"standalone", "standalone": "...", "reason": "..."}}"""
 
 
 # maxLength is a schema bound, not a check (as agent/tools.py's arguments): llama.cpp turns it
@@ -56,10 +56,16 @@ REASON_CHARS = 200
 
 
 class CondenseReply(BaseModel):
+    """`kind` first: a grammar-constrained server writes the properties in the schema's order
+    (llama.cpp's converter: `root ::= "{" kind-kv "," standalone-kv …`), and what to write in
+    `standalone` depends on the kind (the prompt's rules), so the decision comes before the
+    text it governs, as PlanReply's need_search does. Written the other way round the model
+    copied the message into `standalone` first, then called it a new topic."""
+
     model_config = ConfigDict(extra="ignore")
 
-    standalone: str = Field(min_length=1, json_schema_extra={"maxLength": STANDALONE_CHARS})
     kind: Literal["follow_up", "new_topic", "standalone"]
+    standalone: str = Field(min_length=1, json_schema_extra={"maxLength": STANDALONE_CHARS})
     reason: Annotated[str, Field(json_schema_extra={"maxLength": REASON_CHARS})] | None = ""
 
 
@@ -97,7 +103,7 @@ class LLMCondenser:
             offline = self.fallback.condense(history, q)
             return Condensed(offline.question, offline.kind,
                              f"model reply unreadable; the offline rule: {offline.reason}",
-                             offline.subject, offline.refers_to)
+                             offline.subject, offline.refers_to, fell_back=True)
         kind = TurnKind(reply.kind)
         # a turn that does not follow up is searched as typed, whatever the model rewrote
         text = " ".join(reply.standalone.split()) if kind is TurnKind.FOLLOW_UP else q
