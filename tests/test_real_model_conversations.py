@@ -104,6 +104,7 @@ def test_the_condense_reply_is_bounded_at_the_engines_budget(llama_server) -> No
     schema = calls[0][0]["response_format"]["schema"]["properties"]
     assert list(schema) == ["kind", "standalone", "reason"]  # the grammar's order: kind first
     assert schema["standalone"]["maxLength"] == STANDALONE_CHARS
+    assert schema["standalone"]["minLength"] == 1  # validated so: never written empty
     assert schema["reason"]["anyOf"][0]["maxLength"] == REASON_CHARS
     assert len(calls) == 1, [resp["choices"][0]["finish_reason"] for _, resp in calls]
     resp = calls[0][1]

@@ -49,6 +49,7 @@ from ragloop.llm.base import (
     Purpose,
     ToolCall,
     ToolChoice,
+    without_length_bounds,
 )
 from ragloop.llm.pricing import cost_usd
 from ragloop.llm.sdk_errors import context_full, fix_for, translate
@@ -254,8 +255,13 @@ def _tool_choice(choice: ToolChoice) -> Any:
 
 
 def _response_format(schema: dict[str, Any], dialect: Dialect) -> dict[str, Any]:
+    """The schema as the server constrains it: llama.cpp's servers and Ollama (whose format
+    is llama.cpp's grammar) keep string length bounds; OpenAI's strict mode, and servers
+    that may stand in for it, get the schema without them (base.LENGTH_BOUNDS)."""
     if dialect == "llamacpp":
         return {"type": "json_object", "schema": schema}
+    if dialect != "ollama":
+        schema = without_length_bounds(schema)
     return {"type": "json_schema",
             "json_schema": {"name": "decision", "schema": schema, "strict": True}}
 
