@@ -153,7 +153,8 @@ class ModelWay:
             "first_valid": bool(replies) and _valid(replies[0]),
             "valid": bool(replies) and _valid(replies[-1]),
             "fallback": c.fell_back,
-            "typed": question, "standalone": c.question})
+            "typed": question, "standalone": c.question,
+            "replies": [[r.text, str(r.finish)] for r in replies]})
         return c.question
 
 
