@@ -116,16 +116,17 @@ def test_the_condense_reply_is_bounded_at_the_engines_budget(llama_server) -> No
 
 
 def test_a_request_over_the_context_keeps_constrained_output(llama_server) -> None:
-    """llama-cpp-python answers a prompt plus max_tokens over its n_ctx with HTTP 400 whatever
-    the response_format. That is the context's error, said once: not a rejection of
-    response_format, so the client neither asks again without it nor drops it for its later
-    decisions."""
+    """llama-cpp-python answers messages longer than its n_ctx (4096 here) with HTTP 400
+    whatever the response_format (a longer max_tokens it cuts to fit). That is the context's
+    error, said once: not a rejection of response_format, so the client neither asks again
+    without it nor drops it for its later decisions."""
     wire = WireLog()
     model = _chat(llama_server, wire)
     ask = [Message(role="user", content="Is the T9 sensor waterproof?")]
     schema = strict_schema(CondenseReply)
+    too_long = [Message(role="user", content="Is the T9 sensor waterproof? " * 800)]
     with pytest.raises(ProviderError, match="context"):
-        model.chat(ask, max_tokens=8192, json_schema=schema)
+        model.chat(too_long, max_tokens=32, json_schema=schema)
     assert len(wire.exchanges) == 1 and wire.exchanges[0][1]["status"] == 400
     with explained():
         model.chat(ask, max_tokens=32, json_schema=schema)

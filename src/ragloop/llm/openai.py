@@ -239,7 +239,7 @@ class OpenAIChat:
 def _rejects_response_format(exc: openai.APIStatusError) -> bool:
     """A 400 / 422, or a 500 that names response_format (llama-cpp-python answers its own
     request validation with 500). Not a 400 that says the request does not fit the context
-    window: llama-cpp-python answers a prompt plus max_tokens over n_ctx with 400 whatever the
+    window: llama-cpp-python answers messages longer than n_ctx with 400 whatever the
     response_format, and reading that as a rejection dropped constrained output for the
     client's life (seen in benchmarks/conversations.py against the tests' server)."""
     text = str(exc.body or exc.message)
