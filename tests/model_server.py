@@ -37,11 +37,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def llama_server(tmp_path_factory):
-    """The base URL (`http://127.0.0.1:PORT/v1`) of a running llama-cpp-python server."""
-    port = free_port()
-    log = tmp_path_factory.mktemp("llama") / "server.log"
+def server_command(port: int) -> list[str]:
+    """The command that serves the bundled GGUF on `port` as the tests' server (run it with
+    `server_env()`); benchmarks/with_llama_server.py starts the same one."""
     # chatml-function-calling: the ChatML template with llama-cpp-python's tool-call parser,
     # kept to the request's max_tokens (tests/llama_server_bounded.py says why); n_ctx 4096
     # holds a 3-step run of the small KB. One thread for generation and for prompt batches:
@@ -49,13 +47,24 @@ def llama_server(tmp_path_factory):
     # CI machine, other tests) two threads were 7 times slower than one (one tool-call request
     # at load 8: 28.9 s with 2 threads, 4.0 s with 1); on an idle machine one costs little for
     # a 135M model. --verbose logs each request's token counts and times (what a failure shows).
-    cmd = [sys.executable, str(Path(__file__).parent / "llama_server_bounded.py"),
-           "--model", str(gguf_path()),
-           "--model_alias", MODEL_ALIAS, "--chat_format", "chatml-function-calling",
-           "--n_ctx", "4096", "--n_threads", "1", "--n_threads_batch", "1", "--seed", "0",
-           "--verbose", "True", "--host", "127.0.0.1", "--port", str(port)]
+    return [sys.executable, str(Path(__file__).parent / "llama_server_bounded.py"),
+            "--model", str(gguf_path()),
+            "--model_alias", MODEL_ALIAS, "--chat_format", "chatml-function-calling",
+            "--n_ctx", "4096", "--n_threads", "1", "--n_threads_batch", "1", "--seed", "0",
+            "--verbose", "True", "--host", "127.0.0.1", "--port", str(port)]
+
+
+def server_env() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory):
+    """The base URL (`http://127.0.0.1:PORT/v1`) of a running llama-cpp-python server."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("llama") / "server.log"
     url = f"http://127.0.0.1:{port}/v1"
-    with serve(cmd, log, f"{url}/models", 120, env={**os.environ, "OMP_NUM_THREADS": "1"}):
+    with serve(server_command(port), log, f"{url}/models", 120, env=server_env()):
         yield url
 
 

@@ -83,6 +83,7 @@ def test_the_model_condenser_asks_for_its_schema_and_falls_back_to_the_rule() ->
     c = condenser.condense(history, "How long does its battery last?")
     assert (c.question, c.kind, c.reason) == ("How long does the T9 battery last?",
                                              TurnKind.FOLLOW_UP, "it = the T9")
+    assert not c.fell_back
     call = chat.calls[0]
     assert call.json_schema is not None and "standalone" in call.json_schema["properties"]
     assert "<retrieved_data" in call.messages[0].content  # earlier answers are data
@@ -98,7 +99,7 @@ def test_the_model_condenser_asks_for_its_schema_and_falls_back_to_the_rule() ->
     c = LLMCondenser(chat, RuleCondenser(vocabulary("en"))).condense(
         history, "How long does its battery last?")
     assert c.kind == TurnKind.FOLLOW_UP and "T9" in c.question
-    assert c.reason.startswith("model reply unreadable; the offline rule:")
+    assert c.reason.startswith("model reply unreadable; the offline rule:") and c.fell_back
 
 
 def test_the_choice_after_a_question_back_continues_the_conversation(tmp_path) -> None:

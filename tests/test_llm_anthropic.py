@@ -298,6 +298,16 @@ def test_cut_off_replies_are_truncated(server, stop):
     assert resp.finish is Finish.TRUNCATED
 
 
+def test_the_json_schema_goes_without_string_length_bounds(server):
+    """Structured outputs refuse minLength / maxLength; the reply is validated after."""
+    bounded = {"type": "object", "properties": {"q": {"type": "string", "minLength": 1,
+                                                      "maxLength": 50}},
+               "required": ["q"], "additionalProperties": False}
+    chat_for(server).chat([Message("user", "hi")], purpose="decision", json_schema=bounded)
+    assert server.last["output_config"]["format"]["schema"]["properties"] == {
+        "q": {"type": "string"}}
+
+
 def test_decision_call_asks_low_effort_and_the_json_schema(server):
     schema = {"type": "object", "properties": {"query": {"type": ["string", "null"]}},
               "required": ["query"], "additionalProperties": False}

@@ -8,15 +8,23 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from model_server import CALL_TIMEOUT_S, MODEL_ALIAS, WireLog, explained
 
 from ragloop.agent.engine import Engine
 from ragloop.agent.jsonparse import parse_json_object, strict_schema
-from ragloop.agent.llm_condense import CondenseReply, LLMCondenser
+from ragloop.agent.llm_condense import (
+    REASON_CHARS,
+    STANDALONE_CHARS,
+    CondenseReply,
+    LLMCondenser,
+)
 from ragloop.core.conversation import Turn, TurnKind
+from ragloop.core.errors import ProviderError
 from ragloop.core.events import CondenseEvent
 from ragloop.core.types import RunStatus
 from ragloop.language.vocabulary import vocabulary
+from ragloop.llm.base import Message
 from ragloop.llm.openai import OpenAIChat
 from ragloop.offline.condense import RuleCondenser
 from ragloop.offline.grader import LocalGrader
@@ -75,3 +83,53 @@ def test_a_two_turn_conversation_completes(llama_server, small_kb) -> None:
     assert [(t["turn"], t["status"]) for t in turns] == [(0, str(first.status)),
                                                           (1, str(second.status))]
     assert turns[1]["standalone"] == second.standalone
+
+
+def test_the_condense_reply_is_bounded_at_the_engines_budget(llama_server) -> None:
+    """With the engine's default budget (decision_max_tokens 2048) and a history of several
+    turns, the reply's strings carry maxLength into the server's grammar, so the model cannot
+    write one string until the budget runs out: the decision is one call that stops inside
+    its bounds. Without the bounds this conversation's third turn ran to 2047 tokens, was
+    asked again with 4096 and failed on the server's 4096-token context."""
+    wire = WireLog()
+    condenser = LLMCondenser(_chat(llama_server, wire), RuleCondenser(vocabulary("en")),
+                             max_tokens=2048)
+    history = [Turn("What is the IP rating of the T9 sensor?",
+                    answer="IP67: dust-tight and protected against immersion to 1 m. [1]"),
+               Turn("How long does its battery last?", "How long does the T9 battery last?",
+                    answer="About 5 years at the default reporting interval. [1]")]
+    with explained():
+        c = condenser.condense(history, "What about the T7?")
+    calls = _condense_calls(wire)
+    schema = calls[0][0]["response_format"]["schema"]["properties"]
+    assert list(schema) == ["kind", "standalone", "reason"]  # the grammar's order: kind first
+    assert schema["standalone"]["maxLength"] == STANDALONE_CHARS
+    assert schema["standalone"]["minLength"] == 1  # validated so: never written empty
+    assert schema["reason"]["anyOf"][0]["maxLength"] == REASON_CHARS
+    assert len(calls) == 1, [resp["choices"][0]["finish_reason"] for _, resp in calls]
+    resp = calls[0][1]
+    assert resp["choices"][0]["finish_reason"] == "stop", resp["usage"]
+    reply = parse_json_object(resp["choices"][0]["message"]["content"], CondenseReply)
+    assert len(reply.standalone) <= STANDALONE_CHARS
+    assert len(reply.reason or "") <= REASON_CHARS
+    assert c.question
+
+
+def test_a_request_over_the_context_keeps_constrained_output(llama_server) -> None:
+    """llama-cpp-python answers messages longer than its n_ctx (4096 here) with HTTP 400
+    whatever the response_format (a longer max_tokens it cuts to fit). That is the context's
+    error, said once: not a rejection of response_format, so the client neither asks again
+    without it nor drops it for its later decisions."""
+    wire = WireLog()
+    model = _chat(llama_server, wire)
+    ask = [Message(role="user", content="Is the T9 sensor waterproof?")]
+    schema = strict_schema(CondenseReply)
+    too_long = [Message(role="user", content="Is the T9 sensor waterproof? " * 800)]
+    with pytest.raises(ProviderError, match="context"):
+        model.chat(too_long, max_tokens=32, json_schema=schema)
+    assert len(wire.exchanges) == 1 and wire.exchanges[0][1]["status"] == 400
+    with explained():
+        model.chat(ask, max_tokens=32, json_schema=schema)
+    request, response = wire.exchanges[-1]
+    assert response["status"] == 200
+    assert request["response_format"] == {"type": "json_object", "schema": schema}

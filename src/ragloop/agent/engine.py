@@ -125,9 +125,9 @@ class Engine:
             return LLMAnswerer(chat, max_tokens=self.settings.loop_max_tokens)
         return offline.answerer(self.kb, self.settings.strictness)
 
-    def _condenser(self, comps: Components) -> Condenser:
+    def make_condenser(self, comps: Components) -> Condenser:
         """The model's JSON decision when there is a model (the offline rule its fallback),
-        else the offline rule."""
+        else the offline rule. benchmarks/conversations.py measures the one a run uses."""
         rule = offline.condenser(self.kb, kb_words(self.kb))
         if comps.chat is not None:
             return LLMCondenser(comps.chat, rule, max_tokens=self.settings.decision_max_tokens)
@@ -205,7 +205,7 @@ class Engine:
         """Condense a conversation's turn, route, then run the template with the route's
         driver."""
         if run.history:
-            condenser = self._condenser(comps)
+            condenser = self.make_condenser(comps)
             run.decisions.append(condenser)
             run.condensed = condenser.condense(run.history, ctx.question)
             yield CondenseEvent(typed=ctx.question, standalone=run.condensed.question,

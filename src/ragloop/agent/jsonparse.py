@@ -111,14 +111,17 @@ def _strip_titles(node: Any) -> Any:
 def strict_schema(model: type[pydantic.BaseModel]) -> dict[str, Any]:
     """The reply model's JSON schema in the form strict constrained output accepts (OpenAI
     structured outputs): every property required, no extra properties, no titles or defaults;
-    optional fields are already nullable in the models."""
+    optional fields are already nullable in the models. String length bounds stay: the
+    adapters of providers that refuse them take them out (llm/base.without_length_bounds),
+    and llama.cpp's grammar keeps them, so an empty string the reply model refuses is not
+    written in the first place."""
     def walk(node: Any) -> Any:
         if isinstance(node, list):
             return [walk(v) for v in node]
         if not isinstance(node, dict):
             return node
         out = {k: walk(v) for k, v in node.items()
-               if k not in ("title", "default", "minLength")}
+               if k not in ("title", "default")}
         if out.get("type") == "object" and "properties" in out:
             out["required"] = list(out["properties"])
             out["additionalProperties"] = False

@@ -13,7 +13,7 @@ string, falls back to the offline rule (a bad condense never fails a turn)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -41,15 +41,32 @@ knowledge base so that it can be searched on its own, without the conversation.
 Never answer the question; never add facts that are not in the conversation.
 "reason": a few words on why. {DATA_RULE}
 {JSON_RULE}
-Schema: {{"standalone": "...", "kind": "follow_up"|"new_topic"|"standalone", "reason": "..."}}"""
+Schema: {{"kind": "follow_up"|"new_topic"|"standalone", "standalone": "...", "reason": "..."}}"""
+
+
+# maxLength is a schema bound, not a check (as agent/tools.py's arguments): llama.cpp turns it
+# into a bounded repetition in the reply's grammar (grammars/README.md, "JSON Schemas →
+# GBNF": a string's minLength/maxLength become `char{m,n}`), so a grammar-constrained small
+# model cannot loop inside a string. Without it SmolLM2-135M on the tests' server wrote one
+# string until max_tokens (2048), was asked again with twice the budget, filled the 4096-token
+# context and failed the turn (benchmarks/conversations.py, dev split). Kept well under the
+# repetition cap newer llama-server builds put on a grammar (a maxLength near 2000 is refused).
+STANDALONE_CHARS = 500
+REASON_CHARS = 200
 
 
 class CondenseReply(BaseModel):
+    """`kind` first: a grammar-constrained server writes the properties in the schema's order
+    (llama.cpp's converter: `root ::= "{" kind-kv "," standalone-kv …`), and what to write in
+    `standalone` depends on the kind (the prompt's rules), so the decision comes before the
+    text it governs, as PlanReply's need_search does. Written the other way round the model
+    copied the message into `standalone` first, then called it a new topic."""
+
     model_config = ConfigDict(extra="ignore")
 
-    standalone: str = Field(min_length=1)
     kind: Literal["follow_up", "new_topic", "standalone"]
-    reason: str | None = ""
+    standalone: str = Field(min_length=1, json_schema_extra={"maxLength": STANDALONE_CHARS})
+    reason: Annotated[str, Field(json_schema_extra={"maxLength": REASON_CHARS})] | None = ""
 
 
 def condenser_user(history: Sequence[Turn], question: str) -> str:
@@ -86,7 +103,7 @@ class LLMCondenser:
             offline = self.fallback.condense(history, q)
             return Condensed(offline.question, offline.kind,
                              f"model reply unreadable; the offline rule: {offline.reason}",
-                             offline.subject, offline.refers_to)
+                             offline.subject, offline.refers_to, fell_back=True)
         kind = TurnKind(reply.kind)
         # a turn that does not follow up is searched as typed, whatever the model rewrote
         text = " ".join(reply.standalone.split()) if kind is TurnKind.FOLLOW_UP else q

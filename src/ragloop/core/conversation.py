@@ -53,6 +53,9 @@ class Condensed:
     reason: str
     subject: str = ""  # what was carried over from the history ("" when nothing was)
     refers_to: int | None = None  # index in the history of the turn it refers back to
+    # a model's decision was unreadable and the offline rule's stands in (the reason says so
+    # in words; this is what a benchmark or a check counts)
+    fell_back: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

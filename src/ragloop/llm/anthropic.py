@@ -45,6 +45,7 @@ from ragloop.llm.base import (
     ModelTraits,
     ToolCall,
     ToolChoice,
+    without_length_bounds,
 )
 from ragloop.llm.pricing import cost_usd
 from ragloop.llm.sdk_errors import translate
@@ -163,7 +164,8 @@ def build_request(model: str, messages: list[Message], request: ChatRequest | No
     if takes_effort(model):
         output_config["effort"] = EFFORT[purpose]
     if json_schema is not None:
-        output_config["format"] = {"type": "json_schema", "schema": json_schema}
+        output_config["format"] = {"type": "json_schema",
+                                   "schema": without_length_bounds(json_schema)}
     if output_config:
         kwargs["output_config"] = output_config
     if tools:

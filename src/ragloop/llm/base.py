@@ -107,6 +107,23 @@ class ChatRequest:
     json_schema: dict[str, Any] | None = None
 
 
+# A string's length bounds: llama.cpp's JSON-schema grammar keeps them (grammars/README.md,
+# "JSON Schemas → GBNF": minLength/maxLength become `char{m,n}`), and they are what stops a
+# small grammar-constrained model looping inside a string; strict structured outputs (OpenAI
+# response_format json_schema, Anthropic output_config.format) do not list them among the
+# keywords they accept, so the adapters for those send the schema without them.
+LENGTH_BOUNDS = ("minLength", "maxLength")
+
+
+def without_length_bounds(schema: Any) -> Any:
+    """`schema` (a JSON schema) with every string length bound taken out."""
+    if isinstance(schema, list):
+        return [without_length_bounds(v) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {k: without_length_bounds(v) for k, v in schema.items() if k not in LENGTH_BOUNDS}
+
+
 #: A streamed model call: yields the reply's text as it is written (each piece once, in order),
 #: then returns the whole reply, tool calls assembled, usage counted (see `ChatModel.stream`).
 ChatStream = Generator[str, None, ChatResponse]

@@ -49,9 +49,10 @@ from ragloop.llm.base import (
     Purpose,
     ToolCall,
     ToolChoice,
+    without_length_bounds,
 )
 from ragloop.llm.pricing import cost_usd
-from ragloop.llm.sdk_errors import fix_for, translate
+from ragloop.llm.sdk_errors import context_full, fix_for, translate
 
 log = logging.getLogger("ragloop.llm")
 
@@ -237,8 +238,14 @@ class OpenAIChat:
 
 def _rejects_response_format(exc: openai.APIStatusError) -> bool:
     """A 400 / 422, or a 500 that names response_format (llama-cpp-python answers its own
-    request validation with 500)."""
-    return exc.status_code in (400, 422) or "response_format" in str(exc.body or exc.message)
+    request validation with 500). Not a 400 that says the request does not fit the context
+    window: llama-cpp-python answers messages longer than n_ctx with 400 whatever the
+    response_format, and reading that as a rejection dropped constrained output for the
+    client's life (seen in benchmarks/conversations.py against the tests' server)."""
+    text = str(exc.body or exc.message)
+    if context_full(text):
+        return False
+    return exc.status_code in (400, 422) or "response_format" in text
 
 
 def _tool_choice(choice: ToolChoice) -> Any:
@@ -248,8 +255,13 @@ def _tool_choice(choice: ToolChoice) -> Any:
 
 
 def _response_format(schema: dict[str, Any], dialect: Dialect) -> dict[str, Any]:
+    """The schema as the server constrains it: llama.cpp's servers and Ollama (whose format
+    is llama.cpp's grammar) keep string length bounds; OpenAI's strict mode, and servers
+    that may stand in for it, get the schema without them (base.LENGTH_BOUNDS)."""
     if dialect == "llamacpp":
         return {"type": "json_object", "schema": schema}
+    if dialect != "ollama":
+        schema = without_length_bounds(schema)
     return {"type": "json_schema",
             "json_schema": {"name": "decision", "schema": schema, "strict": True}}
 

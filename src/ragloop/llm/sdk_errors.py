@@ -47,6 +47,18 @@ def translate(sdk: ModuleType, exc: Exception, *, provider: str, key_env: str,
     return ProviderError(f"{provider}: {type(exc).__name__}: {exc}"[:300])
 
 
+# words of a provider's error saying the request (prompt plus max_tokens) does not fit the
+# model's context window
+CONTEXT_FULL = ("context length", "context window", "maximum context", "exceeds the context",
+                "n_ctx", "too many tokens")
+
+
+def context_full(message: str) -> bool:
+    """A provider's error `message` says the request did not fit the context window."""
+    lowered = message.lower()
+    return any(n in lowered for n in CONTEXT_FULL)
+
+
 # (words in a provider's error, the fix to name); the first that matches wins
 FIXES: tuple[tuple[tuple[str, ...], str], ...] = (
     (("not found", "404", "does not exist", "retired"),
@@ -58,8 +70,7 @@ FIXES: tuple[tuple[tuple[str, ...], str], ...] = (
      "start vLLM with --enable-auto-tool-choice --tool-call-parser <parser for the model>"),
     (("does not support tools", "tools are not supported", "tool use is not supported"),
      "this model has no tool support: pick one that has it, or use --driver pipeline"),
-    (("context length", "context window", "maximum context", "exceeds the context",
-      "n_ctx", "too many tokens"),
+    (CONTEXT_FULL,
      "the context is too small: raise it on the server (llama-server -c, Ollama"
      " OLLAMA_CONTEXT_LENGTH or num_ctx, vLLM --max-model-len); a run needs about 16k tokens"),
     (("connect",), "nothing answers at that address: is the server running, and is the base"
