@@ -49,7 +49,7 @@ def condenser(kb: KnowledgeBase, words: Vocabulary) -> Condenser:
 
 
 def common_in(kb: KnowledgeBase) -> Callable[[str], bool]:
-    """Whether a word occurs in more than half of `kb`'s documents (the company's own name):
+    """Whether a word occurs in nearly every one of `kb`'s documents (the company's own name):
     counted once per word, from the full-text index, when a follow-up first asks."""
     documents: list[int] = []
 
@@ -57,10 +57,12 @@ def common_in(kb: KnowledgeBase) -> Callable[[str], bool]:
     def common(word: str) -> bool:
         if not documents:
             documents.append(len(kb.documents()))
-        if documents[0] < _COMMON_MIN_DOCUMENTS:
+        # one word of letters only: the full-text search splits a code or a hyphenated word
+        # into pieces and would count the documents of any of them
+        if documents[0] < _COMMON_MIN_DOCUMENTS or not word.isalpha():
             return False
         hits = kb.search(word, k=_COMMON_HITS, mode="bm25")
-        return 2 * len({(h.kb, h.doc_id) for h in hits}) > documents[0]
+        return len({(h.kb, h.doc_id) for h in hits}) >= _COMMON_SHARE * documents[0]
 
     return common
 
@@ -69,6 +71,9 @@ def common_in(kb: KnowledgeBase) -> Callable[[str], bool]:
 # word (chunks, so a word in many chunks of few documents is still counted right)
 _COMMON_MIN_DOCUMENTS = 4
 _COMMON_HITS = 2000
+# "nearly every document": a product a KB is about may be in three of four of its documents
+# and still tell a question's documents apart; the company's name is in all of them
+_COMMON_SHARE = 0.9
 
 
 def planner(words: Vocabulary, reading: Reading) -> Planner:
