@@ -46,6 +46,8 @@ from ragloop.language.vocabulary import Vocabulary, alternation, as_list
 _AMOUNT = re.compile(r"(?<![\w.,])[£$€]?\d(?:[\d,.]*\d)?(?![\w])")
 # a possessive ending glued to a word ("E103's")
 _POSSESSIVE = re.compile(r"(?<=\w)['’]s(?!\w)")
+# "'s" right after a pronoun: "it's", read as "it is"
+_CONTRACTION = re.compile(r"^['’]s(?!\w)")
 # a run of Chinese/Japanese characters: the capitalisation of a name is not there to read
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
 # what separates "what about X" from a clause that follows it: "what about 2.5.0, what did it add?"
@@ -282,6 +284,7 @@ def _with_kind(text: str, names: list[str], w: ConversationWords, rd: Reading) -
     """Each name with the content word written right after it when an article comes before
     it or the question ends after it: what kind of thing it names ("the Austin office", "the
     S200 sensor", "who leads Austin office?"; not the verb of "does the S300 cost?")."""
+    text = _POSSESSIVE.sub("", text)  # "the S200's battery": the S200 battery
     content = {x.lower() for x in rd.content_words(text)}
     out = []
     for n in names:
@@ -301,12 +304,13 @@ def _with_kind(text: str, names: list[str], w: ConversationWords, rd: Reading) -
     return out
 
 
-def _aspect(turn: Turn, subject: list[str], rd: Reading) -> list[str]:
+def _aspect(turn: Turn, subject: list[str], rd: Reading,
+            common: Common = _nothing_common) -> list[str]:
     """What `turn` asked about its subject: its question's content words, not the subject's
     ("operating temperature range" of "… range of the S300?")."""
     held = {x.lower() for s in subject for x in words(s)}
     return [x for x in rd.content_words(turn.searched)
-            if x.lower() not in held][:MAX_CARRIED_WORDS]
+            if x.lower() not in held and not common(x)][:MAX_CARRIED_WORDS]
 
 
 def _substitute(question: str, old_names: list[str], new: list[str],
@@ -407,7 +411,7 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
         placed, unplaced = _substitute(" ".join(subject), subject, focus_names, rd)
         subject = [*placed.split(" "), *unplaced]
         how.append(f"{', '.join(focus_names)} in place of the earlier name")
-    aspect = _aspect(turn, subject, rd)
+    aspect = _aspect(turn, subject, rd, common)
     carried = list(subject)
     if len(rd.content_words(opening.body or opening.focus)) <= w.ellipsis_words and step:
         carried += aspect  # "and the one after?": what was asked, of another one
@@ -438,7 +442,9 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
         what = aspect if not person and aspect and any(
             _shape(o, rd)[0] == "code" and _same_shape(o, s, rd)
             for o in own for s in subject) else subject
-        text = body[:pronoun.start()] + " ".join(what) + body[pronoun.end():]
+        # "it's every day now": the contraction's verb kept ("E103 is …"), not glued to a name
+        after = _CONTRACTION.sub(" is", body[pronoun.end():], count=1)
+        text = body[:pronoun.start()] + " ".join(what) + after
         if what is subject and not person and len(rd.content_words(body)) <= 1:
             text = _with_subject(text, [*subject, *aspect], w, rd)  # "how long does it take?"
         how.append(f"'{pronoun.group(0)}' read as {' '.join(what)} (turn {at + 1})")
