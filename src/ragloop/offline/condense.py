@@ -11,7 +11,10 @@ question's names, each with the word that says what it names ("the Austin office
 code E201"); for a "which …?" question without a name, the codes (else names) its answer
 stated, not what a clause of it denies; else the question's content words. An answer is
 read without its citation markers ("[1]"), its declines and its bare figures, and
-"they"/"them" are never read as numbers.
+"they"/"them" are never read as numbers. A name or word in nearly every document of the
+knowledge base (the company's own name; `common`, given by whoever knows the KB) is never
+carried: it tells no document apart. "Who is that?" reads "that" as a person. A name's
+possessive is the name ("E103's" → "E103"), and "it's" keeps its verb ("E103 is …").
 
 - "what about X" puts X in place of the earlier name of the same shape (S300 for S200, Q1
   FY2025 for Q3 FY2024, £60,000 for £20,000, Rotterdam for Austin); X with no name is a new
@@ -19,6 +22,8 @@ read without its citation markers ("[1]"), its declines and its bare figures, an
 - a pronoun is replaced by the subject ("how long does its battery last?" → "… S200 battery …");
   beside a sibling code of the question's own ("is it the same for the S100?" after the S300's
   warranty) it is what was asked, the warranty, not the S300;
+- "what about X, do I … those too?" and "going back to X, what … are they?" read the
+  pronoun as X, the referred turn's subject added in brackets;
 - anything else that refers back gets the subject added, without the earlier turn's aspect
   ("and the warranty?" after the S300's temperature range → "the warranty (S300)?"), unless it
   asks the same again of something relative ("and a quarter later?").
