@@ -11,7 +11,10 @@ question's names, each with the word that says what it names ("the Austin office
 code E201"); for a "which …?" question without a name, the codes (else names) its answer
 stated, not what a clause of it denies; else the question's content words. An answer is
 read without its citation markers ("[1]"), its declines and its bare figures, and
-"they"/"them" are never read as numbers.
+"they"/"them" are never read as numbers. A name or word in nearly every document of the
+knowledge base (the company's own name; `common`, given by whoever knows the KB) is never
+carried: it tells no document apart. "Who is that?" reads "that" as a person. A name's
+possessive is the name ("E103's" → "E103"), and "it's" keeps its verb ("E103 is …").
 
 - "what about X" puts X in place of the earlier name of the same shape (S300 for S200, Q1
   FY2025 for Q3 FY2024, £60,000 for £20,000, Rotterdam for Austin); X with no name is a new
@@ -19,6 +22,8 @@ read without its citation markers ("[1]"), its declines and its bare figures, an
 - a pronoun is replaced by the subject ("how long does its battery last?" → "… S200 battery …");
   beside a sibling code of the question's own ("is it the same for the S100?" after the S300's
   warranty) it is what was asked, the warranty, not the S300;
+- "what about X, do I … those too?" and "going back to X, what … are they?" read the
+  pronoun as X, the referred turn's subject added in brackets;
 - anything else that refers back gets the subject added, without the earlier turn's aspect
   ("and the warranty?" after the S300's temperature range → "the warranty (S300)?"), unless it
   asks the same again of something relative ("and a quarter later?").
@@ -33,7 +38,7 @@ Pure: the history, the question and the words of the knowledge base's language
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ragloop.core.conversation import Condensed, Turn, TurnKind, narrowed
@@ -44,6 +49,10 @@ from ragloop.language.vocabulary import Vocabulary, alternation, as_list
 
 # A money amount or number as written: "£20,000", "2.5.0", "10,000".
 _AMOUNT = re.compile(r"(?<![\w.,])[£$€]?\d(?:[\d,.]*\d)?(?![\w])")
+# a possessive ending glued to a word ("E103's")
+_POSSESSIVE = re.compile(r"(?<=\w)['’]s(?!\w)")
+# "'s" right after a pronoun: "it's", read as "it is"
+_CONTRACTION = re.compile(r"^['’]s(?!\w)")
 # a run of Chinese/Japanese characters: the capitalisation of a name is not there to read
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
 # what separates "what about X" from a clause that follows it: "what about 2.5.0, what did it add?"
@@ -54,6 +63,19 @@ _CLAUSES = re.compile(r"\s*[;:]\s+")
 _LEAD = "about"
 # at most this many content words of an earlier question are carried when it has no names
 MAX_CARRIED_WORDS = 6
+# a word that occurs in most of the knowledge base's documents ("common", passed in by whoever
+# knows the KB): no word of the KB is common when nothing is known of it
+Common = Callable[[str], bool]
+
+
+def _nothing_common(word: str) -> bool:
+    return False
+
+
+def _distinct(names: list[str], common: Common) -> list[str]:
+    """The names that tell documents apart: a name all of whose words occur in most of the
+    knowledge base's documents (the company's own name) distinguishes nothing."""
+    return [n for n in names if not all(common(x) for x in words(n))]
 
 
 @dataclass(frozen=True)
@@ -67,6 +89,8 @@ class ConversationWords:
     pronoun: re.Pattern[str]
     person: re.Pattern[str]
     plural: re.Pattern[str]
+    person_question: re.Pattern[str]  # "who …?": asks for a person
+    demonstrative: re.Pattern[str]  # "that", "this": a person when the question asks who
     # a question whose answer names its subject ("which sensor is certified …?")
     by_name: re.Pattern[str]
     negation: re.Pattern[str]
@@ -98,7 +122,8 @@ class ConversationWords:
 
         return cls(opener("continuations"), opener("about_openers"), opener("why"),
                    opener("back_openers"), anywhere("pronouns"), anywhere("person_pronouns"),
-                   anywhere("plural_pronouns"), anywhere("answered_by_name"),
+                   anywhere("plural_pronouns"), anywhere("person_questions"),
+                   anywhere("demonstratives"), anywhere("answered_by_name"),
                    anywhere("negations"), anywhere("later"), anywhere("earlier"),
                    tuple((re.compile(rf"{v.edge}{alternation(as_list(v.periods[k]['word']))}"
                                      rf"{v.edge}", re.IGNORECASE),
@@ -150,6 +175,8 @@ def _opening(q: str, w: ConversationWords) -> _Opening:
 
 def _names(text: str, rd: Reading) -> list[str]:
     """The names of a text, in order: multi-word names and codes, then amounts."""
+    # a name's possessive is the name: "E103's" → "E103"
+    text = _POSSESSIVE.sub("", text)
     out = [n for n in rd.name_spans(text) if not _CJK.search(n)]
     out += [c for c in words(text) if rd.is_code(c) and not any(c in n for n in out)]
     out += [a for a in _AMOUNT.findall(text) if not any(a in n for n in out)]
@@ -217,16 +244,17 @@ def _said(answer: str, w: ConversationWords, rd: Reading) -> list[str]:
 
 
 def _subject(turn: Turn, person: bool, plural: bool, w: ConversationWords,
-             rd: Reading) -> list[str]:
+             rd: Reading, common: Common = _nothing_common) -> list[str]:
     """What a later turn carries over from `turn`: the names of its (standalone) question;
     for a person's pronoun ("who is that person?", "where is he based?") the names its answer
     gave, when it gave any; for a question with no name that its answer names ("which sensor
     is …?") the codes (else names) the answer gave; else the question's content words. "They"
-    and "them" are never read as bare numbers."""
-    said = _said(turn.answer, w, rd)
+    and "them" are never read as bare numbers. A name common to most of the knowledge base's
+    documents is no subject, nor is such a word carried."""
+    said = _distinct(_said(turn.answer, w, rd), common)
     if person and said:
         return said
-    names = _names(turn.searched, rd)
+    names = _distinct(_names(turn.searched, rd), common)
     if plural:
         names = [n for n in names if _shape(n, rd)[0] != "amount"]
     if names:
@@ -234,7 +262,7 @@ def _subject(turn: Turn, person: bool, plural: bool, w: ConversationWords,
     if said and w.by_name.search(turn.searched):
         return [n for n in said if _shape(n, rd)[0] == "code"] or said
     return [x for x in rd.content_words(turn.searched)
-            if not _AMOUNT.fullmatch(x)][:MAX_CARRIED_WORDS]
+            if not _AMOUNT.fullmatch(x) and not common(x)][:MAX_CARRIED_WORDS]
 
 
 def _moved(name: str, q: str, w: ConversationWords) -> str | None:
@@ -261,6 +289,7 @@ def _with_kind(text: str, names: list[str], w: ConversationWords, rd: Reading) -
     """Each name with the content word written right after it when an article comes before
     it or the question ends after it: what kind of thing it names ("the Austin office", "the
     S200 sensor", "who leads Austin office?"; not the verb of "does the S300 cost?")."""
+    text = _POSSESSIVE.sub("", text)  # "the S200's battery": the S200 battery
     content = {x.lower() for x in rd.content_words(text)}
     out = []
     for n in names:
@@ -280,12 +309,13 @@ def _with_kind(text: str, names: list[str], w: ConversationWords, rd: Reading) -
     return out
 
 
-def _aspect(turn: Turn, subject: list[str], rd: Reading) -> list[str]:
+def _aspect(turn: Turn, subject: list[str], rd: Reading,
+            common: Common = _nothing_common) -> list[str]:
     """What `turn` asked about its subject: its question's content words, not the subject's
     ("operating temperature range" of "… range of the S300?")."""
     held = {x.lower() for s in subject for x in words(s)}
     return [x for x in rd.content_words(turn.searched)
-            if x.lower() not in held][:MAX_CARRIED_WORDS]
+            if x.lower() not in held and not common(x)][:MAX_CARRIED_WORDS]
 
 
 def _substitute(question: str, old_names: list[str], new: list[str],
@@ -332,10 +362,11 @@ def _a_choice(q: str, w: ConversationWords, rd: Reading) -> bool:
 
 
 def condense(history: Sequence[Turn], question: str, words: Vocabulary,
-             rd: Reading = ENGLISH_READING) -> Condensed:
+             rd: Reading = ENGLISH_READING, common: Common = _nothing_common) -> Condensed:
     """`question` made standalone from `history` (oldest turn first), read with `words`, the
-    knowledge base's language's vocabulary (`language.vocabulary.vocabulary(code)`), and `rd`,
-    its reading (`language.text.reading(code)`)."""
+    knowledge base's language's vocabulary (`language.vocabulary.vocabulary(code)`), `rd`,
+    its reading (`language.text.reading(code)`), and `common`, which says of a word whether
+    it occurs in most of the knowledge base's documents."""
     q = " ".join(question.split())
     if not q:
         raise ValueError("the question is empty")
@@ -366,8 +397,11 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
     at = _referred(history, opening, rd)
     turn = history[at]
     said = pronoun.group(0).strip() if pronoun is not None else ""
-    person = bool(said) and w.person.fullmatch(said) is not None
-    subject = _subject(turn, person, bool(said) and w.plural.fullmatch(said) is not None, w, rd)
+    # "who is that?": the demonstrative is the person (or role) the last answer named
+    person = bool(said) and (w.person.fullmatch(said) is not None or (
+        w.demonstrative.fullmatch(said) is not None and w.person_question.search(q) is not None))
+    subject = _subject(turn, person, bool(said) and w.plural.fullmatch(said) is not None, w, rd,
+                       common)
     how = []
     # "what about X": X read where a capitalised first word is still a name ("Rotterdam")
     focus_names = _names(f"{_LEAD} {opening.focus}", rd) if opening.focus else []
@@ -382,7 +416,7 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
         placed, unplaced = _substitute(" ".join(subject), subject, focus_names, rd)
         subject = [*placed.split(" "), *unplaced]
         how.append(f"{', '.join(focus_names)} in place of the earlier name")
-    aspect = _aspect(turn, subject, rd)
+    aspect = _aspect(turn, subject, rd, common)
     carried = list(subject)
     if len(rd.content_words(opening.body or opening.focus)) <= w.ellipsis_words and step:
         carried += aspect  # "and the one after?": what was asked, of another one
@@ -398,6 +432,13 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
     elif opening.kind == "why" and len(rd.content_words(opening.body)) <= 1 and pronoun is None:
         text = f"{opening.body.rstrip('?!. ')} {turn.searched}"  # "why?", "why not?"
         how.append(f"why of turn {at + 1}")
+    elif (pronoun is not None and opening.kind in ("about", "back") and opening.focus
+          and not focus_names and not w.pronoun.search(opening.focus)):
+        # "what about X, do I … those too?": the pronoun is X, of the earlier turn's subject
+        body = opening.body
+        text = body[:pronoun.start()] + opening.focus + body[pronoun.end():]
+        text = _with_subject(text, subject, w, rd)
+        how.append(f"'{pronoun.group(0)}' read as {opening.focus} (turn {at + 1}'s subject)")
     elif pronoun is not None:
         body = opening.body
         own = _names(body, rd)
@@ -406,7 +447,9 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
         what = aspect if not person and aspect and any(
             _shape(o, rd)[0] == "code" and _same_shape(o, s, rd)
             for o in own for s in subject) else subject
-        text = body[:pronoun.start()] + " ".join(what) + body[pronoun.end():]
+        # "it's every day now": the contraction's verb kept ("E103 is …"), not glued to a name
+        after = _CONTRACTION.sub(" is", body[pronoun.end():], count=1)
+        text = body[:pronoun.start()] + " ".join(what) + after
         if what is subject and not person and len(rd.content_words(body)) <= 1:
             text = _with_subject(text, [*subject, *aspect], w, rd)  # "how long does it take?"
         how.append(f"'{pronoun.group(0)}' read as {' '.join(what)} (turn {at + 1})")
@@ -427,10 +470,12 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
 class RuleCondenser:
     """The offline `Condenser` (core/decisions.py): `condense` with one language's words."""
 
-    def __init__(self, words: Vocabulary, reading: Reading = ENGLISH_READING) -> None:
+    def __init__(self, words: Vocabulary, reading: Reading = ENGLISH_READING,
+                 common: Common = _nothing_common) -> None:
         self.words = words
         self.reading = reading
+        self.common = common
         self.usage = Usage()  # no model calls
 
     def condense(self, history: Sequence[Turn], question: str) -> Condensed:
-        return condense(history, question, self.words, self.reading)
+        return condense(history, question, self.words, self.reading, self.common)
