@@ -90,6 +90,8 @@ class ConversationWords:
     person: re.Pattern[str]
     plural: re.Pattern[str]
     person_question: re.Pattern[str]  # "who …?": asks for a person
+    # "we", "our": the asker's own side, not a pointer back at an earlier turn
+    speaker: re.Pattern[str]
     demonstrative: re.Pattern[str]  # "that", "this": a person when the question asks who
     # a question whose answer names its subject ("which sensor is certified …?")
     by_name: re.Pattern[str]
@@ -106,6 +108,9 @@ class ConversationWords:
     # a verb's helper right before a name (or its article): the word after the name is the
     # verb ("does the S300 cost?"), not the kind of thing the name is
     auxiliary: re.Pattern[str]
+    # "is the S200 waterproof?": a question opening with a copula, the word after the name
+    # is what is asked of it, not the kind of thing it is
+    copula: re.Pattern[str]
     lead_in: str  # an auxiliary or an article, as a pattern: what comes before a code's kind
     period_joiner: str  # "in": what joins a period to a question ("… in Q3 FY2024?")
     ellipsis_words: int
@@ -123,6 +128,7 @@ class ConversationWords:
         return cls(opener("continuations"), opener("about_openers"), opener("why"),
                    opener("back_openers"), anywhere("pronouns"), anywhere("person_pronouns"),
                    anywhere("plural_pronouns"), anywhere("person_questions"),
+                   anywhere("speakers"),
                    anywhere("demonstratives"), anywhere("answered_by_name"),
                    anywhere("negations"), anywhere("later"), anywhere("earlier"),
                    tuple((re.compile(rf"{v.edge}{alternation(as_list(v.periods[k]['word']))}"
@@ -133,6 +139,8 @@ class ConversationWords:
                    tuple(p.lower() for p in v.not_claims),
                    re.compile(rf"{v.edge}{v.alternatives('articles')}\s+$", re.IGNORECASE),
                    re.compile(rf"{v.edge}{v.alternatives('conversation.auxiliaries')}\s+"
+                              rf"(?:{v.alternatives('articles')}\s+)?$", re.IGNORECASE),
+                   re.compile(rf"^\s*{v.alternatives('conversation.copulas')}\s+"
                               rf"(?:{v.alternatives('articles')}\s+)?$", re.IGNORECASE),
                    rf"{v.edge}(?:{v.alternatives('conversation.auxiliaries')}"
                    rf"|{v.alternatives('articles')})",
@@ -243,24 +251,47 @@ def _said(answer: str, w: ConversationWords, rd: Reading) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def _head(text: str, rd: Reading, common: Common) -> list[str]:
+    """The longest run of adjacent content words of `text` (the first of equal ones): the
+    noun phrase a pronoun stands for ("biggest customer" of "who's our biggest customer (cash
+    end year)?"), not every word the question carried."""
+    own = re.sub(r"\([^)]*\)", " ", text)  # what was carried in brackets is not its head
+    text = own if rd.content_words(own) else text
+    content = {x.lower() for x in rd.content_words(text) if not _AMOUNT.fullmatch(x)
+               and not common(x)}
+    runs: list[list[str]] = [[]]
+    for part in re.split(r"[()\[\],;:]", text):
+        for x in words(part):
+            if x.lower() in content and x not in runs[-1]:
+                runs[-1].append(x)
+            elif runs[-1]:
+                runs.append([])
+        runs.append([])
+    return max(runs, key=len)
+
+
 def _subject(turn: Turn, person: bool, plural: bool, w: ConversationWords,
-             rd: Reading, common: Common = _nothing_common) -> list[str]:
+             rd: Reading, common: Common = _nothing_common, head: bool = False) -> list[str]:
     """What a later turn carries over from `turn`: the names of its (standalone) question;
     for a person's pronoun ("who is that person?", "where is he based?") the names its answer
     gave, when it gave any; for a question with no name that its answer names ("which sensor
     is …?") the codes (else names) the answer gave; else the question's content words. "They"
     and "them" are never read as bare numbers. A name common to most of the knowledge base's
-    documents is no subject, nor is such a word carried."""
+    documents is no subject, nor is such a word carried. A pronoun (`head`) stands for one
+    thing: the first name a person's answer gave, else the question's head noun phrase, and
+    never a bare number."""
     said = _distinct(_said(turn.answer, w, rd), common)
     if person and said:
-        return said
+        return said[:1] if head else said
     names = _distinct(_names(turn.searched, rd), common)
-    if plural:
+    if plural or head:
         names = [n for n in names if _shape(n, rd)[0] != "amount"]
     if names:
         return _with_kind(turn.searched, names, w, rd)
     if said and w.by_name.search(turn.searched):
         return [n for n in said if _shape(n, rd)[0] == "code"] or said
+    if head:
+        return _head(turn.searched, rd, common)
     return [x for x in rd.content_words(turn.searched)
             if not _AMOUNT.fullmatch(x) and not common(x)][:MAX_CARRIED_WORDS]
 
@@ -289,13 +320,17 @@ def _with_kind(text: str, names: list[str], w: ConversationWords, rd: Reading) -
     """Each name with the content word written right after it when an article comes before
     it or the question ends after it: what kind of thing it names ("the Austin office", "the
     S200 sensor", "who leads Austin office?"; not the verb of "does the S300 cost?")."""
+    typed = text
     text = _POSSESSIVE.sub("", text)  # "the S200's battery": the S200 battery
     content = {x.lower() for x in rd.content_words(text)}
     out = []
     for n in names:
         m = re.search(rf"(?<!\w){re.escape(n)}\s+(\w[\w-]*)(\s*[?!.？]?\s*$)?", text)
         before = text[:m.start()] if m else ""
-        kind = m.group(1) if m and not w.auxiliary.search(before) and (
+        # after a copula the next word is asked of the name, unless the name owns it ("S200's")
+        asked = w.copula.match(before) is not None and not re.search(
+            rf"(?<!\w){re.escape(n)}['’]s(?!\w)", typed)
+        kind = m.group(1) if m and not w.auxiliary.search(before) and not asked and (
             m.group(2) is not None or w.article.search(before)) else ""
         if kind.lower() in content and not rd.is_code(kind) and not any(kind in o for o in names):
             out.append(f"{n} {kind}")
@@ -384,7 +419,10 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
             and len(rd.content_words(opening.body)) <= w.ellipsis_words):
         opening = _Opening("about", opening.body.rstrip("?!. "), "")  # "and in Q3 FY2025?"
     own = rd.content_words(q)
-    short = not _names(q, rd) and len(own) <= w.ellipsis_words
+    # "how long do we keep invoices?": a question of its own (the asker's side as subject,
+    # words of its own to search) is not short, however few its words
+    short = not _names(q, rd) and len(own) <= w.ellipsis_words and not (
+        w.speaker.search(q) and len(own) >= w.ellipsis_words)
     if opening.kind is None and pronoun is None and not short:
         last = history[-1]
         if _stems(q, rd) & _stems(_turn_text(last), rd):
@@ -401,7 +439,7 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
     person = bool(said) and (w.person.fullmatch(said) is not None or (
         w.demonstrative.fullmatch(said) is not None and w.person_question.search(q) is not None))
     subject = _subject(turn, person, bool(said) and w.plural.fullmatch(said) is not None, w, rd,
-                       common)
+                       common, head=bool(said))
     how = []
     # "what about X": X read where a capitalised first word is still a name ("Rotterdam")
     focus_names = _names(f"{_LEAD} {opening.focus}", rd) if opening.focus else []
