@@ -214,3 +214,50 @@ def test_a_pronouns_contraction_keeps_its_verb() -> None:
     r = ask([("My sensor keeps throwing E103, what does that mean?", "A clock drift.")],
             "It's every day now, should I send it back?")
     assert r.question.startswith("E103 is every day now")
+
+
+def test_a_short_question_of_the_askers_own_is_a_new_topic() -> None:
+    r = ask([("What if the supplier isn't on our system yet?", "Raise a supplier request.")],
+            "How long do we have to keep invoices?")
+    assert (r.question, r.kind) == ("How long do we have to keep invoices?", TurnKind.NEW_TOPIC)
+    # with no words of its own to search, "we" does not make it a question of its own
+    r = ask([("What is the API rate limit on Professional?", "600 requests a minute.")],
+            "What happens if we go over?")
+    assert r.kind == TurnKind.FOLLOW_UP and "Professional" in r.question
+
+
+def test_this_is_never_read_as_a_number() -> None:
+    r = ask([("Do I have to change my password every 90 days?", "No, only on compromise.")],
+            "Does all this apply to contractors too?")
+    assert "90" not in r.question and "password" in r.question
+
+
+def test_a_pronoun_stands_for_the_head_not_every_carried_word() -> None:
+    r = ask([("Who's our biggest customer (cash end year)?", "Northmoor Water.")],
+            "How many sensors do they have with us now?")
+    assert "biggest customer" in r.question and "cash" not in r.question
+    r = ask([("Who's in charge of customer support?",
+              "Liam O'Connor, Head of Customer Support, reports to the COO.")], "And his boss?")
+    assert r.question.startswith("Liam O'Connor") and "COO" not in r.question
+
+
+def test_a_pronoun_is_the_subject_not_what_a_yes_no_question_asked() -> None:
+    r = ask([("Is the S200 waterproof?", "Yes, IP67.")], "How long does its battery last?")
+    assert r.question == "How long does S200 battery last?"
+
+
+def test_and_for_x_asks_the_last_question_of_x() -> None:
+    r = ask([("How long do we hang on to CVs from candidates we didn't hire?", "6 months.")],
+            "And for people who've left?")
+    assert r.question.startswith("How long do we hang on to people who've left")
+    # "what about X" with no name in X stays a new aspect of the same subject
+    r = ask([("What is the IP rating of the S200 sensor?", "IP67.")], "What about the battery?")
+    assert r.question.startswith("The battery (") and "S200" in r.question
+
+
+def test_a_sibling_place_beside_it_replaces_the_carried_place() -> None:
+    r = ask([("How much holiday do you get at the Austin office?", "25 days.")],
+            "Ok and retirement?")
+    assert r.question == "Retirement (Austin office)?"
+    r = ask([(r.question, "A 401(k) match.")], "Is it the same in Rotterdam?")
+    assert r.question.startswith("Is Retirement") and "Austin" not in r.question

@@ -84,6 +84,7 @@ class ConversationWords:
 
     continuation: re.Pattern[str]
     about: re.Pattern[str]
+    again: re.Pattern[str]  # "and for X", "same for X": the last question asked of X
     why: re.Pattern[str]
     back: re.Pattern[str]
     pronoun: re.Pattern[str]
@@ -125,7 +126,8 @@ class ConversationWords:
             return re.compile(rf"{v.edge}{v.alternatives('conversation.' + key)}{v.edge}",
                               re.IGNORECASE)
 
-        return cls(opener("continuations"), opener("about_openers"), opener("why"),
+        return cls(opener("continuations"), opener("about_openers"), opener("again_openers"),
+                   opener("why"),
                    opener("back_openers"), anywhere("pronouns"), anywhere("person_pronouns"),
                    anywhere("plural_pronouns"), anywhere("person_questions"),
                    anywhere("speakers"),
@@ -162,6 +164,7 @@ class _Opening:
     kind: str | None  # "back", "about", "why", "and" or None
     focus: str  # X of "what about X" / "going back to X" ("" otherwise)
     body: str  # the rest of the question, still to be read
+    again: bool = False  # "and for X": the same question asked of X
 
 
 def _opening(q: str, w: ConversationWords) -> _Opening:
@@ -171,7 +174,8 @@ def _opening(q: str, w: ConversationWords) -> _Opening:
             rest = q[m.end():].strip()
             parts = _CLAUSE_BREAK.split(rest, maxsplit=1)
             focus, body = (parts[0], parts[1]) if len(parts) == 2 else (rest, "")
-            return _Opening(kind, focus.rstrip("?!. "), body)
+            again = kind == "about" and w.again.match(q) is not None
+            return _Opening(kind, focus.rstrip("?!. "), body, again)
     m = w.why.match(q)
     if m:
         return _Opening("why", "", q)
@@ -252,7 +256,7 @@ def _said(answer: str, w: ConversationWords, rd: Reading) -> list[str]:
 
 
 def _head(text: str, rd: Reading, common: Common) -> list[str]:
-    """The longest run of adjacent content words of `text` (the first of equal ones): the
+    """The longest run of adjacent content words of `text` (the last of equal ones): the
     noun phrase a pronoun stands for ("biggest customer" of "who's our biggest customer (cash
     end year)?"), not every word the question carried."""
     own = re.sub(r"\([^)]*\)", " ", text)  # what was carried in brackets is not its head
@@ -261,13 +265,15 @@ def _head(text: str, rd: Reading, common: Common) -> list[str]:
                and not common(x)}
     runs: list[list[str]] = [[]]
     for part in re.split(r"[()\[\],;:]", text):
+        unit = False  # the word after a number is its unit ("90 days"): a figure, no head
         for x in words(part):
-            if x.lower() in content and x not in runs[-1]:
+            if x.lower() in content and x not in runs[-1] and not unit:
                 runs[-1].append(x)
             elif runs[-1]:
                 runs.append([])
+            unit = _AMOUNT.fullmatch(x) is not None
         runs.append([])
-    return max(runs, key=len)
+    return max(reversed(runs), key=len)  # of equal runs the last: a head noun comes late
 
 
 def _subject(turn: Turn, person: bool, plural: bool, w: ConversationWords,
@@ -464,6 +470,12 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
             text, unplaced = _substitute(turn.searched, _names(turn.searched, rd), focus_names, rd)
             text = _with_subject(text, unplaced, w, rd)
             how.append(f"the question of turn {at + 1} asked again")
+        elif opening.again:  # "and for people who've left?": what was asked, of X
+            held = [n for n in _names(turn.searched, rd) if n in subject or any(
+                n in x for x in subject)]
+            text = turn.searched.replace(held[-1], opening.focus) if held else \
+                f"{turn.searched.rstrip('?!. ')} {opening.focus}?"
+            how.append(f"the question of turn {at + 1} asked of {opening.focus}")
         else:  # a new aspect of the same subject
             text = _with_subject(opening.focus, carried, w, rd)
             how.append(f"a new aspect of turn {at + 1}'s subject")
@@ -480,10 +492,11 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
     elif pronoun is not None:
         body = opening.body
         own = _names(body, rd)
-        # "is it the same for the S100?" after the S300's warranty: "it" is what was asked
-        # (the warranty), of a sibling the question names itself
+        # "is it the same for the S100?" after the S300's warranty, "is it the same in
+        # Rotterdam?" after Austin's: "it" is what was asked (the warranty), of a sibling
+        # name the question gives itself, which replaces the carried one
         what = aspect if not person and aspect and any(
-            _shape(o, rd)[0] == "code" and _same_shape(o, s, rd)
+            _shape(o, rd)[0] != "amount" and _same_shape(o, s, rd)
             for o in own for s in subject) else subject
         # "it's every day now": the contraction's verb kept ("E103 is …"), not glued to a name
         after = _CONTRACTION.sub(" is", body[pronoun.end():], count=1)
