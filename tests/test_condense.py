@@ -226,7 +226,7 @@ def test_a_short_question_of_the_askers_own_is_a_new_topic() -> None:
     assert r.kind == TurnKind.FOLLOW_UP and "Professional" in r.question
 
 
-def test_this_is_never_read_as_a_number() -> None:
+def test_all_this_is_never_read_as_a_number() -> None:
     r = ask([("Do I have to change my password every 90 days?", "No, only on compromise.")],
             "Does all this apply to contractors too?")
     assert "90" not in r.question and "password" in r.question
@@ -236,9 +236,6 @@ def test_a_pronoun_stands_for_the_head_not_every_carried_word() -> None:
     r = ask([("Who's our biggest customer (cash end year)?", "Northmoor Water.")],
             "How many sensors do they have with us now?")
     assert "biggest customer" in r.question and "cash" not in r.question
-    r = ask([("Who's in charge of customer support?",
-              "Liam O'Connor, Head of Customer Support, reports to the COO.")], "And his boss?")
-    assert r.question.startswith("Liam O'Connor") and "COO" not in r.question
 
 
 def test_a_pronoun_is_the_subject_not_what_a_yes_no_question_asked() -> None:

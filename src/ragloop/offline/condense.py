@@ -94,6 +94,7 @@ class ConversationWords:
     # "we", "our": the asker's own side, not a pointer back at an earlier turn
     speaker: re.Pattern[str]
     demonstrative: re.Pattern[str]  # "that", "this": a person when the question asks who
+    broad: re.Pattern[str]  # "all this": everything asked, never one figure of it
     # a question whose answer names its subject ("which sensor is certified …?")
     by_name: re.Pattern[str]
     negation: re.Pattern[str]
@@ -131,7 +132,8 @@ class ConversationWords:
                    opener("back_openers"), anywhere("pronouns"), anywhere("person_pronouns"),
                    anywhere("plural_pronouns"), anywhere("person_questions"),
                    anywhere("speakers"),
-                   anywhere("demonstratives"), anywhere("answered_by_name"),
+                   anywhere("demonstratives"), anywhere("broad_pronouns"),
+                   anywhere("answered_by_name"),
                    anywhere("negations"), anywhere("later"), anywhere("earlier"),
                    tuple((re.compile(rf"{v.edge}{alternation(as_list(v.periods[k]['word']))}"
                                      rf"{v.edge}", re.IGNORECASE),
@@ -277,26 +279,26 @@ def _head(text: str, rd: Reading, common: Common) -> list[str]:
 
 
 def _subject(turn: Turn, person: bool, plural: bool, w: ConversationWords,
-             rd: Reading, common: Common = _nothing_common, head: bool = False) -> list[str]:
+             rd: Reading, common: Common = _nothing_common, broad: bool = False) -> list[str]:
     """What a later turn carries over from `turn`: the names of its (standalone) question;
     for a person's pronoun ("who is that person?", "where is he based?") the names its answer
     gave, when it gave any; for a question with no name that its answer names ("which sensor
     is …?") the codes (else names) the answer gave; else the question's content words. "They"
     and "them" are never read as bare numbers. A name common to most of the knowledge base's
-    documents is no subject, nor is such a word carried. A pronoun (`head`) stands for one
-    thing: the first name a person's answer gave, else the question's head noun phrase, and
-    never a bare number."""
+    documents is no subject, nor is such a word carried. "They" stands for the question's
+    head noun phrase, not every word it carried; "all this" (`broad`) for what was asked,
+    never a figure of it."""
     said = _distinct(_said(turn.answer, w, rd), common)
     if person and said:
-        return said[:1] if head else said
+        return said
     names = _distinct(_names(turn.searched, rd), common)
-    if plural or head:
+    if plural or broad:
         names = [n for n in names if _shape(n, rd)[0] != "amount"]
     if names:
         return _with_kind(turn.searched, names, w, rd)
     if said and w.by_name.search(turn.searched):
         return [n for n in said if _shape(n, rd)[0] == "code"] or said
-    if head:
+    if plural:
         return _head(turn.searched, rd, common)
     return [x for x in rd.content_words(turn.searched)
             if not _AMOUNT.fullmatch(x) and not common(x)][:MAX_CARRIED_WORDS]
@@ -445,7 +447,7 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
     person = bool(said) and (w.person.fullmatch(said) is not None or (
         w.demonstrative.fullmatch(said) is not None and w.person_question.search(q) is not None))
     subject = _subject(turn, person, bool(said) and w.plural.fullmatch(said) is not None, w, rd,
-                       common, head=bool(said))
+                       common, bool(said) and w.broad.fullmatch(said) is not None)
     how = []
     # "what about X": X read where a capitalised first word is still a name ("Rotterdam")
     focus_names = _names(f"{_LEAD} {opening.focus}", rd) if opening.focus else []
