@@ -258,3 +258,11 @@ def test_a_sibling_place_beside_it_replaces_the_carried_place() -> None:
     assert r.question == "Retirement (Austin office)?"
     r = ask([(r.question, "A 401(k) match.")], "Is it the same in Rotterdam?")
     assert r.question.startswith("Is Retirement") and "Austin" not in r.question
+
+
+def test_a_plain_name_is_a_sibling_only_where_sameness_is_asked() -> None:
+    r = ask([("By how much did Kestrel Microsystems raise its prices?", "By 6%.")],
+            "Why does that supplier matter so much to Halden?")
+    assert "Kestrel Microsystems" in r.question
+    r = ask([("Can I put my pension in the UK scheme?", "Yes.")], "And for the US people?")
+    assert "the the" not in r.question and "US people" in r.question

@@ -95,6 +95,7 @@ class ConversationWords:
     speaker: re.Pattern[str]
     demonstrative: re.Pattern[str]  # "that", "this": a person when the question asks who
     broad: re.Pattern[str]  # "all this": everything asked, never one figure of it
+    sameness: re.Pattern[str]  # "the same": asks what was asked of another one
     # a question whose answer names its subject ("which sensor is certified …?")
     by_name: re.Pattern[str]
     negation: re.Pattern[str]
@@ -133,7 +134,7 @@ class ConversationWords:
                    anywhere("plural_pronouns"), anywhere("person_questions"),
                    anywhere("speakers"),
                    anywhere("demonstratives"), anywhere("broad_pronouns"),
-                   anywhere("answered_by_name"),
+                   anywhere("sameness"), anywhere("answered_by_name"),
                    anywhere("negations"), anywhere("later"), anywhere("earlier"),
                    tuple((re.compile(rf"{v.edge}{alternation(as_list(v.periods[k]['word']))}"
                                      rf"{v.edge}", re.IGNORECASE),
@@ -475,7 +476,11 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
         elif opening.again:  # "and for people who've left?": what was asked, of X
             held = [n for n in _names(turn.searched, rd) if n in subject or any(
                 n in x for x in subject)]
-            text = turn.searched.replace(held[-1], opening.focus) if held else \
+            # its article goes with it: "in the UK" asked of "the US people" is "in the US people"
+            first, _, rest = opening.focus.partition(" ")
+            focus = rest if rest and held and w.article.search(f"{first} ") and w.article.search(
+                turn.searched[:turn.searched.find(held[-1])]) else opening.focus
+            text = turn.searched.replace(held[-1], focus) if held else \
                 f"{turn.searched.rstrip('?!. ')} {opening.focus}?"
             how.append(f"the question of turn {at + 1} asked of {opening.focus}")
         else:  # a new aspect of the same subject
@@ -496,9 +501,12 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
         own = _names(body, rd)
         # "is it the same for the S100?" after the S300's warranty, "is it the same in
         # Rotterdam?" after Austin's: "it" is what was asked (the warranty), of a sibling
-        # name the question gives itself, which replaces the carried one
+        # name the question gives itself, which replaces the carried one. A plain name is a
+        # sibling only where the question asks for sameness: any name is the shape of any other
+        # ("why does that supplier matter to Halden?" names no sibling of the supplier)
+        kinds = ("code", "name") if w.sameness.search(body) else ("code",)
         what = aspect if not person and aspect and any(
-            _shape(o, rd)[0] != "amount" and _same_shape(o, s, rd)
+            _shape(o, rd)[0] in kinds and _same_shape(o, s, rd)
             for o in own for s in subject) else subject
         # "it's every day now": the contraction's verb kept ("E103 is …"), not glued to a name
         after = _CONTRACTION.sub(" is", body[pronoun.end():], count=1)
