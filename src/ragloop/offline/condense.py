@@ -280,15 +280,17 @@ def _head(text: str, rd: Reading, common: Common) -> list[str]:
 
 
 def _subject(turn: Turn, person: bool, plural: bool, w: ConversationWords,
-             rd: Reading, common: Common = _nothing_common, broad: bool = False) -> list[str]:
+             rd: Reading, common: Common = _nothing_common, broad: bool = False,
+             head: bool = True) -> list[str]:
     """What a later turn carries over from `turn`: the names of its (standalone) question;
     for a person's pronoun ("who is that person?", "where is he based?") the names its answer
     gave, when it gave any; for a question with no name that its answer names ("which sensor
     is …?") the codes (else names) the answer gave; else the question's content words. "They"
     and "them" are never read as bare numbers. A name common to most of the knowledge base's
     documents is no subject, nor is such a word carried. "They" stands for the question's
-    head noun phrase, not every word it carried; "all this" (`broad`) for what was asked,
-    never a figure of it."""
+    head noun phrase, not every word it carried (unless it is read as something else and
+    the subject only added: not `head`); "all this" (`broad`) for what was asked, never a
+    figure of it."""
     said = _distinct(_said(turn.answer, w, rd), common)
     if person and said:
         return said
@@ -299,7 +301,7 @@ def _subject(turn: Turn, person: bool, plural: bool, w: ConversationWords,
         return _with_kind(turn.searched, names, w, rd)
     if said and w.by_name.search(turn.searched):
         return [n for n in said if _shape(n, rd)[0] == "code"] or said
-    if plural:
+    if plural and head:
         return _head(turn.searched, rd, common)
     return [x for x in rd.content_words(turn.searched)
             if not _AMOUNT.fullmatch(x) and not common(x)][:MAX_CARRIED_WORDS]
@@ -447,11 +449,15 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
     # "who is that?": the demonstrative is the person (or role) the last answer named
     person = bool(said) and (w.person.fullmatch(said) is not None or (
         w.demonstrative.fullmatch(said) is not None and w.person_question.search(q) is not None))
-    subject = _subject(turn, person, bool(said) and w.plural.fullmatch(said) is not None, w, rd,
-                       common, bool(said) and w.broad.fullmatch(said) is not None)
-    how = []
     # "what about X": X read where a capitalised first word is still a name ("Rotterdam")
     focus_names = _names(f"{_LEAD} {opening.focus}", rd) if opening.focus else []
+    # "going back to X, what … are they?": the pronoun is X, the subject only added to it
+    reads_focus = (pronoun is not None and opening.kind in ("about", "back") and opening.focus
+                   and not focus_names and not w.pronoun.search(opening.focus))
+    subject = _subject(turn, person, bool(said) and w.plural.fullmatch(said) is not None, w, rd,
+                       common, bool(said) and w.broad.fullmatch(said) is not None,
+                       head=not reads_focus)
+    how = []
     step = w.later.search(q) or w.earlier.search(q)
     if (step and opening.kind in ("and", None)
             and (pronoun is None or pronoun.group(0).lower() in step.group(0).lower())
@@ -489,8 +495,7 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
     elif opening.kind == "why" and len(rd.content_words(opening.body)) <= 1 and pronoun is None:
         text = f"{opening.body.rstrip('?!. ')} {turn.searched}"  # "why?", "why not?"
         how.append(f"why of turn {at + 1}")
-    elif (pronoun is not None and opening.kind in ("about", "back") and opening.focus
-          and not focus_names and not w.pronoun.search(opening.focus)):
+    elif reads_focus:
         # "what about X, do I … those too?": the pronoun is X, of the earlier turn's subject
         body = opening.body
         text = body[:pronoun.start()] + opening.focus + body[pronoun.end():]
