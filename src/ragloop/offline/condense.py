@@ -22,6 +22,11 @@ possessive is the name ("E103's" → "E103"), and "it's" keeps its verb ("E103 i
 - a pronoun is replaced by the subject ("how long does its battery last?" → "… S200 battery …");
   beside a sibling code of the question's own ("is it the same for the S100?" after the S300's
   warranty) it is what was asked, the warranty, not the S300;
+- "and for X" asks the last question again, X in place of the carried name; "it" beside a
+  plain name of the question's own, where it asks for sameness ("is it the same in
+  Rotterdam?"), is what was asked, of that name;
+- "they" stands for the last question's head noun phrase, "all this" never for a figure, and
+  after "is the S200 waterproof?" the word after the name is no kind of it;
 - "what about X, do I … those too?" and "going back to X, what … are they?" read the
   pronoun as X, the referred turn's subject added in brackets;
 - anything else that refers back gets the subject added, without the earlier turn's aspect
@@ -29,7 +34,8 @@ possessive is the name ("E103's" → "E103"), and "it's" keeps its verb ("E103 i
   asks the same again of something relative ("and a quarter later?").
 
 A question with no such sign stands alone and is left as typed; when it shares no word with
-the last turn it is a new topic, and the history is dropped.
+the last turn it is a new topic, and the history is dropped. A short question with "we"/"our"
+and words of its own to search ("who's our biggest customer?") has such a subject.
 
 Pure: the history, the question and the words of the knowledge base's language
 (`language/lang/<code>.json`, key "conversation") in, a `Condensed` out.
