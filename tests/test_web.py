@@ -281,8 +281,11 @@ def test_a_follow_up_is_the_second_turn_of_the_same_conversation(live, page):
     conversation = page.url.split("conversation=")[1]
     # the follow-up box sits under the answer, and the keyboard lands in it
     followup = page.locator("#followup")
-    assert followup.is_visible()
-    assert page.evaluate("document.activeElement.id") == "followup"
+    # the box is shown and focused just after the turn's status settles (the run's end event
+    # first, then the page leaves its busy state): wait for it, as a reader's eye would
+    followup.wait_for(state="visible", timeout=30_000)
+    page.wait_for_function("() => document.activeElement && document.activeElement.id"
+                           " === 'followup'", timeout=30_000)
     assert followup.bounding_box()["y"] > first.locator(".answer").bounding_box()["y"]
     followup.fill("And who is that person?")
     page.click("#followup-button")
@@ -349,7 +352,10 @@ def test_a_question_with_several_readings_offers_buttons_that_continue(siblings,
     assert first.locator(".answer").is_hidden()  # the question is not said twice
     # buttons are buttons, reachable in order, the first one focused for the keyboard
     assert options.evaluate_all("bs => bs.every(b => b.tagName === 'BUTTON')")
-    assert page.evaluate("document.activeElement.textContent") == labels[0]
+    # focus moves once the page leaves its busy state, just after the status settles
+    page.wait_for_function("(label) => document.activeElement"
+                           " && document.activeElement.textContent === label", arg=labels[0],
+                           timeout=30_000)
     options.nth(labels.index("S200")).click()
     second = page.locator("#thread .turn").nth(1)
     _settled(second)
