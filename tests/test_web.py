@@ -467,3 +467,19 @@ def test_an_upload_goes_to_the_knowledge_base_chosen(two_kbs, live, page):
     assert "into b" in page.locator("#upload-result").text_content()
     docs = httpx.get(two_kbs.url + "/documents").json()["documents"]
     assert [d["kb"] for d in docs if d["doc_id"] == "memo.md"] == ["b"]
+
+
+def test_a_citation_opens_its_section_from_the_kb_it_names(two_kbs, page):
+    # both KBs hold the same doc ids: read without the citation's KB, the section is ambiguous
+    page.goto(two_kbs.url + "/")
+    page.fill("#question", "Is the T9 sensor waterproof?")
+    page.click("#ask-button")
+    turn = page.locator("#thread .turn").first
+    turn.locator(".run-status[data-status='answered']").wait_for(timeout=60_000)
+    cite = turn.locator(".answer button.cite").first
+    kb = cite.get_attribute("data-kb")
+    assert kb in ("a", "b")
+    cite.click()
+    page.wait_for_function("() => document.getElementById('section-text').textContent")
+    assert "Could not load" not in page.locator("#section-text").inner_text()
+    assert f"({kb})" in cite.get_attribute("title")
