@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -364,7 +365,7 @@ def test_serve_two_kbs_over_http(folders):
         body = answered.json()
         assert body["citations"] and {c["kb"] for c in body["citations"]} == {"products"}
         upload = client.post("/documents", files={"files": ("a.md", b"# A\n\ntext\n")})
-        assert upload.status_code == 400 and "ragloop ingest" in upload.text
+        assert upload.status_code == 400 and "knowledge_base=NAME" in upload.text
         # an OpenAI client sees each KB as a model, and naming one searches only it
         models = [m["id"] for m in client.get("/v1/models").json()["data"]]
         assert models == ["ragloop", "hr", "products"]
@@ -417,12 +418,19 @@ async def _mcp_session(folders):
         fetched = await client.call_tool(FETCH, {"doc_id": "notes.md", "section": "1",
                                                  "knowledge_base": "hr"})
         answer = await client.call_tool("ask", {"question": SENSOR_Q})
-        return tools, named, unknown, fetched, answer
+        listed = await client.call_tool(LIST, {})
+        ambiguous = await client.call_tool(FETCH, {"doc_id": "notes.md", "section": "1"})
+        return tools, named, unknown, fetched, answer, listed, ambiguous
 
 
 def test_mcp_two_kbs_over_stdio(folders):
-    tools, named, unknown, fetched, answer = asyncio.run(
+    tools, named, unknown, fetched, answer, listed, ambiguous = asyncio.run(
         asyncio.wait_for(_mcp_session(folders), 300))
+    # list_documents names each document's KB; fetching a doc id two KBs hold asks for one
+    text = _text(listed)
+    assert re.search(r"- notes\.md: Notes \(.*\) \[knowledge_base: hr\]", text), text
+    assert "[knowledge_base: products]" in text
+    assert ambiguous.is_error and "several knowledge bases (hr, products)" in _text(ambiguous)
     by_name = {t.name: t for t in tools}
     arg = by_name[SEARCH].input_schema["properties"]["knowledge_base"]
     assert arg["enum"] == ["hr", "products"] and "HR policies" in arg["description"]
@@ -430,6 +438,157 @@ def test_mcp_two_kbs_over_stdio(folders):
     assert unknown.is_error and "unknown knowledge base 'finance'" in _text(unknown)
     assert not fetched.is_error and "annual leave" in _text(fetched)
     assert not answer.is_error and "(products)" in _text(answer)
+
+
+# -- writing to one of several: uploads, folder sync, reading by name ------------------------
+
+
+def _upload(client, name, data, **params):
+    return client.post("/documents", params=params.pop("query", {}), data=params,
+                       files=[("files", (name, data, "application/octet-stream"))])
+
+
+def _uploaded(folder: Path) -> list[str]:
+    return sorted(p.name for p in (folder / "uploads").iterdir()) \
+        if (folder / "uploads").exists() else []
+
+
+def test_an_upload_names_its_kb_and_documents_are_read_and_deleted_by_kb(folders):
+    from ragloop.apps.server.app import create_app
+
+    entries = [CatalogEntry(n, str(p)) for n, p in folders.items()]
+    settings = Settings().with_(model="offline", kb=entries[0].location)
+    pump = b"# Pump\n\n## Seals\nThe P4 pump's seals are replaced every 2,000 hours.\n"
+    with LiveServer(create_app(settings, catalog=entries)) as live, live.client() as client:
+        # none named, or an unknown name: 400 listing the names, nothing written anywhere
+        for params in ({}, {"knowledge_base": "finance"}, {"query": {"knowledge_base": "x"}}):
+            refused = _upload(client, "pump.md", pump, **params)
+            assert refused.status_code == 400, refused.text
+            message = refused.json()["message"]
+            assert "hr (HR policies and the leadership team)" in message, message
+            assert "products" in message
+        assert _uploaded(folders["hr"]) == _uploaded(folders["products"]) == []
+        both = _upload(client, "pump.md", pump, knowledge_base="hr",
+                       query={"knowledge_base": "products"})
+        assert both.status_code == 400 and "give one" in both.text
+
+        # a form field names it; a query parameter as well
+        added = _upload(client, "pump.md", pump, knowledge_base="products")
+        assert added.status_code == 200, added.text
+        assert added.json()["kb"] == "products" and added.json()["added"] == 1
+        again = _upload(client, "pump.md", pump + b"Seal kits are part SK-4.\n",
+                        query={"knowledge_base": "hr"})
+        assert again.status_code == 200 and again.json()["kb"] == "hr"
+        assert _uploaded(folders["products"]) == _uploaded(folders["hr"]) == ["pump.md"]
+        docs = {(d["kb"], d["doc_id"]) for d in client.get("/documents").json()["documents"]}
+        assert {("hr", "pump.md"), ("products", "pump.md")} <= docs
+        found = client.get("/search", params={"q": "P4 pump seals", "k": 3,
+                                              "knowledge_base": "products"}).json()["hits"]
+        assert found[0]["doc_id"] == "pump.md" and found[0]["kb"] == "products"
+
+        # a document by id: in two KBs it needs the name; named, it is that KB's
+        ambiguous = client.get("/documents/notes.md")
+        assert ambiguous.status_code == 404 and "(hr, products)" in ambiguous.text
+        one = client.get("/documents/notes.md", params={"knowledge_base": "products"}).json()
+        assert one["kb"] == "products"
+        assert [s["title"] for s in one["section_list"]][-1] == "Firmware"
+        assert client.get("/documents/policies/travel.md").json()["kb"] == "hr"
+        unknown = client.get("/documents/notes.md", params={"knowledge_base": "finance"})
+        assert unknown.status_code == 400 and "hr (" in unknown.text
+
+        # DELETE takes the name the same way, and deletes from that KB only
+        assert client.delete("/documents/pump.md").status_code == 400
+        gone = client.delete("/documents/pump.md", params={"knowledge_base": "hr"})
+        assert gone.status_code == 200, gone.text
+        docs = {(d["kb"], d["doc_id"]) for d in client.get("/documents").json()["documents"]}
+        assert ("products", "pump.md") in docs and ("hr", "pump.md") not in docs
+
+
+def test_one_kb_served_alone_uploads_unnamed_and_refuses_a_name(folders):
+    from ragloop.apps.server.app import create_app
+
+    settings = Settings().with_(model="offline", kb=str(folders["hr"]))
+    with LiveServer(create_app(settings)) as live, live.client() as client:
+        named = _upload(client, "a.md", b"# A\n\nSome text.\n", knowledge_base="hr")
+        assert named.status_code == 400 and "without a name" in named.text
+        plain = _upload(client, "a.md", b"# A\n\nSome text.\n")
+        assert plain.status_code == 200 and "kb" not in plain.json()
+        assert _uploaded(folders["hr"]) == ["a.md"]
+
+
+def test_the_server_syncs_each_kb_with_its_own_folder(folders, tmp_path):
+    import time
+
+    from ragloop.apps.server.app import create_app
+
+    shares = {name: write_docs(tmp_path / f"{name}-share", {f"{name}-memo.md": text})
+              for name, text in (("hr", "# Memo\n\nThe office closes on 24 December.\n"),
+                                 ("products", "# Memo\n\nThe T10 ships in March.\n"))}
+    entries = [CatalogEntry(n, str(p)) for n, p in folders.items()]
+    settings = Settings().with_(model="offline", kb=entries[0].location)
+    app = create_app(settings, catalog=entries, sync_every=0.2,
+                     sync_folders=[f"{n}={p}" for n, p in shares.items()])
+    with LiveServer(app) as live, live.client() as client:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            docs = {(d["kb"], d["doc_id"]) for d in client.get("/documents").json()["documents"]}
+            if {("hr", "hr-memo.md"), ("products", "products-memo.md")} <= docs:
+                break
+            time.sleep(0.2)
+        assert ("hr", "hr-memo.md") in docs and ("products", "products-memo.md") in docs
+        assert ("hr", "products-memo.md") not in docs and ("products", "hr-memo.md") not in docs
+
+
+@pytest.mark.parametrize(("values", "says"), [
+    (["./share"], "no NAME="),
+    (["finance=./share"], "'finance' is not a knowledge base served"),
+    (["hr="], "no folder after hr="),
+])
+def test_sync_with_several_kbs_names_a_kb_or_says_which_there_are(values, says):
+    from ragloop.apps.server.folder_sync import SyncTarget, sync_targets
+
+    with pytest.raises(ConfigError, match=re.escape(says)) as raised:
+        sync_targets(values, ["hr", "products"])
+    if says != "no folder after hr=":
+        assert "NAME one of: hr, products" in str(raised.value)
+    # one KB served alone: folders as they are; a catalog of one: NAME= optional
+    assert sync_targets(["a=b", "./c"], None) == [SyncTarget("a=b"), SyncTarget("./c")]
+    assert sync_targets(["./c", "hr=./d"], ["hr"]) == [SyncTarget("./c", "hr"),
+                                                      SyncTarget("./d", "hr")]
+
+
+def _ragloop(*args: str):
+    import subprocess
+
+    return subprocess.run([sys.executable, "-m", "ragloop", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_docs_and_section_commands_read_several_kbs(folders):
+    kbs = [f"--kb=hr={folders['hr']}", f"--kb=products={folders['products']}"]
+    listed = _ragloop("docs", *kbs, "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert {(d["kb"], d["doc_id"]) for d in json.loads(listed.stdout)} == {
+        ("hr", "policies/travel.md"), ("hr", "org/leadership.md"), ("hr", "notes.md"),
+        ("products", "products/sensor.md"), ("products", "notes.md")}
+    table = _ragloop("docs", *kbs)
+    assert table.returncode == 0, table.stderr
+    rows = [line.split() for line in table.stdout.splitlines()]
+    assert ["products", "notes.md"] in [r[:2] for r in rows], table.stdout
+    assert "5 documents" in table.stdout and "in 2 knowledge bases" in table.stdout
+
+    read = _ragloop("section", "notes.md", "1", *kbs, "--in", "products")
+    assert read.returncode == 0, read.stderr
+    assert "(products)" in read.stdout and "over the air" in read.stdout
+    unique = _ragloop("section", "products/sensor.md", "1", *kbs, "--json")
+    assert unique.returncode == 0 and json.loads(unique.stdout)["kb"] == "products"
+    ambiguous = _ragloop("section", "notes.md", "1", *kbs)
+    assert ambiguous.returncode == 2 and "--in hr or --in products" in ambiguous.stderr
+    unknown = _ragloop("section", "notes.md", "1", *kbs, "--in", "finance")
+    assert unknown.returncode == 2 and "the knowledge bases are: hr (" in unknown.stderr
+    # the serve command refuses a --sync naming no KB before it listens
+    bad = _ragloop("serve", *kbs, "--sync", str(folders["hr"]), "--port", "9")
+    assert bad.returncode == 2 and "NAME one of: hr, products" in bad.stderr
 
 
 # -- SQLite and Postgres in one catalog -------------------------------------------------------

@@ -7,6 +7,7 @@ test setup installs it). Screenshots go to tests/artifacts/.
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -430,3 +431,55 @@ def test_the_answer_streams_before_the_run_ends_then_shows_the_checked_text(live
     note = turn.locator(".check-note")
     assert note.is_visible() and "[7]" in note.inner_text()
     assert turn.locator(".answer").get_attribute("aria-busy") == "false"
+
+
+@pytest.fixture(scope="module")
+def two_kbs(small_kb_template, tmp_path_factory):
+    """Two knowledge bases served at once (copies of one, named a and b)."""
+    from ragloop.apps.server.app import create_app
+    from ragloop.core.config import Settings
+    from ragloop.kb.catalog import CatalogEntry
+
+    root = tmp_path_factory.mktemp("web-two")
+    entries = [CatalogEntry(n, str(shutil.copytree(small_kb_template, root / n)))
+               for n in ("a", "b")]
+    settings = Settings().with_(model="offline", kb=entries[0].location)
+    with LiveServer(create_app(settings, catalog=entries)) as server:
+        yield server
+
+
+def test_an_upload_goes_to_the_knowledge_base_chosen(two_kbs, live, page):
+    page.goto(live[0].url + "/")
+    page.locator("#upload-box[data-ready]").wait_for()
+    assert page.locator("#upload-kb-label").is_hidden()  # one KB served: no selector
+
+    page.goto(two_kbs.url + "/")
+    page.locator("#upload-box[data-ready]").wait_for()
+    page.click("#upload-box summary")
+    assert page.locator("#upload-kb option").all_text_contents() == ["choose…", "a", "b"]
+    memo = {"name": "memo.md", "mimeType": "text/markdown",
+            "buffer": b"# Memo\n\nThe office closes on 24 December.\n"}
+    page.set_input_files("#upload-files", files=[memo])
+    page.click("#upload-button")  # no KB chosen: the form does not send it
+    page.select_option("#upload-kb", "b")
+    page.click("#upload-button")
+    page.locator("#upload-result", has_text="1 added").wait_for(timeout=60_000)
+    assert "into b" in page.locator("#upload-result").text_content()
+    docs = httpx.get(two_kbs.url + "/documents").json()["documents"]
+    assert [d["kb"] for d in docs if d["doc_id"] == "memo.md"] == ["b"]
+
+
+def test_a_citation_opens_its_section_from_the_kb_it_names(two_kbs, page):
+    # both KBs hold the same doc ids: read without the citation's KB, the section is ambiguous
+    page.goto(two_kbs.url + "/")
+    page.fill("#question", "Is the T9 sensor waterproof?")
+    page.click("#ask-button")
+    turn = page.locator("#thread .turn").first
+    turn.locator(".run-status[data-status='answered']").wait_for(timeout=60_000)
+    cite = turn.locator(".answer button.cite").first
+    kb = cite.get_attribute("data-kb")
+    assert kb in ("a", "b")
+    cite.click()
+    page.wait_for_function("() => document.getElementById('section-text').textContent")
+    assert "Could not load" not in page.locator("#section-text").inner_text()
+    assert f"({kb})" in cite.get_attribute("title")

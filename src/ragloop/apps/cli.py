@@ -268,9 +268,11 @@ def search(query: str, k: Annotated[int, typer.Option("-k", help="Number of hits
 
 
 @command()
-def docs(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
-    """List documents with their section and chunk counts."""
-    with open_kb(kb) as base:
+def docs(kb: KbsOpt = None, catalog: CatalogOpt = None, as_json: JsonOpt = False) -> None:
+    """List documents with their section and chunk counts; several knowledge bases: each
+    one's, with its name."""
+    served = Served(kb, catalog)
+    with served.open(settings_for(served.location)) as base:
         documents = base.documents()
     if as_json:
         emit_json([d.to_dict() for d in documents])
@@ -279,7 +281,10 @@ def docs(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
     # column goes (it is in --json) and the title wraps
     id_width = max((len(d.doc_id) for d in documents), default=6)
     with_source = out.width >= id_width + 80
+    several = served.entries is not None
     table = Table(box=None)
+    if several:  # the name `section --in` and a citation's "(NAME)" give
+        table.add_column("kb", no_wrap=True)
     table.add_column("doc_id", no_wrap=True, min_width=id_width)
     table.add_column("title", overflow="fold", min_width=12)
     if with_source:
@@ -288,22 +293,37 @@ def docs(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
         table.add_column(name, justify="right", no_wrap=True)
     for d in documents:
         source = [Text(visible(d.source))] if with_source else []
-        table.add_row(Text(visible(d.doc_id)), Text(visible(d.title)), *source, str(d.sections),
-                      str(d.chunks))
+        where = [Text(visible(d.kb))] if several else []
+        table.add_row(*where, Text(visible(d.doc_id)), Text(visible(d.title)), *source,
+                      str(d.sections), str(d.chunks))
     out.print(table)
-    out.print(f"{len(documents)} documents, {sum(d.chunks for d in documents)} chunks")
+    kbs = f" in {len(served.entries)} knowledge bases" if served.entries else ""
+    out.print(f"{len(documents)} documents, {sum(d.chunks for d in documents)} chunks{kbs}")
 
 
 @command()
 def section(doc_id: str, section_id: Annotated[str, typer.Argument(metavar="SECTION")],
-            kb: KbOpt = None, as_json: JsonOpt = False) -> None:
+            kb: KbsOpt = None, catalog: CatalogOpt = None,
+            in_kb: Annotated[str | None, typer.Option(
+                "--in", metavar="NAME",
+                help="Several knowledge bases: the one the document is in, as a citation"
+                     " names it (needed when the doc id is in several).")] = None,
+            as_json: JsonOpt = False) -> None:
     """Print the whole text of one section."""
-    with open_kb(kb) as base:
-        found = base.section(doc_id, section_id)
+    from ragloop.kb.multi import AmbiguousDocument
+
+    served = Served(kb, catalog)
+    with served.open(settings_for(served.location)) as base:
+        try:
+            found = base.section(doc_id, section_id, in_kb)
+        except AmbiguousDocument as exc:
+            raise UserError(f"{doc_id!r} is in several knowledge bases: say which with "
+                            + " or ".join(f"--in {n}" for n in exc.holding)) from None
     if as_json:
         emit_json(found.to_dict())
         return
-    out.print(f"[bold]{shown(found.doc_id)} §{shown(found.section)}[/] "
+    where = f" [dim]({shown(found.kb)})[/]" if found.kb else ""
+    out.print(f"[bold]{shown(found.doc_id)} §{shown(found.section)}[/]{where} "
               f"{shown(' > '.join(found.title_path))}\n")
     out.print(shown(found.text))
 
@@ -718,8 +738,10 @@ def serve(host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0
               help="Postgres only: only enqueue runs; `ragloop worker` processes run them.")]
           = False,
           sync: Annotated[list[str] | None, typer.Option(
-              "--sync", help="A folder to keep the KB in sync with (as `ingest --sync`), at"
-              " start and every --sync-every seconds (repeatable).")] = None,
+              "--sync", metavar="FOLDER|NAME=FOLDER",
+              help="A folder to keep the KB in sync with (as `ingest --sync`), at start and"
+              " every --sync-every seconds (repeatable); several KBs: NAME=FOLDER, NAME"
+              " the KB's.")] = None,
           sync_every: Annotated[float, typer.Option(
               help="Seconds between two syncs of the --sync folders.")] = 300.0) -> None:
     """HTTP API + live run page + dashboard. Beyond loopback, RAGLOOP_API_KEY is required.

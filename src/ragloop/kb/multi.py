@@ -59,6 +59,17 @@ class UnknownKnowledgeBase(UserError):
     """A name that is not in the catalog; the message lists the names there are."""
 
 
+class AmbiguousDocument(NotFoundError):
+    """A doc id that several KBs hold, read without naming one; `holding` names them (each
+    app says how to name one: the message says it in the tools' words)."""
+
+    def __init__(self, doc_id: str, holding: Sequence[str]) -> None:
+        super().__init__(f"The doc_id {doc_id!r} is in several knowledge bases"
+                         f" ({', '.join(holding)}): name the knowledge_base.")
+        self.doc_id = doc_id
+        self.holding = list(holding)
+
+
 class _Stores:
     """The part of a store that readers of a run read of a view: a chunk count that changes
     when any KB's does (the follow-ups' cache of titles is rebuilt then), and chunks by the
@@ -110,14 +121,29 @@ class KnowledgeBases:
         """Each name's one-line description (what the tool schema and /v1/models show)."""
         return dict(self._descriptions)
 
+    def listing(self) -> str:
+        """The names there are, each with its description (what an error lists)."""
+        return "; ".join(f"{n} ({d})" if d else n for n, d in self._descriptions.items())
+
     def get(self, name: str) -> KnowledgeBase:
         try:
             return self.kbs[name]
         except KeyError:
             raise UnknownKnowledgeBase(
-                f"unknown knowledge base {name!r}; the knowledge bases are: "
-                + "; ".join(f"{n} ({d})" if d else n for n, d in self._descriptions.items())
+                f"unknown knowledge base {name!r}; the knowledge bases are: {self.listing()}"
             ) from None
+
+    def target(self, name: str | None, how: str) -> KnowledgeBase:
+        """The one KB a write (an upload, a synced folder) goes to: the one `name` names, or
+        the only one served; several and none named: an error saying `how` to name one and
+        listing the names."""
+        if name:
+            return self.get(name)
+        if len(self.kbs) == 1:
+            return next(iter(self.kbs.values()))
+        raise UnknownKnowledgeBase(
+            f"Several knowledge bases are served: name the one to write to ({how}); the"
+            f" knowledge bases are: {self.listing()}")
 
     def names_of(self, names: Sequence[str]) -> list[str]:
         """`names`, each checked (UnknownKnowledgeBase lists the names there are)."""
@@ -193,15 +219,19 @@ class KnowledgeBases:
                 ) -> SectionInfo:
         """One section of a document; `knowledge_base` names the KB when the doc id is in
         several (else a NotFoundError says which hold it)."""
+        name = self.holder(doc_id, knowledge_base)
+        return replace(self.kbs[name].section(doc_id, section), kb=name)
+
+    def holder(self, doc_id: str, knowledge_base: str | None = None) -> str:
+        """The name of the KB holding `doc_id` (`knowledge_base` when given, checked):
+        NotFoundError when none does, AmbiguousDocument when several do."""
         holding = self._holding(doc_id, knowledge_base)
         if not holding:
             raise NotFoundError(f"No document {doc_id!r} in the knowledge bases"
                                 f" ({', '.join(self.kbs)}); list_documents lists the doc_ids.")
         if len(holding) > 1:
-            raise NotFoundError(f"The doc_id {doc_id!r} is in several knowledge bases"
-                                f" ({', '.join(holding)}): name the knowledge_base.")
-        found = self.kbs[holding[0]].section(doc_id, section)
-        return replace(found, kb=holding[0])
+            raise AmbiguousDocument(doc_id, holding)
+        return holding[0]
 
     def sections(self, doc_id: str, knowledge_base: str | None = None) -> list[SectionInfo]:
         for name in self._holding(doc_id, knowledge_base):
@@ -250,3 +280,16 @@ def served_catalog(kb: KnowledgeBase | KnowledgeBases) -> list[dict[str, Any]]:
 def as_knowledge_bases(kb: KnowledgeBase | KnowledgeBases) -> KnowledgeBases | None:
     """The catalog behind `kb` when it serves several (else None)."""
     return kb if isinstance(kb, KnowledgeBases) else None
+
+
+def write_target(kb: KnowledgeBase | KnowledgeBases, name: str | None, how: str
+                 ) -> KnowledgeBase:
+    """The KB a write goes to (see `KnowledgeBases.target`). One KB served alone has no
+    name: naming one is refused rather than read as it, since the writer meant another."""
+    if isinstance(kb, KnowledgeBases):
+        return kb.target(name, how)
+    if name:
+        raise UnknownKnowledgeBase(
+            f"One knowledge base is served, without a name: leave the name {name!r} out"
+            f" (names are given when several are served: {how}).")
+    return kb

@@ -16,13 +16,13 @@ import re
 import threading
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.metadata import version
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import anyio
-from fastapi import FastAPI, File, Header, Query, Request, UploadFile
+from fastapi import FastAPI, File, Form, Header, Query, Request, UploadFile
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
@@ -38,7 +38,7 @@ from ragloop.agent.engine import Engine
 from ragloop.apps.jobs import JobRunner
 from ragloop.apps.server.api_docs import add_api_docs
 from ragloop.apps.server.conversations import add_conversation_routes, resolve_http_conversation
-from ragloop.apps.server.folder_sync import FolderSync
+from ragloop.apps.server.folder_sync import FolderSync, sync_targets
 from ragloop.apps.server.guard import (
     LoopbackGuard,
     cross_origin_write,
@@ -56,7 +56,7 @@ from ragloop.core.types import RunStatus
 from ragloop.eval.metrics import percentile
 from ragloop.kb import KnowledgeBase
 from ragloop.kb.catalog import CatalogEntry, check_catalog, open_served
-from ragloop.kb.multi import KnowledgeBases, served_catalog
+from ragloop.kb.multi import KnowledgeBases, served_catalog, write_target
 from ragloop.retrieval.filters import make_filter
 from ragloop.storage.backend import open_backend
 from ragloop.storage.protocols import (
@@ -85,6 +85,9 @@ SSE_PING_S = 15
 # Event seqs are small step counters; anything past a 32-bit integer is not one we sent (and
 # would overflow SQLite's and Postgres's integer parameters).
 MAX_EVENT_SEQ = 2**31 - 1
+
+# how a request names the knowledge base it writes to, when several are served
+NAME_KB = "knowledge_base=NAME, a query parameter or form field"
 
 ERROR_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
                405: "method_not_allowed", 409: "conflict", 413: "too_large",
@@ -257,7 +260,8 @@ def _safe_filename(raw: str | None) -> str:
     return name
 
 
-def create_app(settings: Settings | None = None, *, kb: KnowledgeBase | None = None,
+def create_app(settings: Settings | None = None, *,
+               kb: KnowledgeBase | KnowledgeBases | None = None,
                api_key: str | None = None, workers: int = 2,
                upload_limit: int | None = None, grader: Grader | None = None,
                local_workers: int | None = None, bind_host: str | None = None,
@@ -272,18 +276,22 @@ def create_app(settings: Settings | None = None, *, kb: KnowledgeBase | None = N
     `grader`: overrides the grader the settings name (as Engine's `grader=`).
     `local_workers`: Postgres only: how many queue loops this server runs (default `workers`;
     0 = only enqueue, `ragloop worker` processes run the queue).
-    `sync_folders`: synced into the knowledge base at start and every `sync_every` seconds
-    (apps/server/folder_sync.py).
+    `sync_folders`: synced into the knowledge base at start and every `sync_every` seconds;
+    with several served, each is NAME=FOLDER (apps/server/folder_sync.py: a ConfigError here
+    when one names no KB served).
     """
     settings = settings or (kb.settings if kb is not None else Settings.from_env())
     limit = upload_limit if upload_limit is not None else max_upload_bytes()
+    names = ([e.name for e in catalog] if catalog
+             else kb.names() if isinstance(kb, KnowledgeBases) else None)
+    targets = sync_targets(sync_folders or [], names)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state = await anyio.to_thread.run_sync(_open_state, settings, kb, workers, limit,
                                              grader, local_workers, catalog)
-        if sync_folders:
-            state.sync = FolderSync(state.kb, state.ingest_lock, sync_folders, sync_every)
+        if targets:
+            state.sync = FolderSync(state.kb, state.ingest_lock, targets, sync_every)
             state.sync.start()
         app.state.ragloop = state
         try:
@@ -547,22 +555,39 @@ def _add_document_routes(app: FastAPI, upload_limit: int) -> None:
         return _state(request).kb.section(doc_id, section, knowledge_base).to_dict()
 
     @app.get("/documents/{doc_id:path}", tags=["documents"])
-    def get_document(doc_id: str, request: Request) -> dict[str, Any]:
+    def get_document(doc_id: str, request: Request,
+                     knowledge_base: Annotated[str | None, Query(
+                         description="Several knowledge bases served: the one the document"
+                                     " is in (needed when the doc id is in several).")] = None,
+                     ) -> dict[str, Any]:
         """One document and the ids and titles of its sections."""
-        kb = _state(request).kb
+        served = _state(request).kb
+        kb: KnowledgeBase | KnowledgeBases = served
+        if isinstance(served, KnowledgeBases):  # the one holding it, else a 404 saying so
+            knowledge_base = served.holder(doc_id, knowledge_base)
+            kb = served.get(knowledge_base)
         found = next((d for d in kb.documents() if d.doc_id == doc_id), None)
         if found is None:
             raise NotFoundError(f"No document {doc_id!r}; GET /documents lists the doc_ids.")
         sections = [{"section": s.section, "title": s.title, "title_path": list(s.title_path)}
                     for s in kb.sections(doc_id)]
+        if isinstance(served, KnowledgeBases):
+            found = replace(found, kb=knowledge_base or "")
         return {**found.to_dict(), "section_list": sections}
 
     @app.delete("/documents/{doc_id:path}", tags=["documents"])
-    def delete_document(doc_id: str, request: Request) -> dict[str, Any]:
+    def delete_document(doc_id: str, request: Request,
+                        knowledge_base: Annotated[str | None, Query(
+                            description="Several knowledge bases served: the one to delete it"
+                                        " from (needed when the doc id is in several).")] = None,
+                        ) -> dict[str, Any]:
         """Delete one document: its sections, chunks and index entries."""
         state = _state(request)
         with state.ingest_lock:  # not while an upload writes
-            removed = state.kb.remove(doc_id)
+            if isinstance(state.kb, KnowledgeBases):
+                removed = state.kb.remove(doc_id, knowledge_base)
+            else:
+                removed = write_target(state.kb, knowledge_base, NAME_KB).remove(doc_id)
         if not removed:
             raise NotFoundError(f"No document {doc_id!r}; GET /documents lists the doc_ids.")
         return {"doc_id": doc_id, "deleted": True}
@@ -574,14 +599,27 @@ def _add_document_routes(app: FastAPI, upload_limit: int) -> None:
             overwrite: Annotated[bool, Query(
                 description="Also replace documents that were not created by an upload"
                             " (e.g. by `ragloop ingest`).")] = False,
+            knowledge_base: Annotated[str | None, Query(
+                description="Several knowledge bases served: the one the files go to"
+                            " (required then; or as a form field).")] = None,
+            knowledge_base_field: Annotated[str | None, Form(
+                alias="knowledge_base",
+                description="The same as the query parameter, as a form field.")] = None,
     ) -> JSONResponse:
         """Upload files and ingest them (doc_id = the file name, or each line's `_id` in a
         BEIR .jsonl). An upload adds documents and updates documents that uploads created; an
         existing document from anywhere else is left unchanged and listed in `conflicts`
         unless `overwrite=true` (409 when nothing else was ingested). Rejected as a whole,
         with nothing written, when any file has a bad name (400), an unsupported suffix (415)
-        or the upload is over the size limit (413)."""
+        or the upload is over the size limit (413). With several knowledge bases served, the
+        files go to the one `knowledge_base` names (400 listing the names when none or an
+        unknown one is named); into `<that kb>/uploads/` as with one."""
         state = _state(request)
+        if knowledge_base and knowledge_base_field and knowledge_base != knowledge_base_field:
+            raise HTTPException(400, f"knowledge_base is {knowledge_base!r} in the query and"
+                                     f" {knowledge_base_field!r} in the form: give one.")
+        named = knowledge_base or knowledge_base_field or None
+        target = write_target(state.kb, named, NAME_KB)
         suffixes = _suffixes()
         accepted: list[tuple[str, bytes]] = []
         total = 0
@@ -598,11 +636,12 @@ def _add_document_routes(app: FastAPI, upload_limit: int) -> None:
             accepted.append((name, data))
         if len({n for n, _ in accepted}) != len(accepted):
             raise HTTPException(400, "The same file name was uploaded twice.")
-        if isinstance(state.kb, KnowledgeBases):  # which one would it go to: say so
-            state.kb.ingest()
-        result = await anyio.to_thread.run_sync(ingest_uploads, state.kb, state.ingest_lock,
+        result = await anyio.to_thread.run_sync(ingest_uploads, target, state.ingest_lock,
                                                 accepted, overwrite)
-        body = {"documents": [n for n, _ in accepted], **result.report.to_dict()}
+        body: dict[str, Any] = {"documents": [n for n, _ in accepted]}
+        if isinstance(state.kb, KnowledgeBases):  # which one they went to
+            body["kb"] = named or state.kb.names()[0]  # none named: the only one
+        body.update(result.report.to_dict())
         if result.message:
             body = {**error_body(result.status, result.message), **body}
         return JSONResponse(body, status_code=result.status)

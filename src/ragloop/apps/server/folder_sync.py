@@ -1,24 +1,63 @@
-"""The server's scheduled sync: every `every` seconds, each folder is synced into the served
-knowledge base by the rule of `ragloop ingest FOLDER --sync` (new files added, changed ones
-updated, documents of files gone removed; nothing from other folders or uploads), under the
-lock uploads and DELETE take, so writes never interleave. A failed pass is logged and the
-next one tries again."""
+"""The server's scheduled sync: every `every` seconds, each folder is synced into its knowledge
+base by the rule of `ragloop ingest FOLDER --sync` (new files added, changed ones updated,
+documents of files gone removed; nothing from other folders or uploads), under the lock
+uploads and DELETE take, so writes never interleave. A failed pass is logged and the next one
+tries again.
+
+With several knowledge bases served, each `--sync` names its KB: `NAME=FOLDER`, NAME as the
+catalog names it (a catalog of one takes a plain FOLDER too); one KB served alone takes plain
+folders, as it always did."""
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+from ragloop.core.errors import ConfigError
 from ragloop.kb import KnowledgeBase
+from ragloop.kb.multi import KnowledgeBases, write_target
 
 log = logging.getLogger("ragloop.server")
 
+HOW = "--sync NAME=FOLDER"
+
+
+@dataclass(frozen=True)
+class SyncTarget:
+    folder: str
+    kb: str = ""  # the catalog's name of the KB it syncs into; "": the one served
+
+
+def sync_targets(values: Sequence[str], names: Sequence[str] | None) -> list[SyncTarget]:
+    """The `--sync` values as targets; `names`: the catalog's names (None: one KB served
+    alone, whose values are folders as they are). A value naming no KB when several are
+    served, or naming one that is not served, is a ConfigError listing the names."""
+    if names is None:
+        return [SyncTarget(v) for v in values]
+    out = []
+    for value in values:
+        name, sep, folder = value.partition("=")
+        if sep and name in names:
+            if not folder.strip():
+                raise ConfigError(f"--sync {value!r}: no folder after {name}=")
+            out.append(SyncTarget(folder.strip(), name))
+        elif len(names) == 1 and (not sep or Path(value).exists()):
+            out.append(SyncTarget(value, names[0]))
+        else:
+            said = f"{name!r} is not a knowledge base served" if sep else "no NAME="
+            raise ConfigError(f"--sync {value!r}: {said}; with several knowledge bases each"
+                              f" --sync is NAME=FOLDER, NAME one of: {', '.join(names)}")
+    return out
+
 
 class FolderSync:
-    def __init__(self, kb: KnowledgeBase, lock: threading.Lock, folders: list[str],
-                 every: float) -> None:
-        self.kb, self.lock, self.folders, self.every = kb, lock, folders, every
+    def __init__(self, kb: KnowledgeBase | KnowledgeBases, lock: threading.Lock,
+                 targets: Sequence[SyncTarget], every: float) -> None:
+        self.targets = [(t, write_target(kb, t.kb or None, HOW)) for t in targets]
+        self.lock, self.every = lock, every
         self.passes = 0  # completed passes (every folder tried once)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="ragloop-sync", daemon=True)
@@ -31,15 +70,16 @@ class FolderSync:
         self._thread.join(60)
 
     def sync_once(self) -> None:
-        for folder in self.folders:
+        for target, kb in self.targets:
+            where = f"{target.kb}={target.folder}" if target.kb else target.folder
             try:
                 with self.lock:
-                    report = self.kb.sync(Path(folder))
+                    report = kb.sync(Path(target.folder))
             except Exception as exc:  # a folder gone or unreadable: the next pass retries
-                log.warning("sync of %s failed: %s", folder, exc)
+                log.warning("sync of %s failed: %s", where, exc)
                 continue
             for doc_id, change in report.changes:
-                log.info("sync %s: %s %s", folder, change, doc_id)
+                log.info("sync %s: %s %s", where, change, doc_id)
         self.passes += 1
 
     def _loop(self) -> None:

@@ -37,7 +37,8 @@ function setApiKey(key) {
 async function api(path, options = {}) {
   const headers = Object.assign({}, options.headers || {});
   if (apiKey()) headers["Authorization"] = `Bearer ${apiKey()}`;
-  if (options.body && !headers["Content-Type"]) headers["Content-Type"] = "application/json";
+  // a FormData body (an upload) sets its own multipart type and boundary
+  if (typeof options.body === "string" && !headers["Content-Type"]) headers["Content-Type"] = "application/json";
   const response = await fetch(path, Object.assign({}, options, { headers }));
   let body = null;
   try { body = await response.json(); } catch (_) { body = null; }
@@ -120,7 +121,8 @@ function locateQuote(text, quote) {
 
 let sectionOpener = null; // the control that opened the panel: focus returns to it
 
-async function openSection(docId, section, quote, opener) {
+// `kb`: the knowledge base a citation names when several are served (a doc id may be in two)
+async function openSection(docId, section, quote, opener, kb) {
   const panel = $("section-panel");
   sectionOpener = opener || null;
   panel.hidden = false;
@@ -132,7 +134,8 @@ async function openSection(docId, section, quote, opener) {
   box.replaceChildren();
   $("section-title").focus();
   try {
-    const s = await api(`/documents/${encodeDocPath(docId)}/sections/${encodeURIComponent(section)}`);
+    const where = kb ? `?knowledge_base=${encodeURIComponent(kb)}` : "";
+    const s = await api(`/documents/${encodeDocPath(docId)}/sections/${encodeURIComponent(section)}${where}`);
     $("section-title").textContent = `${s.doc_id} §${s.section} ${s.title || ""}`;
     $("section-path").textContent = (s.title_path || []).join(" › ");
     const span = quote ? locateQuote(s.text, quote) : null;
@@ -160,12 +163,12 @@ function closeSection() {
   sectionOpener = null;
 }
 
-function sectionButton(docId, section, label, quote, cls) {
+function sectionButton(docId, section, label, quote, cls, kb) {
   const button = el("button", {
-    type: "button", class: cls || "section-link", dataset: { doc: docId, section },
-    title: `${docId} §${section}`,
+    type: "button", class: cls || "section-link", dataset: { doc: docId, section, kb: kb || undefined },
+    title: `${docId} §${section}${kb ? ` (${kb})` : ""}`,
   }, label);
-  button.addEventListener("click", () => openSection(docId, section, quote, button));
+  button.addEventListener("click", () => openSection(docId, section, quote, button, kb));
   return button;
 }
 
@@ -357,7 +360,7 @@ class Turn {
         if (i) box.append(", ");
         const c = byN.get(n);
         box.append(c ? sectionButton(c.doc_id, c.section, String(n),
-          c.quote || citingSentence(text, match.index), "cite") : String(n));
+          c.quote || citingSentence(text, match.index), "cite", c.kb) : String(n));
       });
       box.append("]");
       last = match.index + match[0].length;
@@ -367,8 +370,8 @@ class Turn {
     this.sources.replaceChildren();
     for (const c of citations) {
       const item = el("li", { value: c.n },
-        sectionButton(c.doc_id, c.section, `${c.doc_id} §${c.section}`,
-          c.quote || citingSentence(text, text.indexOf(`[${c.n}]`))));
+        sectionButton(c.doc_id, c.section, `${c.doc_id} §${c.section}${c.kb ? ` (${c.kb})` : ""}`,
+          c.quote || citingSentence(text, text.indexOf(`[${c.n}]`)), undefined, c.kb));
       if (c.quote) item.append(el("span", { class: "source-quote" }, ` ${quote(c.quote)}`));
       this.sources.append(item);
     }
@@ -401,7 +404,8 @@ class Turn {
     if (!closest.length) { this.closest.hidden = true; return; }
     const list = el("ul", { class: "closest" });
     for (const c of closest) {
-      list.append(el("li", {}, sectionButton(c.doc_id, c.section, `${c.doc_id} §${c.section}`, c.text),
+      list.append(el("li", {}, sectionButton(c.doc_id, c.section, `${c.doc_id} §${c.section}`, c.text,
+        undefined, c.kb),
         el("span", { class: "muted" }, ` ${quote(c.text || "")}`)));
     }
     this.closest.append(el("h3", {}, "Closest passages (not confirmed)"), list);
@@ -680,6 +684,46 @@ function initAsk() {
   }
 }
 
+// -- adding documents (POST /documents) ---------------------------------------------------
+
+async function initUpload() {
+  // several knowledge bases served: the user chooses the one the files go to (the server
+  // refuses an upload naming none); one KB served alone has no name and no selector
+  try {
+    const served = (await api("/knowledge_bases")).knowledge_bases || [];
+    if (served.length > 1) {
+      const select = $("upload-kb");
+      select.required = true;
+      select.append(el("option", { value: "" }, "choose…"),
+        ...served.map((k) => el("option", { value: k.name, title: k.description || "" }, k.name)));
+      $("upload-kb-label").hidden = false;
+    }
+  } catch (_) { /* the upload's own error says what is wrong */ }
+  $("upload-box").dataset.ready = "true";
+  $("upload-form").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const form = new FormData();
+    for (const file of $("upload-files").files) form.append("files", file);
+    if (!$("upload-kb-label").hidden) form.append("knowledge_base", $("upload-kb").value);
+    $("upload-button").disabled = true;
+    $("upload-error").hidden = true;
+    $("upload-result").textContent = "uploading…";
+    try {
+      const r = await api("/documents", { method: "POST", body: form });
+      const into = r.kb ? ` into ${r.kb}` : "";
+      $("upload-result").textContent =
+        `${r.added} added, ${r.updated} updated, ${r.unchanged} unchanged${into}` +
+        ((r.conflicts || []).length ? `; ${r.conflicts.length} not replaced (not from an upload)` : "");
+      $("upload-files").value = "";
+    } catch (err) {
+      $("upload-result").textContent = "";
+      showError("upload-error", err.message);
+    } finally {
+      $("upload-button").disabled = false;
+    }
+  });
+}
+
 // -- the dashboard ----------------------------------------------------------------------
 
 function barChart(svg, values, format, colorFor) {
@@ -763,7 +807,7 @@ document.addEventListener("DOMContentLoaded", () => {
   const page = document.body.dataset.page;
   let started = false;
   setupAuth(() => {
-    if (page === "ask" && !started) { started = true; initAsk(); }
+    if (page === "ask" && !started) { started = true; initAsk(); initUpload(); }
     else if (page === "dashboard") {
       if (!started) { started = true; initDashboard(); } else loadDashboard();
     }
