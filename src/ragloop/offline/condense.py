@@ -418,37 +418,118 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
     """`question` made standalone from `history` (oldest turn first), read with `words`, the
     knowledge base's language's vocabulary (`language.vocabulary.vocabulary(code)`), `rd`,
     its reading (`language.text.reading(code)`), and `common`, which says of a word whether
-    it occurs in most of the knowledge base's documents."""
+    it occurs in most of the knowledge base's documents.
+
+    The rule's shape: the first turn, the choice answering a clarifying question and a
+    question with no sign of referring back are taken as they come; any other is read against
+    the turn it refers to (`_follow_up`) and rewritten by the first of `_REWRITES` that
+    reads it."""
     q = " ".join(question.split())
     if not q:
         raise ValueError("the question is empty")
     if not history:
         return Condensed(q, TurnKind.STANDALONE, "the first turn: nothing to refer to")
     w = conversation_words(words)
-    last = history[-1]
-    if last.asked_back and _a_choice(q, w, rd):
-        return Condensed(narrowed(last.searched, q), TurnKind.FOLLOW_UP,
-                         f"the reading chosen for turn {len(history)}'s clarifying question",
-                         subject=q.strip("?!. "), refers_to=len(history) - 1)
+    if history[-1].asked_back and _a_choice(q, w, rd):
+        return _chosen(history, q)
     opening = _opening(q, w)
     pronoun = _pronoun_refers_back(opening.body, w, rd)
+    opening = _and_with_a_name(opening, pronoun, w, rd)
+    if opening.kind is None and pronoun is None and not _too_short(q, w, rd):
+        return _stands_alone(history[-1], q, rd)
+    f = _follow_up(history, q, opening, pronoun, w, rd, common)
+    text, how = next(done for rewrite in _REWRITES if (done := rewrite(f, w, rd)) is not None)
+    return Condensed(_tidy(text, q), TurnKind.FOLLOW_UP, f"{f.sign}: {'; '.join([*f.how, how])}",
+                     subject=" ".join(f.subject), refers_to=f.at)
+
+
+# -- the questions taken as they come ---------------------------------------------------------
+
+def _chosen(history: Sequence[Turn], q: str) -> Condensed:
+    """A choice answering the last turn's clarifying question: that question, narrowed."""
+    return Condensed(narrowed(history[-1].searched, q), TurnKind.FOLLOW_UP,
+                     f"the reading chosen for turn {len(history)}'s clarifying question",
+                     subject=q.strip("?!. "), refers_to=len(history) - 1)
+
+
+def _too_short(q: str, w: ConversationWords, rd: Reading) -> bool:
+    """Whether `q` is too short to carry a subject ("is there a free trial?"); one of the
+    asker's own side with words of its own to search ("how long do we keep invoices?") is a
+    question of its own, however few its words."""
+    own = rd.content_words(q)
+    return not _names(q, rd) and len(own) <= w.ellipsis_words and not (
+        w.speaker.search(q) and len(own) >= w.ellipsis_words)
+
+
+def _stands_alone(last: Turn, q: str, rd: Reading) -> Condensed:
+    """A question with no sign of referring back, as typed: a new topic when it shares no
+    word with the last turn."""
+    if _stems(q, rd) & _stems(_turn_text(last), rd):
+        return Condensed(q, TurnKind.STANDALONE,
+                         "no pronoun or follow-up phrase: it names its own subject")
+    return Condensed(q, TurnKind.NEW_TOPIC,
+                     "no pronoun or follow-up phrase, and no word of the last turn:"
+                     " a new topic, the history is dropped")
+
+
+# -- a follow-up, read against the turn it refers to ------------------------------------------
+
+_SIGNS = {"back": "refers back by name", "about": "'what about'", "why": "'why'",
+          "and": "opens with a continuation", None: "no subject of its own"}
+
+
+@dataclass
+class _FollowUp:
+    """A question that refers back, read against the turn it refers to."""
+
+    q: str
+    opening: _Opening
+    pronoun: re.Match[str] | None  # the pronoun that points back, if one does
+    at: int  # the index of the turn it refers to
+    turn: Turn
+    person: bool  # the pronoun is a person ("where is he based?", "who is that?")
+    reads_focus: bool  # "going back to X, what … are they?": the pronoun is X
+    focus_names: list[str]  # the names of X in "what about X"
+    subject: list[str]  # what it carries of the turn (a name of X's in place of the earlier)
+    aspect: list[str]  # what the turn asked of its subject
+    carried: list[str]  # the subject, with the aspect when asked again of another one
+    how: list[str]  # what the reading did already (a name put in place of the earlier one)
+
+    @property
+    def sign(self) -> str:
+        """What showed it refers back: the reason's first words."""
+        if self.pronoun is not None and self.opening.kind is None:
+            return f"pronoun '{self.pronoun.group(0)}'"
+        return _SIGNS[self.opening.kind]
+
+
+def _and_with_a_name(opening: _Opening, pronoun: re.Match[str] | None,
+                     w: ConversationWords, rd: Reading) -> _Opening:
+    """"and in Q3 FY2025?": a continuation that names something and says little else reads as
+    "what about" it."""
     if (opening.kind == "and" and pronoun is None and _names(opening.body, rd)
             and len(rd.content_words(opening.body)) <= w.ellipsis_words):
-        opening = _Opening("about", opening.body.rstrip("?!. "), "")  # "and in Q3 FY2025?"
-    own = rd.content_words(q)
-    # "how long do we keep invoices?": a question of its own (the asker's side as subject,
-    # words of its own to search) is not short, however few its words
-    short = not _names(q, rd) and len(own) <= w.ellipsis_words and not (
-        w.speaker.search(q) and len(own) >= w.ellipsis_words)
-    if opening.kind is None and pronoun is None and not short:
-        last = history[-1]
-        if _stems(q, rd) & _stems(_turn_text(last), rd):
-            return Condensed(q, TurnKind.STANDALONE,
-                             "no pronoun or follow-up phrase: it names its own subject")
-        return Condensed(q, TurnKind.NEW_TOPIC,
-                         "no pronoun or follow-up phrase, and no word of the last turn:"
-                         " a new topic, the history is dropped")
+        return _Opening("about", opening.body.rstrip("?!. "), "")
+    return opening
 
+
+def _moved_periods(q: str, opening: _Opening, pronoun: re.Match[str] | None, turn: Turn,
+                   w: ConversationWords, rd: Reading) -> list[str]:
+    """"and a quarter later?": the periods of `turn`'s question moved by the step `q` asks
+    for, when `q` asks little else (none otherwise)."""
+    step = w.later.search(q) or w.earlier.search(q)
+    if (step and opening.kind in ("and", None)
+            and (pronoun is None or pronoun.group(0).lower() in step.group(0).lower())
+            and len(rd.content_words(opening.body)) <= w.ellipsis_words):
+        return [m for m in (_moved(n, q, w) for n in _names(turn.searched, rd)) if m]
+    return []
+
+
+def _follow_up(history: Sequence[Turn], q: str, opening: _Opening,
+               pronoun: re.Match[str] | None, w: ConversationWords, rd: Reading,
+               common: Common) -> _FollowUp:
+    """`q` read against the turn it refers to: who or what its pronoun is, what it carries
+    of that turn (a name of its own put in place of the earlier one) and what it asks again."""
     at = _referred(history, opening, rd)
     turn = history[at]
     said = pronoun.group(0).strip() if pronoun is not None else ""
@@ -458,85 +539,123 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
     # "what about X": X read where a capitalised first word is still a name ("Rotterdam")
     focus_names = _names(f"{_LEAD} {opening.focus}", rd) if opening.focus else []
     # "going back to X, what … are they?": the pronoun is X, the subject only added to it
-    reads_focus = (pronoun is not None and opening.kind in ("about", "back") and opening.focus
-                   and not focus_names and not w.pronoun.search(opening.focus))
+    reads_focus = bool(pronoun is not None and opening.kind in ("about", "back")
+                       and opening.focus and not focus_names
+                       and not w.pronoun.search(opening.focus))
     subject = _subject(turn, person, bool(said) and w.plural.fullmatch(said) is not None, w, rd,
                        common, bool(said) and w.broad.fullmatch(said) is not None,
                        head=not reads_focus)
     how = []
-    step = w.later.search(q) or w.earlier.search(q)
-    if (step and opening.kind in ("and", None)
-            and (pronoun is None or pronoun.group(0).lower() in step.group(0).lower())
-            and len(rd.content_words(opening.body)) <= w.ellipsis_words):
-        moved = [m for m in (_moved(n, q, w) for n in _names(turn.searched, rd)) if m]
-        if moved:  # "and a quarter later?": turn's question asked of the next quarter
-            opening, focus_names = _Opening("about", " ".join(moved), ""), moved
+    moved = _moved_periods(q, opening, pronoun, turn, w, rd)
+    if moved:  # "and a quarter later?": turn's question asked of the next quarter
+        opening, focus_names = _Opening("about", " ".join(moved), ""), moved
     if focus_names and opening.kind == "about":
         placed, unplaced = _substitute(" ".join(subject), subject, focus_names, rd)
         subject = [*placed.split(" "), *unplaced]
         how.append(f"{', '.join(focus_names)} in place of the earlier name")
     aspect = _aspect(turn, subject, rd, common)
     carried = list(subject)
+    step = w.later.search(q) or w.earlier.search(q)
     if len(rd.content_words(opening.body or opening.focus)) <= w.ellipsis_words and step:
         carried += aspect  # "and the one after?": what was asked, of another one
+    return _FollowUp(q, opening, pronoun, at, turn, person, reads_focus, focus_names, subject,
+                     aspect, carried, how)
 
-    if opening.kind == "about" and not opening.body:
-        if focus_names:
-            text, unplaced = _substitute(turn.searched, _names(turn.searched, rd), focus_names, rd)
-            text = _with_subject(text, unplaced, w, rd)
-            how.append(f"the question of turn {at + 1} asked again")
-        elif opening.again:  # "and for people who've left?": what was asked, of X
-            held = [n for n in _names(turn.searched, rd) if n in subject or any(
-                n in x for x in subject)]
-            # its article goes with it: "in the UK" asked of "the US people" is "in the US people"
-            first, _, rest = opening.focus.partition(" ")
-            focus = rest if rest and held and w.article.search(f"{first} ") and w.article.search(
-                turn.searched[:turn.searched.find(held[-1])]) else opening.focus
-            text = turn.searched.replace(held[-1], focus) if held else \
-                f"{turn.searched.rstrip('?!. ')} {opening.focus}?"
-            how.append(f"the question of turn {at + 1} asked of {opening.focus}")
-        else:  # a new aspect of the same subject
-            text = _with_subject(opening.focus, carried, w, rd)
-            how.append(f"a new aspect of turn {at + 1}'s subject")
-    elif opening.kind == "why" and len(rd.content_words(opening.body)) <= 1 and pronoun is None:
-        text = f"{opening.body.rstrip('?!. ')} {turn.searched}"  # "why?", "why not?"
-        how.append(f"why of turn {at + 1}")
-    elif reads_focus:
-        # "what about X, do I … those too?": the pronoun is X, of the earlier turn's subject
-        body = opening.body
-        text = body[:pronoun.start()] + opening.focus + body[pronoun.end():]
-        text = _with_subject(text, subject, w, rd)
-        how.append(f"'{pronoun.group(0)}' read as {opening.focus} (turn {at + 1}'s subject)")
-    elif pronoun is not None:
-        body = opening.body
-        own = _names(body, rd)
-        # "is it the same for the S100?" after the S300's warranty, "is it the same in
-        # Rotterdam?" after Austin's: "it" is what was asked (the warranty), of a sibling
-        # name the question gives itself, which replaces the carried one. A plain name is a
-        # sibling only where the question asks for sameness: any name is the shape of any other
-        # ("why does that supplier matter to Halden?" names no sibling of the supplier)
-        kinds = ("code", "name") if w.sameness.search(body) else ("code",)
-        what = aspect if not person and aspect and any(
-            _shape(o, rd)[0] in kinds and _same_shape(o, s, rd)
-            for o in own for s in subject) else subject
-        # "it's every day now": the contraction's verb kept ("E103 is …"), not glued to a name
-        after = _CONTRACTION.sub(" is", body[pronoun.end():], count=1)
-        text = body[:pronoun.start()] + " ".join(what) + after
-        if what is subject and not person and len(rd.content_words(body)) <= 1:
-            text = _with_subject(text, [*subject, *aspect], w, rd)  # "how long does it take?"
-        how.append(f"'{pronoun.group(0)}' read as {' '.join(what)} (turn {at + 1})")
-    else:
-        body = opening.body or q
-        if opening.kind == "back" and not w.pronoun.search(opening.focus):
-            carried = [*rd.content_words(opening.focus), *carried]  # "going back to the mileage"
-        text = _with_subject(body, carried, w, rd)
-        how.append(f"the subject of turn {at + 1} added")
-    sign = {"back": "refers back by name", "about": "'what about'", "why": "'why'",
-            "and": "opens with a continuation", None: "no subject of its own"}[opening.kind]
-    if pronoun is not None and opening.kind is None:
-        sign = f"pronoun '{pronoun.group(0)}'"
-    return Condensed(_tidy(text, q), TurnKind.FOLLOW_UP, f"{sign}: {'; '.join(how)}",
-                     subject=" ".join(subject), refers_to=at)
+
+# -- the rewrites, one per way of referring back: each returns the standalone text and a note
+# -- of how it was made, or None when the question is not its kind
+
+def _names_asked_again(f: _FollowUp, w: ConversationWords,
+                       rd: Reading) -> tuple[str, str] | None:
+    """"what about the S300?": the earlier question asked again, each name of X in place of
+    the earlier name of its shape."""
+    if f.opening.kind != "about" or f.opening.body or not f.focus_names:
+        return None
+    text, unplaced = _substitute(f.turn.searched, _names(f.turn.searched, rd), f.focus_names, rd)
+    return _with_subject(text, unplaced, w, rd), f"the question of turn {f.at + 1} asked again"
+
+
+def _asked_again_of(f: _FollowUp, w: ConversationWords, rd: Reading) -> tuple[str, str] | None:
+    """"and for people who've left?": the earlier question asked again of X, in place of the
+    name it carried."""
+    if f.opening.kind != "about" or f.opening.body or not f.opening.again:
+        return None
+    asked, x = f.turn.searched, f.opening.focus
+    held = [n for n in _names(asked, rd) if n in f.subject or any(n in s for s in f.subject)]
+    # its article goes with it: "in the UK" asked of "the US people" is "in the US people"
+    first, _, rest = x.partition(" ")
+    focus = rest if rest and held and w.article.search(f"{first} ") and w.article.search(
+        asked[:asked.find(held[-1])]) else x
+    text = asked.replace(held[-1], focus) if held else f"{asked.rstrip('?!. ')} {x}?"
+    return text, f"the question of turn {f.at + 1} asked of {x}"
+
+
+def _new_aspect(f: _FollowUp, w: ConversationWords, rd: Reading) -> tuple[str, str] | None:
+    """"what about the battery?": X, a new aspect of the earlier turn's subject."""
+    if f.opening.kind != "about" or f.opening.body:
+        return None
+    return (_with_subject(f.opening.focus, f.carried, w, rd),
+            f"a new aspect of turn {f.at + 1}'s subject")
+
+
+def _why(f: _FollowUp, w: ConversationWords, rd: Reading) -> tuple[str, str] | None:
+    """"why?", "why not?": why of the earlier question."""
+    if (f.opening.kind != "why" or len(rd.content_words(f.opening.body)) > 1
+            or f.pronoun is not None):
+        return None
+    return f"{f.opening.body.rstrip('?!. ')} {f.turn.searched}", f"why of turn {f.at + 1}"
+
+
+def _pronoun_as_focus(f: _FollowUp, w: ConversationWords,
+                      rd: Reading) -> tuple[str, str] | None:
+    """"what about X, do I … those too?": the pronoun read as X, the earlier turn's subject
+    added."""
+    pronoun, body, x = f.pronoun, f.opening.body, f.opening.focus
+    if not f.reads_focus or pronoun is None:
+        return None
+    text = _with_subject(body[:pronoun.start()] + x + body[pronoun.end():], f.subject, w, rd)
+    return text, f"'{pronoun.group(0)}' read as {x} (turn {f.at + 1}'s subject)"
+
+
+def _pronoun_as_subject(f: _FollowUp, w: ConversationWords,
+                        rd: Reading) -> tuple[str, str] | None:
+    """"how long does its battery last?": the pronoun read as the earlier subject, or beside
+    a sibling name of the question's own as what was asked of it."""
+    pronoun, body = f.pronoun, f.opening.body
+    if pronoun is None:
+        return None
+    own = _names(body, rd)
+    # "is it the same for the S100?" after the S300's warranty, "is it the same in
+    # Rotterdam?" after Austin's: "it" is what was asked (the warranty), of a sibling
+    # name the question gives itself, which replaces the carried one. A plain name is a
+    # sibling only where the question asks for sameness: any name is the shape of any other
+    # ("why does that supplier matter to Halden?" names no sibling of the supplier)
+    kinds = ("code", "name") if w.sameness.search(body) else ("code",)
+    what = f.aspect if not f.person and f.aspect and any(
+        _shape(o, rd)[0] in kinds and _same_shape(o, s, rd)
+        for o in own for s in f.subject) else f.subject
+    # "it's every day now": the contraction's verb kept ("E103 is …"), not glued to a name
+    after = _CONTRACTION.sub(" is", body[pronoun.end():], count=1)
+    text = body[:pronoun.start()] + " ".join(what) + after
+    if what is f.subject and not f.person and len(rd.content_words(body)) <= 1:
+        text = _with_subject(text, [*f.subject, *f.aspect], w, rd)  # "how long does it take?"
+    return text, f"'{pronoun.group(0)}' read as {' '.join(what)} (turn {f.at + 1})"
+
+
+def _subject_added(f: _FollowUp, w: ConversationWords, rd: Reading) -> tuple[str, str]:
+    """Anything else that refers back ("and the warranty?"): the earlier turn's subject
+    added; "going back to the mileage" puts X's words first."""
+    carried = f.carried
+    if f.opening.kind == "back" and not w.pronoun.search(f.opening.focus):
+        carried = [*rd.content_words(f.opening.focus), *carried]
+    return (_with_subject(f.opening.body or f.q, carried, w, rd),
+            f"the subject of turn {f.at + 1} added")
+
+
+# tried in this order; the last reads any question that refers back
+_REWRITES: tuple[Callable[[_FollowUp, ConversationWords, Reading], tuple[str, str] | None],
+                 ...] = (_names_asked_again, _asked_again_of, _new_aspect, _why,
+                         _pronoun_as_focus, _pronoun_as_subject, _subject_added)
 
 
 class RuleCondenser:

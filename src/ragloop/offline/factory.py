@@ -6,9 +6,6 @@ read), passed in explicitly: no component reads a language from ambient state.""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-
 from ragloop.core.decisions import (
     Answerer,
     Clarifier,
@@ -28,6 +25,7 @@ from ragloop.language.text import reading as reading_of
 from ragloop.language.vocabulary import Vocabulary
 from ragloop.offline.answerer import ExtractiveAnswerer
 from ragloop.offline.clarify import RuleClarifier
+from ragloop.offline.common_words import CommonWords
 from ragloop.offline.condense import RuleCondenser
 from ragloop.offline.follow_ups import LocalFollowUps
 from ragloop.offline.grader import LocalGrader
@@ -44,36 +42,10 @@ def reading(kb: KnowledgeBase) -> Reading:
     return reading_of(kb.language)
 
 
-def condenser(kb: KnowledgeBase, words: Vocabulary) -> Condenser:
-    return RuleCondenser(words, reading(kb), common_in(kb))
-
-
-def common_in(kb: KnowledgeBase) -> Callable[[str], bool]:
-    """Whether a word occurs in nearly every one of `kb`'s documents (the company's own name):
-    counted once per word, from the full-text index, when a follow-up first asks."""
-    documents: list[int] = []
-
-    @functools.cache
-    def common(word: str) -> bool:
-        if not documents:
-            documents.append(len(kb.documents()))
-        # one word of letters only: the full-text search splits a code or a hyphenated word
-        # into pieces and would count the documents of any of them
-        if documents[0] < _COMMON_MIN_DOCUMENTS or not word.isalpha():
-            return False
-        hits = kb.search(word, k=_COMMON_HITS, mode="bm25")
-        return len({(h.kb, h.doc_id) for h in hits}) >= _COMMON_SHARE * documents[0]
-
-    return common
-
-
-# a KB of fewer documents has no word "in most of them" worth dropping; the hits read per
-# word (chunks, so a word in many chunks of few documents is still counted right)
-_COMMON_MIN_DOCUMENTS = 4
-_COMMON_HITS = 2000
-# "nearly every document": a product a KB is about may be in three of four of its documents
-# and still tell a question's documents apart; the company's name is in all of them
-_COMMON_SHARE = 0.9
+def condenser(kb: KnowledgeBase | KnowledgeBases, words: Vocabulary) -> Condenser:
+    """The condense rule, told which words are in nearly every document of `kb` (counted once
+    per version of its content, shared by the runs over it: `common_words.py`)."""
+    return RuleCondenser(words, reading(kb), CommonWords(kb))
 
 
 def planner(words: Vocabulary, reading: Reading) -> Planner:
