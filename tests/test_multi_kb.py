@@ -591,6 +591,44 @@ def test_docs_and_section_commands_read_several_kbs(folders):
     assert bad.returncode == 2 and "NAME one of: hr, products" in bad.stderr
 
 
+def _doc_ids(folder: Path) -> set[str]:
+    with KnowledgeBase.open(folder) as kb:
+        return {d.doc_id for d in kb.documents()}
+
+
+def test_rm_command_deletes_from_the_kb_holding_the_document(folders, tmp_path):
+    kbs = [f"--kb=hr={folders['hr']}", f"--kb=products={folders['products']}"]
+    before = {name: _doc_ids(folder) for name, folder in folders.items()}
+    ambiguous = _ragloop("rm", "notes.md", *kbs)
+    assert ambiguous.returncode == 2 and "--in hr or --in products" in ambiguous.stderr
+    unknown = _ragloop("rm", "notes.md", *kbs, "--in", "finance")
+    assert unknown.returncode == 2 and "the knowledge bases are: hr (" in unknown.stderr
+    missing = _ragloop("rm", "nope.md", *kbs)
+    assert missing.returncode == 2 and "No document 'nope.md'" in missing.stderr
+    not_there = _ragloop("rm", "products/sensor.md", *kbs, "--in", "hr")
+    assert not_there.returncode == 2 and "'products/sensor.md' in hr" in not_there.stderr
+    assert {name: _doc_ids(folder) for name, folder in folders.items()} == before
+
+    # named, from that KB only; a doc id in one KB needs no name; a catalog file as well
+    named = _ragloop("rm", "notes.md", *kbs, "--in", "products")
+    assert named.returncode == 0, named.stderr
+    assert _doc_ids(folders["products"]) == before["products"] - {"notes.md"}
+    assert _doc_ids(folders["hr"]) == before["hr"]
+    catalog = tmp_path / "kbs.toml"
+    catalog.write_text(f"[knowledge_bases]\nhr = {json.dumps(str(folders['hr']))}\n"
+                       f"products = {json.dumps(str(folders['products']))}\n")
+    unique = _ragloop("rm", "policies/travel.md", "--catalog", str(catalog))
+    assert unique.returncode == 0, unique.stderr
+    assert _doc_ids(folders["hr"]) == before["hr"] - {"policies/travel.md"}
+
+    # one KB by path: as before, and a name given to it is refused (the user meant another)
+    alone = ["--kb", str(folders["hr"])]
+    refused = _ragloop("rm", "notes.md", *alone, "--in", "hr")
+    assert refused.returncode == 2 and "without a name" in refused.stderr
+    assert _ragloop("rm", "notes.md", *alone).returncode == 0
+    assert _doc_ids(folders["hr"]) == {"org/leadership.md"}
+
+
 # -- SQLite and Postgres in one catalog -------------------------------------------------------
 
 

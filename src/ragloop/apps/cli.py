@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -22,7 +23,7 @@ from ragloop.core.conversation import numbered
 from ragloop.core.errors import RagloopError, UserError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from ragloop.apps.answer_printer import AnswerPrinter
     from ragloop.core.events import Event
@@ -221,12 +222,52 @@ def describe_(description: Annotated[str | None, typer.Argument(
     out.print(shown(line))
 
 
+InKbOpt = Annotated[str | None, typer.Option(
+    "--in", metavar="NAME",
+    help="Several knowledge bases: the one the document is in, as a citation names it"
+         " (needed when the doc id is in several).")]
+
+
+@contextmanager
+def one_holding(doc_id: str) -> Iterator[None]:
+    """A doc id in several knowledge bases read or deleted without `--in`: an error naming
+    the `--in` to give."""
+    from ragloop.kb.multi import AmbiguousDocument
+
+    try:
+        yield
+    except AmbiguousDocument as exc:
+        raise UserError(f"{doc_id!r} is in several knowledge bases: say which with "
+                        + " or ".join(f"--in {n}" for n in exc.holding)) from None
+
+
+def removed(base: KnowledgeBase | KnowledgeBases, doc_id: str, in_kb: str | None) -> bool:
+    """Delete `doc_id` from the KB holding it (`in_kb` when given); False when none does.
+    One KB served alone has no name: naming one is refused, as the user meant another."""
+    from ragloop.core.errors import NotFoundError
+    from ragloop.kb.multi import AmbiguousDocument, KnowledgeBases, write_target
+
+    if not isinstance(base, KnowledgeBases):
+        return write_target(base, in_kb, "--in NAME with --kb NAME=LOCATION").remove(doc_id)
+    with one_holding(doc_id):
+        try:
+            name = base.holder(doc_id, in_kb)
+        except AmbiguousDocument:
+            raise
+        except NotFoundError:  # in none of them
+            return False
+    return base.kbs[name].remove(doc_id)
+
+
 @command()
-def rm(doc_id: str, kb: KbOpt = None) -> None:
-    """Delete a document and its chunks."""
-    with open_kb(kb) as base:
-        if not base.remove(doc_id):
-            raise UserError(f"No document {doc_id!r}; `ragloop docs` lists the doc_ids.")
+def rm(doc_id: str, kb: KbsOpt = None, catalog: CatalogOpt = None, in_kb: InKbOpt = None
+       ) -> None:
+    """Delete a document and its chunks; several knowledge bases: from the one holding it."""
+    served = Served(kb, catalog)
+    with served.open(settings_for(served.location)) as base:
+        if not removed(base, doc_id, in_kb):
+            kbs = f" in {in_kb}" if in_kb else ""
+            raise UserError(f"No document {doc_id!r}{kbs}; `ragloop docs` lists the doc_ids.")
     out.print(f"removed {shown(doc_id)}")
 
 
@@ -303,22 +344,12 @@ def docs(kb: KbsOpt = None, catalog: CatalogOpt = None, as_json: JsonOpt = False
 
 @command()
 def section(doc_id: str, section_id: Annotated[str, typer.Argument(metavar="SECTION")],
-            kb: KbsOpt = None, catalog: CatalogOpt = None,
-            in_kb: Annotated[str | None, typer.Option(
-                "--in", metavar="NAME",
-                help="Several knowledge bases: the one the document is in, as a citation"
-                     " names it (needed when the doc id is in several).")] = None,
+            kb: KbsOpt = None, catalog: CatalogOpt = None, in_kb: InKbOpt = None,
             as_json: JsonOpt = False) -> None:
     """Print the whole text of one section."""
-    from ragloop.kb.multi import AmbiguousDocument
-
     served = Served(kb, catalog)
-    with served.open(settings_for(served.location)) as base:
-        try:
-            found = base.section(doc_id, section_id, in_kb)
-        except AmbiguousDocument as exc:
-            raise UserError(f"{doc_id!r} is in several knowledge bases: say which with "
-                            + " or ".join(f"--in {n}" for n in exc.holding)) from None
+    with served.open(settings_for(served.location)) as base, one_holding(doc_id):
+        found = base.section(doc_id, section_id, in_kb)
     if as_json:
         emit_json(found.to_dict())
         return
