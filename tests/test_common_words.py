@@ -1,7 +1,7 @@
 """Which words are in nearly every document (offline/common_words.py), as the condense rule
 reads them through the engine: counted once per version of the knowledge base's content and
-shared by the runs over it, counted again when a document is added, for one knowledge base
-(SQLite, then Postgres) and for several served as one."""
+shared by the runs over it, counted again when a document is added or edited (even to as many
+chunks), for one knowledge base (SQLite, then Postgres) and for several served as one."""
 
 from __future__ import annotations
 
@@ -72,6 +72,22 @@ def test_common_words_are_counted_once_per_version_of_the_kb(tmp_path, embedder,
         third = engine.ask(FOLLOW_UP, history=HISTORY, route="single")
         assert kb.listed == 2 and kb.counted == counted * 2
         assert "Northwind" in third.standalone
+
+
+def test_an_edited_document_of_as_many_chunks_is_counted_again(tmp_path, embedder,
+                                                               location) -> None:
+    with _kb(tmp_path, embedder, DOCS, location) as kb:
+        first = Engine(kb).ask(FOLLOW_UP, history=HISTORY, route="single")
+        assert "Northwind" not in first.standalone and kb.listed == 1
+        chunks = kb.store.chunk_count()
+        # the name leaves one document, which keeps its one chunk: 4 of 5 is not nearly
+        # every one, and only a version that every write changes sees it
+        (tmp_path / "docs" / "office/parking.md").write_text(
+            "# Parking\n\nThe office has 40 parking spaces for staff.\n", encoding="utf-8")
+        assert kb.ingest([tmp_path / "docs"]).updated == 1
+        assert kb.store.chunk_count() == chunks
+        again = Engine(kb).ask(FOLLOW_UP, history=HISTORY, route="single")
+        assert kb.listed == 2 and "Northwind" in again.standalone
 
 
 def test_several_knowledge_bases_count_their_documents_together(tmp_path, embedder) -> None:

@@ -80,6 +80,26 @@ def test_a_changed_document_replaces_its_chunks(kb: KnowledgeBase, docs) -> None
     assert kb.store.chunk_count() == sum(d.chunks for d in after.values())
 
 
+def test_the_generation_changes_with_every_write_seen_by_another_open_store(
+        kb: KnowledgeBase, docs, location, embedder) -> None:
+    # another KnowledgeBase on the same location: its own connection (another process's view)
+    with KnowledgeBase.open(location, Settings(), embedder=embedder) as reader:
+        start = reader.store.generation()
+        assert start == kb.store.generation() > 0
+        kb.ingest([docs])  # nothing changed: nothing written
+        assert reader.store.generation() == start
+        # an edit of one document that keeps its chunk count: the chunk count cannot tell
+        chunks = kb.store.chunk_count()
+        path = docs / "org/leadership.md"
+        path.write_text(path.read_text(encoding="utf-8").replace("Priya", "Anjali"),
+                        encoding="utf-8")
+        assert kb.ingest([docs]).updated == 1 and kb.store.chunk_count() == chunks
+        edited = reader.store.generation()
+        assert edited != start
+        assert kb.remove("org/leadership.md")
+        assert reader.store.generation() not in (start, edited)
+
+
 def test_remove_a_document(kb: KnowledgeBase) -> None:
     assert kb.remove("org/leadership.md")
     assert not kb.remove("org/leadership.md")

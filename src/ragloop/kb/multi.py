@@ -71,15 +71,19 @@ class AmbiguousDocument(NotFoundError):
 
 
 class _Stores:
-    """The part of a store that readers of a run read of a view: a chunk count that changes
-    when any KB's does (the follow-ups' cache of titles is rebuilt then), and chunks by the
-    view's ids (the eval's grade summaries)."""
+    """The part of a store that readers of a run read of a view: the chunk count of all,
+    a generation that changes when any KB's does (what is made from the content of all is
+    made again then: offline/content_cache.py), and chunks by the view's ids (the eval's
+    grade summaries)."""
 
     def __init__(self, kbs: Sequence[KnowledgeBase]) -> None:
         self._kbs = kbs
 
     def chunk_count(self) -> int:
         return sum(kb.store.chunk_count() for kb in self._kbs)
+
+    def generation(self) -> tuple[int, ...]:
+        return tuple(kb.store.generation() for kb in self._kbs)
 
     def chunks(self, ids: Iterable[int]) -> dict[int, Hit]:
         by_kb: dict[int, list[int]] = {}

@@ -4,21 +4,19 @@ word into a follow-up (it tells no document apart).
 
 Counting a word costs a read of the document list and a BM25 search deep enough to see every
 document, so what is counted is kept per store and per version of its content, shared by every
-run over it: the engine builds a condenser per run, and each follow-up would count again. The
-version is the chunk count, as for the follow-ups' title index (`follow_ups.catalogue`): a
-document added or removed changes it, and the counts are made again. A run reads the version
-once, when it first asks of a word, and keeps it to its end.
+run over it (offline/content_cache.py): the engine builds a condenser per run, and each
+follow-up would count again. A write of any document makes the counts again. A run reads the
+version once, when it first asks of a word, and keeps it to its end.
 """
 
 from __future__ import annotations
 
 import functools
-import threading
-import weakref
 from dataclasses import dataclass, field
 
 from ragloop.kb import KnowledgeBase
 from ragloop.kb.multi import KnowledgeBases
+from ragloop.offline.content_cache import PerContent
 
 # a KB of fewer documents has no word "in most of them" worth dropping; the hits read per
 # word (chunks, so a word in many chunks of few documents is still counted right)
@@ -31,27 +29,13 @@ _COMMON_SHARE = 0.9
 
 @dataclass
 class _Known:
-    """What has been counted of one version of a store's content."""
+    """What has been counted of one version of a store's content (never its store)."""
 
-    chunks: int  # the version: the store's chunk count when it was read
     documents: int | None = None  # read on the first word asked
     words: dict[str, bool] = field(default_factory=dict)
 
 
-# keyed by the store itself, held weakly: a closed KB's counts go with it, and a new store
-# never finds another's (an id() could be reused). A value must not refer to its store.
-_known: weakref.WeakKeyDictionary[object, _Known] = weakref.WeakKeyDictionary()
-_lock = threading.Lock()
-
-
-def _known_now(kb: KnowledgeBase | KnowledgeBases) -> _Known:
-    """The counts of `kb`'s content as it is now (new ones when its chunk count changed)."""
-    chunks = kb.store.chunk_count()
-    with _lock:
-        known = _known.get(kb.store)
-        if known is None or known.chunks != chunks:
-            known = _known[kb.store] = _Known(chunks)
-        return known
+_known: PerContent[_Known] = PerContent()
 
 
 class CommonWords:
@@ -65,7 +49,7 @@ class CommonWords:
     @functools.cached_property
     def _known(self) -> _Known:
         """The version this run reads: looked up on the first word asked, kept for the run."""
-        return _known_now(self.kb)
+        return _known.get(self.kb.store, _Known)
 
     @property
     def documents(self) -> int:

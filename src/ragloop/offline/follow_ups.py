@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 from ragloop.core.types import DocumentInfo, Hit
 from ragloop.kb import KnowledgeBase
 from ragloop.language.text import ENGLISH_READING, Reading, TitleIndex, stem
+from ragloop.offline.content_cache import PerContent
 from ragloop.offline.rewriter import fetch_targets
 
 # Title links are followed only into documents that are one passage (one section): fetching
@@ -18,29 +18,24 @@ LINKED_DOC_MAX_SECTIONS = 1
 
 @dataclass
 class _Catalogue:
-    chunks: int
     documents: list[DocumentInfo]
     titles: TitleIndex
     passages: set[str]  # doc_ids with at most LINKED_DOC_MAX_SECTIONS sections
 
 
-_catalogues: dict[tuple[int, str | None], _Catalogue] = {}
-_lock = threading.Lock()
+_catalogues: PerContent[_Catalogue] = PerContent()
 
 
 def catalogue(kb: KnowledgeBase, reading: Reading) -> _Catalogue:
-    """The KB's documents and title index, rebuilt when its chunk count changes."""
-    count = kb.store.chunk_count()
-    key = (id(kb.store), reading.code)
-    with _lock:
-        cat = _catalogues.get(key)
-        if cat is None or cat.chunks != count:
-            docs = kb.documents()
-            titles = TitleIndex(((d.doc_id, d.title) for d in docs), reading)
-            cat = _Catalogue(count, docs, titles,
-                             {d.doc_id for d in docs if d.sections <= LINKED_DOC_MAX_SECTIONS})
-            _catalogues[key] = cat
-        return cat
+    """The KB's documents and title index in `reading`'s language, made again when its
+    content changes (offline/content_cache.py)."""
+
+    def make() -> _Catalogue:
+        docs = kb.documents()
+        return _Catalogue(docs, TitleIndex(((d.doc_id, d.title) for d in docs), reading),
+                          {d.doc_id for d in docs if d.sections <= LINKED_DOC_MAX_SECTIONS})
+
+    return _catalogues.get(kb.store, make, reading.code)
 
 
 class LocalFollowUps:

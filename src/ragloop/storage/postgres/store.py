@@ -243,6 +243,7 @@ class PostgresStore:
                     "INSERT INTO postings(term, chunk_id, tf, dl, impact)"
                     " VALUES (%s, %s, %s, %s, %s)",
                     list(fulltext.posting_rows(terms, fulltext.add_stats(conn, terms))))
+        _bump(conn)
         return True
 
     def _chunk_rows(self, conn: psycopg.Connection, writes: list[DocumentWrite]
@@ -321,6 +322,7 @@ class PostgresStore:
                     copy.write_row(row)
         if terms:
             fulltext.copy_postings(conn, terms, stats.avgdl_with(terms))
+        _bump(conn)
         return len(rows)
 
     def build_vector_index(self, conn: psycopg.Connection | None = None) -> None:
@@ -344,6 +346,8 @@ class PostgresStore:
             fulltext.forget_documents(conn, [doc_id])
             existed = conn.execute("DELETE FROM documents WHERE doc_id=%s",
                                    (doc_id,)).rowcount > 0
+            if existed:
+                _bump(conn)
         return existed
 
     # -- statistics -------------------------------------------------------------------------
@@ -449,6 +453,11 @@ class PostgresStore:
         with self._conn() as conn:
             return int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
 
+    def generation(self) -> int:
+        # bumped in each write's transaction (`_bump`): read committed, so a reader sees it
+        # change exactly when the write's documents become visible
+        return int(self.get_meta("generation") or 0)
+
     # -- embedding cache ------------------------------------------------------------------
 
     def get_embeddings(self, model: str, hashes: list[str]) -> dict[str, np.ndarray]:
@@ -477,6 +486,14 @@ class PostgresStore:
 
     def close(self) -> None:
         self.pool.close()
+
+
+def _bump(conn: psycopg.Connection) -> None:
+    """Count one more write of documents (`generation`), in the caller's transaction. The
+    row is locked until commit, as `fts_stats`' is by the same writes (taken before it, so
+    the two locks are always taken in one order)."""
+    conn.execute("INSERT INTO meta(key, value) VALUES ('generation', '1') ON CONFLICT (key)"
+                 " DO UPDATE SET value = (meta.value::bigint + 1)::text")
 
 
 def ef_search_for(chunks: int) -> int:

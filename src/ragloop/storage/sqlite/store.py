@@ -159,6 +159,9 @@ class SqliteStore:
             self.db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
 
     def generation(self) -> int:
+        # bumped in the transaction of every write (`_bump`); read in autocommit mode, each
+        # read sees the last commit of any process (PRAGMA data_version would say only
+        # whether another connection wrote, and per connection)
         return int(self.get_meta("generation") or 0)
 
     def content_hashes(self) -> dict[str, str]:
