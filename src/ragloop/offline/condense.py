@@ -55,6 +55,8 @@ from ragloop.language.vocabulary import Vocabulary, alternation, as_list
 
 # A money amount or number as written: "£20,000", "2.5.0", "10,000".
 _AMOUNT = re.compile(r"(?<![\w.,])[£$€]?\d(?:[\d,.]*\d)?(?![\w])")
+# a version ("2.5.0"): written as an amount, but a name of a release, not a figure
+_VERSION = re.compile(r"\d+\.\d+\.\d+")
 # a possessive ending glued to a word ("E103's")
 _POSSESSIVE = re.compile(r"(?<=\w)['’]s(?!\w)")
 # "'s" right after a pronoun: "it's", read as "it is"
@@ -141,6 +143,7 @@ class ConversationWords:
     # pronoun right after it ("the one above it") anchors it at the last turn
     siblings: tuple[tuple[re.Pattern[str], str], ...]
     deictic: re.Pattern[str]  # "this year": the period we are in, pointing back at none
+    indefinite: re.Pattern[str]  # "someone": what a later pronoun of the question points at
 
     @classmethod
     def of(cls, v: Vocabulary) -> ConversationWords:
@@ -184,7 +187,8 @@ class ConversationWords:
                                      rf"{v.edge}", re.IGNORECASE), k)
                          for k in ("up", "down", "lowest", "highest", "other")),
                    re.compile(rf"{v.alternatives('conversation.deictic')}{v.edge}",
-                              re.IGNORECASE))
+                              re.IGNORECASE),
+                   anywhere("indefinites"))
 
 
 _COMPILED: dict[str, ConversationWords] = {}
@@ -248,9 +252,11 @@ def _same_shape(a: str, b: str, rd: Reading) -> bool:
 
 def _pronoun_refers_back(body: str, w: ConversationWords, rd: Reading) -> re.Match[str] | None:
     """The first pronoun of `body` when nothing is named before it (in "can a Starter tenant
-    change its region" the pronoun points at the tenant, not back at the history)."""
+    change its region" the pronoun points at the tenant, not back at the history; in "when
+    someone leaves …" at the someone), and it opens no relative clause ("anything that …")."""
     for m in w.pronoun.finditer(body):
-        if _names(body[:m.start()], rd):
+        # "when someone leaves, how quickly is their access removed?": its own someone
+        if _names(body[:m.start()], rd) or w.indefinite.search(body[:m.start()]):
             return None
         # "is there anything that doesn't work on it?": "that" opens a clause, "it" points back
         if not w.relative.search(body[:m.start()]):
@@ -291,7 +297,8 @@ def _said(answer: str, w: ConversationWords, rd: Reading) -> list[str]:
             continue
         for clause in _CLAUSES.split(sentence):
             if not w.negation.search(clause):
-                out += [n for n in _names(clause, rd) if _shape(n, rd)[0] != "amount"]
+                out += [n for n in _names(clause, rd)
+                        if _shape(n, rd)[0] != "amount" or _VERSION.fullmatch(n)]
     return list(dict.fromkeys(out))
 
 
@@ -338,10 +345,18 @@ def _subject(turn: Turn, person: bool, plural: bool, w: ConversationWords,
     names = _distinct(_names(turn.searched, rd), common)
     if plural or broad:
         names = [n for n in names if _shape(n, rd)[0] != "amount"]
+    if said and w.by_name.search(turn.searched):
+        if not names:
+            return [n for n in said if _shape(n, rd)[0] == "code"] or said
+        # "which firmware fixed the Modbus leak?": what the answer named that the question
+        # did not ("2.5.0") is what a later turn asks of, with the question's own names
+        # (a release, a version: a name that a plain name of the answer is not)
+        asked = {x.lower() for x in words(turn.searched)}
+        new = [n for n in said if _VERSION.fullmatch(n) and n.lower() not in asked]
+        if new:
+            return [new[0], *_with_kind(turn.searched, names, w, rd)]
     if names:
         return _with_kind(turn.searched, names, w, rd)
-    if said and w.by_name.search(turn.searched):
-        return [n for n in said if _shape(n, rd)[0] == "code"] or said
     if plural and head:
         return _head(turn.searched, rd, common)
     return [x for x in rd.content_words(turn.searched)
@@ -469,7 +484,7 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
     w = conversation_words(words)
     if history[-1].asked_back and _a_choice(q, w, rd):
         return _chosen(history, q)
-    q = _sibling_named(history, q, w, rd, siblings)
+    typed, q = q, _sibling_named(history, q, w, rd, siblings)
     pointed = _pointed_at(history, q, w, rd, common)
     if pointed is not None:
         q, at, what = pointed
@@ -483,6 +498,10 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
     pronoun = _pronoun_refers_back(opening.body, w, rd)
     opening = _and_with_a_name(opening, pronoun, w, rd)
     if opening.kind is None and pronoun is None and not _too_short(q, w, rd):
+        if q != typed:  # "can the other one …?": its sibling named, a follow-up all the same
+            return Condensed(_tidy(q, q), TurnKind.FOLLOW_UP,
+                             "a relative reference: the code it means named",
+                             refers_to=len(history) - 1)
         return _stands_alone(history[-1], q, rd)
     f = _follow_up(history, q, opening, pronoun, w, rd, common)
     text, how = next(done for rewrite in _REWRITES if (done := rewrite(f, w, rd)) is not None)
@@ -495,7 +514,8 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
 def _sibling_named(history: Sequence[Turn], q: str, w: ConversationWords, rd: Reading,
                    siblings: Siblings) -> str:
     """`q` with "the one above", "the cheap one", "the other one" replaced by the code it
-    means: another of the family of the code the conversation is about (`siblings`). A
+    means: another of the family of the code the conversation is about (`siblings`), or as
+    typed. A
     reference with a pronoun ("the one above it") steps from the last turn's code; one without
     ("and the one below?" after "and the one above it?") from the code the earlier relative
     references stepped from too."""
@@ -504,7 +524,7 @@ def _sibling_named(history: Sequence[Turn], q: str, w: ConversationWords, rd: Re
         if m is None:
             continue
         at = len(history) - 1
-        if m.group(1) is None:
+        if m.group(1) is None and step != "other":
             while at > 0 and any(p.search(history[at].question) for p, _ in w.siblings):
                 at -= 1
         for code in (c for c in _names(history[at].searched, rd)
@@ -513,12 +533,16 @@ def _sibling_named(history: Sequence[Turn], q: str, w: ConversationWords, rd: Re
             if code.upper() not in family or len(family) < 2:
                 continue
             i = family.index(code.upper())
+            # "the other one": the one of two talked about that the last turn was not about;
+            # with only one talked about, the one left of a family of three
             talked = {c.upper() for t in history for c in words(t.searched)}
-            others = [c for c in family if c not in talked]
+            spoken = [c for c in family if c in talked and c != family[i]]
+            left = [c for c in family if c not in talked]
+            other = spoken if spoken else left
             target = {"up": family[i + 1] if i + 1 < len(family) else None,
                       "down": family[i - 1] if i > 0 else None,
                       "lowest": family[0], "highest": family[-1],
-                      "other": others[0] if len(others) == 1 else None}[step]
+                      "other": other[0] if len(other) == 1 else None}[step]
             if target is not None:
                 return f"{q[:m.start()]}{target}{q[m.end():]}"
     return q
