@@ -364,3 +364,19 @@ def test_a_which_question_with_a_name_passes_on_the_version_its_answer_gave() ->
     r = ask([("Which firmware fixed the Modbus leak?", "Version 2.5.0 fixed the leak. [1]")],
             "Is there anything that doesn't work on it?")
     assert "2.5.0" in r.question and "Modbus" in r.question
+
+
+def test_the_one_before_that_steps_by_the_kind_the_last_turn_stepped_by() -> None:
+    turns = [Turn("How many pumps did we ship in Q2 FY2025?", answer="1,200."),
+             Turn("And the quarter before?", standalone="How many pumps did we ship in Q1 FY2025?",
+                  answer="1,000.")]
+    r = condense(turns, "And the one before that?", EN)
+    assert r.question == "How many pumps did we ship in Q4 FY2024?"
+
+
+def test_asked_again_after_why_is_the_question_the_why_was_of() -> None:
+    turns = [Turn("How many pumps did we ship in Q2 FY2025?", answer="1,200."),
+             Turn("Why?", standalone="Why how many pumps did we ship in Q2 FY2025?",
+                  answer="A new customer.")]
+    r = condense(turns, "And the quarter before?", EN)
+    assert r.question == "How many pumps did we ship in Q1 FY2025?"

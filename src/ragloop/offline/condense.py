@@ -363,10 +363,12 @@ def _subject(turn: Turn, person: bool, plural: bool, w: ConversationWords,
             if not _AMOUNT.fullmatch(x) and not common(x)][:MAX_CARRIED_WORDS]
 
 
-def _moved(name: str, q: str, w: ConversationWords) -> str | None:
+def _moved(name: str, q: str, w: ConversationWords, kind: str = "") -> str | None:
     """`name` (a period: "Q2 FY2024", "FY2024") moved by the step `q` asks for ("a quarter
-    later" → "Q3 FY2024", "a year earlier" → "FY2023"); None when `q` asks none of it."""
+    later" → "Q3 FY2024", "a year earlier" → "FY2023"); None when `q` asks none of it. The
+    period kind is read from `kind` when given (the step's own words name none)."""
     step = 1 if w.later.search(q) else -1 if w.earlier.search(q) else 0
+    q = kind or q
     year = re.search(rf"{re.escape(w.year_code)}(\d{{4}})", name)
     if not step or year is None:
         return None
@@ -718,7 +720,12 @@ def _moved_periods(q: str, opening: _Opening, pronoun: re.Match[str] | None, tur
     if (step and stepped
             and (pronoun is None or pronoun.group(0).lower() in step.group(0).lower())
             and len(rd.content_words(opening.body or opening.focus)) <= w.ellipsis_words):
-        return [m for m in (_moved(n, q, w) for n in _names(turn.searched, rd)) if m]
+        # "and the one before that?" after "and the quarter before?": the step of the kind
+        # the last turn stepped by
+        named = any(k.search(q) for k, _, _ in w.periods) or w.year.search(q)
+        kind = turn.question if not named and (w.later.search(turn.question)
+                                               or w.earlier.search(turn.question)) else ""
+        return [m for m in (_moved(n, q, w, kind) for n in _names(turn.searched, rd)) if m]
     return []
 
 
@@ -771,7 +778,11 @@ def _names_asked_again(f: _FollowUp, w: ConversationWords,
     the earlier name of its shape."""
     if f.opening.kind != "about" or f.opening.body or not f.focus_names:
         return None
-    text, unplaced = _substitute(f.turn.searched, _names(f.turn.searched, rd), f.focus_names, rd)
+    asked = f.turn.searched
+    # after "why?" the question asked again is the one the why was of, not the why
+    why = w.why.match(asked) if w.why.match(f.turn.question) else None
+    asked = asked[why.end():] if why and asked[why.end():].strip() else asked
+    text, unplaced = _substitute(asked, _names(asked, rd), f.focus_names, rd)
     return _with_subject(text, unplaced, w, rd), f"the question of turn {f.at + 1} asked again"
 
 
