@@ -380,3 +380,9 @@ def test_asked_again_after_why_is_the_question_the_why_was_of() -> None:
                   answer="A new customer.")]
     r = condense(turns, "And the quarter before?", EN)
     assert r.question == "How many pumps did we ship in Q1 FY2025?"
+
+
+def test_a_follow_up_with_no_word_of_its_own_carries_what_was_asked() -> None:
+    r = ask([("What refund do Gold members get if a pump fails twice?", "10%.")],
+            "Up to how much?")
+    assert "refund" in r.question and "Gold" in r.question

@@ -859,6 +859,9 @@ def _subject_added(f: _FollowUp, w: ConversationWords, rd: Reading) -> tuple[str
     carried = f.carried
     if f.opening.kind == "back" and not w.pronoun.search(f.opening.focus):
         carried = [*rd.content_words(f.opening.focus), *carried]
+    if not rd.content_words(f.opening.body or f.q):
+        # "up to how much?" has no word of its own to search: what was asked, of the subject
+        carried = list(dict.fromkeys([*carried, *f.aspect]))
     return (_with_subject(f.opening.body or f.q, carried, w, rd),
             f"the subject of turn {f.at + 1} added")
 
