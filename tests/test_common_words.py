@@ -1,7 +1,7 @@
 """Which words are in nearly every document (offline/common_words.py), as the condense rule
 reads them through the engine: counted once per version of the knowledge base's content and
 shared by the runs over it, counted again when a document is added, for one knowledge base
-and for several served as one."""
+(SQLite, then Postgres) and for several served as one."""
 
 from __future__ import annotations
 
@@ -40,19 +40,20 @@ class CountingKB(KnowledgeBase):
         return super().search(query, k, mode, filter)
 
 
-def _kb(root, embedder, docs: dict[str, str]) -> CountingKB:
+def _kb(root, embedder, docs: dict[str, str], location: str | None = None) -> CountingKB:
     folder = root / "docs"
     for rel, text in docs.items():
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         (folder / rel).write_text(text, encoding="utf-8")
-    kb = CountingKB.open(root / "kb", embedder=embedder)
+    kb = CountingKB.open(location or root / "kb", embedder=embedder)
     kb.ingest([folder])
     kb.listed, kb.counted = 0, []
     return kb  # type: ignore[return-value]
 
 
-def test_common_words_are_counted_once_per_version_of_the_kb(tmp_path, embedder) -> None:
-    with _kb(tmp_path, embedder, DOCS) as kb:
+def test_common_words_are_counted_once_per_version_of_the_kb(tmp_path, embedder,
+                                                             location) -> None:
+    with _kb(tmp_path, embedder, DOCS, location) as kb:
         engine = Engine(kb)
         first = engine.ask(FOLLOW_UP, history=HISTORY, route="single")
         assert "probation" in first.standalone and "Northwind" not in first.standalone
