@@ -6,7 +6,7 @@ it?"), or is too short to carry a subject ("is there a free trial?"). It is then
 with the subject of the turn it refers to: the last turn (its standalone question, already
 resolved, so a subject is never taken from further back than that turn carried it), or for
 "going back to X" the latest earlier turn whose question (else answer) shares a word with X.
-For a person's pronoun the subject is the names that turn's answer gave; else its
+For a person's pronoun the subject is the first new name that turn's answer gave; else its
 question's names, each with the word that says what it names ("the Austin office", "error
 code E201"); for a "which …?" question without a name, the codes (else names) its answer
 stated, not what a clause of it denies; else the question's content words. An answer is
@@ -15,6 +15,15 @@ read without its citation markers ("[1]"), its declines and its bare figures, an
 knowledge base (the company's own name; `common`, given by whoever knows the KB) is never
 carried: it tells no document apart. "Who is that?" reads "that" as a person. A name's
 possessive is the name ("E103's" → "E103"), and "it's" keeps its verb ("E103 is …").
+
+Before that, two readings name what the question points at in words of its own: "the one
+above (it)", "the cheap one", "the other one" are another code of the family the conversation
+is about (`siblings`, given by whoever knows the KB: S300 after the S200), and "that quarter",
+"that policy" are what the latest turn that named the noun meant by it (its period; its
+subject; the name in its answer or cited titles that holds the noun, "Data Retention Policy").
+One person ("he", "who is that?") is the first name the answer gave that its question did
+not ask with, never the titles after it; a pronoun after "someone" or opening a clause
+("anything that …") points back at nothing.
 
 - "what about X" puts X in place of the earlier name of the same shape (S300 for S200, Q1
   FY2025 for Q3 FY2024, £60,000 for £20,000, Rotterdam for Austin); X with no name is a new
@@ -327,9 +336,11 @@ def _subject(turn: Turn, person: bool, plural: bool, w: ConversationWords,
              rd: Reading, common: Common = _nothing_common, broad: bool = False,
              head: bool = True) -> list[str]:
     """What a later turn carries over from `turn`: the names of its (standalone) question;
-    for a person's pronoun ("who is that person?", "where is he based?") the names its answer
-    gave, when it gave any; for a question with no name that its answer names ("which sensor
-    is …?") the codes (else names) the answer gave; else the question's content words. "They"
+    for a person's pronoun ("who is that person?", "where is he based?") the first new name its
+    answer gave (all of them for "they"), when it gave any; for a "which …?" question with a
+    name, the version its answer gave first ("2.5.0") before the question's names; for a
+    question with no name that its answer names ("which sensor is …?") the codes (else names)
+    the answer gave; else the question's content words. "They"
     and "them" are never read as bare numbers. A name common to most of the knowledge base's
     documents is no subject, nor is such a word carried. "They" stands for the question's
     head noun phrase, not every word it carried (unless it is read as something else and
