@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from typer.testing import CliRunner
 
 from ragloop.apps.cli import app
@@ -98,3 +99,14 @@ def test_eval_reads_the_conversation_set(small_kb, tmp_path) -> None:
     bad.write_text('{"id": "x", "turns": [{"type": "first"}]}\n', encoding="utf-8")
     res = CliRunner().invoke(app, ["eval", str(bad), "--kb", kb, "--paths", "single"])
     assert res.exit_code != 0 and 'turn 1 needs a "q"' in str(res.exception)
+
+
+def test_a_conversation_id_used_twice_is_refused_with_both_lines(tmp_path) -> None:
+    from ragloop.core.errors import UserError
+    from ragloop.eval.conversations import load_conversations
+
+    data = tmp_path / "conversations.jsonl"
+    data.write_text("\n".join(json.dumps(c) for c in [*CONVERSATIONS, *CONVERSATIONS]) + "\n",
+                    encoding="utf-8")
+    with pytest.raises(UserError, match=r":2: the conversation id 'c1' is also on line 1"):
+        load_conversations(data)

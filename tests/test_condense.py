@@ -266,3 +266,123 @@ def test_a_plain_name_is_a_sibling_only_where_sameness_is_asked() -> None:
     assert "Kestrel Microsystems" in r.question
     r = ask([("Can I put my pension in the UK scheme?", "Yes.")], "And for the US people?")
     assert "the the" not in r.question and "US people" in r.question
+
+
+def test_that_quarter_is_the_period_a_turn_before_the_last_named() -> None:
+    turns = [Turn("What was pump revenue in Q3 FY2024?", answer="£2m."),
+             Turn("How many days of leave do staff get?", answer="25 days.")]
+    r = condense(turns, "And the margin for that quarter?", EN)
+    assert r.question == "The margin for Q3 FY2024?" and r.refers_to == 0
+    assert "leave" not in r.question
+
+
+def test_this_year_is_the_year_we_are_in_not_one_talked_about() -> None:
+    r = ask([("How much leave do UK staff get in FY2024?", "25 days.")],
+            "And if I don't use them all this year?")
+    assert "this year" in r.question and "FY2024 year" not in r.question
+
+
+def test_that_noun_only_an_answer_or_cited_title_gave_is_the_name_holding_it() -> None:
+    turns = [Turn("How fast must we delete a customer's data when asked?", answer="30 days.",
+                  cited=("Data Retention Policy › Deletion requests",)),
+             Turn("What time does reception open?", answer="At 08:30.")]
+    r = condense(turns, "Who owns that policy?", EN)
+    assert r.question == "Who owns Data Retention Policy?" and r.refers_to == 0
+    r = ask([("Which firmware fixed the leak?", "Version 2.5.0 fixed it.")],
+            "Is anything broken in that version?")
+    assert "2.5.0" in r.question
+
+
+def test_the_one_above_and_below_step_through_the_kbs_family_of_codes() -> None:
+    def family(code: str) -> list[str]:
+        return ["P100", "P200", "P300"] if code.upper().startswith("P") else []
+
+    def asked(turns: list[Turn], q: str) -> str:
+        return condense(turns, q, EN, reading("en"), siblings=family).question
+
+    turns = [Turn("What is the flow rate of the P200?", answer="40 l/min.")]
+    above = asked(turns, "And the one above it?")
+    assert above == "What is the flow rate of the P300?"
+    turns.append(Turn("And the one above it?", standalone=above, answer="60 l/min."))
+    # a parallel reference steps from the same code, not from the one the last step reached
+    assert asked(turns, "And the one below?") == "What is the flow rate of the P100?"
+    assert "P100" in asked(turns[:1], "and the cheap one?")
+    # the other one: of the two talked about, the one the last turn was not about
+    other = condense(turns, "How heavy is the other one?", EN, reading("en"), siblings=family)
+    assert "P200" in other.question and other.kind == TurnKind.FOLLOW_UP
+    # no family known: the phrase is left to the other readings
+    r = ask([("What is the flow rate of the P200?", "40 l/min.")], "And the one above it?")
+    assert "P300" not in r.question
+
+
+def test_one_persons_pronoun_is_the_first_new_name_not_the_whole_title() -> None:
+    r = ask([("Who's our CTO?", "Jane Doe is the Chief Technology Officer (CTO) and Chair of"
+              " the Risk Committee. [1]")], "What does she look after?")
+    assert r.question == "What does Jane Doe look after?"
+
+
+def test_that_with_a_noun_after_it_is_no_person() -> None:
+    r = ask([("Who's our CTO?", "Jane Doe is the Chief Technology Officer (CTO).")],
+            "Who's that lab certified by?")
+    # the person the answer named is who "who's that?" asks of, not what "that lab" is
+    assert "lab" in r.question and "Jane Doe" not in r.question
+
+
+def test_that_one_is_one_pronoun() -> None:
+    r = ask([("Which pump is rated for hot water?", "The P300 is.")], "How much is that one?")
+    assert r.question.startswith("How much is P300") and " one" not in r.question
+
+
+def test_that_after_anything_opens_a_clause_and_points_back_at_nothing() -> None:
+    r = ask([("When was firmware 2.5.0 released?", "In March.")],
+            "Is there anything that doesn't work on it?")
+    assert r.question.startswith("Is there anything that doesn't work on 2.5.0")
+
+
+def test_what_about_the_quarter_after_that_moves_the_period() -> None:
+    r = ask([("How many pumps did we ship in Q1 FY2025?", "1,200.")],
+            "What about the quarter after that?")
+    assert r.question == "How many pumps did we ship in Q2 FY2025?"
+
+
+def test_an_italian_relative_reference() -> None:
+    def family(code: str) -> list[str]:
+        return ["P100", "P200", "P300"]
+
+    r = condense([Turn("Qual è la portata della P200?", answer="40 l/min.")],
+                 "E quello sopra?", vocabulary("it"), reading("it"), siblings=family)
+    assert "P300" in r.question
+
+
+def test_a_pronoun_after_someone_points_at_the_someone() -> None:
+    r = ask([("What is the health insurance provider in the Netherlands?", "Zilveren Kruis.")],
+            "When someone starts working from home, how long do they have to do the checks?")
+    assert r.kind != TurnKind.FOLLOW_UP and "Netherlands" not in r.question
+
+
+def test_a_which_question_with_a_name_passes_on_the_version_its_answer_gave() -> None:
+    r = ask([("Which firmware fixed the Modbus leak?", "Version 2.5.0 fixed the leak. [1]")],
+            "Is there anything that doesn't work on it?")
+    assert "2.5.0" in r.question and "Modbus" in r.question
+
+
+def test_the_one_before_that_steps_by_the_kind_the_last_turn_stepped_by() -> None:
+    turns = [Turn("How many pumps did we ship in Q2 FY2025?", answer="1,200."),
+             Turn("And the quarter before?", standalone="How many pumps did we ship in Q1 FY2025?",
+                  answer="1,000.")]
+    r = condense(turns, "And the one before that?", EN)
+    assert r.question == "How many pumps did we ship in Q4 FY2024?"
+
+
+def test_asked_again_after_why_is_the_question_the_why_was_of() -> None:
+    turns = [Turn("How many pumps did we ship in Q2 FY2025?", answer="1,200."),
+             Turn("Why?", standalone="Why how many pumps did we ship in Q2 FY2025?",
+                  answer="A new customer.")]
+    r = condense(turns, "And the quarter before?", EN)
+    assert r.question == "How many pumps did we ship in Q1 FY2025?"
+
+
+def test_a_follow_up_with_no_word_of_its_own_carries_what_was_asked() -> None:
+    r = ask([("What refund do Gold members get if a pump fails twice?", "10%.")],
+            "Up to how much?")
+    assert "refund" in r.question and "Gold" in r.question

@@ -69,11 +69,16 @@ def is_conversation_set(path: Path) -> bool:
 
 def load_conversations(path: Path) -> list[Conversation]:
     out: list[Conversation] = []
+    lines: dict[str, int] = {}  # id -> its line: records and reports key turns by the id
     for n, obj in read_jsonl(path):
         turns = obj.get("turns")
         if not isinstance(turns, list) or not turns:
             raise UserError(f"{path}:{n}: a conversation needs a non-empty \"turns\" list")
         conv = Conversation(str(obj.get("id") or f"line{n}"), str(obj.get("split") or "all"))
+        if conv.id in lines:
+            raise UserError(f"{path}:{n}: the conversation id {conv.id!r} is also on line"
+                            f" {lines[conv.id]}; each conversation needs an id of its own")
+        lines[conv.id] = n
         for i, t in enumerate(turns, start=1):
             if not isinstance(t, dict) or not str(t.get("q") or "").strip():
                 raise UserError(f"{path}:{n}: turn {i} needs a \"q\"")

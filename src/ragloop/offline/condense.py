@@ -6,7 +6,7 @@ it?"), or is too short to carry a subject ("is there a free trial?"). It is then
 with the subject of the turn it refers to: the last turn (its standalone question, already
 resolved, so a subject is never taken from further back than that turn carried it), or for
 "going back to X" the latest earlier turn whose question (else answer) shares a word with X.
-For a person's pronoun the subject is the names that turn's answer gave; else its
+For a person's pronoun the subject is the first new name that turn's answer gave; else its
 question's names, each with the word that says what it names ("the Austin office", "error
 code E201"); for a "which …?" question without a name, the codes (else names) its answer
 stated, not what a clause of it denies; else the question's content words. An answer is
@@ -15,6 +15,15 @@ read without its citation markers ("[1]"), its declines and its bare figures, an
 knowledge base (the company's own name; `common`, given by whoever knows the KB) is never
 carried: it tells no document apart. "Who is that?" reads "that" as a person. A name's
 possessive is the name ("E103's" → "E103"), and "it's" keeps its verb ("E103 is …").
+
+Before that, two readings name what the question points at in words of its own: "the one
+above (it)", "the cheap one", "the other one" are another code of the family the conversation
+is about (`siblings`, given by whoever knows the KB: S300 after the S200), and "that quarter",
+"that policy" are what the latest turn that named the noun meant by it (its period; its
+subject; the name in its answer or cited titles that holds the noun, "Data Retention Policy").
+One person ("he", "who is that?") is the first name the answer gave that its question did
+not ask with, never the titles after it; a pronoun after "someone" or opening a clause
+("anything that …") points back at nothing.
 
 - "what about X" puts X in place of the earlier name of the same shape (S300 for S200, Q1
   FY2025 for Q3 FY2024, £60,000 for £20,000, Rotterdam for Austin); X with no name is a new
@@ -55,6 +64,8 @@ from ragloop.language.vocabulary import Vocabulary, alternation, as_list
 
 # A money amount or number as written: "£20,000", "2.5.0", "10,000".
 _AMOUNT = re.compile(r"(?<![\w.,])[£$€]?\d(?:[\d,.]*\d)?(?![\w])")
+# a version ("2.5.0"): written as an amount, but a name of a release, not a figure
+_VERSION = re.compile(r"\d+\.\d+\.\d+")
 # a possessive ending glued to a word ("E103's")
 _POSSESSIVE = re.compile(r"(?<=\w)['’]s(?!\w)")
 # "'s" right after a pronoun: "it's", read as "it is"
@@ -74,8 +85,17 @@ MAX_CARRIED_WORDS = 6
 Common = Callable[[str], bool]
 
 
+# the codes of one family in the knowledge base, in order ("S200" → S100, S200, S300; passed
+# in by whoever knows the KB): what "the one above", "the cheap one" step through
+Siblings = Callable[[str], Sequence[str]]
+
+
 def _nothing_common(word: str) -> bool:
     return False
+
+
+def _no_siblings(code: str) -> Sequence[str]:
+    return ()
 
 
 def _distinct(names: list[str], common: Common) -> list[str]:
@@ -123,6 +143,16 @@ class ConversationWords:
     lead_in: str  # an auxiliary or an article, as a pattern: what comes before a code's kind
     period_joiner: str  # "in": what joins a period to a question ("… in Q3 FY2024?")
     ellipsis_words: int
+    # "anything that …": a pronoun right after one of these opens a relative clause
+    relative: re.Pattern[str]
+    # "that quarter", "that policy": a determiner and the noun it points back with
+    determiner: re.Pattern[str]
+    # "the one above", "the cheap one", "the other one": another code of the same family, by
+    # the step it takes (+1, -1, the first, the last, the one not talked about), and a
+    # pronoun right after it ("the one above it") anchors it at the last turn
+    siblings: tuple[tuple[re.Pattern[str], str], ...]
+    deictic: re.Pattern[str]  # "this year": the period we are in, pointing back at none
+    indefinite: re.Pattern[str]  # "someone": what a later pronoun of the question points at
 
     @classmethod
     def of(cls, v: Vocabulary) -> ConversationWords:
@@ -156,7 +186,18 @@ class ConversationWords:
                    rf"{v.edge}(?:{v.alternatives('conversation.auxiliaries')}"
                    rf"|{v.alternatives('articles')})",
                    v.text("conversation.period_joiner"),
-                   int(v.get("conversation.ellipsis_words")))
+                   int(v.get("conversation.ellipsis_words")),
+                   re.compile(rf"{v.edge}{v.alternatives('conversation.relative_heads')}\s*$",
+                              re.IGNORECASE),
+                   re.compile(rf"{v.edge}{v.alternatives('conversation.determiners')}\s*"
+                              r"(\w[\w-]*)", re.IGNORECASE),
+                   tuple((re.compile(rf"{v.edge}{v.alternatives('conversation.sibling_' + k)}"
+                                     rf"(?:\s*({v.alternatives('conversation.pronouns')}))?"
+                                     rf"{v.edge}", re.IGNORECASE), k)
+                         for k in ("up", "down", "lowest", "highest", "other")),
+                   re.compile(rf"{v.alternatives('conversation.deictic')}{v.edge}",
+                              re.IGNORECASE),
+                   anywhere("indefinites"))
 
 
 _COMPILED: dict[str, ConversationWords] = {}
@@ -220,11 +261,16 @@ def _same_shape(a: str, b: str, rd: Reading) -> bool:
 
 def _pronoun_refers_back(body: str, w: ConversationWords, rd: Reading) -> re.Match[str] | None:
     """The first pronoun of `body` when nothing is named before it (in "can a Starter tenant
-    change its region" the pronoun points at the tenant, not back at the history)."""
-    m = w.pronoun.search(body)
-    if m is None or _names(body[:m.start()], rd):
-        return None
-    return m
+    change its region" the pronoun points at the tenant, not back at the history; in "when
+    someone leaves …" at the someone), and it opens no relative clause ("anything that …")."""
+    for m in w.pronoun.finditer(body):
+        # "when someone leaves, how quickly is their access removed?": its own someone
+        if _names(body[:m.start()], rd) or w.indefinite.search(body[:m.start()]):
+            return None
+        # "is there anything that doesn't work on it?": "that" opens a clause, "it" points back
+        if not w.relative.search(body[:m.start()]):
+            return m
+    return None
 
 
 def _turn_text(t: Turn) -> str:
@@ -260,7 +306,8 @@ def _said(answer: str, w: ConversationWords, rd: Reading) -> list[str]:
             continue
         for clause in _CLAUSES.split(sentence):
             if not w.negation.search(clause):
-                out += [n for n in _names(clause, rd) if _shape(n, rd)[0] != "amount"]
+                out += [n for n in _names(clause, rd)
+                        if _shape(n, rd)[0] != "amount" or _VERSION.fullmatch(n)]
     return list(dict.fromkeys(out))
 
 
@@ -289,9 +336,11 @@ def _subject(turn: Turn, person: bool, plural: bool, w: ConversationWords,
              rd: Reading, common: Common = _nothing_common, broad: bool = False,
              head: bool = True) -> list[str]:
     """What a later turn carries over from `turn`: the names of its (standalone) question;
-    for a person's pronoun ("who is that person?", "where is he based?") the names its answer
-    gave, when it gave any; for a question with no name that its answer names ("which sensor
-    is …?") the codes (else names) the answer gave; else the question's content words. "They"
+    for a person's pronoun ("who is that person?", "where is he based?") the first new name its
+    answer gave (all of them for "they"), when it gave any; for a "which …?" question with a
+    name, the version its answer gave first ("2.5.0") before the question's names; for a
+    question with no name that its answer names ("which sensor is …?") the codes (else names)
+    the answer gave; else the question's content words. "They"
     and "them" are never read as bare numbers. A name common to most of the knowledge base's
     documents is no subject, nor is such a word carried. "They" stands for the question's
     head noun phrase, not every word it carried (unless it is read as something else and
@@ -299,24 +348,38 @@ def _subject(turn: Turn, person: bool, plural: bool, w: ConversationWords,
     figure of it."""
     said = _distinct(_said(turn.answer, w, rd), common)
     if person and said:
-        return said
+        # one person ("he", "who is that?") is the first name the answer gave that its question
+        # did not ask with: "Priya Raman", not her whole title after it ("Chief Technology
+        # Officer", "Chair of …"), which would outweigh what the follow-up asks of her
+        new = [n for n in said if n.lower() not in turn.searched.lower()]
+        return (new or said)[:1] if not plural else said
     names = _distinct(_names(turn.searched, rd), common)
     if plural or broad:
         names = [n for n in names if _shape(n, rd)[0] != "amount"]
+    if said and w.by_name.search(turn.searched):
+        if not names:
+            return [n for n in said if _shape(n, rd)[0] == "code"] or said
+        # "which firmware fixed the Modbus leak?": what the answer named that the question
+        # did not ("2.5.0") is what a later turn asks of, with the question's own names
+        # (a release, a version: a name that a plain name of the answer is not)
+        asked = {x.lower() for x in words(turn.searched)}
+        new = [n for n in said if _VERSION.fullmatch(n) and n.lower() not in asked]
+        if new:
+            return [new[0], *_with_kind(turn.searched, names, w, rd)]
     if names:
         return _with_kind(turn.searched, names, w, rd)
-    if said and w.by_name.search(turn.searched):
-        return [n for n in said if _shape(n, rd)[0] == "code"] or said
     if plural and head:
         return _head(turn.searched, rd, common)
     return [x for x in rd.content_words(turn.searched)
             if not _AMOUNT.fullmatch(x) and not common(x)][:MAX_CARRIED_WORDS]
 
 
-def _moved(name: str, q: str, w: ConversationWords) -> str | None:
+def _moved(name: str, q: str, w: ConversationWords, kind: str = "") -> str | None:
     """`name` (a period: "Q2 FY2024", "FY2024") moved by the step `q` asks for ("a quarter
-    later" → "Q3 FY2024", "a year earlier" → "FY2023"); None when `q` asks none of it."""
+    later" → "Q3 FY2024", "a year earlier" → "FY2023"); None when `q` asks none of it. The
+    period kind is read from `kind` when given (the step's own words name none)."""
     step = 1 if w.later.search(q) else -1 if w.earlier.search(q) else 0
+    q = kind or q
     year = re.search(rf"{re.escape(w.year_code)}(\d{{4}})", name)
     if not step or year is None:
         return None
@@ -414,11 +477,13 @@ def _a_choice(q: str, w: ConversationWords, rd: Reading) -> bool:
 
 
 def condense(history: Sequence[Turn], question: str, words: Vocabulary,
-             rd: Reading = ENGLISH_READING, common: Common = _nothing_common) -> Condensed:
+             rd: Reading = ENGLISH_READING, common: Common = _nothing_common,
+             siblings: Siblings = _no_siblings) -> Condensed:
     """`question` made standalone from `history` (oldest turn first), read with `words`, the
     knowledge base's language's vocabulary (`language.vocabulary.vocabulary(code)`), `rd`,
     its reading (`language.text.reading(code)`), and `common`, which says of a word whether
-    it occurs in most of the knowledge base's documents.
+    it occurs in most of the knowledge base's documents, and `siblings`, which gives the codes
+    of a code's family in the knowledge base, in order.
 
     The rule's shape: the first turn, the choice answering a clarifying question and a
     question with no sign of referring back are taken as they come; any other is read against
@@ -432,15 +497,156 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
     w = conversation_words(words)
     if history[-1].asked_back and _a_choice(q, w, rd):
         return _chosen(history, q)
+    typed, q = q, _sibling_named(history, q, w, rd, siblings)
+    pointed = _pointed_at(history, q, w, rd, common)
+    if pointed is not None:
+        q, at, what = pointed
+        opening = _opening(q, w)
+        if _pronoun_refers_back(opening.body, w, rd) is None:
+            body = opening.body if opening.kind == "and" else q
+            return Condensed(_tidy(body, q), TurnKind.FOLLOW_UP,
+                             f"'{what}' read as what turn {at + 1} named", subject=what,
+                             refers_to=at)
     opening = _opening(q, w)
     pronoun = _pronoun_refers_back(opening.body, w, rd)
     opening = _and_with_a_name(opening, pronoun, w, rd)
     if opening.kind is None and pronoun is None and not _too_short(q, w, rd):
+        if q != typed:  # "can the other one …?": its sibling named, a follow-up all the same
+            return Condensed(_tidy(q, q), TurnKind.FOLLOW_UP,
+                             "a relative reference: the code it means named",
+                             refers_to=len(history) - 1)
         return _stands_alone(history[-1], q, rd)
     f = _follow_up(history, q, opening, pronoun, w, rd, common)
     text, how = next(done for rewrite in _REWRITES if (done := rewrite(f, w, rd)) is not None)
     return Condensed(_tidy(text, q), TurnKind.FOLLOW_UP, f"{f.sign}: {'; '.join([*f.how, how])}",
                      subject=" ".join(f.subject), refers_to=f.at)
+
+
+# -- what a question points back at with words of its own -------------------------------------
+
+def _sibling_named(history: Sequence[Turn], q: str, w: ConversationWords, rd: Reading,
+                   siblings: Siblings) -> str:
+    """`q` with "the one above", "the cheap one", "the other one" replaced by the code it
+    means: another of the family of the code the conversation is about (`siblings`), or as
+    typed. A
+    reference with a pronoun ("the one above it") steps from the last turn's code; one without
+    ("and the one below?" after "and the one above it?") from the code the earlier relative
+    references stepped from too."""
+    for pattern, step in w.siblings:
+        m = pattern.search(q)
+        if m is None:
+            continue
+        at = len(history) - 1
+        if m.group(1) is None and step != "other":
+            while at > 0 and any(p.search(history[at].question) for p, _ in w.siblings):
+                at -= 1
+        for code in (c for c in _names(history[at].searched, rd)
+                     if rd.is_code(c) and not rd.is_period(c)):
+            family = [c.upper() for c in siblings(code)]
+            if code.upper() not in family or len(family) < 2:
+                continue
+            i = family.index(code.upper())
+            # "the other one": the one of two talked about that the last turn was not about;
+            # with only one talked about, the one left of a family of three
+            talked = {c.upper() for t in history for c in words(t.searched)}
+            spoken = [c for c in family if c in talked and c != family[i]]
+            left = [c for c in family if c not in talked]
+            other = spoken if spoken else left
+            target = {"up": family[i + 1] if i + 1 < len(family) else None,
+                      "down": family[i - 1] if i > 0 else None,
+                      "lowest": family[0], "highest": family[-1],
+                      "other": other[0] if len(other) == 1 else None}[step]
+            if target is not None:
+                return f"{q[:m.start()]}{target}{q[m.end():]}"
+    return q
+
+
+def _pointed_at(history: Sequence[Turn], q: str, w: ConversationWords, rd: Reading,
+                common: Common) -> tuple[str, int, str] | None:
+    """"that quarter", "that error", "that policy": `q` with the determiner and its noun read
+    as what the latest turn that named the noun meant by it (the question, its index, what it
+    was read as), or None. A period kind is that turn's period ("that quarter" → "Q4 FY2024",
+    passing over a turn between that named none); a noun of a turn's question is that turn's
+    subject with it ("that error" → "E203 error"); a noun only its answer or cited titles gave
+    is the name there that holds it ("that policy" → "Data Retention Policy")."""
+    for m in w.determiner.finditer(q):
+        noun, before = m.group(1), q[:m.start()]
+        # "does that apply …?", "does all this apply …?": a pronoun and a verb, not a noun
+        if (not rd.content_words(noun) or w.pronoun.fullmatch(m.group(0))
+                or w.auxiliary.search(before)
+                or any(b.start() < m.start() < b.end() for b in w.broad.finditer(q))):
+            continue
+        if w.deictic.match(m.group(0)) and (w.year.fullmatch(noun) or any(
+                k.fullmatch(noun) for k, _, _ in w.periods)):
+            continue  # "this year": the one we are in, not one talked about
+        period = _period_named(history, noun, w, rd)
+        found = period or _noun_named(history, noun, w, rd, common)
+        if found is not None:
+            at, what = found
+            held = period or stem(noun) in {stem(x) for x in words(what)}
+            text = what if held else f"{what} {noun}"
+            return f"{q[:m.start()]}{text}{q[m.end():]}", at, what
+    return None
+
+
+def _period_named(history: Sequence[Turn], noun: str, w: ConversationWords,
+                  rd: Reading) -> tuple[int, str] | None:
+    """The latest turn's period of the kind `noun` names ("quarter": "Q4 FY2024"; "year":
+    "FY2024")."""
+    kinds = [rf"{re.escape(code)}[1-{count}]" for kind, code, count in w.periods
+             if kind.fullmatch(noun)]
+    year = w.year.fullmatch(noun) is not None
+    if not kinds and not year:
+        return None
+    for at in range(len(history) - 1, -1, -1):
+        for n in _names(history[at].searched, rd):
+            # of a name run together with others ("S300s Q2 FY2025") only its period
+            n = " ".join(x for x in n.split() if rd.is_period(x))
+            if any(re.search(rf"(?<!\w){k}(?!\w)", n) for k in kinds):
+                return at, n
+            y = re.search(rf"{re.escape(w.year_code)}\d{{4}}", n) if year else None
+            if y:
+                return at, y.group(0)
+    return None
+
+
+def _noun_named(history: Sequence[Turn], noun: str, w: ConversationWords, rd: Reading,
+                common: Common) -> tuple[int, str] | None:
+    """The latest turn whose question has `noun` (its subject), else whose cited titles or
+    answer do (the name or phrase there that holds it)."""
+    want = stem(noun)
+    if any(k.fullmatch(noun) for k, _, _ in w.periods) or w.year.fullmatch(noun):
+        return None  # a period kind names a period, or nothing
+    for at in range(len(history) - 1, -1, -1):
+        if want in _stems(history[at].searched, rd):
+            return at, " ".join(_subject(history[at], False, False, w, rd, common))
+    for at in range(len(history) - 1, -1, -1):
+        turn = history[at]
+        texts = [x for x in (*(p for t in turn.cited for p in t.split(" › ")),
+                             *rd.split_sentences(CITATION.sub(" ", turn.answer)))
+                 if want in _stems(x, rd)]
+        # a name that holds the noun and more ("Data Retention Policy", "Version 2.5.0")
+        for text in texts:
+            for n in _names(text, rd):
+                if want in {stem(x) for x in words(n)} and len(words(n)) > 1:
+                    return at, n
+            after = re.search(rf"(?<!\w){re.escape(noun)}\w*\s+(\d+(?:\.\d+)+)(?!\w)", text,
+                              re.IGNORECASE)
+            if after:
+                return at, f"{noun} {after.group(1)}"
+        # else the content words right before it in its sentence: "the calibration lab"
+        for text in texts:
+            ws = words(text)
+            content = {x.lower() for x in rd.content_words(text)}
+            end = next((i for i, x in enumerate(ws) if stem(x) == want), None)
+            if end is None:
+                continue
+            start = end
+            while start > 0 and end - start < 2 and ws[start - 1].lower() in content:
+                start -= 1
+            if start < end:
+                return at, " ".join(ws[start:end + 1])
+    return None
 
 
 # -- the questions taken as they come ---------------------------------------------------------
@@ -518,10 +724,19 @@ def _moved_periods(q: str, opening: _Opening, pronoun: re.Match[str] | None, tur
     """"and a quarter later?": the periods of `turn`'s question moved by the step `q` asks
     for, when `q` asks little else (none otherwise)."""
     step = w.later.search(q) or w.earlier.search(q)
-    if (step and opening.kind in ("and", None)
+    # "what about the quarter after that?" moves as "and the quarter after?" does: its X
+    # names no period of its own, only the step
+    stepped = opening.kind in ("and", None) or (opening.kind == "about"
+                                                and not _names(f"{_LEAD} {opening.focus}", rd))
+    if (step and stepped
             and (pronoun is None or pronoun.group(0).lower() in step.group(0).lower())
-            and len(rd.content_words(opening.body)) <= w.ellipsis_words):
-        return [m for m in (_moved(n, q, w) for n in _names(turn.searched, rd)) if m]
+            and len(rd.content_words(opening.body or opening.focus)) <= w.ellipsis_words):
+        # "and the one before that?" after "and the quarter before?": the step of the kind
+        # the last turn stepped by
+        named = any(k.search(q) for k, _, _ in w.periods) or w.year.search(q)
+        kind = turn.question if not named and (w.later.search(turn.question)
+                                               or w.earlier.search(turn.question)) else ""
+        return [m for m in (_moved(n, q, w, kind) for n in _names(turn.searched, rd)) if m]
     return []
 
 
@@ -534,8 +749,11 @@ def _follow_up(history: Sequence[Turn], q: str, opening: _Opening,
     turn = history[at]
     said = pronoun.group(0).strip() if pronoun is not None else ""
     # "who is that?": the demonstrative is the person (or role) the last answer named
+    # ("who's that lab certified by?": "that" with a noun after it is no person)
     person = bool(said) and (w.person.fullmatch(said) is not None or (
-        w.demonstrative.fullmatch(said) is not None and w.person_question.search(q) is not None))
+        w.demonstrative.fullmatch(said) is not None and w.person_question.search(q) is not None
+        and pronoun is not None
+        and not rd.content_words(" ".join(opening.body[pronoun.end():].split()[:1]))))
     # "what about X": X read where a capitalised first word is still a name ("Rotterdam")
     focus_names = _names(f"{_LEAD} {opening.focus}", rd) if opening.focus else []
     # "going back to X, what … are they?": the pronoun is X, the subject only added to it
@@ -571,7 +789,11 @@ def _names_asked_again(f: _FollowUp, w: ConversationWords,
     the earlier name of its shape."""
     if f.opening.kind != "about" or f.opening.body or not f.focus_names:
         return None
-    text, unplaced = _substitute(f.turn.searched, _names(f.turn.searched, rd), f.focus_names, rd)
+    asked = f.turn.searched
+    # after "why?" the question asked again is the one the why was of, not the why
+    why = w.why.match(asked) if w.why.match(f.turn.question) else None
+    asked = asked[why.end():] if why and asked[why.end():].strip() else asked
+    text, unplaced = _substitute(asked, _names(asked, rd), f.focus_names, rd)
     return _with_subject(text, unplaced, w, rd), f"the question of turn {f.at + 1} asked again"
 
 
@@ -648,6 +870,9 @@ def _subject_added(f: _FollowUp, w: ConversationWords, rd: Reading) -> tuple[str
     carried = f.carried
     if f.opening.kind == "back" and not w.pronoun.search(f.opening.focus):
         carried = [*rd.content_words(f.opening.focus), *carried]
+    if not rd.content_words(f.opening.body or f.q):
+        # "up to how much?" has no word of its own to search: what was asked, of the subject
+        carried = list(dict.fromkeys([*carried, *f.aspect]))
     return (_with_subject(f.opening.body or f.q, carried, w, rd),
             f"the subject of turn {f.at + 1} added")
 
@@ -662,11 +887,13 @@ class RuleCondenser:
     """The offline `Condenser` (core/decisions.py): `condense` with one language's words."""
 
     def __init__(self, words: Vocabulary, reading: Reading = ENGLISH_READING,
-                 common: Common = _nothing_common) -> None:
+                 common: Common = _nothing_common, siblings: Siblings = _no_siblings) -> None:
         self.words = words
         self.reading = reading
         self.common = common
+        self.siblings = siblings
         self.usage = Usage()  # no model calls
 
     def condense(self, history: Sequence[Turn], question: str) -> Condensed:
-        return condense(history, question, self.words, self.reading, self.common)
+        return condense(history, question, self.words, self.reading, self.common,
+                        self.siblings)

@@ -33,6 +33,7 @@ from ragloop.offline.kb_follow_ups import FollowUpsByKb
 from ragloop.offline.planner import LocalPlanner
 from ragloop.offline.rewriter import LocalRewriter
 from ragloop.offline.router import RuleRouter, describe_scope
+from ragloop.offline.siblings import TitleSiblings
 from ragloop.offline.source_choice import NearestChunkChooser
 
 
@@ -44,8 +45,10 @@ def reading(kb: KnowledgeBase) -> Reading:
 
 def condenser(kb: KnowledgeBase | KnowledgeBases, words: Vocabulary) -> Condenser:
     """The condense rule, told which words are in nearly every document of `kb` (counted once
-    per version of its content, shared by the runs over it: `common_words.py`)."""
-    return RuleCondenser(words, reading(kb), CommonWords(kb))
+    per version of its content, shared by the runs over it: `common_words.py`) and which
+    codes of a family its documents are titled with (`siblings.py`)."""
+    rd = reading(kb)
+    return RuleCondenser(words, rd, CommonWords(kb), TitleSiblings(kb, rd))
 
 
 def planner(words: Vocabulary, reading: Reading) -> Planner:
