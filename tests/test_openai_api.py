@@ -400,8 +400,9 @@ def test_with_a_real_model_the_answer_streams_in_pieces_and_usage_counts_its_cal
     """The model path (llama.cpp's server, SmolLM2-135M): the run's model calls are the
     completion's usage, and the model's answer reaches the client piece by piece as the
     model writes it. What a 135M model says is not the point. (This server ignores
-    `stream_options.include_usage`, so the streamed answer's own tokens count zero: the
-    usage seen is the grader's, whose JSON decisions are not streamed.)"""
+    `stream_options.include_usage`, so the streamed answer's own tokens are unknown: the
+    counts seen are the grader's, whose JSON decisions are not streamed, and
+    `unmeasured_calls` says how many calls they leave out.)"""
     from model_server import CALL_TIMEOUT_S, MODEL_ALIAS, explained
 
     from ragloop.apps.server.app import create_app
@@ -417,6 +418,7 @@ def test_with_a_real_model_the_answer_streams_in_pieces_and_usage_counts_its_cal
         messages = [{"role": "user", "content": "Is the T9 sensor waterproof?"}]
         whole = sdk.chat.completions.create(model="ragloop", messages=messages)
         assert whole.usage is not None and whole.usage.completion_tokens > 0
+        assert (whole.usage.model_extra or {}).get("unmeasured_calls", 0) >= 1
         assert whole.usage.total_tokens == (whole.usage.prompt_tokens
                                             + whole.usage.completion_tokens)
         chunks = _stream(sdk, messages)

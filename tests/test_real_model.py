@@ -36,7 +36,8 @@ from ragloop.agent.llm_decisions import (
 )
 from ragloop.core.decisions import Evidence, Grade
 from ragloop.core.events import AnswerDeltaEvent
-from ragloop.core.types import EventKind, Hit, RunStatus
+from ragloop.core.types import EventKind, Hit, RunStatus, Usage, usage_summary
+from ragloop.llm.base import Message
 from ragloop.llm.openai import OpenAIChat
 from ragloop.offline.grader import LocalGrader
 
@@ -203,6 +204,37 @@ def test_ragloop_ask_against_the_server_never_fails(llama_server, small_kb, tmp_
     lines = [line for line in proc.stderr.splitlines()
              if line.startswith("step=") and "tool=search_knowledge_base" in line]
     assert lines and " kept=" in lines[0], proc.stderr[-3000:]
+    # this server's streamed replies carry no usage: unknown, never 0 tokens / $0
+    assert "usage unknown" in proc.stdout and "cost=$0.0000" not in proc.stdout, proc.stdout
+
+
+def test_a_streamed_reply_without_usage_is_counted_unknown_not_zero(llama_server):
+    """llama-cpp-python's server ignores stream_options.include_usage (0.3.36), so a streamed
+    reply ends with no usage chunk: the call counts, its usage unknown; a reply that came
+    with usage is measured."""
+    wire = WireLog()
+    model = chat(llama_server, wire, "llamacpp")
+    asked = [Message(role="user", content="Say hello.")]
+    with explained():
+        stream = model.stream(asked, max_tokens=8)
+        pieces: list[str] = []
+        while True:
+            try:
+                pieces.append(next(stream))
+            except StopIteration as done:
+                streamed_reply = done.value
+                break
+        plain = model.chat(asked, max_tokens=8)
+    (req, resp), _ = wire.exchanges
+    assert req["stream"] is True and req["stream_options"] == {"include_usage": True}
+    assert not any(c.get("usage") for c in resp["chunks"])  # the server sent none
+    assert pieces and streamed_reply.usage.calls == 1 and streamed_reply.usage.unmeasured == 1
+    assert usage_summary(streamed_reply.usage.to_dict()).startswith("usage unknown")
+    assert plain.usage.unmeasured == 0 and plain.usage.output_tokens > 0
+    run = Usage()
+    run.add(plain.usage)
+    run.add(streamed_reply.usage)
+    assert usage_summary(run.to_dict()).startswith("usage unknown (1 of 2 model calls")
 
 
 def test_a_run_through_the_server_streams_its_steps(llama_server, small_kb):

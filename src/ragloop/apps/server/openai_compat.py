@@ -330,10 +330,13 @@ def usage_of(result: RunResult) -> dict[str, Any]:
     cached input too; `Usage.input_tokens` counts the uncached only (llm/pricing.py)."""
     u = result.usage
     prompt = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
+    # the calls whose tokens are unknown (core.types.Usage.unmeasured): the counts are then a
+    # lower bound, and an extra field says so rather than let them pass as measured
+    unknown = {"unmeasured_calls": u.unmeasured} if u.unmeasured else {}
     return {"prompt_tokens": prompt, "completion_tokens": u.output_tokens,
             "total_tokens": prompt + u.output_tokens,
             "prompt_tokens_details": {"cached_tokens": u.cache_read_tokens,
-                                      "cache_write_tokens": u.cache_write_tokens}}
+                                      "cache_write_tokens": u.cache_write_tokens}, **unknown}
 
 
 class Completion:
