@@ -10,7 +10,9 @@ import pytest
 from ragloop.agent import prompts
 from ragloop.agent.jsonparse import BadModelJSON, ask_json, parse_json_object
 from ragloop.agent.llm_decisions import (
+    MAX_GRADED_HITS,
     PLANNER_UNREADABLE,
+    SUB_QUESTION_CHARS,
     GradeReply,
     LLMAnswerer,
     LLMGrader,
@@ -190,7 +192,34 @@ def test_planner_with_no_sub_questions_searches_the_question() -> None:
     assert LLMPlanner(chat).plan("What is IP67?").sub_questions == ["What is IP67?"]
 
 
+def test_a_sub_question_cut_at_its_bound_gives_way_to_the_question() -> None:
+    """A grammar-constrained server stops a string at its maxLength: a sub-question that long
+    was cut mid-way, and the whole question searches better than its first part."""
+    question = "Which sensors " + "and which gateways " * 40 + "are rated IP67?"
+    cut = question[:SUB_QUESTION_CHARS]
+    chat = ScriptedChat([reply({"need_search": True, "sub_questions": [cut]})])
+    assert LLMPlanner(chat).plan(question).sub_questions == [question]
+
+
 # -- grader -------------------------------------------------------------------------------------
+
+def test_the_graders_ids_are_the_hits_shown() -> None:
+    """The reply's ids are an enum of the hits shown (a grammar bounds them; an integer's
+    maximum it ignores); hits past MAX_GRADED_HITS are not shown and come back discarded,
+    ungraded."""
+    many = [hit(i, f"d{i}.md", "1", f"text {i}") for i in range(1, MAX_GRADED_HITS + 3)]
+    chat = ScriptedChat([reply({"relevant": [2], "enough": True})])
+    grade = LLMGrader(chat).grade("q", many)
+    schema = chat.calls[0].json_schema["properties"]["relevant"]
+    assert schema["items"]["enum"] == list(range(1, MAX_GRADED_HITS + 1))
+    assert schema["maxItems"] == MAX_GRADED_HITS
+    assert [h.chunk_id for h in grade.kept] == [2]
+    assert [h.verdict for h in grade.discarded[-2:]] == ["ungraded", "ungraded"]
+    assert len(grade.discarded) == len(many) - 1
+    chat = ScriptedChat([reply({"relevant": [1], "enough": True})])
+    LLMGrader(chat).grade("q", HITS)
+    assert chat.calls[0].json_schema["properties"]["relevant"]["items"]["enum"] == [1, 2, 3]
+
 
 def test_grader_maps_ids_back_to_hits_best_first_and_ignores_unknown_ids() -> None:
     chat = ScriptedChat([reply({"relevant": [3, 99, "[1]", 0, 3], "enough": False,

@@ -249,6 +249,55 @@ def test_mcp_ask_declined_returns_the_question_and_options(sensors, mode):
     assert "status=needs_input" in text and all(f"{i}. T" in text for i in (1, 2, 3))
 
 
+async def _answer_over_mcp(kb_folder):
+    """A 2026-07-28 client without elicitation: the question comes back as text; the user's
+    choice is sent with the conversation id the reply gave, then once more with "new"."""
+    from mcp import Client
+
+    async with Client(_params(kb_folder)) as client:
+        described = {t.name: t for t in (await client.list_tools()).tools}["ask"]
+        asked = await client.call_tool("ask", {"question": AMBIGUOUS})
+        cid = (asked.structured_content or {}).get("conversation_id")
+        answered = await client.call_tool("ask", {"question": "T100", "conversation_id": cid})
+        fresh = await client.call_tool("ask", {"question": "T100", "conversation_id": "new"})
+    return described, asked, answered, fresh
+
+
+def test_an_mcp_client_without_elicitation_answers_the_question_in_its_conversation(sensors):
+    """The question back names its conversation (in the text and the structured content) and
+    says to pass it with the user's choice, as the tool's description does; so passed, the
+    choice is the next turn of the conversation that asked and answers the narrowed question.
+    "new" stays new: a conversation of its own."""
+    from ragloop.kb import KnowledgeBase
+
+    described, asked, answered, fresh = asyncio.run(
+        asyncio.wait_for(_answer_over_mcp(sensors.folder), 300))
+    assert "conversation_id" in described.description
+    assert "answering a clarifying question" in described.input_schema["properties"][
+        "conversation_id"]["description"]
+    said = "\n".join(c.text for c in asked.content if c.type == "text")
+    data = asked.structured_content
+    assert data["status"] == "needs_input" and sorted(data["options"]) == ["T100", "T200",
+                                                                            "T300"]
+    cid = data["conversation_id"]
+    assert cid and f"conversation={cid}" in said
+    assert f'call ask again with the user\'s choice as the question and conversation_id "{cid}"' \
+        in said
+    assert said.rstrip().split("\n")[-1].startswith("status=needs_input")
+    text = "\n".join(c.text for c in answered.content if c.type == "text")
+    assert answered.structured_content["status"] == "answered", text
+    assert answered.structured_content["conversation_id"] == cid
+    assert "3 years" in text and "products/t100-datasheet.md" in text
+    assert {c["doc_id"] for c in answered.structured_content["citations"]} == {
+        "products/t100-datasheet.md"}
+    assert fresh.structured_content["conversation_id"] not in (None, cid)
+    with KnowledgeBase.open(sensors.folder, create=False) as kb:
+        turns = kb.backend.runs.conversation(cid)
+    assert [(t["turn"], t["question"], t["status"]) for t in turns] == [
+        (0, AMBIGUOUS, "needs_input"), (1, "T100", "answered")]
+    assert "T100" in turns[1]["standalone"] and "battery" in turns[1]["standalone"]
+
+
 def test_http_ask_carries_the_clarification_and_the_events_the_clarify_step(sensors):
     from test_server import serving, steps_of, stream
 

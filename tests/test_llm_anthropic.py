@@ -299,13 +299,16 @@ def test_cut_off_replies_are_truncated(server, stop):
 
 
 def test_the_json_schema_goes_without_string_length_bounds(server):
-    """Structured outputs refuse minLength / maxLength; the reply is validated after."""
+    """Structured outputs refuse minLength / maxLength / maxItems; the reply is validated
+    after."""
     bounded = {"type": "object", "properties": {"q": {"type": "string", "minLength": 1,
-                                                      "maxLength": 50}},
-               "required": ["q"], "additionalProperties": False}
+                                                      "maxLength": 50},
+                                                "ids": {"type": "array", "maxItems": 3,
+                                                        "items": {"type": "integer"}}},
+               "required": ["q", "ids"], "additionalProperties": False}
     chat_for(server).chat([Message("user", "hi")], purpose="decision", json_schema=bounded)
     assert server.last["output_config"]["format"]["schema"]["properties"] == {
-        "q": {"type": "string"}}
+        "q": {"type": "string"}, "ids": {"type": "array", "items": {"type": "integer"}}}
 
 
 def test_decision_call_asks_low_effort_and_the_json_schema(server):

@@ -322,18 +322,21 @@ def test_a_server_that_rejects_json_schema_is_asked_again_without_it(server):
 
 BOUNDED = {"type": "object", "properties": {
     "q": {"type": "string", "minLength": 1, "maxLength": 50},
-    "why": {"anyOf": [{"type": "string", "maxLength": 20}, {"type": "null"}]}},
-    "required": ["q", "why"], "additionalProperties": False}
+    "why": {"anyOf": [{"type": "string", "maxLength": 20}, {"type": "null"}]},
+    "ids": {"type": "array", "items": {"type": "integer", "enum": [1, 2]}, "maxItems": 2}},
+    "required": ["q", "why", "ids"], "additionalProperties": False}
 UNBOUNDED = {"type": "object", "properties": {
-    "q": {"type": "string"}, "why": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
-    "required": ["q", "why"], "additionalProperties": False}
+    "q": {"type": "string"}, "why": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+    "ids": {"type": "array", "items": {"type": "integer", "enum": [1, 2]}}},
+    "required": ["q", "why", "ids"], "additionalProperties": False}
 
 
 @pytest.mark.parametrize(("dialect", "sent"), [("openai", UNBOUNDED), ("compatible", UNBOUNDED),
                                                ("ollama", BOUNDED), ("llamacpp", BOUNDED)])
 def test_string_length_bounds_go_only_to_llama_cpp_grammars(server, dialect, sent):
-    """Strict structured outputs do not take minLength / maxLength; llama.cpp's grammar
-    (llama-server, llama-cpp-python, Ollama) bounds a string with them."""
+    """Strict structured outputs do not take minLength / maxLength / maxItems (Anthropic's
+    refuses them); llama.cpp's grammar (llama-server, llama-cpp-python, Ollama) bounds a
+    string and a list with them. An enum stays for all."""
     chat = OpenAIChat("m", api_key="k", base_url=server.url + "/v1", dialect=dialect, timeout=5)
     chat.chat([Message("user", "q")], purpose="decision", json_schema=BOUNDED)
     fmt = server.last["response_format"]

@@ -196,7 +196,8 @@ async def _converse(kb_folder):
 
 def test_mcp_ask_continues_a_conversation_over_stdio(kb_folder):
     """conversation_id as HTTP's: "new" starts one and the reply names it, the id continues
-    it (the follow-up is read against the first turn), an unknown id is an error."""
+    it (the follow-up is read against the first turn), an unknown id is an error; none
+    given starts one too (unlike HTTP: see mcp_server.KnowledgeBaseTools.conversation)."""
     from ragloop.kb import KnowledgeBase
 
     said, cid, follow, alone, unknown, malformed = asyncio.run(
@@ -204,7 +205,11 @@ def test_mcp_ask_continues_a_conversation_over_stdio(kb_folder):
     assert "IP67" in said and cid, said
     assert not follow.is_error, _text(follow)
     assert "5 years" in _text(follow) and f"conversation={cid}" in _text(follow)
-    assert not alone.is_error and "conversation=" not in _text(alone)
+    # none given starts a conversation of its own (its answer, or a question back, can be
+    # continued), never the earlier one
+    alone_cid = alone.structured_content["conversation_id"]
+    assert not alone.is_error and alone_cid not in (None, cid)
+    assert f"conversation={alone_cid}" in _text(alone)
     assert unknown.is_error and "No conversation 'nope'" in _text(unknown)
     assert malformed.is_error
     with KnowledgeBase.open(kb_folder, create=False) as kb:

@@ -4,13 +4,15 @@ parse as its own types (ChatCompletion, ChatCompletionChunk, Model), with the ke
 
 from __future__ import annotations
 
+import threading
+
 import httpx
 import openai
 import pytest
 from openai.types import Model
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from test_clarify_runs import AMBIGUOUS, SENSORS
-from test_server import LiveServer, copy_kb, serving
+from test_server import LiveServer, copy_kb, read_sse, serving
 
 from ragloop.agent.run import RunResult
 from ragloop.apps.server.openai_compat import (
@@ -22,6 +24,7 @@ from ragloop.apps.server.openai_compat import (
 from ragloop.apps.server.openai_compat import ChatMessage as Msg
 from ragloop.core.conversation import Turn
 from ragloop.core.types import RunStatus, Usage
+from ragloop.offline.grader import LocalGrader
 
 KEY = "test-key-9f1c2"
 FIRST = "Who must approve travel expenses above £2,500?"
@@ -244,6 +247,51 @@ def test_a_run_that_fails_is_an_openai_error_streamed_and_not(openai_kb) -> None
             list(sdk.chat.completions.create(model="ragloop", messages=messages, stream=True))
 
 
+def test_a_chat_completion_is_a_live_run_of_the_server_while_it_runs(openai_kb) -> None:
+    """A completion's run is in the server's live list like a run started at POST /runs:
+    counted in /healthz's active_runs, and followed at /runs/{id}/events with the answer's
+    pieces (those are never stored: only the live list has them); it leaves the list when
+    it ends. The grader is held mid-run so the test looks while the run goes."""
+    graded, release = threading.Event(), threading.Event()
+    inner = LocalGrader(openai_kb.embedder)
+
+    class HeldGrader:
+        usage = Usage()
+
+        def grade(self, question, hits):
+            graded.set()
+            release.wait(60)
+            return inner.grade(question, hits)
+
+    with serving(openai_kb, grader=HeldGrader()) as live, live.client() as http:
+        sdk = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0,
+                            timeout=120)
+        chunks: list[ChatCompletionChunk] = []
+        messages = [{"role": "user", "content": FIRST}]
+        client = threading.Thread(target=lambda: chunks.extend(_stream(sdk, messages)))
+        client.start()
+        try:
+            assert graded.wait(60), "the run never reached its grader"
+            assert http.get("/healthz").json()["active_runs"] == 1
+            running = [r for r in http.get("/runs").json()["runs"] if r["status"] == "running"]
+            assert [r["source"] for r in running] == ["api"]
+            run_id = running[0]["run_id"]
+            with http.stream("GET", f"/runs/{run_id}/events", timeout=30) as response:
+                release.set()
+                events = read_sse(response)
+        finally:
+            release.set()
+            client.join(120)
+        assert chunks and chunks[0].id == f"chatcmpl-{run_id}"
+        pieces = "".join(d["data"]["text"] for e, _, d in events if e == "answer_delta")
+        assert pieces and pieces.strip() in _joined(chunks, "content")
+        assert events[-1][0] == "end" and events[-1][2]["status"] == "answered"
+        assert http.get("/healthz").json()["active_runs"] == 0
+        # POST /ask's run is one too, and leaves the list as it ends
+        assert http.post("/ask", json={"question": FIRST}).status_code == 200
+        assert http.get("/healthz").json()["active_runs"] == 0
+
+
 # -- messages as a conversation -------------------------------------------------------------
 
 
@@ -352,8 +400,9 @@ def test_with_a_real_model_the_answer_streams_in_pieces_and_usage_counts_its_cal
     """The model path (llama.cpp's server, SmolLM2-135M): the run's model calls are the
     completion's usage, and the model's answer reaches the client piece by piece as the
     model writes it. What a 135M model says is not the point. (This server ignores
-    `stream_options.include_usage`, so the streamed answer's own tokens count zero: the
-    usage seen is the grader's, whose JSON decisions are not streamed.)"""
+    `stream_options.include_usage`, so the streamed answer's own tokens are unknown: the
+    counts seen are the grader's, whose JSON decisions are not streamed, and
+    `unmeasured_calls` says how many calls they leave out.)"""
     from model_server import CALL_TIMEOUT_S, MODEL_ALIAS, explained
 
     from ragloop.apps.server.app import create_app
@@ -369,6 +418,7 @@ def test_with_a_real_model_the_answer_streams_in_pieces_and_usage_counts_its_cal
         messages = [{"role": "user", "content": "Is the T9 sensor waterproof?"}]
         whole = sdk.chat.completions.create(model="ragloop", messages=messages)
         assert whole.usage is not None and whole.usage.completion_tokens > 0
+        assert (whole.usage.model_extra or {}).get("unmeasured_calls", 0) >= 1
         assert whole.usage.total_tokens == (whole.usage.prompt_tokens
                                             + whole.usage.completion_tokens)
         chunks = _stream(sdk, messages)

@@ -18,18 +18,26 @@ from model_server import CALL_TIMEOUT_S, MODEL_ALIAS, WireLog, explained
 from ragloop.agent.engine import Engine
 from ragloop.agent.jsonparse import parse_json_object, strict_schema
 from ragloop.agent.llm_decisions import (
+    MAX_GRADED_HITS,
+    MAX_SUB_QUESTIONS,
+    MISSING_CHARS,
+    NEXT_QUERY_CHARS,
+    PLAN_REPLY_CHARS,
+    REASON_CHARS,
+    SUB_QUESTION_CHARS,
     AnswerReply,
-    GradeReply,
     LLMAnswerer,
     LLMGrader,
     LLMPlanner,
     LLMRewriter,
     PlanReply,
     RewriteReply,
+    grade_reply_for,
 )
 from ragloop.core.decisions import Evidence, Grade
 from ragloop.core.events import AnswerDeltaEvent
-from ragloop.core.types import EventKind, Hit, RunStatus
+from ragloop.core.types import EventKind, Hit, RunStatus, Usage, usage_summary
+from ragloop.llm.base import Message
 from ragloop.llm.openai import OpenAIChat
 from ragloop.offline.grader import LocalGrader
 
@@ -96,6 +104,43 @@ def test_tools_run_starts_from_single_shots_search_and_round_trips_a_real_tool_c
     assert last_resp["status"] == 200
     answer = next(e for e in events if e.kind == EventKind.ANSWER)
     assert answer.data["forced"] is (result.status == RunStatus.TRUNCATED)
+def test_the_plan_and_grade_replies_are_bounded_in_the_servers_grammar(llama_server):
+    """Every string and list of the planner's and the grader's replies carries a bound into
+    the server's grammar (a grader id is an enum of the hits shown: this server's grammar
+    ignores an integer's maximum), so a small model cannot write one until the budget runs
+    out; at the engine's decision budget each decision comes back schema-valid in one call.
+    Unbounded, this grader reply ran on in `next_query` past the 300 characters it now
+    stops at."""
+    wire = WireLog()
+    model = chat(llama_server, wire, "llamacpp")
+    hits = [Hit(chunk_id=i, doc_id=f"products/{name}.md", section="1", section_title="Ratings",
+                text=text) for i, (name, text) in enumerate([
+                    ("t9", "The T9 sensor is rated IP67: it survives one metre of water."),
+                    ("t7", "The T7 sensor is rated IP54: splashes only.")], start=1)]
+    with explained():
+        plan = LLMPlanner(model).plan("Is the T9 waterproof, and is the T7?")
+        grade = LLMGrader(model).grade("Is the T9 waterproof?", hits)
+    assert plan.sub_questions and (grade.kept or grade.discarded)
+    sent = {name: req["response_format"]["schema"]["properties"]
+            for name, (req, _) in zip(("plan", "grade"), wire.exchanges, strict=False)}
+    plan_schema, grade_schema = sent["plan"], sent["grade"]
+    assert plan_schema["sub_questions"]["maxItems"] == MAX_SUB_QUESTIONS
+    assert plan_schema["sub_questions"]["items"]["maxLength"] == SUB_QUESTION_CHARS
+    assert plan_schema["reply"]["anyOf"][0]["maxLength"] == PLAN_REPLY_CHARS
+    assert plan_schema["reason"]["anyOf"][0]["maxLength"] == REASON_CHARS
+    assert grade_schema["relevant"]["maxItems"] == len(hits)
+    assert grade_schema["relevant"]["items"]["enum"] == [1, 2]
+    assert grade_schema["missing"]["anyOf"][0]["maxLength"] == MISSING_CHARS
+    assert grade_schema["next_query"]["anyOf"][0]["maxLength"] == NEXT_QUERY_CHARS
+    # every bound under the repetition cap of llama-server's grammar (2000)
+    assert max(SUB_QUESTION_CHARS, PLAN_REPLY_CHARS, MISSING_CHARS, MAX_GRADED_HITS) < 2000
+    replies = (PlanReply, grade_reply_for(len(hits)))
+    for (_, resp), reply_model in zip(wire.exchanges, replies, strict=True):
+        assert resp["status"] == 200
+        assert resp["choices"][0]["finish_reason"] == "stop", resp["usage"]
+        parse_json_object(resp["choices"][0]["message"]["content"], reply_model)
+
+
 @pytest.mark.parametrize("dialect", ["llamacpp", "compatible"])
 def test_each_json_decision_is_schema_valid_through_constrained_output(llama_server, dialect):
     """llamacpp sends response_format json_object + schema, which this server turns into a
@@ -125,7 +170,7 @@ def test_each_json_decision_is_schema_valid_through_constrained_output(llama_ser
     decisions = [(req, resp) for req, resp in wire.exchanges if resp.get("status") == 200]
     assert len(decisions) >= 4
     schemas = {json.dumps(strict_schema(m), sort_keys=True): m
-               for m in (PlanReply, GradeReply, RewriteReply, AnswerReply)}
+               for m in (PlanReply, grade_reply_for(len(hits)), RewriteReply, AnswerReply)}
     finished = set()
     for req, resp in decisions:
         fmt = req["response_format"]
@@ -135,7 +180,7 @@ def test_each_json_decision_is_schema_valid_through_constrained_output(llama_ser
         if resp["choices"][0]["finish_reason"] == "stop":  # a grammar-complete reply
             parse_json_object(text, reply_model)  # raises unless schema-valid
             finished.add(reply_model)
-    assert {GradeReply, RewriteReply} <= finished
+    assert {grade_reply_for(len(hits)), RewriteReply} <= finished
 
 
 def test_ragloop_ask_against_the_server_never_fails(llama_server, small_kb, tmp_path):
@@ -159,6 +204,37 @@ def test_ragloop_ask_against_the_server_never_fails(llama_server, small_kb, tmp_
     lines = [line for line in proc.stderr.splitlines()
              if line.startswith("step=") and "tool=search_knowledge_base" in line]
     assert lines and " kept=" in lines[0], proc.stderr[-3000:]
+    # this server's streamed replies carry no usage: unknown, never 0 tokens / $0
+    assert "usage unknown" in proc.stdout and "cost=$0.0000" not in proc.stdout, proc.stdout
+
+
+def test_a_streamed_reply_without_usage_is_counted_unknown_not_zero(llama_server):
+    """llama-cpp-python's server ignores stream_options.include_usage (0.3.36), so a streamed
+    reply ends with no usage chunk: the call counts, its usage unknown; a reply that came
+    with usage is measured."""
+    wire = WireLog()
+    model = chat(llama_server, wire, "llamacpp")
+    asked = [Message(role="user", content="Say hello.")]
+    with explained():
+        stream = model.stream(asked, max_tokens=8)
+        pieces: list[str] = []
+        while True:
+            try:
+                pieces.append(next(stream))
+            except StopIteration as done:
+                streamed_reply = done.value
+                break
+        plain = model.chat(asked, max_tokens=8)
+    (req, resp), _ = wire.exchanges
+    assert req["stream"] is True and req["stream_options"] == {"include_usage": True}
+    assert not any(c.get("usage") for c in resp["chunks"])  # the server sent none
+    assert pieces and streamed_reply.usage.calls == 1 and streamed_reply.usage.unmeasured == 1
+    assert usage_summary(streamed_reply.usage.to_dict()).startswith("usage unknown")
+    assert plain.usage.unmeasured == 0 and plain.usage.output_tokens > 0
+    run = Usage()
+    run.add(plain.usage)
+    run.add(streamed_reply.usage)
+    assert usage_summary(run.to_dict()).startswith("usage unknown (1 of 2 model calls")
 
 
 def test_a_run_through_the_server_streams_its_steps(llama_server, small_kb):

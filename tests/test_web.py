@@ -158,10 +158,13 @@ def test_dashboard_shows_figures_and_flags_truncation(live, page):
     server, kb = live
     store = RunStore(kb.store.db_path)
     try:  # two runs that hit the ceiling: well above 10% of the runs so far
-        for _ in range(2):
+        # the newest: one of its two model calls reported no usage (a streamed reply of
+        # llama-cpp-python's server), so its usage is unknown, not $0
+        for usage in ({"cost_usd": 0.002, "calls": 1},
+                      {"cost_usd": 0.0, "calls": 2, "unmeasured": 1}):
             rid = store.start("a question that ran out of steps", max_steps=2)
             store.finish(rid, {"status": "truncated", "steps": 2, "latency_s": 0.5,
-                               "usage": {"cost_usd": 0.002}})
+                               "usage": usage})
     finally:
         store.close()
     page.goto(server.url + "/dashboard")
@@ -179,6 +182,7 @@ def test_dashboard_shows_figures_and_flags_truncation(live, page):
     assert color == "rgb(179, 38, 30)"  # red
     assert page.locator("#chart-latency rect").count() >= 2
     assert page.locator("#chart-cost rect").count() >= 2
+    assert rows.first.locator("td").nth(5).inner_text() == "unknown"
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "web-dashboard.png"), full_page=True)
     # a run in the list opens on the run page
@@ -187,6 +191,10 @@ def test_dashboard_shows_figures_and_flags_truncation(live, page):
     page.wait_for_function("() => { const s = document.querySelector('.turn .run-status');"
                            " return s && !['running', 'queued'].includes(s.dataset.status); }",
                            timeout=30_000)
+    meta = page.locator(".turn .run-meta")
+    meta.filter(has_text="usage unknown").wait_for(timeout=10_000)
+    assert "1 of 2 model calls reported none" in meta.inner_text()
+    assert "$0.0000" not in meta.inner_text()
 
 
 @pytest.mark.parametrize("path, ready", [("/docs", ".swagger-ui .info .title"),

@@ -1,12 +1,14 @@
 """The LLM implementations of the decisions: one JSON call each (see jsonparse.ask_json).
 
 - LLMPlanner  `{need_search, sub_questions ≤ 3, reply, reason}`; small talk gets a reply and no
-  search. More than 3 sub-questions are cut to the first 3 (not a retry: the reply is usable).
+  search. More than 3 sub-questions are cut to the first 3 (not a retry: the reply is usable);
+  a sub-question written to its schema bound (cut) gives way to the question itself.
 - LLMGrader   `{relevant: [ids], enough, missing, next_query}` over the hits shown as
   `id=1..n` (their position, not chunk_id: short ids are copied reliably by cheap models).
-  Unknown ids are ignored. An unreadable reply keeps every hit (verdict "ungraded",
-  `Grade.ungraded`), enough=False and no gap: a bad grader never loses evidence, and its
-  failure is never handed to the agent or the rewriter as something to search for.
+  Unknown ids are ignored; hits past the 100th are not shown (discarded as "ungraded"). An
+  unreadable reply keeps every hit (verdict "ungraded", `Grade.ungraded`), enough=False and
+  no gap: a bad grader never loses evidence, and its failure is never handed to the agent or
+  the rewriter as something to search for.
 - LLMRewriter `{query}` from the question, the grader's gap (`grade.missing`, and its
   `next_query` as a hint) and the queries already run; never the history or the retrieved text
   (rewrites drift otherwise). A query equal to a tried one (case/space-insensitive) → None.
@@ -22,12 +24,20 @@ decisions run at low reasoning effort with `decision_max_tokens`, the answerer w
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import replace
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from ragloop.agent import prompts
 from ragloop.agent.jsonparse import ask_json, stream_json
@@ -62,13 +72,37 @@ def _clean(items: list[str]) -> list[str]:
 
 # -- the schemas of the replies -----------------------------------------------------------------
 
+# The bounds below are schema bounds, not checks (as llm_condense's and agent/tools.py's):
+# llama.cpp turns maxLength into `char{0,n}` and maxItems into a bounded repetition in the
+# reply's grammar (grammars/README.md, "JSON Schemas → GBNF"), so a grammar-constrained small
+# model cannot write one string or list until max_tokens. Each is well above what its prompt
+# asks for and under the repetition cap newer llama-server builds put on a grammar (a
+# maxLength near 2000 is refused). Providers whose strict mode refuses them get the schema
+# without them (llm/base.LENGTH_BOUNDS).
+SUB_QUESTION_CHARS = 500  # "the message itself, unchanged": the eval sets' longest is 249
+PLAN_REPLY_CHARS = 400  # "one or two sentences"
+REASON_CHARS = 200  # "a few words"
+MISSING_CHARS = 300  # "a few concrete words"
+NEXT_QUERY_CHARS = 300  # "a short search query"; the search tool's own bound (tools.py)
+# The grader's ids are an enum of the hits shown (`grade_reply_for`), not an integer with a
+# maximum: llama-cpp-python's grammar ignores minimum/maximum (llama_grammar.py, 0.3.36), so
+# an integer's digits were unbounded. Hits past MAX_GRADED_HITS are not shown to the model
+# (grade() discards them as ungraded): a list bound stays under the grammar's repetition cap.
+MAX_GRADED_HITS = 100
+
+
+def _bounded(chars: int) -> Any:
+    return Field(json_schema_extra={"maxLength": chars})
+
+
 class PlanReply(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     need_search: bool
-    sub_questions: list[str] = Field(default_factory=list)
-    reply: str | None = None
-    reason: str | None = ""
+    sub_questions: list[Annotated[str, _bounded(SUB_QUESTION_CHARS)]] = Field(
+        default_factory=list, json_schema_extra={"maxItems": MAX_SUB_QUESTIONS})
+    reply: Annotated[str, _bounded(PLAN_REPLY_CHARS)] | None = None
+    reason: Annotated[str, _bounded(REASON_CHARS)] | None = ""
 
     @field_validator("sub_questions", mode="before")
     @classmethod
@@ -90,10 +124,12 @@ class PlanReply(BaseModel):
 class GradeReply(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    relevant: list[int]
+    relevant: list[Annotated[int, Field(json_schema_extra={
+        "enum": list(range(1, MAX_GRADED_HITS + 1))})]] = Field(
+        json_schema_extra={"maxItems": MAX_GRADED_HITS})  # grade_reply_for narrows it
     enough: bool
-    missing: str | None = ""
-    next_query: str | None = None
+    missing: Annotated[str, _bounded(MISSING_CHARS)] | None = ""
+    next_query: Annotated[str, _bounded(NEXT_QUERY_CHARS)] | None = None
 
     @field_validator("relevant", mode="before")
     @classmethod
@@ -114,6 +150,18 @@ class GradeReply(BaseModel):
             elif isinstance(item, str) and (m := re.search(r"\d+", item)):
                 ids.append(int(m.group()))
         return ids
+
+
+def _ids_field(hits: int) -> Any:
+    ids = Annotated[int, Field(json_schema_extra={"enum": list(range(1, hits + 1))})]
+    return (list[ids], Field(json_schema_extra={"maxItems": hits}))  # type: ignore[valid-type]
+
+
+@functools.cache
+def grade_reply_for(hits: int) -> type[GradeReply]:
+    """GradeReply whose `relevant` ids are 1..hits, at most `hits` of them: the reply to a
+    grading of `hits` hits (1 ≤ hits ≤ MAX_GRADED_HITS)."""
+    return create_model("GradeReply", __base__=GradeReply, relevant=_ids_field(hits))
 
 
 class RewriteReply(BaseModel):
@@ -159,8 +207,10 @@ class LLMPlanner:
         if not reply.need_search:
             return Plan(need_search=False, sub_questions=[], reply=(reply.reply or "").strip(),
                         reason=reason)
-        return Plan(need_search=True, sub_questions=reply.sub_questions or [question],
-                    reason=reason)
+        subs = reply.sub_questions
+        if any(len(s) >= SUB_QUESTION_CHARS for s in subs):
+            subs = []  # one was cut at its bound: the whole question searches better
+        return Plan(need_search=True, sub_questions=subs or [question], reason=reason)
 
 
 class LLMGrader:
@@ -175,17 +225,19 @@ class LLMGrader:
         if not hits:
             return Grade(kept=[], discarded=[], enough=False,
                          missing="everything: the search returned nothing")
+        hits, unshown = hits[:MAX_GRADED_HITS], hits[MAX_GRADED_HITS:]
+        unshown = [replace(h, verdict="ungraded", grade_score=None) for h in unshown]
         user = prompts.grader_user(question, hits, self.max_chunk_chars)
-        reply, ok = ask_json(self.chat, prompts.GRADER_SYSTEM, user, GradeReply, fallback=None,
-                             usage=self.usage, max_tokens=self.max_tokens)
+        reply, ok = ask_json(self.chat, prompts.GRADER_SYSTEM, user, grade_reply_for(len(hits)),
+                             fallback=None, usage=self.usage, max_tokens=self.max_tokens)
         if not ok or not isinstance(reply, GradeReply):
-            return Grade(kept=[replace(h, verdict="ungraded", grade_score=None) for h in hits],
-                         discarded=[], enough=False, ungraded=True)
+            return Grade(kept=[replace(h, verdict="ungraded", grade_score=None) for h in hits]
+                         + unshown, discarded=[], enough=False, ungraded=True)
         order = [i for i in dict.fromkeys(reply.relevant) if 1 <= i <= len(hits)]
         chosen = set(order)
         kept = [replace(hits[i - 1], verdict="relevant", grade_score=1.0) for i in order]
         discarded = [replace(h, verdict="irrelevant", grade_score=0.0)
-                     for i, h in enumerate(hits, start=1) if i not in chosen]
+                     for i, h in enumerate(hits, start=1) if i not in chosen] + unshown
         enough = reply.enough and bool(kept)
         if enough:
             return Grade(kept=kept, discarded=discarded, enough=True)

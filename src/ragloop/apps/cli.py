@@ -21,6 +21,7 @@ from ragloop.core.config import Settings
 from ragloop.core.config_file import apply_config_files
 from ragloop.core.conversation import numbered
 from ragloop.core.errors import RagloopError, UserError
+from ragloop.core.types import usage_summary
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -456,9 +457,7 @@ def print_run(result: dict[str, Any], streamed: str | None = None) -> None:
     out.print(f"\n[dim]status={result['status']} route={shown(str(result['route']))} "
               f"({shown(result.get('route_reason') or '')}) steps={result['steps']}"
               f"/{result['max_steps']} latency={result['latency_s']:.2f}s "
-              f"tokens in={usage['input_tokens']} out={usage['output_tokens']} "
-              f"cached={usage['cache_read_tokens']} cost=${usage['cost_usd']:.4f} "
-              f"run={shown(result['run_id'])}[/]")
+              f"{usage_summary(usage)} run={shown(result['run_id'])}[/]")
     if result.get("conversation_id"):
         out.print(f"[dim]conversation={shown(result['conversation_id'])} (continue with"
                   f" --conversation {shown(result['conversation_id'])})[/]")

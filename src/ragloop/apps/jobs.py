@@ -21,7 +21,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,7 +67,7 @@ class JobRunner:
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ragloop-run")
         self.lock = threading.Lock()
         self.pending: dict[str, Pending] = {}
-        self.futures: dict[str, Future[None]] = {}
+        self.futures: dict[str, Future[Any]] = {}
         # every event of each run going in this process, in order (see the module docstring)
         self.live: dict[str, list[Event]] = {}
         # the last runs' lists once ended: a follower that was reading one when its run ended
@@ -86,11 +86,33 @@ class JobRunner:
                 self._run, run_id, question, route, driver, max_steps, conversation_id)
         return run_id
 
-    def ask(self, question: str, **options: Any) -> Future[RunResult]:
-        """A synchronous ask that still counts against the worker limit; `options`: any of
-        `Engine.ask`'s keywords (POST /ask its route, driver, step ceiling and conversation;
-        the OpenAI endpoint the history, a listener and the run id)."""
-        return self.executor.submit(self.engine.ask, question, **options)
+    def ask(self, question: str, *, run_id: str | None = None,
+            on_event: Callable[[Event], None] | None = None,
+            conversation_id: str | None = None, **options: Any) -> Future[RunResult]:
+        """A run whose caller waits for its result (POST /ask, the OpenAI endpoint), in the
+        same pool and the same lists as a background run: queued, then live (its events to
+        the followers of /runs/{id}/events, counted in `active`) until it ends. `on_event`
+        hears each event after the followers' list has it; `options`: any other keyword of
+        `Engine.ask` (route, driver, step ceiling, the history, knowledge bases)."""
+        run_id = run_id or uuid.uuid4().hex[:12]
+
+        def heard(event: Event) -> None:
+            self._pop_pending(run_id)
+            self.heard(run_id, event)
+            if on_event is not None:
+                on_event(event)
+
+        def run() -> RunResult:
+            try:
+                return self.engine.ask(question, on_event=heard, run_id=run_id,
+                                       conversation_id=conversation_id, **options)
+            finally:
+                self._ended(run_id)
+
+        with self.lock:  # registered before its worker can end it (`_ended` takes the lock)
+            self.pending[run_id] = Pending(run_id, question, conversation_id)
+            future = self.futures[run_id] = self.executor.submit(run)
+        return future
 
     def _run(self, run_id: str, question: str, route: str, driver: str | None,
              max_steps: int | None, conversation_id: str | None = None) -> None:
@@ -107,10 +129,13 @@ class JobRunner:
                 self.runs.start(question, run_id=run_id, conversation_id=conversation_id)
                 self.runs.finish(run_id, {"status": RunStatus.FAILED, "error": repr(exc)})
         finally:
-            self._pop_pending(run_id)
-            with self.lock:
-                self.futures.pop(run_id, None)
-            self.heard(run_id, None)
+            self._ended(run_id)
+
+    def _ended(self, run_id: str) -> None:
+        self._pop_pending(run_id)
+        with self.lock:
+            self.futures.pop(run_id, None)
+        self.heard(run_id, None)
 
     def heard(self, run_id: str, event: Event | None) -> None:
         """An event of a run going in this process (kept in `live`), or None once the run has

@@ -6,7 +6,9 @@ tool definitions from agent/tools.py: the same descriptions, argument models and
 messages) and ask (the whole agent loop, answer with citations). When a question has several
 readings the knowledge base answers differently (run status needs_input), `ask` asks the
 client's user to choose one by MCP elicitation where the client supports it and answers the
-narrowed question; else it returns the clarifying question and its options as text.
+narrowed question; else it returns the clarifying question and its options as text, with how
+to answer: the user's choice as the next question of the same conversation (every `ask` reply
+names its conversation, in the text and the structured content).
 Named mcp_server.py so that it never shadows the `mcp` package.
 """
 
@@ -44,11 +46,14 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import Context, MCPServer
     from mcp.shared._stream_protocols import ReadStream, WriteStream
     from mcp.shared.message import SessionMessage
-    from mcp_types import InputRequiredResult, JSONRPCError
+    from mcp_types import CallToolResult, InputRequiredResult, JSONRPCError
 
 log = logging.getLogger("ragloop.mcp")
 
 ASK = "ask"
+CONTINUE = ("To answer this question, call ask again with the user's choice as the question"
+            " and conversation_id \"{}\": that continues this conversation (\"new\" or no"
+            " conversation_id would start another, without this question).")
 ASK_DESCRIPTION = (
     "Answers a question from the knowledge base with ragloop's own agent loop (search, grade,"
     " rewrite, read sections, up to a step ceiling) and returns the answer, its citations as"
@@ -57,10 +62,13 @@ ASK_DESCRIPTION = (
     " When the question has several readings the knowledge base answers differently (which"
     " product, which quarter) it asks the user to choose one (elicitation) and answers that;"
     " a client without elicitation gets status needs_input, a clarifying question and numbered"
-    " options: call ask again with the question narrowed to one of them."
-    " conversation_id continues a conversation (the earlier turns are the history, so a"
-    " follow-up such as \"and its battery?\" is read against them): \"new\" starts one, and the"
-    " reply's conversation= is the id to pass with the next question."
+    " options: show them to the user and call ask again with the user's choice as the"
+    " question and the reply's conversation_id, which continues the conversation that asked"
+    " (\"new\" or no conversation_id would start another, without the question)."
+    " Every reply names its conversation (conversation= in the text, conversation_id in the"
+    " structured content): pass it back to continue (the earlier turns are the history, so a"
+    " follow-up such as \"and its battery?\" is read against them); without conversation_id,"
+    " or with \"new\", a question starts a conversation of its own."
     " Use it when you want a finished, cited answer in one call. Do not use it when you want to"
     " read the evidence yourself: use search_knowledge_base and fetch_document_section.")
 INSTRUCTIONS = (
@@ -111,13 +119,16 @@ class KnowledgeBaseTools:
         return self._plain(LIST, {})
 
     def conversation(self, conversation_id: str | None) -> str | None:
-        """The conversation an `ask` continues, read as HTTP's `conversation_id` is: None
-        for a question on its own, "new" starts one, else a stored conversation's id."""
+        """The conversation an `ask` continues, read as HTTP's `conversation_id` is ("new"
+        starts one, else a stored conversation's id), except that none given starts one too:
+        an MCP client cannot know beforehand whether the run will ask back (needs_input), and
+        the user's answer must be able to continue the conversation that asked."""
         from mcp.server.mcpserver.exceptions import ToolError
 
         try:
             runs = self.engine().runs
-            return resolve_conversation(conversation_id, lambda c: bool(runs.conversation(c)))
+            return resolve_conversation(conversation_id or NEW,
+                                        lambda c: bool(runs.conversation(c)))
         except UserError as exc:
             raise ToolError(str(exc)) from exc
 
@@ -153,9 +164,35 @@ class KnowledgeBaseTools:
         # the answer and the doc ids come from documents: data for the client's model too
         conversation = (f" conversation={result.conversation_id}" if result.conversation_id
                         else "")
-        return (data_block(ASK, "\n".join(lines))
+        # how to answer the question back: ragloop's own words, outside the data block
+        to_continue = (f"\n{CONTINUE.format(result.conversation_id)}"
+                       if result.clarification and result.conversation_id else "")
+        return (data_block(ASK, "\n".join(lines)) + to_continue
                 + f"\nstatus={result.status} steps={result.steps}/{result.max_steps}"
                   f" run={result.run_id}{conversation}")
+
+    @staticmethod
+    def structured(result: RunResult) -> dict[str, object]:
+        """The reply's fields for a client that reads structured content: the ids to go on
+        with, the status, the options of a question back and the citations (the answer's
+        text is in the text content, inside its data block)."""
+        out: dict[str, object] = {
+            "status": str(result.status), "run_id": result.run_id,
+            "conversation_id": result.conversation_id, "steps": result.steps,
+            "max_steps": result.max_steps,
+            "citations": [{"n": c.n, "doc_id": c.doc_id, "section": c.section,
+                           **({"kb": c.kb} if c.kb else {})} for c in result.citations]}
+        if result.clarification:
+            out["options"] = list(result.clarification["options"])
+        return out
+
+    @classmethod
+    def result(cls, result: RunResult) -> CallToolResult:
+        """`ask`'s tool result: the text (`reply`) and the structured content."""
+        from mcp_types import CallToolResult, TextContent
+
+        return CallToolResult(content=[TextContent(type="text", text=cls.reply(result))],
+                              structured_content=cls.structured(result))
 
 
 def _mcp_tool(tool: ToolDef, body: Callable[..., str], sources: Sources = None
@@ -180,7 +217,12 @@ def build_server(kb: KnowledgeBase | KnowledgeBases, settings: Settings) -> MCPS
     """An MCPServer exposing `kb`'s tools (not started); several knowledge bases: their
     names are the `knowledge_base` argument's enum."""
     from mcp.server.mcpserver import Context, MCPServer
-    from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
+    from mcp_types import (
+        CallToolResult,
+        ElicitRequest,
+        ElicitRequestFormParams,
+        InputRequiredResult,
+    )
 
     tools = KnowledgeBaseTools(kb, settings)
     server = MCPServer("ragloop", instructions=INSTRUCTIONS, log_level="WARNING")
@@ -199,9 +241,10 @@ def build_server(kb: KnowledgeBase | KnowledgeBases, settings: Settings) -> MCPS
                   conversation_id: Annotated[str | None, Field(
                       pattern=ID_PATTERN,
                       description=f"Continue this conversation (its earlier turns are the"
-                                  f" history); \"{NEW}\" starts one. The reply's"
-                                  f" conversation= is the id to continue with.")] = None,
-                  ) -> str | InputRequiredResult:
+                                  f" history; pass it when answering a clarifying question);"
+                                  f" \"{NEW}\" or none starts one. The reply's"
+                                  f" conversation_id is the id to continue with.")] = None,
+                  ) -> CallToolResult | InputRequiredResult:
         # a run is blocking work: in a worker thread, as the SDK runs a sync tool
         conversation = await anyio.to_thread.run_sync(tools.conversation, conversation_id)
 
@@ -210,10 +253,10 @@ def build_server(kb: KnowledgeBase | KnowledgeBases, settings: Settings) -> MCPS
 
         choice = _chosen(ctx)
         if choice is not None:  # the retry of a 2026-07-28 client: the user chose a reading
-            return tools.reply(await run(narrowed(question.strip(), choice)))
+            return tools.result(await run(narrowed(question.strip(), choice)))
         result = await run(question)
         if not result.clarification or not _can_elicit(ctx) or ctx.input_responses:
-            return tools.reply(result)  # declined or cancelled: the question back, as text
+            return tools.result(result)  # declined or cancelled: the question back, as text
         options = result.clarification["options"]
         if _multi_round(ctx):
             return InputRequiredResult(input_requests={CHOICE: ElicitRequest(
@@ -222,12 +265,12 @@ def build_server(kb: KnowledgeBase | KnowledgeBases, settings: Settings) -> MCPS
         choice = await _elicit(ctx, result.answer, options)
         if choice is not None:
             result = await run(narrowed(result.question, choice))
-        return tools.reply(result)
+        return tools.result(result)
 
     # the SDK finds the Context parameter and the multi-round result by their resolved
     # annotations (find_context_parameter, func_metadata); mcp is imported lazily, so the
     # classes are set here rather than named at module level
-    ask.__annotations__.update(ctx=Context, **{"return": str | InputRequiredResult})
+    ask.__annotations__.update(ctx=Context, **{"return": CallToolResult | InputRequiredResult})
     server.add_tool(ask, name=ASK, description=ASK_DESCRIPTION, structured_output=False)
     return server
 

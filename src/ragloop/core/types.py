@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -140,6 +141,10 @@ class Usage:
     cache_write_tokens: int = 0
     cost_usd: float = 0.0
     calls: int = 0
+    # calls whose reply reported no usage (a streamed reply of llama-cpp-python's server, which
+    # ignores stream_options.include_usage): their tokens and cost are unknown, not zero, so
+    # the figures above are then a lower bound (`usage_summary` says so)
+    unmeasured: int = 0
 
     def add(self, other: Usage) -> None:
         self.input_tokens += other.input_tokens
@@ -148,9 +153,26 @@ class Usage:
         self.cache_write_tokens += other.cache_write_tokens
         self.cost_usd += other.cost_usd
         self.calls += other.calls
+        self.unmeasured += other.unmeasured
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def usage_summary(usage: Mapping[str, Any]) -> str:
+    """A run's usage (`Usage.to_dict()`, as stored) in one line: its tokens and cost, or
+    "usage unknown" when a model call reported none (never 0 tokens / $0 as if measured);
+    when only some did, what the others reported, as a lower bound."""
+    unmeasured = int(usage.get("unmeasured") or 0)
+    calls = int(usage.get("calls") or 0)
+    measured = (f"in={usage.get('input_tokens', 0)} out={usage.get('output_tokens', 0)}"
+                f" cached={usage.get('cache_read_tokens', 0)}")
+    if not unmeasured:
+        return f"tokens {measured} cost=${float(usage.get('cost_usd') or 0):.4f}"
+    if unmeasured >= calls:
+        return f"usage unknown ({unmeasured} model call(s) reported none)"
+    return (f"usage unknown ({unmeasured} of {calls} model calls reported none; the others:"
+            f" {measured} cost≥${float(usage.get('cost_usd') or 0):.4f})")
 
 
 class EventKind(StrEnum):

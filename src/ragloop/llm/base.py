@@ -107,16 +107,18 @@ class ChatRequest:
     json_schema: dict[str, Any] | None = None
 
 
-# A string's length bounds: llama.cpp's JSON-schema grammar keeps them (grammars/README.md,
-# "JSON Schemas → GBNF": minLength/maxLength become `char{m,n}`), and they are what stops a
-# small grammar-constrained model looping inside a string; strict structured outputs (OpenAI
-# response_format json_schema, Anthropic output_config.format) do not list them among the
-# keywords they accept, so the adapters for those send the schema without them.
-LENGTH_BOUNDS = ("minLength", "maxLength")
+# A string's length bounds and a list's item bound: llama.cpp's JSON-schema grammar keeps them
+# (grammars/README.md, "JSON Schemas → GBNF": minLength/maxLength become `char{m,n}`,
+# maxItems a bounded repetition of the item), and they are what stops a small
+# grammar-constrained model looping inside a string or a list; strict structured outputs
+# (OpenAI response_format json_schema, Anthropic output_config.format, which rejects string
+# length and array bounds) do not list them all among the keywords they accept, so the
+# adapters for those send the schema without them.
+LENGTH_BOUNDS = ("minLength", "maxLength", "maxItems")
 
 
 def without_length_bounds(schema: Any) -> Any:
-    """`schema` (a JSON schema) with every string length bound taken out."""
+    """`schema` (a JSON schema) with every string length and list item bound taken out."""
     if isinstance(schema, list):
         return [without_length_bounds(v) for v in schema]
     if not isinstance(schema, dict):

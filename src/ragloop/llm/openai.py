@@ -136,8 +136,11 @@ class OpenAIChat:
         """`chat` with `stream=True`: the SDK's `Stream[ChatCompletionChunk]`, assembled by
         `assemble_chunks`. `stream_options.include_usage` asks for the last chunk that carries
         the whole request's usage with empty `choices` (openai-python
-        `types/chat/chat_completion_chunk.py`, `ChatCompletionChunk.usage`); a server that
-        ignores it leaves the tokens at zero, the call still counted.
+        `types/chat/chat_completion_chunk.py`, `ChatCompletionChunk.usage`); llama.cpp's
+        llama-server sends it whatever the request says (ggml-org/llama.cpp#16048), while
+        llama-cpp-python's server ignores it (abetlen/llama-cpp-python#1640; 0.3.36 has no
+        `stream_options`): such a call is counted with its usage unknown (`Usage.unmeasured`),
+        not as zero tokens.
 
         A server that cannot stream a tool call fails such a request before its first piece:
         llama-cpp-python's chatml-function-calling handler raises "Automatic streaming tool
@@ -405,7 +408,9 @@ def parse_response(
         calls = []  # the contract: with "none" the model cannot call tools
     usage = Usage(calls=1)
     u = getattr(resp, "usage", None)
-    if u is not None:
+    if u is None:  # unknown, not zero (a streamed reply of a server that ignores
+        usage.unmeasured = 1  # stream_options.include_usage: llama-cpp-python's)
+    else:
         details = getattr(u, "prompt_tokens_details", None)
         cached = (getattr(details, "cached_tokens", None) or 0) if details else 0
         written = (getattr(details, "cache_write_tokens", None) or 0) if details else 0

@@ -11,7 +11,9 @@ Model, ErrorResponse) and the types of openai-python 3.57 (`openai.types.chat.Ch
   System and developer messages are ignored: a run's instructions are ragloop's own.
 - `model` names a knowledge base this server serves, or `ragloop` (the same one).
 - The run goes through the engine like any other (recorded with source "api", readable at
-  /runs/{id}: the completion's id is `chatcmpl-<run id>`), in the server's worker pool.
+  /runs/{id}: the completion's id is `chatcmpl-<run id>`), in the server's worker pool and its
+  live list while it runs (jobs.JobRunner.ask: counted as active, followed at
+  /runs/{id}/events).
 - Streamed: the agent's steps as `reasoning_content` deltas (one line each: what chat UIs show
   as a collapsible "thinking" block), the answer as `content` (its pieces as the engine writes
   them when it streams, else whole), then the sources, then a chunk with `finish_reason`
@@ -328,10 +330,13 @@ def usage_of(result: RunResult) -> dict[str, Any]:
     cached input too; `Usage.input_tokens` counts the uncached only (llm/pricing.py)."""
     u = result.usage
     prompt = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
+    # the calls whose tokens are unknown (core.types.Usage.unmeasured): the counts are then a
+    # lower bound, and an extra field says so rather than let them pass as measured
+    unknown = {"unmeasured_calls": u.unmeasured} if u.unmeasured else {}
     return {"prompt_tokens": prompt, "completion_tokens": u.output_tokens,
             "total_tokens": prompt + u.output_tokens,
             "prompt_tokens_details": {"cached_tokens": u.cache_read_tokens,
-                                      "cache_write_tokens": u.cache_write_tokens}}
+                                      "cache_write_tokens": u.cache_write_tokens}, **unknown}
 
 
 class Completion:

@@ -234,6 +234,18 @@ function stepLine(event) {
 
 function plural(n, one, many) { return `${n} ${n === 1 ? one : many}`; }
 
+// A run's usage, as core/types.py usage_summary says it: a model call that reported none
+// (llama-cpp-python's streamed replies) makes it unknown, never 0 tokens / $0.
+function usageText(usage) {
+  const u = usage || {};
+  if (u.unmeasured) {
+    return `usage unknown (${u.unmeasured} of ${plural(u.calls || u.unmeasured, "model call",
+      "model calls")} reported none)`;
+  }
+  return `tokens in ${u.input_tokens || 0} out ${u.output_tokens || 0} · ` +
+    `$${(u.cost_usd || 0).toFixed(4)}`;
+}
+
 class Turn {
   constructor(question) {
     this.question = question;
@@ -449,11 +461,9 @@ class Turn {
       const run = await api(`/runs/${encodeURIComponent(this.runId)}`);
       if (run.answer && !this.final) this.renderAnswer({ text: run.answer, citations: run.citations });
       if (run.clarification && !this.clarified) this.renderClarify(run.clarification);
-      const u = run.usage || {};
       this.meta.textContent = `status ${run.status} · route ${run.route || "–"} · steps ` +
-        `${run.steps}/${run.max_steps} · ${(run.latency_s || 0).toFixed(2)} s · tokens in ` +
-        `${u.input_tokens || 0} out ${u.output_tokens || 0} · $${(u.cost_usd || 0).toFixed(4)}` +
-        (run.error ? ` · error: ${run.error}` : "");
+        `${run.steps}/${run.max_steps} · ${(run.latency_s || 0).toFixed(2)} s · ` +
+        usageText(run.usage) + (run.error ? ` · error: ${run.error}` : "");
     } catch (err) {
       this.meta.textContent = err.message;
     }
@@ -790,7 +800,8 @@ async function loadDashboard() {
         el("td", {}, r.route || ""),
         el("td", {}, `${r.steps}/${r.max_steps}`),
         el("td", {}, r.latency_s == null ? "" : `${r.latency_s.toFixed(2)} s`),
-        el("td", {}, `$${((r.usage || {}).cost_usd || 0).toFixed(4)}`),
+        el("td", {}, (r.usage || {}).unmeasured ? "unknown"
+          : `$${((r.usage || {}).cost_usd || 0).toFixed(4)}`),
         el("td", { class: "question" }, r.question)));
     }
   } catch (err) {
