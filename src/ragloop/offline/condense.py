@@ -153,6 +153,9 @@ class ConversationWords:
     siblings: tuple[tuple[re.Pattern[str], str], ...]
     deictic: re.Pattern[str]  # "this year": the period we are in, pointing back at none
     indefinite: re.Pattern[str]  # "someone": what a later pronoun of the question points at
+    # "the total for the year": an article before a period word, the period talked about
+    period_article: re.Pattern[str]
+    kind_one: re.Pattern[str]  # "the enterprise one": what an earlier turn named with the word
 
     @classmethod
     def of(cls, v: Vocabulary) -> ConversationWords:
@@ -197,7 +200,13 @@ class ConversationWords:
                          for k in ("up", "down", "lowest", "highest", "other")),
                    re.compile(rf"{v.alternatives('conversation.deictic')}{v.edge}",
                               re.IGNORECASE),
-                   anywhere("indefinites"))
+                   anywhere("indefinites"),
+                   re.compile(rf"{v.edge}{v.alternatives('conversation.period_articles')}\s*"
+                              rf"({alternation([*(w for k in ('quarter', 'half') for w in as_list(v.periods[k]['word'])), *as_list(v.get('conversation.year_words'))])})"
+                              rf"{v.edge}", re.IGNORECASE),
+                   re.compile(rf"{v.edge}{v.alternatives('articles')}\s+(\w[\w-]*)\s+"
+                              rf"{v.alternatives('conversation.kind_ones')}{v.edge}",
+                              re.IGNORECASE))
 
 
 _COMPILED: dict[str, ConversationWords] = {}
@@ -374,6 +383,32 @@ def _subject(turn: Turn, person: bool, plural: bool, w: ConversationWords,
             if not _AMOUNT.fullmatch(x) and not common(x)][:MAX_CARRIED_WORDS]
 
 
+def _named_by_answer(turn: Turn, w: ConversationWords, rd: Reading,
+                     common: Common) -> str | None:
+    """What `turn`'s answer named that its typed question did not: when the question named
+    nothing of its own ("can we get more?", its subject carried), the first phrase of a
+    claim of the answer that puts a word of its own before a word of what was searched ("an
+    extended warranty" after "… (Edge G2 warranty)"); None otherwise. The answer introduced
+    it, and a later "what's the price?" asks about it, not the subject it was carried with."""
+    if _names(turn.question, rd):
+        return None
+    typed, searched = _stems(turn.question, rd), _stems(turn.searched, rd)
+    for sentence in rd.split_sentences(CITATION.sub(" ", turn.answer)):
+        if any(p in sentence.lower() for p in w.not_claims):
+            continue
+        content = {x.lower() for x in rd.content_words(sentence)}
+        ws = words(sentence)
+        for i in range(1, len(ws)):
+            x, head = ws[i - 1], ws[i]
+            if (stem(head) in searched and stem(head) not in typed and stem(x) not in typed
+                    and x.isalpha() and x.lower() in content and head.lower() in content
+                    and not rd.is_code(head) and not common(x)
+                    # a capital mid-sentence is part of a name, not a word put before one
+                    and (i == 1 or x[:1].islower())):
+                return f"{x.lower()} {head}"
+    return None
+
+
 def _moved(name: str, q: str, w: ConversationWords, kind: str = "") -> str | None:
     """`name` (a period: "Q2 FY2024", "FY2024") moved by the step `q` asks for ("a quarter
     later" → "Q3 FY2024", "a year earlier" → "FY2023"); None when `q` asks none of it. The
@@ -507,6 +542,16 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
             return Condensed(_tidy(body, q), TurnKind.FOLLOW_UP,
                              f"'{what}' read as what turn {at + 1} named", subject=what,
                              refers_to=at)
+    period = _the_period(history, q, w, rd)
+    if period is not None:
+        q, at, what = period
+        if _pronoun_refers_back(_opening(q, w).body, w, rd) is None:
+            # "what was the total for the year?" asks the year of what that turn asked about
+            subject = [s for s in _subject(history[at], False, False, w, rd, common)
+                       if not all(rd.is_period(x) for x in s.split())]
+            return Condensed(_tidy(_with_subject(q, subject, w, rd), q), TurnKind.FOLLOW_UP,
+                             f"'{what}' read as the period turn {at + 1} was about, with its"
+                             " subject", subject=" ".join([what, *subject]), refers_to=at)
     opening = _opening(q, w)
     pronoun = _pronoun_refers_back(opening.body, w, rd)
     opening = _and_with_a_name(opening, pronoun, w, rd)
@@ -568,7 +613,11 @@ def _pointed_at(history: Sequence[Turn], q: str, w: ConversationWords, rd: Readi
     was read as), or None. A period kind is that turn's period ("that quarter" → "Q4 FY2024",
     passing over a turn between that named none); a noun of a turn's question is that turn's
     subject with it ("that error" → "E203 error"); a noun only its answer or cited titles gave
-    is the name there that holds it ("that policy" → "Data Retention Policy")."""
+    is the name there that holds it ("that policy" → "Data Retention Policy"); "the
+    enterprise one" is the name a turn gave that holds the word (`_kind_named`)."""
+    kind = _kind_named(history, q, w, rd)
+    if kind is not None:
+        return kind
     for m in w.determiner.finditer(q):
         noun, before = m.group(1), q[:m.start()]
         # "does that apply …?", "does all this apply …?": a pronoun and a verb, not a noun
@@ -586,6 +635,42 @@ def _pointed_at(history: Sequence[Turn], q: str, w: ConversationWords, rd: Readi
             held = period or stem(noun) in {stem(x) for x in words(what)}
             text = what if held else f"{what} {noun}"
             return f"{q[:m.start()]}{text}{q[m.end():]}", at, what
+    return None
+
+
+def _the_period(history: Sequence[Turn], q: str, w: ConversationWords,
+                rd: Reading) -> tuple[str, int, str] | None:
+    """"the total for the year": `q` with an article and a period word read as the period of
+    that kind the latest turn that named one was about ("FY2024" after "Q2 FY2024"), the
+    turn's index and the period; None when `q` names a period of its own or steps from one
+    ("the quarter before" is moved by `_moved_periods`)."""
+    if any(rd.is_period(x) for x in words(q)) or w.later.search(q) or w.earlier.search(q):
+        return None
+    for m in w.period_article.finditer(q):
+        found = _period_named(history, m.group(1), w, rd)
+        if found is not None:
+            at, what = found
+            return f"{q[:m.start()]}{what}{q[m.end():]}", at, what
+    return None
+
+
+def _kind_named(history: Sequence[Turn], q: str, w: ConversationWords,
+                rd: Reading) -> tuple[str, int, str] | None:
+    """"the enterprise one": `q` with it read as the latest name an earlier turn gave (its
+    question, cited titles or answer) that holds the word ("WPA2-Enterprise"), the turn's
+    index and the name; None when no turn named one."""
+    for m in w.kind_one.finditer(q):
+        want = stem(m.group(1))
+        if not rd.content_words(m.group(1)):
+            continue
+        for at in range(len(history) - 1, -1, -1):
+            turn = history[at]
+            for text in (turn.searched, *(p for t in turn.cited for p in t.split(" › ")),
+                         *rd.split_sentences(CITATION.sub(" ", turn.answer))):
+                for n in _names(text, rd):
+                    # a name's parts, a hyphenated one's too: "WPA2-Enterprise"
+                    if want in {stem(x) for x in re.split(r"[\s-]+", n) if x}:
+                        return f"{q[:m.start()]}{n}{q[m.end():]}", at, n
     return None
 
 
@@ -763,6 +848,14 @@ def _follow_up(history: Sequence[Turn], q: str, opening: _Opening,
     subject = _subject(turn, person, bool(said) and w.plural.fullmatch(said) is not None, w, rd,
                        common, bool(said) and w.broad.fullmatch(said) is not None,
                        head=not reads_focus)
+    # "what's the price?" after "can we get more?" was answered with the extended warranty:
+    # the thing that answer introduced, before the subject it was carried with
+    # (a question naming something of its own asks about that, unless a pronoun points back)
+    introduced = None if person or focus_names or at != len(history) - 1 or (
+        pronoun is None and _names(opening.body or q, rd)) else _named_by_answer(
+        turn, w, rd, common)
+    if introduced is not None:
+        subject = [introduced, *subject]
     how = []
     moved = _moved_periods(q, opening, pronoun, turn, w, rd)
     if moved:  # "and a quarter later?": turn's question asked of the next quarter
