@@ -90,7 +90,16 @@ Common = Callable[[str], bool]
 Siblings = Callable[[str], Sequence[str]]
 
 
+# whether a phrase heads a document, section or line of the knowledge base ("Extended
+# warranty"; passed in by whoever knows the KB): a thing the KB has, not a phrase in passing
+Headings = Callable[[str], bool]
+
+
 def _nothing_common(word: str) -> bool:
+    return False
+
+
+def _no_headings(phrase: str) -> bool:
     return False
 
 
@@ -383,16 +392,17 @@ def _subject(turn: Turn, person: bool, plural: bool, w: ConversationWords,
             if not _AMOUNT.fullmatch(x) and not common(x)][:MAX_CARRIED_WORDS]
 
 
-def _named_by_answer(turn: Turn, w: ConversationWords, rd: Reading,
-                     common: Common) -> str | None:
+def _named_by_answer(turn: Turn, w: ConversationWords, rd: Reading, common: Common,
+                     headings: Headings) -> str | None:
     """What `turn`'s answer named that its typed question did not: when the question named
     nothing of its own ("can we get more?", its subject carried), the first phrase of a
     claim of the answer that puts a word of its own before a word of what was searched ("an
     extended warranty" after "… (Edge G2 warranty)"); None otherwise. The answer introduced
     it, and a later "what's the price?" asks about it, not the subject it was carried with."""
-    if _names(turn.question, rd):
+    if _names(turn.question, rd) or len(rd.content_words(turn.question)) > w.ellipsis_words:
         return None
     typed, searched = _stems(turn.question, rd), _stems(turn.searched, rd)
+    carried = turn.searched.lower()
     for sentence in rd.split_sentences(CITATION.sub(" ", turn.answer)):
         if any(p in sentence.lower() for p in w.not_claims):
             continue
@@ -400,11 +410,13 @@ def _named_by_answer(turn: Turn, w: ConversationWords, rd: Reading,
         ws = words(sentence)
         for i in range(1, len(ws)):
             x, head = ws[i - 1], ws[i]
+            # the word before is new to what was searched, or was carried with it already
             if (stem(head) in searched and stem(head) not in typed and stem(x) not in typed
+                    and (stem(x) not in searched or f"{x.lower()} {head}" in carried)
                     and x.isalpha() and x.lower() in content and head.lower() in content
-                    and not rd.is_code(head) and not common(x)
+                    and head.isalpha() and head.islower() and not common(x)
                     # a capital mid-sentence is part of a name, not a word put before one
-                    and (i == 1 or x[:1].islower())):
+                    and (i == 1 or x[:1].islower()) and headings(f"{x} {head}")):
                 return f"{x.lower()} {head}"
     return None
 
@@ -513,12 +525,13 @@ def _a_choice(q: str, w: ConversationWords, rd: Reading) -> bool:
 
 def condense(history: Sequence[Turn], question: str, words: Vocabulary,
              rd: Reading = ENGLISH_READING, common: Common = _nothing_common,
-             siblings: Siblings = _no_siblings) -> Condensed:
+             siblings: Siblings = _no_siblings, headings: Headings = _no_headings) -> Condensed:
     """`question` made standalone from `history` (oldest turn first), read with `words`, the
     knowledge base's language's vocabulary (`language.vocabulary.vocabulary(code)`), `rd`,
     its reading (`language.text.reading(code)`), and `common`, which says of a word whether
-    it occurs in most of the knowledge base's documents, and `siblings`, which gives the codes
-    of a code's family in the knowledge base, in order.
+    it occurs in most of the knowledge base's documents, `siblings`, which gives the codes
+    of a code's family in the knowledge base, in order, and `headings`, which says of a
+    phrase whether it heads a document, section or line of it.
 
     The rule's shape: the first turn, the choice answering a clarifying question and a
     question with no sign of referring back are taken as they come; any other is read against
@@ -561,7 +574,7 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
                              "a relative reference: the code it means named",
                              refers_to=len(history) - 1)
         return _stands_alone(history[-1], q, rd)
-    f = _follow_up(history, q, opening, pronoun, w, rd, common)
+    f = _follow_up(history, q, opening, pronoun, w, rd, common, headings)
     text, how = next(done for rewrite in _REWRITES if (done := rewrite(f, w, rd)) is not None)
     return Condensed(_tidy(text, q), TurnKind.FOLLOW_UP, f"{f.sign}: {'; '.join([*f.how, how])}",
                      subject=" ".join(f.subject), refers_to=f.at)
@@ -827,7 +840,7 @@ def _moved_periods(q: str, opening: _Opening, pronoun: re.Match[str] | None, tur
 
 def _follow_up(history: Sequence[Turn], q: str, opening: _Opening,
                pronoun: re.Match[str] | None, w: ConversationWords, rd: Reading,
-               common: Common) -> _FollowUp:
+               common: Common, headings: Headings = _no_headings) -> _FollowUp:
     """`q` read against the turn it refers to: who or what its pronoun is, what it carries
     of that turn (a name of its own put in place of the earlier one) and what it asks again."""
     at = _referred(history, opening, rd)
@@ -853,7 +866,7 @@ def _follow_up(history: Sequence[Turn], q: str, opening: _Opening,
     # (a question naming something of its own asks about that, unless a pronoun points back)
     introduced = None if person or focus_names or at != len(history) - 1 or (
         pronoun is None and _names(opening.body or q, rd)) else _named_by_answer(
-        turn, w, rd, common)
+        turn, w, rd, common, headings)
     if introduced is not None:
         subject = [introduced, *subject]
     how = []
@@ -980,13 +993,15 @@ class RuleCondenser:
     """The offline `Condenser` (core/decisions.py): `condense` with one language's words."""
 
     def __init__(self, words: Vocabulary, reading: Reading = ENGLISH_READING,
-                 common: Common = _nothing_common, siblings: Siblings = _no_siblings) -> None:
+                 common: Common = _nothing_common, siblings: Siblings = _no_siblings,
+                 headings: Headings = _no_headings) -> None:
         self.words = words
         self.reading = reading
         self.common = common
         self.siblings = siblings
+        self.headings = headings
         self.usage = Usage()  # no model calls
 
     def condense(self, history: Sequence[Turn], question: str) -> Condensed:
         return condense(history, question, self.words, self.reading, self.common,
-                        self.siblings)
+                        self.siblings, self.headings)
