@@ -403,7 +403,7 @@ def test_the_year_is_the_year_of_the_period_talked_about() -> None:
 
 
 def test_the_enterprise_one_is_what_an_answer_named_with_the_word() -> None:
-    turns = [Turn("Our Edge G2 won't join the guest Wi-Fi with a captive portal. Is that supported?",
+    turns = [Turn("Our Edge G2 won't join the guest Wi-Fi with a captive portal. Supported?",
                   answer="The Edge G2 supports WPA2-Personal, WPA3-Personal and "
                          "WPA2-Enterprise (PEAP). [1] Captive portals are not supported. [1]"),
              Turn("what security does it work with then?",

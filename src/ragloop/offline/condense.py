@@ -6,7 +6,11 @@ it?"), or is too short to carry a subject ("is there a free trial?"). It is then
 with the subject of the turn it refers to: the last turn (its standalone question, already
 resolved, so a subject is never taken from further back than that turn carried it), or for
 "going back to X" the latest earlier turn whose question (else answer) shares a word with X.
-For a person's pronoun the subject is the first new name that turn's answer gave; else its
+When that turn asked with few words and no name of its own ("can we get more?") and its
+answer introduced a phrase that heads a part of the knowledge base (`headings`, given by whoever
+knows the KB: "an extended warranty", a line of its own in the warranty terms), that phrase
+comes first in the subject: "what's the price?" asks about it, not about what it was carried
+with. For a person's pronoun the subject is the first new name that turn's answer gave; else its
 question's names, each with the word that says what it names ("the Austin office", "error
 code E201"); for a "which …?" question without a name, the codes (else names) its answer
 stated, not what a clause of it denies; else the question's content words. An answer is
@@ -20,7 +24,10 @@ Before that, two readings name what the question points at in words of its own: 
 above (it)", "the cheap one", "the other one" are another code of the family the conversation
 is about (`siblings`, given by whoever knows the KB: S300 after the S200), and "that quarter",
 "that policy" are what the latest turn that named the noun meant by it (its period; its
-subject; the name in its answer or cited titles that holds the noun, "Data Retention Policy").
+subject; the name in its answer or cited titles that holds the noun, "Data Retention Policy");
+"the enterprise one" is the name a turn gave that holds the word ("WPA2-Enterprise"), and "the
+total for the year" in a question naming no period is the year of the period talked about
+(FY2024 after Q2 FY2024), with what that turn asked of it.
 One person ("he", "who is that?") is the first name the answer gave that its question did
 not ask with, never the titles after it; a pronoun after "someone" or opening a clause
 ("anything that …") points back at nothing.
@@ -176,6 +183,8 @@ class ConversationWords:
             return re.compile(rf"{v.edge}{v.alternatives('conversation.' + key)}{v.edge}",
                               re.IGNORECASE)
 
+        period_words = [*(x for k in ("quarter", "half") for x in as_list(v.periods[k]["word"])),
+                        *as_list(v.get("conversation.year_words"))]
         return cls(opener("continuations"), opener("about_openers"), opener("again_openers"),
                    opener("why"),
                    opener("back_openers"), anywhere("pronouns"), anywhere("person_pronouns"),
@@ -211,8 +220,7 @@ class ConversationWords:
                               re.IGNORECASE),
                    anywhere("indefinites"),
                    re.compile(rf"{v.edge}{v.alternatives('conversation.period_articles')}\s*"
-                              rf"({alternation([*(w for k in ('quarter', 'half') for w in as_list(v.periods[k]['word'])), *as_list(v.get('conversation.year_words'))])})"
-                              rf"{v.edge}", re.IGNORECASE),
+                              rf"({alternation(period_words)}){v.edge}", re.IGNORECASE),
                    re.compile(rf"{v.edge}{v.alternatives('articles')}\s+(\w[\w-]*)\s+"
                               rf"{v.alternatives('conversation.kind_ones')}{v.edge}",
                               re.IGNORECASE))
