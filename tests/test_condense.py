@@ -435,3 +435,15 @@ def test_what_the_answer_introduced_is_carried_when_the_kb_heads_a_part_with_it(
     # a phrase the KB heads nothing with is an answer's word in passing: not carried
     plain = condense(turns[:2], "What's the price?", EN)
     assert plain.question == "What's the price (Edge G2)?"
+
+
+def test_the_first_one_is_what_the_first_turn_was_about() -> None:
+    turns = [Turn("Which Edge G2 firmware fixed the CVE in the diagnostics page?",
+                  answer="Version 2.4.1 is a security release that fixes the CVE. [1]"),
+             Turn("and the version after?", "The version after (2.4.1 Edge G2 firmware)?",
+                  answer="Version 2.5.0 adds Modbus TCP. [1]")]
+    r = condense(turns, "can we still use the first one?", EN)
+    assert "2.4.1" in r.question and "Edge G2" in r.question and "2.5.0" not in r.question
+    assert r.refers_to == 0
+    # "the first one this year" is the year's first, not the first talked about
+    assert "2.4.1" not in condense(turns, "and the first one this year?", EN).question

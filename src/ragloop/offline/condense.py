@@ -172,6 +172,7 @@ class ConversationWords:
     # "the total for the year": an article before a period word, the period talked about
     period_article: re.Pattern[str]
     kind_one: re.Pattern[str]  # "the enterprise one": what an earlier turn named with the word
+    first_talked: re.Pattern[str]  # "the first one": what the conversation's first turn was about
 
     @classmethod
     def of(cls, v: Vocabulary) -> ConversationWords:
@@ -223,7 +224,8 @@ class ConversationWords:
                               rf"({alternation(period_words)}){v.edge}", re.IGNORECASE),
                    re.compile(rf"{v.edge}{v.alternatives('articles')}\s+(\w[\w-]*)\s+"
                               rf"{v.alternatives('conversation.kind_ones')}{v.edge}",
-                              re.IGNORECASE))
+                              re.IGNORECASE),
+                   anywhere("first_talked"))
 
 
 _COMPILED: dict[str, ConversationWords] = {}
@@ -656,7 +658,20 @@ def _pointed_at(history: Sequence[Turn], q: str, w: ConversationWords, rd: Readi
             held = period or stem(noun) in {stem(x) for x in words(what)}
             text = what if held else f"{what} {noun}"
             return f"{q[:m.start()]}{text}{q[m.end():]}", at, what
-    return None
+    return _first_talked(history, q, w, rd, common)
+
+
+def _first_talked(history: Sequence[Turn], q: str, w: ConversationWords, rd: Reading,
+                  common: Common) -> tuple[str, int, str] | None:
+    """"can we still use the first one?": `q` with it read as the first turn's subject (the
+    version its answer gave, "2.4.1", with its question's names); None when `q` has none of
+    it, or a period after it ("the first one this year" is the year's first, not ours)."""
+    m = w.first_talked.search(q)
+    if m is None or any(rd.is_period(x) for x in words(q)) or w.year.search(q) or any(
+            k.search(q) for k, _, _ in w.periods):
+        return None
+    what = " ".join(_subject(history[0], False, False, w, rd, common))
+    return (f"{q[:m.start()]}{what}{q[m.end():]}", 0, what) if what else None
 
 
 def _the_period(history: Sequence[Turn], q: str, w: ConversationWords,
