@@ -173,6 +173,7 @@ class ConversationWords:
     period_article: re.Pattern[str]
     kind_one: re.Pattern[str]  # "the enterprise one": what an earlier turn named with the word
     first_talked: re.Pattern[str]  # "the first one": what the conversation's first turn was about
+    ordinals: frozenset[str]  # "first", "last": which one of several, not what kind of one
 
     @classmethod
     def of(cls, v: Vocabulary) -> ConversationWords:
@@ -225,7 +226,9 @@ class ConversationWords:
                    re.compile(rf"{v.edge}{v.alternatives('articles')}\s+(\w[\w-]*)\s+"
                               rf"{v.alternatives('conversation.kind_ones')}{v.edge}",
                               re.IGNORECASE),
-                   anywhere("first_talked"))
+                   anywhere("first_talked"),
+                   frozenset(o.lower() for k in ("quarter", "half")
+                             for o in v.periods[k].get("ordinals", {})))
 
 
 _COMPILED: dict[str, ConversationWords] = {}
@@ -693,16 +696,17 @@ def _the_period(history: Sequence[Turn], q: str, w: ConversationWords,
 def _kind_named(history: Sequence[Turn], q: str, w: ConversationWords,
                 rd: Reading) -> tuple[str, int, str] | None:
     """"the enterprise one": `q` with it read as the latest name an earlier turn gave (its
-    question, cited titles or answer) that holds the word ("WPA2-Enterprise"), the turn's
-    index and the name; None when no turn named one."""
+    question or answer) that holds the word ("WPA2-Enterprise"), the turn's index and the
+    name; None when no turn named one. An order word ("the first one", "the last one") says
+    which, not what kind, and a cited title names a document, not a thing talked about ("the
+    new one" is no "New Starter Onboarding Checklist")."""
     for m in w.kind_one.finditer(q):
         want = stem(m.group(1))
-        if not rd.content_words(m.group(1)):
+        if not rd.content_words(m.group(1)) or m.group(1).lower() in w.ordinals:
             continue
         for at in range(len(history) - 1, -1, -1):
             turn = history[at]
-            for text in (turn.searched, *(p for t in turn.cited for p in t.split(" › ")),
-                         *rd.split_sentences(CITATION.sub(" ", turn.answer))):
+            for text in (turn.searched, *rd.split_sentences(CITATION.sub(" ", turn.answer))):
                 for n in _names(text, rd):
                     # a name's parts, a hyphenated one's too: "WPA2-Enterprise"
                     if want in {stem(x) for x in re.split(r"[\s-]+", n) if x}:
