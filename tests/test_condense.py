@@ -386,3 +386,64 @@ def test_a_follow_up_with_no_word_of_its_own_carries_what_was_asked() -> None:
     r = ask([("What refund do Gold members get if a pump fails twice?", "10%.")],
             "Up to how much?")
     assert "refund" in r.question and "Gold" in r.question
+
+
+def test_the_year_is_the_year_of_the_period_talked_about() -> None:
+    turns = [Turn("How many Edge G2 gateways did we ship in Q3 FY2024?", answer="1,480."),
+             Turn("and the quarter before?",
+                  "How many Edge G2 gateways did we ship in Q2 FY2024?", answer="1,360.")]
+    r = condense(turns, "What was the total for the year?", EN)
+    # the year of Q2 FY2024, with what was counted, not the quarter's own figure again
+    assert "FY2024" in r.question and "Q2" not in r.question and "Edge G2" in r.question
+    assert r.kind == TurnKind.FOLLOW_UP and r.refers_to == 1
+    # a step from it is the quarter moved, as before; a period of its own stands alone
+    assert "Q3 FY2024" in condense(turns, "And the quarter after?", EN).question
+    own = condense(turns, "What was the total for the year to March 2025?", EN)
+    assert own.question == "What was the total for the year to March 2025?"
+
+
+def test_the_enterprise_one_is_what_an_answer_named_with_the_word() -> None:
+    turns = [Turn("Our Edge G2 won't join the guest Wi-Fi with a captive portal. Supported?",
+                  answer="The Edge G2 supports WPA2-Personal, WPA3-Personal and "
+                         "WPA2-Enterprise (PEAP). [1] Captive portals are not supported. [1]"),
+             Turn("what security does it work with then?",
+                  "What security does Edge G2 work with then?",
+                  answer="The Edge G2 is Halden's second-generation gateway. [1]")]
+    r = condense(turns, "anything open on the enterprise one?", EN)
+    assert r.question == "Anything open on WPA2-Enterprise?" and r.refers_to == 0
+    # a word no turn named with is left as typed, read as any follow-up
+    assert "enterprise" not in condense(turns, "anything open on the blue one?", EN).question
+
+
+def test_what_the_answer_introduced_is_carried_when_the_kb_heads_a_part_with_it() -> None:
+    turns = [Turn("How many years of warranty does the Edge G2 come with?",
+                  answer="The Edge G2 gateway has a warranty period of 3 years. [1]"),
+             Turn("can we get more?", "Can we get more (Edge G2 years warranty)?",
+                  answer="Extended warranty Customers may buy an extended warranty that adds "
+                         "2 years to the warranty period of Edge G2 hardware. [1]")]
+
+    def heads(phrase: str) -> bool:  # the KB has a line "Extended warranty"
+        return phrase.lower() == "extended warranty"
+
+    r = condense(turns, "What's the price?", EN, reading("en"), headings=heads)
+    assert "extended warranty" in r.question and "Edge G2" in r.question
+    # "by when must we order it?" after the price: "it" is still the extended warranty
+    turns.append(Turn("What's the price?", r.question,
+                      answer="The extended warranty costs 12% of the list price. [1]"))
+    r = condense(turns, "By when must we order it?", EN, reading("en"), headings=heads)
+    assert "extended warranty" in r.question and " it" not in r.question
+    # a phrase the KB heads nothing with is an answer's word in passing: not carried
+    plain = condense(turns[:2], "What's the price?", EN)
+    assert plain.question == "What's the price (Edge G2)?"
+
+
+def test_the_first_one_is_what_the_first_turn_was_about() -> None:
+    turns = [Turn("Which Edge G2 firmware fixed the CVE in the diagnostics page?",
+                  answer="Version 2.4.1 is a security release that fixes the CVE. [1]"),
+             Turn("and the version after?", "The version after (2.4.1 Edge G2 firmware)?",
+                  answer="Version 2.5.0 adds Modbus TCP. [1]")]
+    r = condense(turns, "can we still use the first one?", EN)
+    assert "2.4.1" in r.question and "Edge G2" in r.question and "2.5.0" not in r.question
+    assert r.refers_to == 0
+    # "the first one this year" is the year's first, not the first talked about
+    assert "first one this year" in condense(turns, "and the first one this year?", EN).question

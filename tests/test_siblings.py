@@ -4,6 +4,8 @@ the next code of the family, over a real SQLite knowledge base."""
 
 from __future__ import annotations
 
+from conftest import write_docs
+
 from ragloop.agent.engine import Engine
 from ragloop.core.conversation import Turn
 from ragloop.kb import KnowledgeBase
@@ -20,12 +22,8 @@ DOCS = {
 
 
 def _kb(root, embedder) -> KnowledgeBase:
-    folder = root / "docs"
-    folder.mkdir(parents=True)
-    for rel, text in DOCS.items():
-        (folder / rel).write_text(text, encoding="utf-8")
     kb = KnowledgeBase.open(root / "kb", embedder=embedder)
-    kb.ingest([folder])
+    kb.ingest([write_docs(root / "docs", DOCS)])
     return kb
 
 

@@ -6,7 +6,11 @@ it?"), or is too short to carry a subject ("is there a free trial?"). It is then
 with the subject of the turn it refers to: the last turn (its standalone question, already
 resolved, so a subject is never taken from further back than that turn carried it), or for
 "going back to X" the latest earlier turn whose question (else answer) shares a word with X.
-For a person's pronoun the subject is the first new name that turn's answer gave; else its
+When that turn asked with few words and no name of its own ("can we get more?") and its
+answer introduced a phrase that heads a part of the knowledge base (`headings`, given by whoever
+knows the KB: "an extended warranty", a line of its own in the warranty terms), that phrase
+comes first in the subject: "what's the price?" asks about it, not about what it was carried
+with. For a person's pronoun the subject is the first new name that turn's answer gave; else its
 question's names, each with the word that says what it names ("the Austin office", "error
 code E201"); for a "which …?" question without a name, the codes (else names) its answer
 stated, not what a clause of it denies; else the question's content words. An answer is
@@ -20,7 +24,10 @@ Before that, two readings name what the question points at in words of its own: 
 above (it)", "the cheap one", "the other one" are another code of the family the conversation
 is about (`siblings`, given by whoever knows the KB: S300 after the S200), and "that quarter",
 "that policy" are what the latest turn that named the noun meant by it (its period; its
-subject; the name in its answer or cited titles that holds the noun, "Data Retention Policy").
+subject; the name in its answer or cited titles that holds the noun, "Data Retention Policy");
+"the enterprise one" is the name a turn gave that holds the word ("WPA2-Enterprise"), and "the
+total for the year" in a question naming no period is the year of the period talked about
+(FY2024 after Q2 FY2024), with what that turn asked of it.
 One person ("he", "who is that?") is the first name the answer gave that its question did
 not ask with, never the titles after it; a pronoun after "someone" or opening a clause
 ("anything that …") points back at nothing.
@@ -90,7 +97,16 @@ Common = Callable[[str], bool]
 Siblings = Callable[[str], Sequence[str]]
 
 
+# whether a phrase heads a document, section or line of the knowledge base ("Extended
+# warranty"; passed in by whoever knows the KB): a thing the KB has, not a phrase in passing
+Headings = Callable[[str], bool]
+
+
 def _nothing_common(word: str) -> bool:
+    return False
+
+
+def _no_headings(phrase: str) -> bool:
     return False
 
 
@@ -153,6 +169,11 @@ class ConversationWords:
     siblings: tuple[tuple[re.Pattern[str], str], ...]
     deictic: re.Pattern[str]  # "this year": the period we are in, pointing back at none
     indefinite: re.Pattern[str]  # "someone": what a later pronoun of the question points at
+    # "the total for the year": an article before a period word, the period talked about
+    period_article: re.Pattern[str]
+    kind_one: re.Pattern[str]  # "the enterprise one": what an earlier turn named with the word
+    first_talked: re.Pattern[str]  # "the first one": what the conversation's first turn was about
+    ordinals: frozenset[str]  # "first", "last": which one of several, not what kind of one
 
     @classmethod
     def of(cls, v: Vocabulary) -> ConversationWords:
@@ -164,6 +185,8 @@ class ConversationWords:
             return re.compile(rf"{v.edge}{v.alternatives('conversation.' + key)}{v.edge}",
                               re.IGNORECASE)
 
+        period_words = [*(x for k in ("quarter", "half") for x in as_list(v.periods[k]["word"])),
+                        *as_list(v.get("conversation.year_words"))]
         return cls(opener("continuations"), opener("about_openers"), opener("again_openers"),
                    opener("why"),
                    opener("back_openers"), anywhere("pronouns"), anywhere("person_pronouns"),
@@ -197,7 +220,15 @@ class ConversationWords:
                          for k in ("up", "down", "lowest", "highest", "other")),
                    re.compile(rf"{v.alternatives('conversation.deictic')}{v.edge}",
                               re.IGNORECASE),
-                   anywhere("indefinites"))
+                   anywhere("indefinites"),
+                   re.compile(rf"{v.edge}{v.alternatives('conversation.period_articles')}\s*"
+                              rf"({alternation(period_words)}){v.edge}", re.IGNORECASE),
+                   re.compile(rf"{v.edge}{v.alternatives('articles')}\s+(\w[\w-]*)\s+"
+                              rf"{v.alternatives('conversation.kind_ones')}{v.edge}",
+                              re.IGNORECASE),
+                   anywhere("first_talked"),
+                   frozenset(o.lower() for k in ("quarter", "half")
+                             for o in v.periods[k].get("ordinals", {})))
 
 
 _COMPILED: dict[str, ConversationWords] = {}
@@ -374,6 +405,35 @@ def _subject(turn: Turn, person: bool, plural: bool, w: ConversationWords,
             if not _AMOUNT.fullmatch(x) and not common(x)][:MAX_CARRIED_WORDS]
 
 
+def _named_by_answer(turn: Turn, w: ConversationWords, rd: Reading, common: Common,
+                     headings: Headings) -> str | None:
+    """What `turn`'s answer named that its typed question did not: when the question named
+    nothing of its own ("can we get more?", its subject carried), the first phrase of a
+    claim of the answer that puts a word of its own before a word of what was searched ("an
+    extended warranty" after "… (Edge G2 warranty)"); None otherwise. The answer introduced
+    it, and a later "what's the price?" asks about it, not the subject it was carried with."""
+    if _names(turn.question, rd) or len(rd.content_words(turn.question)) > w.ellipsis_words:
+        return None
+    typed, searched = _stems(turn.question, rd), _stems(turn.searched, rd)
+    carried = turn.searched.lower()
+    for sentence in rd.split_sentences(CITATION.sub(" ", turn.answer)):
+        if any(p in sentence.lower() for p in w.not_claims):
+            continue
+        content = {x.lower() for x in rd.content_words(sentence)}
+        ws = words(sentence)
+        for i in range(1, len(ws)):
+            x, head = ws[i - 1], ws[i]
+            # the word before is new to what was searched, or was carried with it already
+            if (stem(head) in searched and stem(head) not in typed and stem(x) not in typed
+                    and (stem(x) not in searched or f"{x.lower()} {head}" in carried)
+                    and x.isalpha() and x.lower() in content and head.lower() in content
+                    and head.isalpha() and head.islower() and not common(x)
+                    # a capital mid-sentence is part of a name, not a word put before one
+                    and (i == 1 or x[:1].islower()) and headings(f"{x} {head}")):
+                return f"{x.lower()} {head}"
+    return None
+
+
 def _moved(name: str, q: str, w: ConversationWords, kind: str = "") -> str | None:
     """`name` (a period: "Q2 FY2024", "FY2024") moved by the step `q` asks for ("a quarter
     later" → "Q3 FY2024", "a year earlier" → "FY2023"); None when `q` asks none of it. The
@@ -478,12 +538,13 @@ def _a_choice(q: str, w: ConversationWords, rd: Reading) -> bool:
 
 def condense(history: Sequence[Turn], question: str, words: Vocabulary,
              rd: Reading = ENGLISH_READING, common: Common = _nothing_common,
-             siblings: Siblings = _no_siblings) -> Condensed:
+             siblings: Siblings = _no_siblings, headings: Headings = _no_headings) -> Condensed:
     """`question` made standalone from `history` (oldest turn first), read with `words`, the
     knowledge base's language's vocabulary (`language.vocabulary.vocabulary(code)`), `rd`,
     its reading (`language.text.reading(code)`), and `common`, which says of a word whether
-    it occurs in most of the knowledge base's documents, and `siblings`, which gives the codes
-    of a code's family in the knowledge base, in order.
+    it occurs in most of the knowledge base's documents, `siblings`, which gives the codes
+    of a code's family in the knowledge base, in order, and `headings`, which says of a
+    phrase whether it heads a document, section or line of it.
 
     The rule's shape: the first turn, the choice answering a clarifying question and a
     question with no sign of referring back are taken as they come; any other is read against
@@ -507,6 +568,16 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
             return Condensed(_tidy(body, q), TurnKind.FOLLOW_UP,
                              f"'{what}' read as what turn {at + 1} named", subject=what,
                              refers_to=at)
+    period = _the_period(history, q, w, rd)
+    if period is not None:
+        q, at, what = period
+        if _pronoun_refers_back(_opening(q, w).body, w, rd) is None:
+            # "what was the total for the year?" asks the year of what that turn asked about
+            subject = [s for s in _subject(history[at], False, False, w, rd, common)
+                       if not all(rd.is_period(x) for x in s.split())]
+            return Condensed(_tidy(_with_subject(q, subject, w, rd), q), TurnKind.FOLLOW_UP,
+                             f"'{what}' read as the period turn {at + 1} was about, with its"
+                             " subject", subject=" ".join([what, *subject]), refers_to=at)
     opening = _opening(q, w)
     pronoun = _pronoun_refers_back(opening.body, w, rd)
     opening = _and_with_a_name(opening, pronoun, w, rd)
@@ -516,7 +587,7 @@ def condense(history: Sequence[Turn], question: str, words: Vocabulary,
                              "a relative reference: the code it means named",
                              refers_to=len(history) - 1)
         return _stands_alone(history[-1], q, rd)
-    f = _follow_up(history, q, opening, pronoun, w, rd, common)
+    f = _follow_up(history, q, opening, pronoun, w, rd, common, headings)
     text, how = next(done for rewrite in _REWRITES if (done := rewrite(f, w, rd)) is not None)
     return Condensed(_tidy(text, q), TurnKind.FOLLOW_UP, f"{f.sign}: {'; '.join([*f.how, how])}",
                      subject=" ".join(f.subject), refers_to=f.at)
@@ -568,7 +639,11 @@ def _pointed_at(history: Sequence[Turn], q: str, w: ConversationWords, rd: Readi
     was read as), or None. A period kind is that turn's period ("that quarter" → "Q4 FY2024",
     passing over a turn between that named none); a noun of a turn's question is that turn's
     subject with it ("that error" → "E203 error"); a noun only its answer or cited titles gave
-    is the name there that holds it ("that policy" → "Data Retention Policy")."""
+    is the name there that holds it ("that policy" → "Data Retention Policy"); "the
+    enterprise one" is the name a turn gave that holds the word (`_kind_named`)."""
+    kind = _kind_named(history, q, w, rd)
+    if kind is not None:
+        return kind
     for m in w.determiner.finditer(q):
         noun, before = m.group(1), q[:m.start()]
         # "does that apply …?", "does all this apply …?": a pronoun and a verb, not a noun
@@ -586,6 +661,56 @@ def _pointed_at(history: Sequence[Turn], q: str, w: ConversationWords, rd: Readi
             held = period or stem(noun) in {stem(x) for x in words(what)}
             text = what if held else f"{what} {noun}"
             return f"{q[:m.start()]}{text}{q[m.end():]}", at, what
+    return _first_talked(history, q, w, rd, common)
+
+
+def _first_talked(history: Sequence[Turn], q: str, w: ConversationWords, rd: Reading,
+                  common: Common) -> tuple[str, int, str] | None:
+    """"can we still use the first one?": `q` with it read as the first turn's subject (the
+    version its answer gave, "2.4.1", with its question's names); None when `q` has none of
+    it, or a period after it ("the first one this year" is the year's first, not ours)."""
+    m = w.first_talked.search(q)
+    if m is None or any(rd.is_period(x) for x in words(q)) or w.year.search(q) or any(
+            k.search(q) for k, _, _ in w.periods):
+        return None
+    what = " ".join(_subject(history[0], False, False, w, rd, common))
+    return (f"{q[:m.start()]}{what}{q[m.end():]}", 0, what) if what else None
+
+
+def _the_period(history: Sequence[Turn], q: str, w: ConversationWords,
+                rd: Reading) -> tuple[str, int, str] | None:
+    """"the total for the year": `q` with an article and a period word read as the period of
+    that kind the latest turn that named one was about ("FY2024" after "Q2 FY2024"), the
+    turn's index and the period; None when `q` names a period of its own or steps from one
+    ("the quarter before" is moved by `_moved_periods`)."""
+    if any(rd.is_period(x) for x in words(q)) or w.later.search(q) or w.earlier.search(q):
+        return None
+    for m in w.period_article.finditer(q):
+        found = _period_named(history, m.group(1), w, rd)
+        if found is not None:
+            at, what = found
+            return f"{q[:m.start()]}{what}{q[m.end():]}", at, what
+    return None
+
+
+def _kind_named(history: Sequence[Turn], q: str, w: ConversationWords,
+                rd: Reading) -> tuple[str, int, str] | None:
+    """"the enterprise one": `q` with it read as the latest name an earlier turn gave (its
+    question or answer) that holds the word ("WPA2-Enterprise"), the turn's index and the
+    name; None when no turn named one. An order word ("the first one", "the last one") says
+    which, not what kind, and a cited title names a document, not a thing talked about ("the
+    new one" is no "New Starter Onboarding Checklist")."""
+    for m in w.kind_one.finditer(q):
+        want = stem(m.group(1))
+        if not rd.content_words(m.group(1)) or m.group(1).lower() in w.ordinals:
+            continue
+        for at in range(len(history) - 1, -1, -1):
+            turn = history[at]
+            for text in (turn.searched, *rd.split_sentences(CITATION.sub(" ", turn.answer))):
+                for n in _names(text, rd):
+                    # a name's parts, a hyphenated one's too: "WPA2-Enterprise"
+                    if want in {stem(x) for x in re.split(r"[\s-]+", n) if x}:
+                        return f"{q[:m.start()]}{n}{q[m.end():]}", at, n
     return None
 
 
@@ -742,7 +867,7 @@ def _moved_periods(q: str, opening: _Opening, pronoun: re.Match[str] | None, tur
 
 def _follow_up(history: Sequence[Turn], q: str, opening: _Opening,
                pronoun: re.Match[str] | None, w: ConversationWords, rd: Reading,
-               common: Common) -> _FollowUp:
+               common: Common, headings: Headings = _no_headings) -> _FollowUp:
     """`q` read against the turn it refers to: who or what its pronoun is, what it carries
     of that turn (a name of its own put in place of the earlier one) and what it asks again."""
     at = _referred(history, opening, rd)
@@ -763,6 +888,14 @@ def _follow_up(history: Sequence[Turn], q: str, opening: _Opening,
     subject = _subject(turn, person, bool(said) and w.plural.fullmatch(said) is not None, w, rd,
                        common, bool(said) and w.broad.fullmatch(said) is not None,
                        head=not reads_focus)
+    # "what's the price?" after "can we get more?" was answered with the extended warranty:
+    # the thing that answer introduced, before the subject it was carried with
+    # (a question naming something of its own asks about that, unless a pronoun points back)
+    introduced = None if person or focus_names or at != len(history) - 1 or (
+        pronoun is None and _names(opening.body or q, rd)) else _named_by_answer(
+        turn, w, rd, common, headings)
+    if introduced is not None:
+        subject = [introduced, *subject]
     how = []
     moved = _moved_periods(q, opening, pronoun, turn, w, rd)
     if moved:  # "and a quarter later?": turn's question asked of the next quarter
@@ -887,13 +1020,15 @@ class RuleCondenser:
     """The offline `Condenser` (core/decisions.py): `condense` with one language's words."""
 
     def __init__(self, words: Vocabulary, reading: Reading = ENGLISH_READING,
-                 common: Common = _nothing_common, siblings: Siblings = _no_siblings) -> None:
+                 common: Common = _nothing_common, siblings: Siblings = _no_siblings,
+                 headings: Headings = _no_headings) -> None:
         self.words = words
         self.reading = reading
         self.common = common
         self.siblings = siblings
+        self.headings = headings
         self.usage = Usage()  # no model calls
 
     def condense(self, history: Sequence[Turn], question: str) -> Condensed:
         return condense(history, question, self.words, self.reading, self.common,
-                        self.siblings)
+                        self.siblings, self.headings)

@@ -29,6 +29,7 @@ from ragloop.offline.common_words import CommonWords
 from ragloop.offline.condense import RuleCondenser
 from ragloop.offline.follow_ups import LocalFollowUps
 from ragloop.offline.grader import LocalGrader
+from ragloop.offline.headings import KbHeadings
 from ragloop.offline.kb_follow_ups import FollowUpsByKb
 from ragloop.offline.planner import LocalPlanner
 from ragloop.offline.rewriter import LocalRewriter
@@ -46,9 +47,10 @@ def reading(kb: KnowledgeBase) -> Reading:
 def condenser(kb: KnowledgeBase | KnowledgeBases, words: Vocabulary) -> Condenser:
     """The condense rule, told which words are in nearly every document of `kb` (counted once
     per version of its content, shared by the runs over it: `common_words.py`) and which
-    codes of a family its documents are titled with (`siblings.py`)."""
+    codes of a family its documents are titled with (`siblings.py`) and which phrases head
+    a part of it (`headings.py`)."""
     rd = reading(kb)
-    return RuleCondenser(words, rd, CommonWords(kb), TitleSiblings(kb, rd))
+    return RuleCondenser(words, rd, CommonWords(kb), TitleSiblings(kb, rd), KbHeadings(kb))
 
 
 def planner(words: Vocabulary, reading: Reading) -> Planner:
