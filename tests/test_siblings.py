@@ -42,3 +42,23 @@ def test_the_one_above_is_asked_of_the_next_code_of_the_kb(tmp_path, embedder) -
                              history=[Turn("How fast does the P200 pump?", answer="40 l/min.")])
         assert run.standalone == "How fast does the P300 pump?"
         assert "p300.md" in [c.doc_id for c in run.citations]
+
+
+def test_the_titles_are_read_once_per_version_and_again_after_a_write(tmp_path,
+                                                                       embedder) -> None:
+    listed = []
+
+    class Counting(KnowledgeBase):
+        def documents(self):  # type: ignore[no-untyped-def]
+            listed.append(1)
+            return super().documents()
+
+    kb = Counting.open(tmp_path / "kb", embedder=embedder)
+    kb.ingest([write_docs(tmp_path / "docs", DOCS)])
+    with kb:
+        listed.clear()
+        for _ in range(2):  # two runs, each with its own condenser
+            assert list(TitleSiblings(kb, reading("en"))("P200")) == ["P100", "P200", "P300"]
+        assert len(listed) == 1
+        kb.ingest([write_docs(tmp_path / "more", {"p400.md": "# P400 Pump Datasheet\n\nBig.\n"})])
+        assert list(TitleSiblings(kb, reading("en"))("P200"))[-1] == "P400"

@@ -11,6 +11,11 @@ from collections.abc import Sequence
 from ragloop.kb import KnowledgeBase
 from ragloop.kb.multi import KnowledgeBases
 from ragloop.language.text import Reading, code_family, words
+from ragloop.offline.content_cache import PerContent
+
+# the codes the titles name, per store, version of its content and language: the engine builds
+# a condenser per run, and reading every document's title per follow-up is I/O on the hot path
+_titled_codes: PerContent[list[str]] = PerContent()
 
 
 def _number(code: str) -> int:
@@ -21,7 +26,7 @@ def _number(code: str) -> int:
 class TitleSiblings:
     """`siblings(code)`: the codes of `code`'s family (its letters, as many digits) that the
     titles of `kb`'s documents name, in the order of their numbers; read on the first call,
-    kept for the run (the condenser is built per run)."""
+    kept per version of the KB's content and shared by the runs over it."""
 
     def __init__(self, kb: KnowledgeBase | KnowledgeBases, reading: Reading) -> None:
         self.kb = kb
@@ -29,6 +34,9 @@ class TitleSiblings:
 
     @functools.cached_property
     def _codes(self) -> list[str]:
+        return _titled_codes.get(self.kb.store, self._read_codes, self.reading.code)
+
+    def _read_codes(self) -> list[str]:
         rd = self.reading
         found = {w.upper() for d in self.kb.documents() for w in words(d.title)
                  if rd.is_code(w) and not rd.is_period(w)}
