@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from ragloop.kb import KnowledgeBase
 from ragloop.kb.multi import KnowledgeBases
-from ragloop.offline.content_cache import PerContent
+from ragloop.offline.content_cache import PerContent, documents
 
 # a KB of fewer documents has no word "in most of them" worth dropping; the hits read per
 # word (chunks, so a word in many chunks of few documents is still counted right)
@@ -56,7 +56,7 @@ class CommonWords:
         """How many documents the knowledge base holds (read once per version)."""
         known = self._known
         if known.documents is None:
-            known.documents = len(self.kb.documents())
+            known.documents = len(documents(self.kb))
         return known.documents
 
     def __call__(self, word: str) -> bool:

@@ -1,6 +1,6 @@
-"""What is made from a knowledge base's content once and shared by every run over it (the
-follow-ups' title index, the words in nearly every document), kept per store and per version
-of that content.
+"""What is made from a knowledge base's content once and shared by every run over it (its
+document list, the follow-ups' title index, the words in nearly every document, the codes its
+titles name), kept per store and per version of that content.
 
 Keyed by the store object itself, held weakly: a closed store's values go with it, and a new
 store never finds another's (an `id()` may be reused once a store is freed). A value must not
@@ -14,7 +14,12 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Hashable
-from typing import Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from ragloop.core.types import DocumentInfo
+    from ragloop.kb import KnowledgeBase
+    from ragloop.kb.multi import KnowledgeBases
 
 T = TypeVar("T")
 
@@ -47,3 +52,12 @@ class PerContent(Generic[T]):
             if entry is None or entry[0] != version:
                 entry = kept[key] = (version, make())
             return entry[1]
+
+
+_documents: PerContent[list[DocumentInfo]] = PerContent()
+
+
+def documents(kb: KnowledgeBase | KnowledgeBases) -> list[DocumentInfo]:
+    """`kb.documents()`, read once per version of its content for every reader here (the
+    title index, the common words' count, the titled codes): not to be changed in place."""
+    return _documents.get(kb.store, kb.documents)

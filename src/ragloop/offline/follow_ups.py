@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ragloop.core.types import DocumentInfo, Hit
 from ragloop.kb import KnowledgeBase
 from ragloop.language.text import ENGLISH_READING, Reading, TitleIndex, stem
-from ragloop.offline.content_cache import PerContent
+from ragloop.offline.content_cache import PerContent, documents
 from ragloop.offline.rewriter import fetch_targets
 
 # Title links are followed only into documents that are one passage (one section): fetching
@@ -31,7 +31,7 @@ def catalogue(kb: KnowledgeBase, reading: Reading) -> _Catalogue:
     content changes (offline/content_cache.py)."""
 
     def make() -> _Catalogue:
-        docs = kb.documents()
+        docs = documents(kb)
         return _Catalogue(docs, TitleIndex(((d.doc_id, d.title) for d in docs), reading),
                           {d.doc_id for d in docs if d.sections <= LINKED_DOC_MAX_SECTIONS})
 

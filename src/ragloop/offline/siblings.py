@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from ragloop.kb import KnowledgeBase
 from ragloop.kb.multi import KnowledgeBases
 from ragloop.language.text import Reading, code_family, words
-from ragloop.offline.content_cache import PerContent
+from ragloop.offline.content_cache import PerContent, documents
 
 # the codes the titles name, per store, version of its content and language: the engine builds
 # a condenser per run, and reading every document's title per follow-up is I/O on the hot path
@@ -38,7 +38,7 @@ class TitleSiblings:
 
     def _read_codes(self) -> list[str]:
         rd = self.reading
-        found = {w.upper() for d in self.kb.documents() for w in words(d.title)
+        found = {w.upper() for d in documents(self.kb) for w in words(d.title)
                  if rd.is_code(w) and not rd.is_period(w)}
         return sorted(found, key=lambda c: (code_family(c), _number(c)))
 
