@@ -327,12 +327,27 @@ def _referred(history: Sequence[Turn], opening: _Opening, rd: Reading) -> int:
     return max(last - 1, 0)
 
 
+def _answer_sentences(answer: str, rd: Reading) -> list[str]:
+    """An earlier answer's sentences, without its citation markers ("[1]")."""
+    return rd.split_sentences(CITATION.sub(" ", answer))
+
+
+def _put(q: str, m: re.Match[str], text: str) -> str:
+    """`q` with what `m` matched in it read as `text`."""
+    return f"{q[:m.start()]}{text}{q[m.end():]}"
+
+
+def _period_kind(noun: str, w: ConversationWords) -> bool:
+    """Whether `noun` names a kind of period ("quarter", "year"), not a thing."""
+    return w.year.fullmatch(noun) is not None or any(k.fullmatch(noun) for k, _, _ in w.periods)
+
+
 def _said(answer: str, w: ConversationWords, rd: Reading) -> list[str]:
     """The names an answer states: not its citation markers ("[1]"), not its sentences that
     state nothing (a decline), not what a clause denies ("the S100 is not certified; the S300
     is" names the S300), and no bare amounts (an answer's figures are no subject)."""
     out: list[str] = []
-    for sentence in rd.split_sentences(CITATION.sub(" ", answer)):
+    for sentence in _answer_sentences(answer, rd):
         if any(p in sentence.lower() for p in w.not_claims):
             continue
         for clause in _CLAUSES.split(sentence):
@@ -416,7 +431,7 @@ def _named_by_answer(turn: Turn, w: ConversationWords, rd: Reading, common: Comm
         return None
     typed, searched = _stems(turn.question, rd), _stems(turn.searched, rd)
     carried = turn.searched.lower()
-    for sentence in rd.split_sentences(CITATION.sub(" ", turn.answer)):
+    for sentence in _answer_sentences(turn.answer, rd):
         if any(p in sentence.lower() for p in w.not_claims):
             continue
         content = {x.lower() for x in rd.content_words(sentence)}
@@ -628,7 +643,7 @@ def _sibling_named(history: Sequence[Turn], q: str, w: ConversationWords, rd: Re
                       "lowest": family[0], "highest": family[-1],
                       "other": other[0] if len(other) == 1 else None}[step]
             if target is not None:
-                return f"{q[:m.start()]}{target}{q[m.end():]}"
+                return _put(q, m, target)
     return q
 
 
@@ -651,8 +666,7 @@ def _pointed_at(history: Sequence[Turn], q: str, w: ConversationWords, rd: Readi
                 or w.auxiliary.search(before)
                 or any(b.start() < m.start() < b.end() for b in w.broad.finditer(q))):
             continue
-        if w.deictic.match(m.group(0)) and (w.year.fullmatch(noun) or any(
-                k.fullmatch(noun) for k, _, _ in w.periods)):
+        if w.deictic.match(m.group(0)) and _period_kind(noun, w):
             continue  # "this year": the one we are in, not one talked about
         period = _period_named(history, noun, w, rd)
         found = period or _noun_named(history, noun, w, rd, common)
@@ -660,7 +674,7 @@ def _pointed_at(history: Sequence[Turn], q: str, w: ConversationWords, rd: Readi
             at, what = found
             held = period or stem(noun) in {stem(x) for x in words(what)}
             text = what if held else f"{what} {noun}"
-            return f"{q[:m.start()]}{text}{q[m.end():]}", at, what
+            return _put(q, m, text), at, what
     return _first_talked(history, q, w, rd, common)
 
 
@@ -674,7 +688,7 @@ def _first_talked(history: Sequence[Turn], q: str, w: ConversationWords, rd: Rea
             k.search(q) for k, _, _ in w.periods):
         return None
     what = " ".join(_subject(history[0], False, False, w, rd, common))
-    return (f"{q[:m.start()]}{what}{q[m.end():]}", 0, what) if what else None
+    return (_put(q, m, what), 0, what) if what else None
 
 
 def _the_period(history: Sequence[Turn], q: str, w: ConversationWords,
@@ -689,7 +703,7 @@ def _the_period(history: Sequence[Turn], q: str, w: ConversationWords,
         found = _period_named(history, m.group(1), w, rd)
         if found is not None:
             at, what = found
-            return f"{q[:m.start()]}{what}{q[m.end():]}", at, what
+            return _put(q, m, what), at, what
     return None
 
 
@@ -706,11 +720,11 @@ def _kind_named(history: Sequence[Turn], q: str, w: ConversationWords,
             continue
         for at in range(len(history) - 1, -1, -1):
             turn = history[at]
-            for text in (turn.searched, *rd.split_sentences(CITATION.sub(" ", turn.answer))):
+            for text in (turn.searched, *_answer_sentences(turn.answer, rd)):
                 for n in _names(text, rd):
                     # a name's parts, a hyphenated one's too: "WPA2-Enterprise"
                     if want in {stem(x) for x in re.split(r"[\s-]+", n) if x}:
-                        return f"{q[:m.start()]}{n}{q[m.end():]}", at, n
+                        return _put(q, m, n), at, n
     return None
 
 
@@ -740,7 +754,7 @@ def _noun_named(history: Sequence[Turn], noun: str, w: ConversationWords, rd: Re
     """The latest turn whose question has `noun` (its subject), else whose cited titles or
     answer do (the name or phrase there that holds it)."""
     want = stem(noun)
-    if any(k.fullmatch(noun) for k, _, _ in w.periods) or w.year.fullmatch(noun):
+    if _period_kind(noun, w):
         return None  # a period kind names a period, or nothing
     for at in range(len(history) - 1, -1, -1):
         if want in _stems(history[at].searched, rd):
@@ -748,7 +762,7 @@ def _noun_named(history: Sequence[Turn], noun: str, w: ConversationWords, rd: Re
     for at in range(len(history) - 1, -1, -1):
         turn = history[at]
         texts = [x for x in (*(p for t in turn.cited for p in t.split(" › ")),
-                             *rd.split_sentences(CITATION.sub(" ", turn.answer)))
+                             *_answer_sentences(turn.answer, rd))
                  if want in _stems(x, rd)]
         # a name that holds the noun and more ("Data Retention Policy", "Version 2.5.0")
         for text in texts:
