@@ -102,6 +102,11 @@ DateToOpt = Annotated[str | None, typer.Option(
 BaseUrlOpt = Annotated[str | None, typer.Option(
     metavar="URL", help="OpenAI-compatible server, e.g. http://localhost:11434/v1."
     + env_hint("RAGLOOP_BASE_URL"))]
+AllowMassDeleteOpt = Annotated[bool, typer.Option(
+    "--allow-mass-delete", metavar="",
+    help="With --sync: remove documents even when the folder is gone or unreadable, or more"
+         " than RAGLOOP_SYNC_MAX_REMOVE_SHARE (50%) and RAGLOOP_SYNC_MAX_REMOVE_COUNT (5) of its"
+         " documents would go; without it such a sync removes nothing and says why.")]
 DescriptionOpt = Annotated[str | None, typer.Option(
     "--description", metavar="TEXT",
     help="One line saying what the knowledge base holds (shown to the agent when several"
@@ -147,6 +152,7 @@ def ingest(paths: Annotated[list[str], typer.Argument(
            private_urls: Annotated[bool, typer.Option(
                "--private-urls", help="Allow URLs on loopback and private addresses (an"
                " intranet site); refused by default.")] = False,
+           allow_mass_delete: AllowMassDeleteOpt = False,
            description: DescriptionOpt = None) -> None:
     """Add or update documents; unchanged files are skipped by content hash."""
     from ragloop.ingest.pipeline import IngestInterrupted
@@ -158,7 +164,8 @@ def ingest(paths: Annotated[list[str], typer.Argument(
             if sync:
                 report = None
                 for folder in paths:
-                    one = base.sync(folder, progress=progress, tags=tag or [])
+                    one = base.sync(folder, progress=progress, tags=tag or [],
+                                    allow_mass_delete=allow_mass_delete)
                     report = one if report is None else _merged(report, one)
             else:
                 report = base.ingest(paths, progress=progress, tags=tag or [],
@@ -177,6 +184,10 @@ def ingest(paths: Annotated[list[str], typer.Argument(
             for doc_id, change in report.changes:
                 out.print(f"{change} {shown(doc_id)}")
         out.print(shown(report.summary()))
+    if report.held:  # a sync that stopped short of removing: a script must notice
+        if not as_json:
+            err.print(f"[yellow]sync held[/] {shown(report.held)}", soft_wrap=True)
+        raise typer.Exit(1)
     if report.failed and not (report.added or report.updated or report.unchanged):
         raise typer.Exit(1)
 
@@ -190,6 +201,8 @@ def _merged(a: IngestReport, b: IngestReport) -> IngestReport:
     a.conflicts += b.conflicts
     a.changes += b.changes
     a.removed = (a.removed or []) + (b.removed or [])
+    a.held = "; ".join(h for h in (a.held, b.held) if h) or None
+    a.held_back += b.held_back
     return a
 
 
@@ -773,7 +786,8 @@ def serve(host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0
               " every --sync-every seconds (repeatable); several KBs: NAME=FOLDER, NAME"
               " the KB's.")] = None,
           sync_every: Annotated[float, typer.Option(
-              help="Seconds between two syncs of the --sync folders.")] = 300.0) -> None:
+              help="Seconds between two syncs of the --sync folders.")] = 300.0,
+          allow_mass_delete: AllowMassDeleteOpt = False) -> None:
     """HTTP API + live run page + dashboard. Beyond loopback, RAGLOOP_API_KEY is required.
 
     With a postgresql:// --kb, POST /runs enqueues the run in the database and any server's
@@ -791,7 +805,8 @@ def serve(host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0
         raise UserError(f"--sync-every must be a positive number of seconds, not {sync_every}")
     run_server(settings, host=host, port=port, api_key=os.environ.get(API_KEY_ENV) or None,
                workers=workers, local_workers=0 if no_local_workers else None,
-               sync_folders=sync or None, sync_every=sync_every, catalog=served.entries)
+               sync_folders=sync or None, sync_every=sync_every, catalog=served.entries,
+               allow_mass_delete=allow_mass_delete)
 
 
 @command()

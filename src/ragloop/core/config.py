@@ -62,6 +62,12 @@ class Settings:
     # differently (issue 30): "auto" (the offline rule, or the model's ask_user tool) or "off"
     # (always answer; RAGLOOP_CLARIFY=off).
     clarify: str = "auto"
+    # A sync (`ingest --sync`, `serve --sync`) that would remove more than this many of a
+    # folder's documents AND more than this share of them stops and removes nothing unless
+    # confirmed (`--allow-mass-delete`): an emptied folder (an unmounted share) or a folder
+    # moved away mid-sync looks like mass deletion (issue 39).
+    sync_max_remove_count: int = 5
+    sync_max_remove_share: float = 0.5
 
     @classmethod
     def from_env(cls) -> Settings:

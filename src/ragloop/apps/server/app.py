@@ -266,7 +266,8 @@ def create_app(settings: Settings | None = None, *,
                upload_limit: int | None = None, grader: Grader | None = None,
                local_workers: int | None = None, bind_host: str | None = None,
                sync_folders: list[str] | None = None, sync_every: float = 300.0,
-               catalog: Sequence[CatalogEntry] | None = None) -> FastAPI:
+               catalog: Sequence[CatalogEntry] | None = None,
+               allow_mass_delete: bool = False) -> FastAPI:
     """The app over the knowledge base at `settings.kb` (or an open `kb`, which stays open;
     or the knowledge bases of `catalog`, served as one: kb/multi.py).
 
@@ -278,7 +279,7 @@ def create_app(settings: Settings | None = None, *,
     0 = only enqueue, `ragloop worker` processes run the queue).
     `sync_folders`: synced into the knowledge base at start and every `sync_every` seconds;
     with several served, each is NAME=FOLDER (apps/server/folder_sync.py: a ConfigError here
-    when one names no KB served).
+    when one names no KB served); `allow_mass_delete`: as `ingest --sync --allow-mass-delete`.
     """
     settings = settings or (kb.settings if kb is not None else Settings.from_env())
     limit = upload_limit if upload_limit is not None else max_upload_bytes()
@@ -291,7 +292,8 @@ def create_app(settings: Settings | None = None, *,
         state = await anyio.to_thread.run_sync(_open_state, settings, kb, workers, limit,
                                              grader, local_workers, catalog)
         if targets:
-            state.sync = FolderSync(state.kb, state.ingest_lock, targets, sync_every)
+            state.sync = FolderSync(state.kb, state.ingest_lock, targets, sync_every,
+                                    allow_mass_delete)
             state.sync.start()
         app.state.ragloop = state
         try:
@@ -709,7 +711,8 @@ def _add_metrics_route(app: FastAPI) -> None:
 def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000,
           api_key: str | None = None, workers: int = 2,
           local_workers: int | None = None, sync_folders: list[str] | None = None,
-          sync_every: float = 300.0, catalog: Sequence[CatalogEntry] | None = None) -> None:
+          sync_every: float = 300.0, catalog: Sequence[CatalogEntry] | None = None,
+          allow_mass_delete: bool = False) -> None:
     import uvicorn
 
     check_bind(host, api_key)
@@ -719,5 +722,5 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000,
     check_catalog(catalog or ())
     app = create_app(settings, api_key=api_key, workers=workers, local_workers=local_workers,
                      bind_host=host, sync_folders=sync_folders, sync_every=sync_every,
-                     catalog=catalog)
+                     catalog=catalog, allow_mass_delete=allow_mass_delete)
     uvicorn.run(app, host=host, port=port, log_level="info")
