@@ -67,6 +67,15 @@ class Settings:
     # confirmed (`--allow-mass-delete`): an emptied folder (an unmounted share) or a folder
     # moved away mid-sync looks like mass deletion (issue 39).
     sync_max_remove_count: int = 5
+    # The longest question or search query a client (MCP) may send, in characters: a 5 MB
+    # query kept the MCP server busy 58 s (issue 39). HTTP's /ask, /search and /v1 have the
+    # same bound in their request schemas (apps/server/app.py MAX_QUESTION_CHARS).
+    max_query_chars: int = 4000
+    # "on": a run whose reply streams to its client (the /v1 stream) stops at its next event
+    # once that client disconnects (a paid model is not called for no one), ending `failed`
+    # with "cancelled: …" as its error; "off": it runs to the end. POST /runs is meant to
+    # outlive its client and always does.
+    stop_on_disconnect: str = "on"
     sync_max_remove_share: float = 0.5
 
     @classmethod
