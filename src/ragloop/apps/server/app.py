@@ -46,7 +46,11 @@ from ragloop.apps.server.guard import (
     is_loopback,
 )
 from ragloop.apps.server.json_errors import rewrite_errors
-from ragloop.apps.server.openai_compat import OpenAIErrorShape, add_openai_api
+from ragloop.apps.server.openai_compat import (
+    OpenAIErrorShape,
+    add_openai_api,
+    stop_on_disconnect,
+)
 from ragloop.apps.server.uploads import ingest_uploads
 from ragloop.core.config import Settings
 from ragloop.core.decisions import Grader
@@ -286,6 +290,7 @@ def create_app(settings: Settings | None = None, *,
     names = ([e.name for e in catalog] if catalog
              else kb.names() if isinstance(kb, KnowledgeBases) else None)
     targets = sync_targets(sync_folders or [], names)
+    stop_on_disconnect(settings)  # a bad RAGLOOP_STOP_ON_DISCONNECT: said at start
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
