@@ -372,3 +372,31 @@ def test_a_file_written_just_now_is_read_again(tmp_path, embedder, monkeypatch) 
         kb.sync(folder)
         kb.sync(folder)
         assert calls == ["fresh.md", "fresh.md"]
+
+
+def test_a_subfolder_that_cannot_be_listed_keeps_its_documents(tmp_path, embedder,
+                                                               monkeypatch) -> None:
+    """A folder the sync cannot list (permissions, a stale network mount) is passed over in
+    silence by a walk: its files would look deleted. Simulated through os.scandir, which
+    both pathlib's rglob and os.walk use (the tests run as root, who reads everything)."""
+    import os
+
+    folder = tmp_path / "share"
+    _write(folder, {**MANY, "locked/secret.md": "# Secret\n\nLocked away.\n",
+                    "locked/deep/more.md": "# More\n\nDeeper.\n"})
+    with KnowledgeBase.open(tmp_path / "kb", Settings(), embedder=embedder) as kb:
+        kb.sync(folder)
+        real = os.scandir
+        locked = str(folder / "locked")
+
+        def scandir(path="."):
+            if os.fspath(path) == locked:
+                raise PermissionError(13, "Permission denied", os.fspath(path))
+            return real(path)
+
+        monkeypatch.setattr(os, "scandir", scandir)
+        report = kb.sync(folder)
+        monkeypatch.undo()
+        assert report.removed == [] and report.held is None
+        assert any("cannot list this folder" in why for _, why in report.failed)
+        assert {"locked/secret.md", "locked/deep/more.md"} <= _ids(kb)

@@ -515,8 +515,27 @@ def stale_documents(documents: Iterable[DocumentInfo], report: IngestReport) -> 
     its documents, whether or not it is there now: a file renamed away and back during the
     sync, or a share that went away mid-read, must not empty the knowledge base (issue 39)."""
     failed = {Path(p).resolve() for p, _ in report.failed}
+
+    def failed_to_read(file: Path) -> bool:  # the file, or a folder above it (unlistable)
+        return file in failed or any(parent in failed for parent in file.parents)
+
     return [d.doc_id for d in documents if d.doc_id not in report.read
-            and Path(d.source.split("#", 1)[0]).resolve() not in failed]
+            and not failed_to_read(Path(d.source.split("#", 1)[0]).resolve())]
+
+
+def unlistable_folders(root: str | Path) -> list[tuple[Path, str]]:
+    """(folder, reason) for each folder under `root` that cannot be listed: a walk passes
+    over such a folder in silence (pathlib's rglob too), so its files look deleted."""
+    out: list[tuple[Path, str]] = []
+
+    def note(exc: OSError) -> None:
+        if exc.filename is not None:
+            out.append((Path(exc.filename), f"cannot list this folder"
+                        f" ({exc.strerror or exc}): its documents are kept"))
+
+    for _ in os.walk(root, onerror=note):
+        pass
+    return out
 
 
 def folder_problem(folder: str | Path) -> str | None:

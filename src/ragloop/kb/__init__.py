@@ -145,7 +145,9 @@ class KnowledgeBase:
             folder_documents,
             folder_problem,
             mass_delete_reason,
+            shown,
             stale_documents,
+            unlistable_folders,
         )
 
         path = Path(folder)
@@ -155,6 +157,8 @@ class KnowledgeBase:
         problem = folder_problem(path)
         report = IngestReport() if problem else self.ingest([folder], progress, tags=tags)
         problem = problem or folder_problem(path)  # gone while it was read
+        if problem is None:  # a subfolder that cannot be listed: failed, not deleted
+            report.failed += [(shown(d), why) for d, why in unlistable_folders(path)]
         mine = folder_documents(self.documents(), folder, self.store.folder)
         stale = stale_documents(mine, report)
         report.removed = []
