@@ -8,8 +8,9 @@ ReadLimitError, a ReaderError that names the setting to raise: the file is refus
 of it indexed) and the ingest goes on with the other files.
 
 The budget is found through a context variable rather than passed through every Reader, so
-the Reader protocol stays `read(path, doc_id)`; without an open budget (a reader called on
-its own) the default limits apply.
+the Reader protocol stays `read(path, doc_id)`. A reader called on its own, outside
+read_file, gets a fresh default budget at each check: the per-piece limits hold, the running
+totals (text, time) only within one call.
 """
 
 from __future__ import annotations
@@ -128,15 +129,15 @@ def bounded_rows(rows: Iterable[_ROW]) -> Iterator[_ROW]:
         yield row
 
 
-def check_size(path: Path) -> None:
-    """Refuse a file larger than what may be read into memory whole."""
-    limit = current().limits.max_bytes
+def check_size(path: Path, limit: int | None = None, setting: str = "read_max_bytes") -> None:
+    """Refuse a file larger than what may be read into memory whole (or `limit`)."""
+    limit = current().limits.max_bytes if limit is None else limit
     try:
         size = Path(path).stat().st_size
     except OSError:
         return  # the read that follows names the reason
     if size > limit:
-        raise ReadLimitError(f"a file of {size:,} bytes", "read_max_bytes", limit)
+        raise ReadLimitError(f"a file of {size:,} bytes", setting, limit)
 
 
 def _parsed(info: zipfile.ZipInfo) -> bool:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ragloop.core.errors import ReaderError
 from ragloop.core.types import ParsedDocument
-from ragloop.ingest.limits import ReadLimitError, ReadLimits, reading
+from ragloop.ingest.limits import ReadLimitError, ReadLimits, check_size, reading
 from ragloop.ingest.readers.base import Reader
 from ragloop.ingest.readers.beir import BeirReader, is_beir_jsonl, is_beir_queries
 from ragloop.ingest.readers.epub import EpubReader
@@ -57,6 +57,9 @@ def read_file(path: Path | str, doc_id: str,
             raise ReaderError("a .jsonl file that is not a BEIR corpus ({_id, title, text}"
                               " lines)")
     with reading(limits) as budget:
+        if isinstance(reader, HtmlReader | MarkdownReader):
+            # parsed into a tree in one library call, which nothing can count from inside
+            check_size(path, budget.limits.max_member_bytes, "read_max_member_bytes")
         docs = reader.read(path, doc_id)
         # the text a reader did not count as it went (a PDF's pages, a Markdown file's)
         for doc in docs:

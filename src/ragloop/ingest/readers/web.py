@@ -8,6 +8,7 @@ its URL without the scheme; its source is the URL.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from urllib.parse import urlsplit
 from xml.etree import ElementTree
 
@@ -35,10 +36,14 @@ def url_doc_id(url: str) -> str:
 def _download(url: str, reach: Reach, limits: ReadLimits | None) -> str:
     """The page's text, downloaded by ingest/fetch.py (one deadline, a bytes cap, the
     addresses `reach` allows) and decoded by trafilatura (a gzip body, the charset)."""
+    from trafilatura.settings import DEFAULT_CONFIG
     from trafilatura.utils import decode_file
 
     limits = limits or ReadLimits()
-    html = decode_file(download(url, reach, limits), limits.max_bytes)
+    # no more than trafilatura's own cap (MAX_FILE_SIZE, 20 MB), the most it extracts from
+    most = min(limits.max_bytes, DEFAULT_CONFIG.getint("DEFAULT", "MAX_FILE_SIZE"))
+    limits = replace(limits, max_bytes=most)
+    html = decode_file(download(url, reach, limits), most)
     if not html.strip():
         raise ReaderError("could not download the page (an empty answer)")
     return html
