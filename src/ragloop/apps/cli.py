@@ -153,6 +153,10 @@ def ingest(paths: Annotated[list[str], typer.Argument(
                "--private-urls", help="Allow URLs on loopback and private addresses (an"
                " intranet site); refused by default.")] = False,
            allow_mass_delete: AllowMassDeleteOpt = False,
+           link_local_urls: Annotated[bool, typer.Option(
+               "--link-local-urls", help="Allow URLs on link-local addresses (169.254.0.0/16,"
+               " fe80::/10, cloud metadata services); refused by default, even with"
+               " --private-urls.")] = False,
            description: DescriptionOpt = None) -> None:
     """Add or update documents; unchanged files are skipped by content hash."""
     from ragloop.ingest.pipeline import IngestInterrupted
@@ -169,7 +173,8 @@ def ingest(paths: Annotated[list[str], typer.Argument(
                     report = one if report is None else _merged(report, one)
             else:
                 report = base.ingest(paths, progress=progress, tags=tag or [],
-                                     private_urls=private_urls)
+                                     private_urls=private_urls,
+                                     link_local_urls=link_local_urls)
             # the one line a catalog shows of this KB: the user's, else drafted from titles
             describe(base, description)
     except IngestInterrupted as exc:  # the knowledge base was closed (its indexes saved) first

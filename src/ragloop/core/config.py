@@ -77,6 +77,16 @@ class Settings:
     # outlive its client and always does.
     stop_on_disconnect: str = "on"
     sync_max_remove_share: float = 0.5
+    # What reading one file, or one download, may cost (ingest/limits.py); past a limit the
+    # file is refused with an error that names the setting, and the ingest goes on.
+    read_max_bytes: int = 100_000_000  # a file read whole (text formats); one download
+    read_max_member_bytes: int = 25_000_000  # one XML/XHTML part of a docx/pptx/xlsx/epub
+    read_max_inflated_bytes: int = 300_000_000  # all parts of one such archive, inflated
+    read_max_cells: int = 2_000_000  # cells of one spreadsheet or CSV
+    read_max_columns: int = 2_000  # columns of one row
+    read_max_text_chars: int = 20_000_000  # text of one document
+    read_timeout_s: float = 120.0  # wall time to read one file
+    download_timeout_s: float = 60.0  # wall time of one download, connect to last byte
 
     @classmethod
     def from_env(cls) -> Settings:

@@ -22,6 +22,8 @@ from ragloop.core.types import Chunk, DocumentInfo, ParsedDocument
 from ragloop.core.unicode import clean_text, is_text
 from ragloop.embed.cache import CachedEmbedder, text_hash
 from ragloop.ingest.chunking import chunk_document
+from ragloop.ingest.fetch import Reach
+from ragloop.ingest.limits import ReadLimits
 from ragloop.ingest.metadata import with_tags
 from ragloop.ingest.readers import SUPPORTED_SUFFIXES, read_file
 from ragloop.ingest.readers.web import is_sitemap, is_url, read_url, sitemap_urls
@@ -324,10 +326,13 @@ def _progress(label: str, with_names: bool, progress: bool) -> Progress:
 def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: Iterable[str | Path],
                  settings: Settings, progress: bool = False, admit: Admit | None = None,
                  before_write: Callable[[list[ParsedDocument]], None] | None = None,
-                 tags: list[str] | None = None, private_urls: bool = False) -> IngestReport:
+                 tags: list[str] | None = None, private_urls: bool = False,
+                 link_local_urls: bool = False) -> IngestReport:
     """Ingest files and web pages (URLs; a sitemap URL: its pages); `embedder` is called only
     when some chunk actually needs a vector. `tags`: added to each document's `tags`
-    metadata; `private_urls`: allow URLs on loopback and private addresses.
+    metadata; `private_urls`: allow URLs on loopback and private addresses;
+    `link_local_urls`: allow link-local ones (169.254.169.254, where cloud metadata answers).
+    Each file and download is read within the settings' read limits (ingest/limits.py).
 
     `admit(doc, content_hash)`, when given, sees every parsed document first; a reason it
     returns skips the document into `report.conflicts` (the server's uploads use it).
@@ -338,8 +343,10 @@ def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: It
     # an upload's `admit` must see every document, so uploads never skip by stat
     stats = writer.stats = None if admit else FileStats.load(store, settings, tags)
     paths = [str(p) if isinstance(p, str) else p for p in paths]
+    limits = ReadLimits.from_settings(settings)
+    reach = Reach(private=private_urls, link_local=link_local_urls)
     for url in [p for p in paths if isinstance(p, str) and is_url(p)]:
-        for doc in _web_documents(writer, url, private_urls):
+        for doc in _web_documents(writer, url, reach, limits):
             writer.add(_tagged(doc, tags), doc.source)
     files = list(iter_files(p for p in paths if not (isinstance(p, str) and is_url(p))))
     with _progress("ingest", True, progress) as bar, _interruptible(writer):
@@ -356,7 +363,7 @@ def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: It
             if stats is not None and stats.unchanged(writer, path, before):
                 continue
             try:
-                docs = read_file(path, doc_id)
+                docs = read_file(path, doc_id, limits)
             except ReaderError as exc:
                 writer.fail(path, str(exc))
                 continue
@@ -451,13 +458,14 @@ def _tagged(doc: ParsedDocument, tags: list[str] | None) -> ParsedDocument:
     return replace(doc, metadata=with_tags(doc.metadata, tags)) if tags else doc
 
 
-def _web_documents(writer: _Writer, url: str, private: bool) -> Iterator[ParsedDocument]:
+def _web_documents(writer: _Writer, url: str, reach: Reach,
+                   limits: ReadLimits) -> Iterator[ParsedDocument]:
     """The page at `url`, or each page its sitemap lists; a page that fails is reported
     under its URL and the rest go on."""
     pages = [url]
     if is_sitemap(url):
         try:
-            pages = sitemap_urls(url, private)
+            pages = sitemap_urls(url, reach, limits)
         except ReaderError as exc:
             writer.fail(url, str(exc))
             return
@@ -469,7 +477,7 @@ def _web_documents(writer: _Writer, url: str, private: bool) -> Iterator[ParsedD
             return
     for page in pages:
         try:
-            yield read_url(page, private)
+            yield read_url(page, reach, limits)
         except ReaderError as exc:
             writer.fail(page, str(exc))
         except Exception as exc:  # a reader bug must not lose the other pages

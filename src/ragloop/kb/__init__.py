@@ -114,20 +114,23 @@ class KnowledgeBase:
 
     def ingest(self, paths: Iterable[str | Path] | str | Path,
                progress: bool = False, admit: Admit | None = None,
-               tags: Iterable[str] = (), private_urls: bool = False) -> IngestReport:
+               tags: Iterable[str] = (), private_urls: bool = False,
+               link_local_urls: bool = False) -> IngestReport:
         """Read, chunk, embed and index files, folders (Markdown, text, HTML, PDF, Office,
         e-books, …) and web page URLs. Idempotent by content hash: an unchanged file is skipped,
         a changed one replaced. `admit`: see ingest_paths (which existing documents this ingest
         may replace); `tags`: added to every document's `tags` metadata (what `--tag` filters
         match); `private_urls`: allow URLs on loopback and private addresses (an intranet),
-        which are refused by default."""
+        which are refused by default; `link_local_urls`: allow link-local ones
+        (169.254.0.0/16, fe80::/10, where cloud metadata services answer), refused even with
+        `private_urls`."""
         from ragloop.ingest.pipeline import ingest_paths
 
         if isinstance(paths, str | Path):
             paths = [paths]
         return ingest_paths(self.store, self.embedder_for_write, paths, self.settings, progress,
                             admit, before_write=self.settle_language, tags=list(tags),
-                            private_urls=private_urls)
+                            private_urls=private_urls, link_local_urls=link_local_urls)
 
     def sync(self, folder: str | Path, progress: bool = False,
              tags: Iterable[str] = (), allow_mass_delete: bool = False) -> IngestReport:
