@@ -62,6 +62,10 @@ class Settings:
     # differently (issue 30): "auto" (the offline rule, or the model's ask_user tool) or "off"
     # (always answer; RAGLOOP_CLARIFY=off).
     clarify: str = "auto"
+    # Text a reader of the file cannot see (HTML display:none, white on white, a Word hidden
+    # run, invisible PDF text): "drop" (not indexed, so it cannot reach an answer; issue 39)
+    # or "keep" (RAGLOOP_HIDDEN_TEXT=keep). ingest/readers/visibility.py.
+    hidden_text: str = "drop"
 
     @classmethod
     def from_env(cls) -> Settings:

@@ -16,6 +16,7 @@ from ragloop.ingest.readers.office import DocxReader, PptxReader
 from ragloop.ingest.readers.pdf import PdfReader
 from ragloop.ingest.readers.tabular import CsvReader, XlsxReader
 from ragloop.ingest.readers.text import TextReader, read_text
+from ragloop.ingest.readers.visibility import hidden_text
 
 READERS: list[Reader] = [MarkdownReader(), HtmlReader(), PdfReader(), TextReader(), BeirReader(),
                          DocxReader(), PptxReader(), XlsxReader(), CsvReader(), EpubReader(),
@@ -29,8 +30,11 @@ def reader_for(path: Path | str) -> Reader | None:
     return _BY_SUFFIX.get(Path(path).suffix.lower())
 
 
-def read_file(path: Path | str, doc_id: str) -> list[ParsedDocument]:
+def read_file(path: Path | str, doc_id: str,
+              hidden: str | None = None) -> list[ParsedDocument]:
     """Parse one file; ReaderError (with a reason a user understands) when it cannot be read.
+    `hidden`: "drop" or "keep" the text a reader of the file cannot see (Settings.hidden_text;
+    None: as set around the call, else drop; readers/visibility.py).
 
     Text formats are decoded by readers.text.decode_bytes: BOM (UTF-8/16/32), else UTF-8,
     else cp1252, else latin-1; empty (or whitespace-only) and binary files raise ReaderError.
@@ -53,7 +57,8 @@ def read_file(path: Path | str, doc_id: str) -> list[ParsedDocument]:
             read_text(path)  # an empty or binary file says so first
             raise ReaderError("a .jsonl file that is not a BEIR corpus ({_id, title, text}"
                               " lines)")
-    return reader.read(path, doc_id)
+    with hidden_text(hidden):
+        return reader.read(path, doc_id)
 
 
 __all__ = ["READERS", "SUPPORTED_SUFFIXES", "ReaderError", "read_file", "reader_for"]
