@@ -7,6 +7,9 @@ display:none paragraph that carries an injected instruction."""
 
 from __future__ import annotations
 
+import functools
+import http.server
+import threading
 from pathlib import Path
 
 import pytest
@@ -117,6 +120,32 @@ def test_changing_the_setting_updates_the_documents_it_affects(tmp_path, embedde
                             embedder=embedder) as kb:
         report = kb.ingest([folder])
         assert report.updated == 1 and _found(kb, "zqdisplaynone")
+
+
+def test_hidden_text_of_a_web_page_is_not_indexed(tmp_path, embedder) -> None:
+    """Through a real HTTP server: trafilatura, which reads web pages, keeps `hidden`, white on
+    white and class-hidden text of its own accord."""
+    root = tmp_path / "site"
+    root.mkdir()
+    (root / "club.html").write_text(_page(), encoding="utf-8")
+    handler = functools.partial(_Quiet, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with KnowledgeBase.open(tmp_path / "kb", Settings(), embedder=embedder) as kb:
+            url = f"http://127.0.0.1:{server.server_address[1]}/club.html"
+            report = kb.ingest([url], private_urls=True)
+            assert report.added == 1, report.failed
+    finally:
+        server.shutdown()
+    _check(KnowledgeBase.open(tmp_path / "kb", embedder=embedder),
+           ["zqdisplaynone", "zqattribute", "zqwhitewhite", "zqwhitepage", "zqclassrule",
+            "zqfontzero", "zqopacity"], ["zqwhiteonblack"])
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
 
 
 def test_a_bad_hidden_text_setting_is_refused_before_reading(tmp_path, embedder,

@@ -229,9 +229,15 @@ def hidden_html(tree) -> int:
         if hiding(own[key]):
             node.attrs["hidden"] = ""
     # a colour is inherited and a child may set its own: judged per text, by its element
-    coloured = any("color" in d or background(d) for d in own.values())
-    invisible = [text for text in _texts(tree) if coloured
-                 and _same_colours(text.parent, own, defaults)]
+    paint = {key: _paint(decls) for key, decls in own.items()}
+    invisible = []
+    if any(fg or bg for fg, bg in paint.values()):
+        memo: dict[int, tuple[str | None, str | None]] = {}
+        for text in _texts(tree):
+            fg, bg = _colours(text.parent, paint, memo)
+            fg, bg = fg or defaults[0], bg or defaults[1]
+            if fg is not None and fg != "?" and fg == bg:
+                invisible.append(text)
     for text in invisible:
         text.decompose()
     gone = tree.css("[hidden], [aria-hidden=true]")
@@ -251,27 +257,35 @@ def _texts(tree) -> Iterator:
             yield node
 
 
-def _same_colours(node, own: dict[int, dict[str, str]],
-                  defaults: tuple[str | None, str | None]) -> bool:
-    """Whether the text colour `node` ends up with equals the background behind it."""
+def _paint(decls: dict[str, str]) -> tuple[str | None, str | None]:
+    """(text colour, background) an element's declarations set: None where not set, "?" where
+    set to something not read here; a transparent background shows its parent's."""
+    fg = (color(decls["color"]) or "?") if "color" in decls else None
+    bg = background(decls)
+    return fg, None if bg == "transparent" else bg
+
+
+def _colours(node, paint: dict[int, tuple[str | None, str | None]],
+             memo: dict[int, tuple[str | None, str | None]]) -> tuple[str | None, str | None]:
+    """The text colour and background `node` ends up with: the nearest ones it or its
+    ancestors set (MAX_ANCESTORS up); each element resolved once (`memo`)."""
+    chain: list[int] = []
     fg = bg = None
     current = node
-    for _ in range(MAX_ANCESTORS):
-        if current is None or current.tag in (None, "-document"):
+    while current is not None and current.tag not in (None, "-document"):
+        key = current.mem_id
+        if key in memo:
+            fg, bg = memo[key]
             break
-        decls = own.get(current.mem_id)
-        if decls:
-            if fg is None and "color" in decls:
-                fg = color(decls["color"]) or "?"
-            if bg is None:
-                found = background(decls)
-                if found and found != "transparent":
-                    bg = found
-        if fg is not None and bg is not None:
+        if len(chain) >= MAX_ANCESTORS:
             break
+        chain.append(key)
         current = current.parent
-    fg, bg = fg or defaults[0], bg or defaults[1]
-    return fg is not None and fg != "?" and fg == bg
+    for key in reversed(chain):
+        own_fg, own_bg = paint.get(key, (None, None))
+        fg, bg = own_fg or fg, own_bg or bg
+        memo[key] = (fg, bg)
+    return fg, bg
 
 
 def visible_html(html: str) -> str:
