@@ -94,6 +94,16 @@ def test_hidden_html_is_not_indexed_and_what_shows_is(tmp_path, embedder) -> Non
     assert "[image: zqalttext a red barn]" in text  # alt text stays, marked as such
 
 
+def test_a_page_hidden_as_a_whole_until_its_scripts_run_is_read(tmp_path, embedder) -> None:
+    folder = tmp_path / "whole"
+    folder.mkdir()
+    (folder / "club.html").write_text(
+        '<html class="async-hide"><head><style>.async-hide { opacity: 0 !important }</style>'
+        f'</head><body style="display:none"><p>{VISIBLE}</p><p hidden>zqstillhidden</p>'
+        "</body></html>", encoding="utf-8")
+    _check(_ingest(folder, embedder), ["zqstillhidden"], [])
+
+
 def test_keep_reads_the_hidden_text_too(tmp_path, embedder) -> None:
     folder = tmp_path / "keep"
     folder.mkdir()

@@ -91,6 +91,8 @@ def drop_invisible_text(page: Any, reader: Any) -> bool:
                               abs(float(box.width) * float(box.height)))
     if kept is None:
         return False
+    # pypdf 7.1 (generic/_data_structures.py): the `operations` setter drops the parsed bytes,
+    # and the stream is serialized from the operations when extract_text reads /Contents again
     stream.operations = kept
     page[NameObject("/Contents")] = stream
     return True

@@ -226,7 +226,9 @@ def hidden_html(tree) -> int:
     external = tree.css_first("link[rel*=stylesheet], link[rel*=Stylesheet]") is not None
     defaults = (None, None) if external else (_DEFAULT_COLOR, _DEFAULT_BG)
     for key, node in nodes.items():
-        if hiding(own[key]):
+        # never the page as a whole: a page hidden until its scripts run (an anti-flicker
+        # `.async-hide {opacity: 0}` on <html>, a loading screen) is shown to its readers
+        if hiding(own[key]) and node.tag not in ("html", "body"):
             node.attrs["hidden"] = ""
     # a colour is inherited and a child may set its own: judged per text, by its element
     paint = {key: _paint(decls) for key, decls in own.items()}
