@@ -41,7 +41,8 @@ HIDDEN_HTML = [
 ]
 STYLE = ".promo { color: red; display: none !important }\n#note{visibility:hidden}"
 # shown, although near what is hidden: an inline style over a rule, white on black, a rule
-# for print only, a background image, a pseudo-class
+# for print only, a background image, a pseudo-class, a tab panel, an accordion's
+# section its button opens
 SHOWN_HTML = [
     ("zqoverride", '<div class="promo" style="display:block">zqoverride</div>'),
     ("zqwhiteonblack", '<div style="background-color:#000"><span style="color:#FFF">'
@@ -50,6 +51,9 @@ SHOWN_HTML = [
     ("zqonimage", '<div style="background:url(sky.png)"><p style="color:white">zqonimage</p>'
                   "</div>"),
     ("zqhover", '<a class="tip" href="#">zqhover</a>'),
+    ("zqtabpanel", '<div role="tabpanel" hidden>zqtabpanel</div>'),
+    ("zqaccordion", '<button aria-controls="more">More</button><div id="more"'
+                    ' style="display:none">zqaccordion</div>'),
 ]
 STYLE_SHOWN = "@media print { .printonly { display:none } }\n.tip:hover { display: none }"
 

@@ -202,7 +202,8 @@ def hidden_html(tree) -> int:
     The cascade is approximated, boundedly: rules in order (a later one wins, specificity is
     not weighed), an inline style over a rule for the same property, no @media, no
     pseudo-classes, no external stylesheets; text moved off-screen or clipped (screen-reader
-    text) stays.
+    text) stays, and so does what a control on the page shows (a role="tabpanel", an element
+    named by aria-controls).
     """
     sheet = "\n".join(node.text(deep=True) for node in tree.css("style"))
     sheet_style: dict[int, dict[str, str]] = {}
@@ -242,7 +243,13 @@ def hidden_html(tree) -> int:
                 invisible.append(text)
     for text in invisible:
         text.decompose()
-    gone = tree.css("[hidden], [aria-hidden=true]")
+    # a tab panel, an accordion's section: hidden until the page's own control (a tab, or a
+    # button naming it in aria-controls: the WAI-ARIA patterns) shows it to the reader
+    shown = {name for node in tree.css("[aria-controls]")
+             for name in (node.attributes.get("aria-controls") or "").split()}
+    gone = [node for node in tree.css("[hidden], [aria-hidden=true]")
+            if node.attributes.get("role") != "tabpanel"
+            and (not shown or node.attributes.get("id") not in shown)]
     # last first: a hidden element inside another goes before its ancestor is destroyed
     for node in reversed(gone):
         node.decompose()
