@@ -87,6 +87,10 @@ class Settings:
     read_max_text_chars: int = 20_000_000  # text of one document
     read_timeout_s: float = 120.0  # wall time to read one file
     download_timeout_s: float = 60.0  # wall time of one download, connect to last byte
+    # Text a reader of the file cannot see (HTML display:none, white on white, a Word hidden
+    # run, invisible PDF text): "drop" (not indexed, so it cannot reach an answer; issue 39)
+    # or "keep" (RAGLOOP_HIDDEN_TEXT=keep). ingest/readers/visibility.py.
+    hidden_text: str = "drop"
 
     @classmethod
     def from_env(cls) -> Settings:

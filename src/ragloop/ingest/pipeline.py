@@ -26,6 +26,7 @@ from ragloop.ingest.fetch import Reach
 from ragloop.ingest.limits import ReadLimits
 from ragloop.ingest.metadata import with_tags
 from ragloop.ingest.readers import SUPPORTED_SUFFIXES, read_file
+from ragloop.ingest.readers.visibility import check_mode, hidden_text
 from ragloop.ingest.readers.web import is_sitemap, is_url, read_url, sitemap_urls
 from ragloop.retrieval.index_text import index_text
 from ragloop.storage.protocols import DocumentWrite, Store
@@ -345,9 +346,11 @@ def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: It
     paths = [str(p) if isinstance(p, str) else p for p in paths]
     limits = ReadLimits.from_settings(settings)
     reach = Reach(private=private_urls, link_local=link_local_urls)
+    hidden = check_mode(settings.hidden_text)  # a bad setting stops before any file is read
     for url in [p for p in paths if isinstance(p, str) and is_url(p)]:
-        for doc in _web_documents(writer, url, reach, limits):
-            writer.add(_tagged(doc, tags), doc.source)
+        with hidden_text(hidden):
+            for doc in _web_documents(writer, url, reach, limits):
+                writer.add(_tagged(doc, tags), doc.source)
     files = list(iter_files(p for p in paths if not (isinstance(p, str) and is_url(p))))
     with _progress("ingest", True, progress) as bar, _interruptible(writer):
         task = bar.add_task("files", total=len(files), name="")
@@ -363,7 +366,7 @@ def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: It
             if stats is not None and stats.unchanged(writer, path, before):
                 continue
             try:
-                docs = read_file(path, doc_id, limits)
+                docs = read_file(path, doc_id, limits, hidden)
             except ReaderError as exc:
                 writer.fail(path, str(exc))
                 continue

@@ -17,6 +17,7 @@ from ragloop.ingest.readers.office import DocxReader, PptxReader
 from ragloop.ingest.readers.pdf import PdfReader
 from ragloop.ingest.readers.tabular import CsvReader, XlsxReader
 from ragloop.ingest.readers.text import TextReader, read_text
+from ragloop.ingest.readers.visibility import hidden_text
 
 READERS: list[Reader] = [MarkdownReader(), HtmlReader(), PdfReader(), TextReader(), BeirReader(),
                          DocxReader(), PptxReader(), XlsxReader(), CsvReader(), EpubReader(),
@@ -31,9 +32,12 @@ def reader_for(path: Path | str) -> Reader | None:
 
 
 def read_file(path: Path | str, doc_id: str,
-              limits: ReadLimits | None = None) -> list[ParsedDocument]:
+              limits: ReadLimits | None = None,
+              hidden: str | None = None) -> list[ParsedDocument]:
     """Parse one file; ReaderError (with a reason a user understands) when it cannot be read,
     ReadLimitError (one) when it goes past `limits` (ingest/limits.py; default: the defaults).
+    `hidden`: "drop" or "keep" the text a reader of the file cannot see (Settings.hidden_text;
+    None: as set around the call, else drop; readers/visibility.py).
 
     Text formats are decoded by readers.text.decode_bytes: BOM (UTF-8/16/32), else UTF-8,
     else cp1252, else latin-1; empty (or whitespace-only) and binary files raise ReaderError.
@@ -56,7 +60,7 @@ def read_file(path: Path | str, doc_id: str,
             read_text(path)  # an empty or binary file says so first
             raise ReaderError("a .jsonl file that is not a BEIR corpus ({_id, title, text}"
                               " lines)")
-    with reading(limits) as budget:
+    with reading(limits) as budget, hidden_text(hidden):
         if isinstance(reader, HtmlReader | MarkdownReader):
             # parsed into a tree in one library call, which nothing can count from inside
             check_size(path, budget.limits.max_member_bytes, "read_max_member_bytes")

@@ -1,7 +1,8 @@
 """Word and PowerPoint files through python-docx and python-pptx (both MIT).
 
 docx: the heading styles ("Heading 1".."Heading 9", "Title") become the section tree, as
-Markdown headings do; tables are kept as Markdown tables in the text where they stand.
+Markdown headings do; tables are kept as Markdown tables in the text where they stand; hidden
+runs (`w:vanish`) are not read unless RAGLOOP_HIDDEN_TEXT=keep.
 pptx: one section per slide ("s1", "s2", ...), titled by the slide's title placeholder, with
 the text of its other shapes, its tables and its speaker notes.
 Both carry the file's core properties (title, author, created) as metadata.
@@ -18,6 +19,7 @@ from ragloop.core.errors import ReaderError
 from ragloop.core.types import ParsedDocument, SectionText
 from ragloop.ingest import limits
 from ragloop.ingest.metadata import clean_metadata
+from ragloop.ingest.readers.visibility import drop_hidden
 from ragloop.ingest.sections import build_sections, clean_text
 
 _HEADING = re.compile(r"^heading\s*(\d)$", re.IGNORECASE)
@@ -71,9 +73,46 @@ def _docx_blocks(document: Any) -> Iterator[tuple[int, str]]:
             style = style_name(item)
             m = _HEADING.match(style)
             level = int(m.group(1)) if m else 1 if style.lower() == "title" else 0
-            yield level, item.text
+            yield level, paragraph_text(item)
         elif isinstance(item, Table):
-            yield 0, markdown_table([cell.text for cell in row.cells] for row in item.rows)
+            yield 0, markdown_table(["\n".join(paragraph_text(p) for p in cell.paragraphs)
+                                     for cell in row.cells] for row in item.rows)
+
+
+def paragraph_text(paragraph: Any) -> str:
+    """A paragraph's text without its hidden runs (`w:vanish`, `w:specVanish`: Word does not
+    show them) unless RAGLOOP_HIDDEN_TEXT=keep."""
+    from docx.text.hyperlink import Hyperlink
+
+    if not drop_hidden():
+        return paragraph.text
+    style = paragraph.style
+    inherited = bool(style is not None and style.font.hidden)
+    parts = []
+    for item in paragraph.iter_inner_content():
+        runs = item.runs if isinstance(item, Hyperlink) else [item]
+        parts += [run.text for run in runs if not _hidden_run(run, inherited)]
+    return "".join(parts)
+
+
+def _hidden_run(run: Any, inherited: bool) -> bool:
+    """Whether Word hides this run: its own properties, else its character style's, else the
+    paragraph style's (`inherited`). python-docx reads `w:vanish` as font.hidden; `w:specVanish`
+    (hidden always, even when hidden text is shown) it does not name, so it is read here."""
+    from docx.oxml.ns import qn
+
+    rpr = run._r.rPr
+    if rpr is not None:
+        spec = rpr.find(qn("w:specVanish"))
+        if spec is not None and spec.get(qn("w:val"), "true") not in ("0", "false", "off"):
+            return True
+        if run.font.hidden is not None:
+            return bool(run.font.hidden)
+        if rpr.find(qn("w:rStyle")) is not None:
+            style = run.style
+            if style is not None and style.font.hidden is not None:
+                return bool(style.font.hidden)
+    return inherited
 
 
 class DocxReader:

@@ -18,6 +18,7 @@ from ragloop.ingest.fetch import PUBLIC, Reach, download
 from ragloop.ingest.limits import ReadLimits
 from ragloop.ingest.metadata import clean_metadata
 from ragloop.ingest.readers.markdown import parse_markdown
+from ragloop.ingest.readers.visibility import visible_html
 
 # A sitemap is read up to this many pages: a whole large site is a crawl, not an ingest.
 MAX_SITEMAP_PAGES = 500
@@ -53,6 +54,7 @@ def page_document(url: str, html: str) -> ParsedDocument:
     """The main text of one page as a document (ReaderError when it has none)."""
     from trafilatura import extract, extract_metadata
 
+    html = visible_html(html)  # trafilatura keeps display:none text (issue 39)
     text = extract(html, url=url, output_format="markdown", include_formatting=True,
                    include_tables=True, include_comments=False, favor_recall=True) or ""
     if not text.strip():
