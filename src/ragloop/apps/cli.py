@@ -686,7 +686,7 @@ def eval_(dataset: Annotated[Path, typer.Argument(
     Resumable: results go to OUT/results.jsonl as they finish; a rerun skips finished pairs.
     Writes OUT/report.json, OUT/report.md and OUT/report.html (plots)."""
     from ragloop.agent.engine import Engine
-    from ragloop.core.extras import EVAL_MODULES, require_extra
+    from ragloop.core.extras import EVAL_MODULES, missing_modules
     from ragloop.eval.conversations import evaluate as evaluate_conversations
     from ragloop.eval.conversations import is_conversation_set
     from ragloop.eval.datasets import load_dataset
@@ -694,7 +694,6 @@ def eval_(dataset: Annotated[Path, typer.Argument(
     from ragloop.eval.report import markdown, to_json, write_reports
     from ragloop.eval.runner import EvalOptions, parse_paths, run_eval
 
-    require_extra("eval", EVAL_MODULES, "ragloop eval (its report's plots)")
     chosen = parse_paths(paths)
     if k < 1:
         raise UserError("-k must be at least 1")
@@ -749,8 +748,11 @@ def eval_(dataset: Annotated[Path, typer.Argument(
     out.print(shown(markdown(report)))
     for note in notes:
         out.print(f"\n[bold]{shown(note)}[/]")
+    # without the `eval` extra report.html has the tables only (eval/report.py says so in it)
+    tables_only = (" (tables only: pip install 'ragloop\\[eval]' adds the plots)"
+                   if missing_modules(EVAL_MODULES) else "")
     out.print(f"\n[dim]{len(records)} results in {shown(str(options.out / 'results.jsonl'))};"
-              f" report: {shown(str(files['html']))}[/]")
+              f" report: {shown(str(files['html']))}{tables_only}[/]")
 
 
 @command()
