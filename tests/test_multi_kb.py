@@ -573,9 +573,11 @@ def test_docs_and_section_commands_read_several_kbs(folders):
         ("products", "products/sensor.md"), ("products", "notes.md")}
     table = _ragloop("docs", *kbs)
     assert table.returncode == 0, table.stderr
-    rows = [line.split() for line in table.stdout.splitlines()]
+    # piped: TSV with the kb column first, the summary on stderr
+    rows = [line.split("\t") for line in table.stdout.splitlines()]
+    assert rows[0][:2] == ["kb", "doc_id"]
     assert ["products", "notes.md"] in [r[:2] for r in rows], table.stdout
-    assert "5 documents" in table.stdout and "in 2 knowledge bases" in table.stdout
+    assert "5 documents" in table.stderr and "in 2 knowledge bases" in table.stderr
 
     read = _ragloop("section", "notes.md", "1", *kbs, "--in", "products")
     assert read.returncode == 0, read.stderr

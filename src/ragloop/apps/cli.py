@@ -16,7 +16,7 @@ from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
 
 from ragloop.apps.kb_options import CatalogOpt, KbsOpt, Served
-from ragloop.apps.terminal import json_visible, shown, visible
+from ragloop.apps.terminal import json_visible, one_line, shown, tsv_field, visible
 from ragloop.core.config import Settings
 from ragloop.core.config_file import apply_config_files
 from ragloop.core.conversation import numbered
@@ -319,11 +319,26 @@ def docs(kb: KbsOpt = None, catalog: CatalogOpt = None, as_json: JsonOpt = False
     if as_json:
         emit_json([d.to_dict() for d in documents])
         return
-    # the doc_id is what `section` and `rm` take: never cut; on a narrow terminal the source
-    # column goes (it is in --json) and the title wraps
-    id_width = max((len(d.doc_id) for d in documents), default=6)
-    with_source = out.width >= id_width + 80
     several = served.entries is not None
+    kbs = f" in {len(served.entries)} knowledge bases" if served.entries else ""
+    summary = f"{len(documents)} documents, {sum(d.chunks for d in documents)} chunks{kbs}"
+    if not out.is_terminal:
+        # piped: one TSV line per document under a header, the summary on stderr, so `cut`,
+        # `sort` or a spreadsheet read the columns; fields escaped (terminal.tsv_field) so a
+        # tab or newline in a file name cannot split a row or fake one
+        header = ["kb"] * several + ["doc_id", "title", "source", "sections", "chunks"]
+        lines = ["\t".join(header)]
+        lines += ["\t".join([tsv_field(d.kb)] * several
+                            + [tsv_field(v) for v in (d.doc_id, d.title, d.source)]
+                            + [str(d.sections), str(d.chunks)]) for d in documents]
+        sys.stdout.write("".join(line + "\n" for line in lines))
+        err.print(summary)
+        return
+    # the doc_id is what `section` and `rm` take: never cut; on a narrow terminal the source
+    # column goes (it is in --json) and the title wraps; a newline or tab in a value prints as
+    # `\n` / `\t` (terminal.one_line), never as a row of its own
+    id_width = max((len(one_line(d.doc_id)) for d in documents), default=6)
+    with_source = out.width >= id_width + 80
     table = Table(box=None)
     if several:  # the name `section --in` and a citation's "(NAME)" give
         table.add_column("kb", no_wrap=True)
@@ -334,13 +349,12 @@ def docs(kb: KbsOpt = None, catalog: CatalogOpt = None, as_json: JsonOpt = False
     for name in ("sections", "chunks"):
         table.add_column(name, justify="right", no_wrap=True)
     for d in documents:
-        source = [Text(visible(d.source))] if with_source else []
-        where = [Text(visible(d.kb))] if several else []
-        table.add_row(*where, Text(visible(d.doc_id)), Text(visible(d.title)), *source,
+        source = [Text(one_line(d.source))] if with_source else []
+        where = [Text(one_line(d.kb))] if several else []
+        table.add_row(*where, Text(one_line(d.doc_id)), Text(one_line(d.title)), *source,
                       str(d.sections), str(d.chunks))
     out.print(table)
-    kbs = f" in {len(served.entries)} knowledge bases" if served.entries else ""
-    out.print(f"{len(documents)} documents, {sum(d.chunks for d in documents)} chunks{kbs}")
+    out.print(summary)
 
 
 @command()
