@@ -152,6 +152,13 @@ def ingest(paths: Annotated[list[str], typer.Argument(
     from ragloop.ingest.pipeline import IngestInterrupted
     from ragloop.kb.catalog import describe
 
+    empty = _empty_folders(paths, sync)  # before the KB is opened: a bad path creates nothing
+    for folder in empty:
+        err.print(f"[yellow]warning:[/] no files found under {shown(folder)}: nothing ingested"
+                  f" from it{' (and nothing removed)' if sync else ''}", soft_wrap=True)
+    paths = [p for p in paths if p not in empty]
+    if not paths:  # nothing at all to read: a mistyped or unmounted folder, not a success
+        raise typer.Exit(1)
     try:
         with open_kb(kb, embedder, create=True, language=language) as base:
             progress = not as_json and err.is_terminal
@@ -179,6 +186,29 @@ def ingest(paths: Annotated[list[str], typer.Argument(
         out.print(shown(report.summary()))
     if report.failed and not (report.added or report.updated or report.unchanged):
         raise typer.Exit(1)
+
+
+def _empty_folders(paths: list[str], sync: bool) -> list[str]:
+    """The local folders among `paths` with no file to read in them (hidden files do not
+    count: ingest passes over them). A local path that does not exist, or a --sync path that
+    is not a folder, is an error raised here, before any knowledge base is opened or
+    created. URLs are left to the ingest."""
+    from ragloop.ingest.pipeline import iter_files
+    from ragloop.ingest.readers.web import is_url
+
+    empty = []
+    for raw in paths:
+        if is_url(raw):
+            continue
+        path = Path(raw)
+        if not path.exists():
+            raise UserError(f"{raw}: no such file or folder (nothing was ingested)")
+        if sync and not path.is_dir():
+            raise UserError(f"{raw}: --sync needs a folder (it removes the documents of files"
+                            " gone from it)")
+        if path.is_dir() and next(iter_files([path]), None) is None:
+            empty.append(raw)
+    return empty
 
 
 def _merged(a: IngestReport, b: IngestReport) -> IngestReport:
