@@ -410,6 +410,7 @@ def print_event(event: Event, debug: bool) -> None:
         CondenseEvent,
         ErrorEvent,
         GradeEvent,
+        PlacementEvent,
         PlanEvent,
         RewriteEvent,
         RouteEvent,
@@ -443,6 +444,11 @@ def print_event(event: Event, debug: bool) -> None:
     elif isinstance(event, RewriteEvent):
         err.print(f"[cyan]rewrite[/] from gap {shown(repr(event.missing))} → "
                   f"{shown(repr(event.query))}")
+    elif isinstance(event, PlacementEvent):  # why each document holds its place
+        err.print("[cyan]placement[/]")
+        for p in event.places:
+            reason = p.get("reason") or ", ".join(p.get("why") or [])
+            err.print(f"  {p.get('place')}. {shown(p.get('doc_id'))} [dim]{shown(reason)}[/]")
     elif isinstance(event, ErrorEvent):
         err.print(f"[red]error[/] {shown(event.error)}")
 
