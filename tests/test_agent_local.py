@@ -314,6 +314,14 @@ def test_router(kb, question, route) -> None:
     assert decision.reason
 
 
+def test_a_route_reason_shows_the_users_words_not_their_stems(kb) -> None:
+    decision = RuleRouter(kb).route("What is the daily meal allowance in the Netherlands?")
+    assert decision.route == "single"
+    # the stems are "daili", "allow", "netherland"
+    assert decision.reason == ("short question with one topic (daily, meal, allowance,"
+                               " Netherlands)")
+
+
 def test_describe_scope_names_the_documents(kb) -> None:
     scope = describe_scope(kb)
     assert "Data Retention Policy" in scope and "S200 Sensor Datasheet" in scope

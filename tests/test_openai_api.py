@@ -474,6 +474,34 @@ def test_the_content_is_what_was_streamed_then_the_checked_text_if_it_changed() 
     assert changed.startswith("The CFO approves. [1] It is Tom Becker. [2]")
     assert f"{CHECKED_NOTE}\n\nThe CFO approves. [1]{listed}" in changed
     assert full_content(checked, None, []) == "The CFO approves. [1]"
+    # a check that changed only whitespace: the answer once, as streamed
+    assert full_content(checked, "The CFO  approves.\n[1] ", []) == "The CFO  approves.\n[1] "
+
+
+def test_an_answer_quoting_inline_code_is_sent_once_with_its_spaces(tmp_path) -> None:
+    """Markdown inline code whose backticks the reader drops ("the .invoke() method"): the
+    citation check kept " ." as the text's own, so the answer is not changed by the check
+    and `/v1` sends it once (issue 41.5)."""
+    from conftest import write_docs
+
+    from ragloop.kb import KnowledgeBase
+
+    docs = write_docs(tmp_path / "docs", {"graphs.md": (
+        "# Running graphs\n\n## Invoke\n\nCall the `.invoke()` method on a compiled graph to"
+        " run it once. The `.stream()` method yields each step as it happens.\n")})
+    kb = KnowledgeBase.open(tmp_path / "kb")
+    try:
+        kb.ingest([docs])
+        with serving(kb) as live:
+            sdk = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0)
+            asked = [{"role": "user", "content": "Which method runs a compiled graph once?"}]
+            content = sdk.chat.completions.create(
+                model="ragloop", messages=asked).choices[0].message.content or ""
+            assert "Call the .invoke() method" in content, content
+            assert CHECKED_NOTE not in content and content.count(".invoke()") == 1
+            assert _joined(_stream(sdk, asked), "content") == content
+    finally:
+        kb.close()
 
 
 @pytest.fixture(scope="module")

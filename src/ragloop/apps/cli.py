@@ -16,7 +16,7 @@ from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
 
 from ragloop.apps.kb_options import CatalogOpt, KbsOpt, Served
-from ragloop.apps.terminal import json_visible, shown, visible
+from ragloop.apps.terminal import json_visible, one_line, shown, tsv_field, visible
 from ragloop.core.config import Settings
 from ragloop.core.config_file import apply_config_files
 from ragloop.core.conversation import numbered
@@ -162,6 +162,13 @@ def ingest(paths: Annotated[list[str], typer.Argument(
     from ragloop.ingest.pipeline import IngestInterrupted
     from ragloop.kb.catalog import describe
 
+    empty = _empty_folders(paths, sync)  # before the KB is opened: a bad path creates nothing
+    for folder in empty:
+        err.print(f"[yellow]warning:[/] no files found under {shown(folder)}: nothing ingested"
+                  f" from it{' (and nothing removed)' if sync else ''}", soft_wrap=True)
+    paths = [p for p in paths if p not in empty]
+    if not paths:  # nothing at all to read: a mistyped or unmounted folder, not a success
+        raise typer.Exit(1)
     try:
         with open_kb(kb, embedder, create=True, language=language) as base:
             progress = not as_json and err.is_terminal
@@ -195,6 +202,29 @@ def ingest(paths: Annotated[list[str], typer.Argument(
         raise typer.Exit(1)
     if report.failed and not (report.added or report.updated or report.unchanged):
         raise typer.Exit(1)
+
+
+def _empty_folders(paths: list[str], sync: bool) -> list[str]:
+    """The local folders among `paths` with no file to read in them (hidden files do not
+    count: ingest passes over them). A local path that does not exist, or a --sync path that
+    is not a folder, is an error raised here, before any knowledge base is opened or
+    created. URLs are left to the ingest."""
+    from ragloop.ingest.pipeline import iter_files
+    from ragloop.ingest.readers.web import is_url
+
+    empty = []
+    for raw in paths:
+        if is_url(raw):
+            continue
+        path = Path(raw)
+        if not path.exists():
+            raise UserError(f"{raw}: no such file or folder (nothing was ingested)")
+        if sync and not path.is_dir():
+            raise UserError(f"{raw}: --sync needs a folder (it removes the documents of files"
+                            " gone from it)")
+        if path.is_dir() and next(iter_files([path]), None) is None:
+            empty.append(raw)
+    return empty
 
 
 def _merged(a: IngestReport, b: IngestReport) -> IngestReport:
@@ -337,11 +367,26 @@ def docs(kb: KbsOpt = None, catalog: CatalogOpt = None, as_json: JsonOpt = False
     if as_json:
         emit_json([d.to_dict() for d in documents])
         return
-    # the doc_id is what `section` and `rm` take: never cut; on a narrow terminal the source
-    # column goes (it is in --json) and the title wraps
-    id_width = max((len(d.doc_id) for d in documents), default=6)
-    with_source = out.width >= id_width + 80
     several = served.entries is not None
+    kbs = f" in {len(served.entries)} knowledge bases" if served.entries else ""
+    summary = f"{len(documents)} documents, {sum(d.chunks for d in documents)} chunks{kbs}"
+    if not out.is_terminal:
+        # piped: one TSV line per document under a header, the summary on stderr, so `cut`,
+        # `sort` or a spreadsheet read the columns; fields escaped (terminal.tsv_field) so a
+        # tab or newline in a file name cannot split a row or fake one
+        header = ["kb"] * several + ["doc_id", "title", "source", "sections", "chunks"]
+        lines = ["\t".join(header)]
+        lines += ["\t".join([tsv_field(d.kb)] * several
+                            + [tsv_field(v) for v in (d.doc_id, d.title, d.source)]
+                            + [str(d.sections), str(d.chunks)]) for d in documents]
+        sys.stdout.write("".join(line + "\n" for line in lines))
+        err.print(summary)
+        return
+    # the doc_id is what `section` and `rm` take: never cut; on a narrow terminal the source
+    # column goes (it is in --json) and the title wraps; a newline or tab in a value prints as
+    # `\n` / `\t` (terminal.one_line), never as a row of its own
+    id_width = max((len(one_line(d.doc_id)) for d in documents), default=6)
+    with_source = out.width >= id_width + 80
     table = Table(box=None)
     if several:  # the name `section --in` and a citation's "(NAME)" give
         table.add_column("kb", no_wrap=True)
@@ -352,13 +397,12 @@ def docs(kb: KbsOpt = None, catalog: CatalogOpt = None, as_json: JsonOpt = False
     for name in ("sections", "chunks"):
         table.add_column(name, justify="right", no_wrap=True)
     for d in documents:
-        source = [Text(visible(d.source))] if with_source else []
-        where = [Text(visible(d.kb))] if several else []
-        table.add_row(*where, Text(visible(d.doc_id)), Text(visible(d.title)), *source,
+        source = [Text(one_line(d.source))] if with_source else []
+        where = [Text(one_line(d.kb))] if several else []
+        table.add_row(*where, Text(one_line(d.doc_id)), Text(one_line(d.title)), *source,
                       str(d.sections), str(d.chunks))
     out.print(table)
-    kbs = f" in {len(served.entries)} knowledge bases" if served.entries else ""
-    out.print(f"{len(documents)} documents, {sum(d.chunks for d in documents)} chunks{kbs}")
+    out.print(summary)
 
 
 @command()
@@ -384,6 +428,7 @@ def print_event(event: Event, debug: bool) -> None:
         CondenseEvent,
         ErrorEvent,
         GradeEvent,
+        PlacementEvent,
         PlanEvent,
         RewriteEvent,
         RouteEvent,
@@ -417,6 +462,11 @@ def print_event(event: Event, debug: bool) -> None:
     elif isinstance(event, RewriteEvent):
         err.print(f"[cyan]rewrite[/] from gap {shown(repr(event.missing))} → "
                   f"{shown(repr(event.query))}")
+    elif isinstance(event, PlacementEvent):  # why each document holds its place
+        err.print("[cyan]placement[/]")
+        for p in event.places:
+            reason = p.get("reason") or ", ".join(p.get("why") or [])
+            err.print(f"  {p.get('place')}. {shown(p.get('doc_id'))} [dim]{shown(reason)}[/]")
     elif isinstance(event, ErrorEvent):
         err.print(f"[red]error[/] {shown(event.error)}")
 
@@ -704,7 +754,7 @@ def eval_(dataset: Annotated[Path, typer.Argument(
     Resumable: results go to OUT/results.jsonl as they finish; a rerun skips finished pairs.
     Writes OUT/report.json, OUT/report.md and OUT/report.html (plots)."""
     from ragloop.agent.engine import Engine
-    from ragloop.core.extras import EVAL_MODULES, require_extra
+    from ragloop.core.extras import EVAL_MODULES, missing_modules
     from ragloop.eval.conversations import evaluate as evaluate_conversations
     from ragloop.eval.conversations import is_conversation_set
     from ragloop.eval.datasets import load_dataset
@@ -712,7 +762,6 @@ def eval_(dataset: Annotated[Path, typer.Argument(
     from ragloop.eval.report import markdown, to_json, write_reports
     from ragloop.eval.runner import EvalOptions, parse_paths, run_eval
 
-    require_extra("eval", EVAL_MODULES, "ragloop eval (its report's plots)")
     chosen = parse_paths(paths)
     if k < 1:
         raise UserError("-k must be at least 1")
@@ -767,8 +816,11 @@ def eval_(dataset: Annotated[Path, typer.Argument(
     out.print(shown(markdown(report)))
     for note in notes:
         out.print(f"\n[bold]{shown(note)}[/]")
+    # without the `eval` extra report.html has the tables only (eval/report.py says so in it)
+    tables_only = (" (tables only: pip install 'ragloop\\[eval]' adds the plots)"
+                   if missing_modules(EVAL_MODULES) else "")
     out.print(f"\n[dim]{len(records)} results in {shown(str(options.out / 'results.jsonl'))};"
-              f" report: {shown(str(files['html']))}[/]")
+              f" report: {shown(str(files['html']))}{tables_only}[/]")
 
 
 @command()

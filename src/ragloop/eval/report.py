@@ -1,5 +1,7 @@
 """The eval report: a Markdown table for the terminal, report.json, and a self-contained
-report.html with matplotlib plots embedded as base64 PNG."""
+report.html with matplotlib plots embedded as base64 PNG. matplotlib is the optional extra
+`ragloop[eval]`: without it report.html holds the tables and a note saying how to get the
+plots."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ragloop.core.extras import EVAL_MODULES, missing_modules
 from ragloop.eval.metrics import single_ks
 
 if TYPE_CHECKING:
@@ -218,6 +221,10 @@ def plots(report: dict[str, Any], records: Sequence[dict[str, Any]]) -> dict[str
     return out
 
 
+NO_PLOTS = ("No plots: matplotlib is not installed (pip install 'ragloop[eval]' adds them);"
+            " the tables above hold every figure.")
+
+
 def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
@@ -233,10 +240,13 @@ def html_report(report: dict[str, Any], records: Sequence[dict[str, Any]],
         blocks.append(_html_table([c.strip() for c in lines[0]],
                                   [[c.strip() for c in ln] for ln in lines[2:]]))
     notes = "".join(f"<p>{html.escape(n)}</p>" for n in report.get("notes", []))
-    figures = "".join(
-        f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{png}">'
-        f"<figcaption>{html.escape(name)}</figcaption></figure>"
-        for name, png in plots(report, records).items())
+    if missing_modules(EVAL_MODULES):
+        figures = f'<p class="no-plots">{html.escape(NO_PLOTS)}</p>'
+    else:
+        figures = "".join(
+            f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{png}">'
+            f"<figcaption>{html.escape(name)}</figcaption></figure>"
+            for name, png in plots(report, records).items())
     style = ("body{font-family:system-ui,sans-serif;margin:2rem;max-width:72rem}"
              "table{border-collapse:collapse;margin:1rem 0}"
              "td,th{border:1px solid #ccc;padding:.25rem .6rem;text-align:right}"

@@ -343,7 +343,8 @@ def full_content(result: RunResult, streamed: str | None, sources: list[dict[str
     answer, every piece (else the answer), the checked answer when it differs, the sources."""
     body = answer_body(result)
     text = body if streamed is None else streamed
-    if streamed is not None and streamed.strip() != body.strip():
+    # whitespace alone is no change worth sending the answer twice
+    if streamed is not None and "".join(streamed.split()) != "".join(body.split()):
         text += f"\n\n{CHECKED_NOTE}\n\n{body}"
     if sources:
         lines = [f"[{s['n']}] {s['title']} — {s['doc_id']} §{s['section']}" if s["title"]
