@@ -169,6 +169,14 @@ class Choice:
         pointer = float(points_elsewhere(sentence, self.rd))
         return MEANING * meaning + TERMS * terms + NEW * new + KIND * kind - POINTER * pointer
 
+    def links(self, lead: str, title: str) -> bool:
+        """The lead names what another section is titled, beyond what the question names:
+        that section is the next hop ("… along with Ruprekha Banerjee" → the section
+        "Ruprekha Banerjee" says where she was born)."""
+        want = {stem(w) for w in self.rd.content_terms(title)}
+        return bool(want) and not want <= self.terms and \
+            want <= {stem(w) for w in term_set(lead)}
+
     def adds(self, said: str, other: str) -> bool:
         """`other` holds question terms that `said` (the chosen sentences' sections) does
         not, weighing at least ADDS_SHARE of the question: context that adds something (the

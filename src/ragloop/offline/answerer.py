@@ -168,7 +168,8 @@ class ExtractiveAnswerer:
     def _choose(self, part: str, cands: list[tuple[int, str]], support: list[float],
                 meaning: dict[int, float], named: set[int]) -> list[tuple[int, str]]:
         """The sentence that answers `part` and, when it adds something (question terms the
-        lead lacks, or a source that disagrees with it), one more."""
+        lead's sections lack, the section the lead names, or a source that disagrees with
+        it), one more."""
         order = sorted(range(len(cands)), key=lambda i: -support[i])
         choice = Choice.of(part, [s for _, s in cands], self.reading)
         if named:
@@ -202,8 +203,10 @@ class ExtractiveAnswerer:
             # a source that disagrees with the lead adds something whatever its words
             # what the chosen sentences' sections already say (their titles and passages)
             said = " ".join(self._passage[n] for n in dict.fromkeys(n for n, _ in chosen))
-            if rank[i] >= NEAR_TIE * rank[lead] or (rank[i] >= SECOND_SHARE * rank[lead]
-                                                     and choice.adds(said, cands[i][1])) \
+            n = cands[i][0]
+            hop = n != cands[lead][0] and choice.links(cands[lead][1], self._title[n])
+            if rank[i] >= NEAR_TIE * rank[lead] or hop or (
+                    rank[i] >= SECOND_SHARE * rank[lead] and choice.adds(said, cands[i][1])) \
                     or self._conflicts([cands[lead], cands[i]]):
                 chosen.append(cands[i])
         return chosen
