@@ -126,7 +126,7 @@ def markdown(report: dict[str, Any]) -> str:
 # per type: whether the answer holds the reference, and how long it is
 _ANSWERS = [("answer_first", "1st sent", "share"), ("answer_em", "anywhere", "share"),
             ("answer_f1", "F1", "num3"), ("answer_words_mean", "words", "num1"),
-            ("answer_first_found", "1st sent | found", "share"),
+            ("answer_first_found", "1st sent, found", "share"),
             ("answer_judged", "judge", "share"), ("answered_anyway", "unansw. answered",
                                                   "share")]
 
