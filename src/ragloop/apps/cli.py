@@ -788,7 +788,7 @@ def eval_(dataset: Annotated[Path, typer.Argument(
         options = EvalOptions(out=out_dir or Path("eval-results") / data.name, paths=chosen,
                               k=k, limit=limit, driver=driver, max_steps=max_steps,
                               workers=workers or (1 if offline else 4), progress=progress,
-                              fresh=fresh)
+                              fresh=fresh, judge=not offline)
         try:
             # single-shot reads the top k of its search: the same k its recall is counted at
             at_k = settings.with_(single_k=k)
