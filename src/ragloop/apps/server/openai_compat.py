@@ -47,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ragloop.agent.conversations import CITED_TITLES
+from ragloop.agent.conversations import turn_of
 from ragloop.agent.run import RunResult
 from ragloop.apps.server.json_errors import rewrite_errors
 from ragloop.core.conversation import Turn, TurnKind, numbered
@@ -66,6 +66,7 @@ from ragloop.core.events import (
 from ragloop.core.types import RunStatus
 from ragloop.kb.multi import as_knowledge_bases
 from ragloop.storage.location import is_postgres_url
+from ragloop.storage.protocols import RunRecord
 
 if TYPE_CHECKING:
     from ragloop.apps.server.app import ServerState
@@ -85,8 +86,8 @@ CHECKED_NOTE = "The answer, as checked:"
 # A reasoning block a chat UI may leave in an assistant message it sends back as history.
 _REASONING_BLOCK = re.compile(r"<think>.*?</think>|<details\b[^>]*>.*?</details>",
                               re.DOTALL | re.IGNORECASE)
-# "[3] S200 … Datasheet › Power › Battery — products/s200-datasheet.md §4.1": a source line
-_SOURCE_LINE = re.compile(r"^\[\d+\]\s+(.*?)(?:\s+—\s+\S.*)?$")
+# the stored run whose answer a history's assistant message is (RunStore.answered)
+Answered = Callable[[str], RunRecord | None]
 
 # OpenAI's error `type` by status: its 4xx are `invalid_request_error` (an unknown model, a bad
 # or missing key included), its 5xx `server_error`.
@@ -168,10 +169,12 @@ class ChatRequest(BaseModel):
     n: int | None = Field(None, description="Only 1 is supported.")
 
 
-def conversation(messages: Sequence[ChatMessage]) -> tuple[str, list[Turn]]:
+def conversation(messages: Sequence[ChatMessage],
+                 answered: Answered | None = None) -> tuple[str, list[Turn]]:
     """The question (the last message, a user's) and the turns before it: each user message
-    with the assistant message(s) that answered it. An answer's source lines (as this API
-    writes them) become the turn's `cited` titles; a reasoning block left in it is dropped."""
+    with the assistant message(s) that answered it. An answer this API wrote is read as the
+    stored run that wrote it (`answered`: what it searched and cited, as facts); any other
+    text is plain history (a reasoning block left in it dropped)."""
     last = len(messages) - 1
     if messages[last].role != "user":
         raise OpenAIError(400, "The last message must be the user's question.",
@@ -191,20 +194,20 @@ def conversation(messages: Sequence[ChatMessage]) -> tuple[str, list[Turn]]:
             pairs.append([m.text(i).strip(), ""])
         elif m.role == "assistant" and pairs:  # an opening greeting answers nothing
             pairs[-1][1] = "\n".join(x for x in (pairs[-1][1], m.text(i)) if x)
-    return question, [_turn(q, a) for q, a in pairs if q]
+    return question, [_turn(q, a, answered) for q, a in pairs if q]
 
 
-def _turn(question: str, answer: str) -> Turn:
+def _turn(question: str, answer: str, answered: Answered | None) -> Turn:
     answer = _REASONING_BLOCK.sub("", answer).strip()
-    body, found, sources = answer.rpartition(f"\n\n{SOURCES_HEADING}\n")
-    if not found:
-        return Turn(question=question, answer=answer)
-    cited = []
-    for line in sources.splitlines():
-        m = _SOURCE_LINE.match(line.strip())
-        if m:
-            cited.append(m.group(1))
-    return Turn(question=question, answer=body.strip(), cited=tuple(cited[:CITED_TITLES]))
+    # the answer as this API writes it: the run's answer, then its sources (`_sources`)
+    body = answer.rpartition(f"\n\n{SOURCES_HEADING}\n")[0] or answer
+    body = body.rpartition(f"\n\n{CHECKED_NOTE}\n")[2].strip()  # the checked one, if any
+    record = None
+    if answered is not None and body:  # a question back: its question, then the options
+        record = answered(body) or answered(body.split("\n\n")[0].strip())
+    if record is None or record["question"].strip() != question.strip():
+        return Turn(question=question, answer=body)
+    return turn_of(record)
 
 
 # -- the models -----------------------------------------------------------------------------
@@ -348,7 +351,7 @@ class Completion:
         self.run_id = uuid.uuid4().hex[:12]
         self.id = f"chatcmpl-{self.run_id}"
         self.created = int(time.time())
-        self.question, self.history = conversation(body.messages)
+        self.question, self.history = conversation(body.messages, state.runs.answered)
 
     def start(self, on_event: Callable[[Event], None]) -> Future[RunResult]:
         options: dict[str, Any] = {"history": self.history} if self.history else {}
