@@ -8,16 +8,16 @@ follow-ups keeps the subject its topic started with, clipped to `CARRIED_CHARS`)
 decision is whether the conversation goes on or the user changed the subject, and it is read
 off the knowledge base's own search (its analyzers and embedder, whatever the language):
 
-- the follow-up as typed is searched alone: the documents it finds (`DEPTH`), its best
-  (`OWN`) held against the conversation's;
-- the follow-up with the previous query: the documents the joined query finds;
-- the conversation's documents: what the previous turns cited (the prior).
+- the conversation's documents: what the latest turn that cited anything cited;
+- the follow-up as typed, searched alone: its best documents (`OWN`), and whether its two
+  searches, by words (BM25, the KB's analyzer) and by meaning (the KB's embedder), agree on
+  the best one.
 
-It is a new topic when the typed question finds documents of its own that share nothing with
-the conversation's, and adding the previous query does not pull the search back to the
-conversation (the joined query's best document is one the typed question found on its own,
-not one of the conversation's). Then the history is dropped and the question searched as typed.
-Anything else follows up. No word list: the same test for every language and corpus.
+It is a new topic when the typed question has such a strong match of its own (both searches
+rank the same document first) and its best documents share nothing with the conversation's.
+Then the history is dropped and the question searched as typed. Anything else follows up: a
+follow-up typed without its subject rarely gets both searches to agree on a document the
+conversation never cited. No word list: the same test for every language and corpus.
 
 A reply to a turn that asked back (needs_input) that is no question of its own (no question
 mark, a few words) is the user's choice: the pending question narrowed to it
@@ -55,6 +55,17 @@ def ranked_documents(kb: Searcher, query: str, depth: int = DEPTH) -> list[str]:
     """The distinct documents of `query`'s hits, best first (at most `depth`)."""
     hits = kb.search(query, k=depth * CHUNKS_PER_DOC)
     return list(dict.fromkeys(h.doc_id for h in hits))[:depth]
+
+
+def agreed(hits: Sequence[Hit]) -> str | None:
+    """The document both searches rank first (the best BM25 hit's and the best vector hit's,
+    which the fusion always keeps: retrieval/fusion.py), or None when they differ."""
+    words = [h for h in hits if h.bm25_rank is not None]
+    meaning = [h for h in hits if h.vector_rank is not None]
+    if not words or not meaning:
+        return None
+    best = min(words, key=lambda h: h.bm25_rank or 0).doc_id
+    return best if best == min(meaning, key=lambda h: h.vector_rank or 0).doc_id else None
 
 
 def carried(turn: Turn) -> str:
@@ -111,7 +122,7 @@ class RetrievalCondenser:
         if query == q:  # the question already holds what the last turn searched
             return Condensed(q, TurnKind.STANDALONE, "searched: the question as typed (it"
                              " holds what the previous turn searched)")
-        if self._new_topic(q, query, conversation_documents(history)):
+        if self._new_topic(q, conversation_documents(history)):
             return Condensed(q, TurnKind.NEW_TOPIC,
                              "searched: the question as typed (a new topic: it finds documents"
                              " of its own that share none with the conversation's, and adding"
@@ -120,9 +131,12 @@ class RetrievalCondenser:
                          f"searched: the follow-up + turn {at + 1}'s query"
                          f" \"{carried(last)}\"", subject=carried(last), refers_to=at)
 
-    def _new_topic(self, q: str, query: str, talked_about: set[str]) -> bool:
-        own = ranked_documents(self.kb, q)
-        if not own or not talked_about or talked_about & set(own[:OWN]):
+    def _new_topic(self, q: str, talked_about: set[str]) -> bool:
+        """The typed question has a strong match of its own that shares nothing with the
+        conversation: its word search (BM25) and its meaning search (vectors) agree on a best
+        document, that document is not the conversation's, and none of its best `OWN` is."""
+        if not talked_about:
             return False
-        together = ranked_documents(self.kb, query)
-        return bool(together) and together[0] in own and together[0] not in talked_about
+        hits = self.kb.search(q, k=DEPTH * CHUNKS_PER_DOC)
+        own = list(dict.fromkeys(h.doc_id for h in hits))[:OWN]
+        return bool(own) and agreed(hits) == own[0] and not talked_about & set(own)
