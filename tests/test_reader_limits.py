@@ -191,6 +191,25 @@ def test_cells_text_and_time_are_counted_while_a_csv_is_read(tmp_path) -> None:
     refused(tall, "read_timeout_s", ReadLimits(timeout_s=0.01))
 
 
+def many_page_pdf(path: Path, pages: int) -> Path:
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.set_font("helvetica", size=10)
+    for n in range(pages):
+        pdf.add_page()
+        pdf.multi_cell(0, 5, f"Page {n} of the ledger. " * 40)
+    pdf.output(str(path))
+    return path
+
+
+def test_a_pdf_is_held_to_the_time_and_text_limits_a_page_at_a_time(tmp_path) -> None:
+    ledger = many_page_pdf(tmp_path / "ledger.pdf", 60)
+    refused(ledger, "read_timeout_s", ReadLimits(timeout_s=0.0))
+    refused(ledger, "read_max_text_chars", ReadLimits(max_text_chars=20_000))
+    assert read_file(ledger, "ledger.pdf")  # within the defaults it reads
+
+
 def test_a_text_file_larger_than_the_bytes_limit_is_refused_unread(tmp_path) -> None:
     big = tmp_path / "big.txt"
     big.write_text("words and more words\n" * 100_000)

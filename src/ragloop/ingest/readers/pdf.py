@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ragloop.core.errors import ReaderError
 from ragloop.core.types import ParsedDocument, SectionText
+from ragloop.ingest import limits
 from ragloop.ingest.metadata import clean_metadata
 from ragloop.ingest.readers.ocr import INSTALL_HINT, ocr_available, ocr_image
 from ragloop.ingest.readers.office import markdown_table
@@ -58,6 +59,7 @@ def _page_texts(reader) -> tuple[list[str], set[int]]:
         if drop_hidden() and drop_invisible_text(page, reader):
             cleaned.add(i)
         texts.append(page.extract_text() or "")
+        limits.spend_text(len(texts[-1]))  # a page at a time: the file's time and text limits
     return texts, cleaned
 
 
@@ -69,6 +71,7 @@ def _with_tables(path: Path, pages: list[str], skip: Collection[int] = ()) -> li
     def work(pdf) -> list[str]:
         out = list(pages)
         for i, page in enumerate(pdf.pages[:len(pages)]):
+            limits.check_time()
             if i in skip:
                 continue
             tables = page.find_tables()
@@ -93,6 +96,7 @@ def _ocr_pages(path: Path, reader) -> list[str]:
     def work(pdf) -> list[str]:
         out = []
         for plumbed, page in zip(pdf.pages, reader.pages, strict=False):
+            limits.check_time()  # OCR is seconds a page: the file's time limit between pages
             try:
                 images = list(page.images)
             except Exception:  # an image filter pypdf cannot decode: render the page
