@@ -394,12 +394,12 @@ def test_reading_the_messages_never_holds_up_other_requests(openai_kb, monkeypat
     real = openai_compat.conversation
     parsing = threading.Event()
 
-    def slow(messages):
+    def slow(messages, *answered):
         if any("slow-parse" in (m.content or "") for m in messages
                if isinstance(m.content, str)):
             parsing.set()
             time.sleep(3)  # CPU-bound work, as a blocking call: it must not stall the loop
-        return real(messages)
+        return real(messages, *answered)
 
     monkeypatch.setattr(openai_compat, "conversation", slow)
     with serving(openai_kb) as live, live.client() as http:

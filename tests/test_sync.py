@@ -182,11 +182,11 @@ def _counting_reads(monkeypatch, on_read=None) -> list[str]:
     calls: list[str] = []
     real = pipeline.read_file
 
-    def read(path, doc_id):
+    def read(path, doc_id, *limits_and_visibility):
         calls.append(doc_id)
         if on_read is not None:
             on_read(len(calls))
-        return real(path, doc_id)
+        return real(path, doc_id, *limits_and_visibility)
 
     monkeypatch.setattr(pipeline, "read_file", read)
     return calls
