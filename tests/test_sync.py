@@ -308,10 +308,9 @@ def test_the_cli_and_the_server_watcher_hold_a_mass_delete(tmp_path, embedder) -
     assert runner.invoke(app, ["ingest", str(folder), "--kb", kb, "--sync"]).exit_code == 0
     for name in MANY:
         (folder / name).unlink()
+    # the CLI finds the folder empty before it syncs (cli._empty_folders) and removes nothing
     held = runner.invoke(app, ["ingest", str(folder), "--kb", kb, "--sync", "--json"])
-    assert held.exit_code == 1
-    body = json.loads(held.stdout)
-    assert body["removed"] == [] and "8 of the folder's 8" in body["held"]
+    assert held.exit_code == 1 and "nothing removed" in held.output
     with KnowledgeBase.open(kb, Settings(), embedder=embedder) as base:
         assert _ids(base) == set(MANY)
         watcher = FolderSync(base, threading.Lock(), [SyncTarget(str(folder))], 60)

@@ -163,6 +163,8 @@ def ingest(paths: Annotated[list[str], typer.Argument(
     from ragloop.kb.catalog import describe
 
     empty = _empty_folders(paths, sync)  # before the KB is opened: a bad path creates nothing
+    if sync and allow_mass_delete:  # confirmed: an emptied folder's documents go
+        empty = []
     for folder in empty:
         err.print(f"[yellow]warning:[/] no files found under {shown(folder)}: nothing ingested"
                   f" from it{' (and nothing removed)' if sync else ''}", soft_wrap=True)
