@@ -248,13 +248,11 @@ def test_a_run_that_fails_is_an_openai_error_streamed_and_not(openai_kb) -> None
             list(sdk.chat.completions.create(model="ragloop", messages=messages, stream=True))
 
 
-def test_a_chat_completion_is_a_live_run_of_the_server_while_it_runs(openai_kb) -> None:
-    """A completion's run is in the server's live list like a run started at POST /runs:
-    counted in /healthz's active_runs, and followed at /runs/{id}/events with the answer's
-    pieces (those are never stored: only the live list has them); it leaves the list when
-    it ends. The grader is held mid-run so the test looks while the run goes."""
+def _held_grader(kb) -> tuple[object, threading.Event, threading.Event]:
+    """A grader that holds its run until `release` is set (`graded`: the run reached it),
+    so a test can look at a run while it goes."""
     graded, release = threading.Event(), threading.Event()
-    inner = LocalGrader(openai_kb.embedder)
+    inner = LocalGrader(kb.embedder)
 
     class HeldGrader:
         usage = Usage()
@@ -264,7 +262,16 @@ def test_a_chat_completion_is_a_live_run_of_the_server_while_it_runs(openai_kb) 
             release.wait(60)
             return inner.grade(question, hits)
 
-    with serving(openai_kb, grader=HeldGrader()) as live, live.client() as http:
+    return HeldGrader(), graded, release
+
+
+def test_a_chat_completion_is_a_live_run_of_the_server_while_it_runs(openai_kb) -> None:
+    """A completion's run is in the server's live list like a run started at POST /runs:
+    counted in /healthz's active_runs, and followed at /runs/{id}/events with the answer's
+    pieces (those are never stored: only the live list has them); it leaves the list when
+    it ends. The grader is held mid-run so the test looks while the run goes."""
+    grader, graded, release = _held_grader(openai_kb)
+    with serving(openai_kb, grader=grader) as live, live.client() as http:
         sdk = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0,
                             timeout=120)
         chunks: list[ChatCompletionChunk] = []
@@ -305,19 +312,9 @@ def test_a_streamed_run_stops_when_its_client_disconnects(openai_kb, setting) ->
 
     from ragloop.apps.server.app import create_app
 
-    graded, release = threading.Event(), threading.Event()
-    inner = LocalGrader(openai_kb.embedder)
-
-    class HeldGrader:
-        usage = Usage()
-
-        def grade(self, question, hits):
-            graded.set()
-            release.wait(60)
-            return inner.grade(question, hits)
-
+    grader, graded, release = _held_grader(openai_kb)
     settings = offline_settings(openai_kb).with_(stop_on_disconnect=setting)
-    app = create_app(settings, kb=openai_kb, grader=HeldGrader())
+    app = create_app(settings, kb=openai_kb, grader=grader)
     with LiveServer(app) as live, live.client() as http:
         body = {"model": "ragloop", "stream": True,
                 "messages": [{"role": "user", "content": FIRST}]}
