@@ -16,7 +16,7 @@ import re
 import threading
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from importlib.metadata import version
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -51,6 +51,7 @@ from ragloop.apps.server.openai_compat import (
     add_openai_api,
     stop_on_disconnect,
 )
+from ragloop.apps.server.state import ServerState
 from ragloop.apps.server.uploads import ingest_uploads
 from ragloop.core.config import Settings
 from ragloop.core.decisions import Grader
@@ -67,7 +68,6 @@ from ragloop.storage.protocols import (
     DASHBOARD_SOURCES,
     TRUNCATED_WARN_PCT,
     RunRecord,
-    RunStore,
 )
 
 log = logging.getLogger("ragloop.apps.server")
@@ -229,19 +229,6 @@ class RagloopAPI(FastAPI):
 
 
 # -- the app --------------------------------------------------------------------------------
-
-
-@dataclass
-class ServerState:
-    kb: KnowledgeBase | KnowledgeBases  # several: a catalog served as one (kb/multi.py)
-    runs: RunStore
-    engine: Engine
-    jobs: JobRunner
-    settings: Settings
-    upload_limit: int
-    ingest_lock: threading.Lock
-    owns_kb: bool
-    sync: FolderSync | None = None  # the scheduled sync of folders, if any
 
 
 def _suffixes() -> tuple[str, ...]:

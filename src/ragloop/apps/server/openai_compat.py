@@ -70,7 +70,7 @@ from ragloop.kb.multi import as_knowledge_bases
 from ragloop.storage.location import is_postgres_url
 
 if TYPE_CHECKING:
-    from ragloop.apps.server.app import ServerState
+    from ragloop.apps.server.state import ServerState
     from ragloop.core.config import Settings
 
 log = logging.getLogger("ragloop.apps.server")
