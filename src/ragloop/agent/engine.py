@@ -23,7 +23,7 @@ from ragloop.agent.template import SINGLE_DEPTH_PER_DOC, Driver, RunTemplate, Si
 from ragloop.agent.tools import Toolbox
 from ragloop.agent.tools_driver import ToolsDriver
 from ragloop.agent.tracing import observed, traced_runs
-from ragloop.core.config import Settings
+from ragloop.core.config import RunOptions, Settings
 from ragloop.core.conversation import Condensed, Turn
 from ragloop.core.decisions import Answerer, Condenser, Grader, Planner, Rewriter, Route
 from ragloop.core.errors import ConfigError, NotFoundError
@@ -38,11 +38,6 @@ from ragloop.llm.base import ChatModel
 from ragloop.offline import factory as offline
 from ragloop.retrieval.filters import Filter
 from ragloop.storage.protocols import RunStore
-
-ROUTES = ("auto", "single", "agent")
-DRIVERS = ("tools", "pipeline")
-CITATION_CHECKS = ("auto", "offline", "off")
-CLARIFY = ("auto", "off")
 
 # A decision component whose model calls (usage) count toward the run.
 Decision = Planner | Grader | Rewriter | Answerer | Condenser
@@ -63,9 +58,8 @@ class Components:
         chat = observed(chat or make_chat_model(settings.model, settings))
         grader_chat = observed(grader_chat or (make_chat_model(settings.grader_model, settings)
                                                if settings.grader_model else chat))
-        driver = driver or ("tools" if chat is not None else "pipeline")
-        if driver not in DRIVERS:
-            raise ConfigError(f"--driver must be one of {', '.join(DRIVERS)}, not {driver!r}")
+        # the choice itself is checked by the model (core/config.py RunOptions)
+        driver = RunOptions(driver=driver).driver or ("tools" if chat is not None else "pipeline")
         if driver == "tools" and chat is None:
             raise ConfigError("The tools driver needs a chat model: pass --model"
                               " anthropic:<model> / openai:<model> (or set RAGLOOP_MODEL),"
@@ -272,20 +266,10 @@ class Engine:
         `knowledge_bases`: several served, the ones this run searches (none: it chooses).
         Returns a `RunResult`; raises `UserError` subclasses for bad arguments and
         `RunFailed` only where the run could not end with an answer."""
-        if route not in ROUTES:
-            raise ConfigError(f"--route must be one of {', '.join(ROUTES)}, not {route!r}")
+        # every value was checked when the settings were made; the per-call ones by the same
+        # models (core/config.py): a bad one is a ConfigError naming it
+        route = RunOptions(route=route).route
         settings = self.settings.with_(max_steps=max_steps)
-        if settings.citation_check not in CITATION_CHECKS:
-            raise ConfigError(f"RAGLOOP_CITATION_CHECK must be one of"
-                              f" {', '.join(CITATION_CHECKS)}, not {settings.citation_check!r}")
-        if settings.strictness is not None and not 0.0 <= settings.strictness <= 1.0:
-            raise ConfigError(f"--strict (RAGLOOP_STRICTNESS) must be between 0 and 1, not"
-                              f" {settings.strictness}")
-        if settings.clarify not in CLARIFY:
-            raise ConfigError(f"RAGLOOP_CLARIFY must be one of {', '.join(CLARIFY)}, not"
-                              f" {settings.clarify!r}")
-        if settings.max_steps < 2:
-            raise ConfigError("--max-steps must be at least 2 (one search and the answer)")
         question = clean_text(question)  # undecodable bytes of a command-line argument
         comps = Components.from_settings(settings, driver, self.chat, self.grader_chat)
         model_name = comps.chat.name if comps.chat is not None else "offline"
