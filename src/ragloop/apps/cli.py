@@ -17,7 +17,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from ragloop.apps.kb_options import CatalogOpt, KbsOpt, Served
 from ragloop.apps.terminal import json_visible, one_line, shown, tsv_field, visible
-from ragloop.core.config import RunOptions, Settings, option_help
+from ragloop.core.config import MIN_STEPS, RunOptions, Settings, option_help
 from ragloop.core.config_file import apply_config_files
 from ragloop.core.conversation import numbered
 from ragloop.core.errors import RagloopError, UserError
@@ -129,7 +129,7 @@ StrictOpt = Annotated[float | None, typer.Option(
 DriverOpt = Annotated[str | None, typer.Option(help=option_help(RunOptions, "driver") + ".")]
 RouteOpt = Annotated[str, typer.Option(help=option_help(RunOptions, "route") + ".")]
 MaxStepsOpt = Annotated[int | None, typer.Option(
-    help="Step ceiling, at least 2." + setting_hint("max_steps"))]
+    help=f"Step ceiling, at least {MIN_STEPS}." + setting_hint("max_steps"))]
 
 
 def settings_for(kb: str | Path | None, **changes: object) -> Settings:

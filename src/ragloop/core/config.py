@@ -340,8 +340,8 @@ class RunOptions(_Validated):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     route: RouteChoice = _doc(
-        "auto", "auto: the router decides; single: one search; agent: the loop",
-                              flag="--route")
+        "auto", "the router decides (auto), one search (single) or the loop (agent)",
+        flag="--route")
     driver: DriverChoice | None = _doc(
         None, "tools (the model calls the tools; needs a chat model) or pipeline (plan, search,"
         " grade, rewrite; runs offline)", flag="--driver")
