@@ -13,7 +13,7 @@ part against exact (numpy) search. Engines: ragloop (write_documents in batches 
 queries via ragloop.kb.search.hybrid_search and store.search_bm25 / search_vector), tantivy
 (raw BM25, OR query), SQLite FTS5 (bm25(), OR query), hnswlib (M=16, ef_construction=128,
 ef = 64, ragloop's ef_search and 128), usearch raw (ef 128), numpy exact kNN (matrix product),
-and the embedded stores users pick instead (the `bench` extra; skipped with a line when not
+and the embedded stores users pick instead (the `peers` extra; skipped with a line when not
 installed): LanceDB (its native full-text index and IVF_HNSW_SQ vector index, hybrid fused by
 its RRFReranker at k = 60, each side as deep as ragloop's) and Chroma (HNSW; its local full
 text is a substring filter, timed beside). BM25 overlap@10 is each engine's share of raw
@@ -344,7 +344,7 @@ def missing_peer(name: str, module: str) -> bool:
     try:
         __import__(module)
     except ImportError:
-        log(f"skip {name}: not installed (pip install -c requirements.lock '.[bench]')")
+        log(f"skip {name}: not installed (pip install -c requirements.lock '.[peers]')")
         return True
     return False
 
