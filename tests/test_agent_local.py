@@ -314,6 +314,14 @@ def test_router(kb, question, route) -> None:
     assert decision.reason
 
 
+def test_a_route_reason_shows_the_users_words_not_their_stems(kb) -> None:
+    decision = RuleRouter(kb).route("What is the daily meal allowance in the Netherlands?")
+    assert decision.route == "single"
+    # the stems are "daili", "allow", "netherland"
+    assert decision.reason == ("short question with one topic (daily, meal, allowance,"
+                               " Netherlands)")
+
+
 def test_describe_scope_names_the_documents(kb) -> None:
     scope = describe_scope(kb)
     assert "Data Retention Policy" in scope and "S200 Sensor Datasheet" in scope
@@ -636,3 +644,61 @@ def test_answer_sentence_of_a_second_hop_need_not_name_the_question_entities() -
     draft = ExtractiveAnswerer(None).answer("In what year was Tinted Windows formed?", [],
                                             evidence)
     assert not draft.unanswerable and "2009" in draft.text and _cited(draft.text) == {1}
+
+
+# -- the sentence that answers (issue 41) ------------------------------------------------
+
+def _section(n: int, title: str, text: str, doc: str = "guide.md") -> Evidence:
+    return Evidence(n, doc, str(n), title, text, 1, 0)
+
+
+def test_the_answer_leads_with_the_sentence_that_answers_not_the_one_that_echoes(kb) -> None:
+    # the issue's double-texting question: every sentence of the section shares its words;
+    # the one that says what the option does is the one that answers
+    evidence = [_section(1, "Rollback", (
+        "See the how-to guide for configuring the rollback double text option. "
+        "This option halts the first run, deletes it from the database, and starts a new run"
+        " with the follow-up input.")),
+        _section(2, "Reject", "This is the simplest option, this just rejects any follow-up"
+                 " runs and does not allow double texting.")]
+    draft = ExtractiveAnswerer(kb.embedder).answer(
+        "What does the rollback option for double texting do?", [], evidence)
+    assert draft.text.startswith("This option halts the first run"), draft.text
+    assert "See the how-to guide" not in draft.text.split("[1]")[0]
+
+
+def test_a_number_question_leads_with_the_sentence_holding_a_number(kb) -> None:
+    evidence = [_section(1, "Recursion limit", (
+        "The recursion limit sets the maximum number of super-steps the graph can execute in"
+        " a single run. By default this value is set to 25 steps. You can set the recursion"
+        " limit in the config of any graph."))]
+    draft = ExtractiveAnswerer(kb.embedder).answer(
+        "How many steps is the recursion limit by default?", [], evidence)
+    assert draft.text.startswith("By default this value is set to 25 steps. [1]"), draft.text
+    assert len(draft.text.split()) < 40
+
+
+def test_a_spreadsheet_answer_is_the_matching_row_with_its_column_names(kb) -> None:
+    rows = "\n".join([
+        "Version: 20.04 LTS; Codename: Focal Fossa; Released: April 2020.",
+        "Version: 21.10; Codename: Impish Indri; Released: October 2021.",
+        "Version: 22.04 LTS; Codename: Jammy Jellyfish; Released: April 2022.",
+        "Version: 22.10; Codename: Kinetic Kudu; Released: October 2022."])
+    evidence = [_section(1, "releases", rows, doc="releases.csv")]
+    draft = ExtractiveAnswerer(kb.embedder).answer(
+        "What is the codename of version 22.04?", [], evidence)
+    assert draft.text.startswith(
+        "Version: 22.04 LTS; Codename: Jammy Jellyfish; Released: April 2022. [1]"), draft.text
+    assert "Impish" not in draft.text and "Focal" not in draft.text
+
+
+def test_a_pdf_table_is_read_as_records_and_a_binary_layout_is_not_quoted(kb) -> None:
+    layout = ("| offset | 0 | 1 | 2 | 3 |\n|---|---|---|---|---|\n"
+              "| 0x00 | 0x1f | 0x8b | 0x08 | 0x00 |\n| 0x04 | 0xff | 0x00 | 0x03 | 0x7e |")
+    weights = ("| Field | Default weight value |\n|---|---|\n| title | 50 |\n| body | 10 |")
+    evidence = [_section(1, "Header layout of the weight file", layout, doc="spec.pdf"),
+                _section(2, "Weights", weights, doc="spec.pdf")]
+    draft = ExtractiveAnswerer(kb.embedder).answer(
+        "What is the default weight value of the title field?", [], evidence)
+    assert draft.text.startswith("Field: title; Default weight value: 50. [2]"), draft.text
+    assert "0x" not in draft.text

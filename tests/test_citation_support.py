@@ -236,3 +236,13 @@ def test_the_check_can_be_offline_or_off(example_kb) -> None:
 def _single_route(monkeypatch):
     monkeypatch.setattr(engine_mod, "_route", lambda q, kb, how: Route(
         "agent" if how == "agent" else "single", f"forced by --route {how}"))
+
+
+def test_a_removed_marker_tidies_its_own_place_only() -> None:
+    from ragloop.agent.evidence import GONE, tidy_removed
+
+    assert tidy_removed(f"The CFO approves {GONE}. It is Tom {GONE} Becker.") == \
+        "The CFO approves. It is Tom Becker."
+    # spacing the text has of its own stays: inline code whose backticks the reader dropped
+    assert tidy_removed(f"Call the .invoke() method ; then  indent {GONE}.") == \
+        "Call the .invoke() method ; then  indent."

@@ -77,9 +77,12 @@ def test_bad_number_in_file_names_the_variable(clean_env) -> None:
         settings()
 
 
-def ragloop(cwd, *args: str, columns: int = 100) -> subprocess.CompletedProcess[str]:
+def ragloop(cwd, *args: str, columns: int = 100,
+            terminal: bool = False) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGLOOP_")}
     env["COLUMNS"] = str(columns)
+    if terminal:  # Rich treats stdout as a terminal (rich.console.Console.is_terminal)
+        env.update(TTY_COMPATIBLE="1", NO_COLOR="1")
     return subprocess.run([sys.executable, "-m", "ragloop", *args], capture_output=True,
                           text=True, timeout=300, env=env, cwd=cwd)
 
@@ -116,7 +119,8 @@ def test_docs_shows_whole_doc_ids_on_a_narrow_terminal(small_kb_template, tmp_pa
     with KnowledgeBase.open(folder) as kb:
         kb.ingest(docs)
         ids = [d.doc_id for d in kb.documents()]
-    done = ragloop(tmp_path, "docs", "--kb", str(folder), columns=60)
+    done = ragloop(tmp_path, "docs", "--kb", str(folder), columns=60, terminal=True)
     assert done.returncode == 0, done.stderr
+    assert "\t" not in done.stdout  # the table, not the piped TSV
     for doc_id in ids:
         assert doc_id in done.stdout

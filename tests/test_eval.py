@@ -18,6 +18,7 @@ from ragloop.core.decisions import Draft, Grade, Route
 from ragloop.core.errors import UserError
 from ragloop.core.events import event_from
 from ragloop.core.types import Hit, RunStatus, Usage
+from ragloop.eval.answer_judge import judge_answer
 from ragloop.eval.datasets import (
     load_dataset,
     resolve_doc_name,
@@ -25,15 +26,17 @@ from ragloop.eval.datasets import (
 )
 from ragloop.eval.metrics import (
     abstained,
+    answer_words,
     build_report,
     diagnose,
     exact_match,
+    first_sentence,
     normalize_answer,
     percentile,
     summarize,
     token_f1,
 )
-from ragloop.eval.report import markdown, write_reports
+from ragloop.eval.report import answer_warnings, markdown, write_reports
 from ragloop.eval.runner import EvalOptions, grade_summary, parse_paths, run_eval
 from ragloop.llm.base import ChatResponse, ToolCall
 from ragloop.llm.scripted import ScriptedChat
@@ -918,3 +921,66 @@ def test_the_runs_status_and_the_evals_abstention_agree_on_every_record(tmp_path
             assert abstained(record) == declines == result.declined
             assert (result.status == RunStatus.UNANSWERABLE) == declines
             assert abstained({k: v for k, v in record.items() if k != "declined"}) == declines
+
+
+# -- the answer against the reference (issue 41) -------------------------------------------
+
+def test_first_sentence_words_and_cjk_matching() -> None:
+    assert first_sentence("By default it is 25 steps. [1] See the guide. [2]") == \
+        "By default it is 25 steps. [1]"
+    assert first_sentence("No marker here. Second one.") == "No marker here."
+    assert first_sentence("part one: 25 steps [1]\npart two: more [2]") == \
+        "part one: 25 steps [1]"
+    assert answer_words("By default it is 25 steps. [1]") == 6
+    assert answer_words("生命数耗完即算踢爆。[1]") == 9  # a CJK character is a word
+    # a reference in a script without spaces matches inside a longer run of characters
+    assert exact_match("踢爆", "生命数耗完即算踢爆。[1]")
+    assert token_f1("踢爆", "即算踢爆") == pytest.approx(2 * 0.5 * 1 / 1.5)
+
+
+def test_answer_figures_per_type_with_aliases_found_gold_and_the_warning() -> None:
+    records = [
+        # the reference leads the answer
+        {**rec("agent", "simple", [A], [A], answer="It is 25 steps. [1] Also more. [1]",
+               reference="25 steps", qid="1"), "reference_aliases": ["25"]},
+        # an alias, but only in the second sentence
+        {**rec("agent", "simple", [A], [A], answer="The limit is set. [1] It is 25. [1]",
+               reference="twenty-five", qid="2"), "reference_aliases": ["25"]},
+        # gold found, answer misses: retrieval did its part
+        rec("agent", "simple", [A], [A, B], answer="See the how-to guide. [1]",
+            reference="rollback", qid="3"),
+        # gold not found: not counted among the found ones
+        rec("agent", "simple", [A], [B], answer="Something else. [1]", reference="x",
+            qid="4"),
+        rec("agent", "unanswerable", [], [B], answer="Tom Becker [1]", answerable=False,
+            qid="5"),
+        {**rec("agent", "unanswerable", [], [B], answer="", answerable=False, qid="6"),
+         "declined": True},
+    ]
+    report = build_report(records, 10)
+    simple = report["by_type"]["simple"]["agent"]
+    assert simple["answer_n"] == 4
+    assert simple["answer_first"] == 0.25 and simple["answer_em"] == 0.5
+    assert simple["found_n"] == 3 and simple["found_missed"] == 1
+    assert simple["answer_first_found"] == pytest.approx(1 / 3)
+    assert simple["answer_em_found"] == pytest.approx(2 / 3)
+    assert simple["answer_words_mean"] == pytest.approx((6 + 7 + 5 + 2) / 4)
+    assert simple["answer_f1"] > 0
+    assert simple["answer_judged"] is None  # no judge ran
+    assert report["by_type"]["unanswerable"]["agent"]["answered_anyway"] == 0.5
+    warnings = answer_warnings(report)
+    assert len(warnings) == 1 and "agent, simple" in warnings[0] and "1 (33%)" in warnings[0]
+    text = markdown(report)
+    assert "reference in the answer's first sentence" in text
+    assert "warning: agent, simple" in text
+    # a set where the answer holds what retrieval found gets no warning
+    assert answer_warnings(build_report(records[:2], 10)) == []
+
+
+def test_the_judge_reads_the_models_verdict_and_none_for_an_unreadable_reply() -> None:
+    said_yes = ScriptedChat([ChatResponse(text='{"correct": true}')])
+    assert judge_answer(said_yes, "How many?", ["25"], "twenty-five steps [1]") is True
+    said_no = ScriptedChat([ChatResponse(text='{"correct": false}')])
+    assert judge_answer(said_no, "How many?", ["25"], "See the guide [1]") is False
+    garbled = ScriptedChat([ChatResponse(text="no idea"), ChatResponse(text="still not")])
+    assert judge_answer(garbled, "How many?", ["25"], "x") is None

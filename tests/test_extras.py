@@ -1,9 +1,10 @@
 """Postgres and plotting are optional extras: the base install lists neither, ingest / search /
-ask / serve run with them hidden, and a postgresql:// KB or `ragloop eval` without them is a
-clear error naming the extra."""
+ask / serve run with them hidden, a postgresql:// KB without its extra is a clear error naming
+it, and `ragloop eval` without matplotlib writes its report with tables only."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -83,13 +84,25 @@ def test_postgres_url_without_the_extra_names_it(tmp_path) -> None:
     assert "psycopg" in done.stderr
 
 
-def test_eval_without_the_extra_names_it(tmp_path) -> None:
+def test_eval_without_the_extra_writes_the_tables_and_says_the_plots_need_it(tmp_path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "pump.md").write_text("# Pump P7\n\n## Seals\n\nThe P7 pump uses Viton seals rated"
+                                  " to 200 °C.\n")
+    kb, out = str(tmp_path / "kb"), tmp_path / "out"
+    assert run_hidden(tmp_path, "ingest", str(docs), "--kb", kb).returncode == 0
     data = tmp_path / "q.jsonl"
-    data.write_text('{"q": "x?", "gold_doc": "a.md"}\n')
-    done = run_hidden(tmp_path, "eval", str(data), "--kb", str(tmp_path / "kb"))
-    assert done.returncode == 2  # a UserError: the user can fix it
-    assert "pip install 'ragloop[eval]'" in done.stderr
-    assert not (tmp_path / "kb").exists()  # nothing done before the check
+    data.write_text('{"q": "What seals does the P7 pump use?", "gold_doc": "pump.md"}\n')
+    done = run_hidden(tmp_path, "eval", str(data), "--kb", kb, "--paths", "single",
+                      "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "tables only: pip install 'ragloop[eval]' adds the plots" in " ".join(
+        done.stdout.split())
+    page = (out / "report.html").read_text()
+    assert "<table>" in page and "recall@10" in page
+    assert "matplotlib is not installed" in page and "<img" not in page
+    assert json.loads((out / "report.json").read_text())["paths"]["single"]["recall@10"] == 1.0
+    assert "| recall@10" in (out / "report.md").read_text()
 
 
 def test_require_extra_is_a_config_error(monkeypatch) -> None:

@@ -217,3 +217,31 @@ def test_mcp_ask_continues_a_conversation_over_stdio(kb_folder):
     assert [(t["turn"], t["question"]) for t in turns] == [
         (0, "What is the IP rating of the T9 sensor?"), (1, "How long does its battery last?")]
     assert turns[1]["standalone"] and "T9" in turns[1]["standalone"]
+
+
+async def _oversized(kb_folder):
+    import time
+
+    from mcp import Client
+
+    async with Client(_params("ragloop.apps.mcp_server", "--kb", str(kb_folder))) as client:
+        # 5 MB (5,249,999 characters once stripped): kept the server busy 58 s (issue 39)
+        huge = "sensor battery " * 350_000
+        started = time.perf_counter()
+        search = await client.call_tool(SEARCH, {"query": huge})
+        ask = await client.call_tool("ask", {"question": huge})
+        fetch = await client.call_tool(FETCH, {"doc_id": "x" * 100_000, "section": "1"})
+        took = time.perf_counter() - started
+        at_limit = await client.call_tool(SEARCH, {"query": ("T9 sensor " * 400)[:4000]})
+        return search, ask, fetch, took, at_limit
+
+
+def test_a_query_past_the_length_limit_is_refused_at_once(kb_folder):
+    search, ask, fetch, took, at_limit = asyncio.run(
+        asyncio.wait_for(_oversized(kb_folder), 300))
+    assert search.is_error and "'query' is 5,249,999 characters long" in _text(search)
+    assert "the limit is 4,000 (RAGLOOP_MAX_QUERY_CHARS)" in _text(search)
+    assert ask.is_error and "'question'" in _text(ask) and "4,000" in _text(ask)
+    assert fetch.is_error and "'doc_id' is 100,000 characters long" in _text(fetch)
+    assert took < 10  # three refusals, read and answered without searching
+    assert not at_limit.is_error and "<retrieved_data" in _text(at_limit)

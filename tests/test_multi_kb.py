@@ -504,16 +504,31 @@ def test_an_upload_names_its_kb_and_documents_are_read_and_deleted_by_kb(folders
         assert ("products", "pump.md") in docs and ("hr", "pump.md") not in docs
 
 
-def test_one_kb_served_alone_uploads_unnamed_and_refuses_a_name(folders):
+def test_one_kb_served_alone_is_named_by_its_folder_and_refuses_another_name(folders):
     from ragloop.apps.server.app import create_app
 
     settings = Settings().with_(model="offline", kb=str(folders["hr"]))
     with LiveServer(create_app(settings)) as live, live.client() as client:
-        named = _upload(client, "a.md", b"# A\n\nSome text.\n", knowledge_base="hr")
-        assert named.status_code == 400 and "without a name" in named.text
+        # the listing names it (its folder's name), not ""
+        listed = client.get("/knowledge_bases").json()["knowledge_bases"]
+        assert [k["name"] for k in listed] == ["hr"]
+        assert listed[0]["documents"] == len(_doc_ids(folders["hr"]))
+        named = _upload(client, "a.md", b"# A\n\nSome text.\n", knowledge_base="finance")
+        assert named.status_code == 400 and "One knowledge base is served, 'hr'" in named.text
         plain = _upload(client, "a.md", b"# A\n\nSome text.\n")
         assert plain.status_code == 200 and "kb" not in plain.json()
-        assert _uploaded(folders["hr"]) == ["a.md"]
+        own = _upload(client, "b.md", b"# B\n\nMore text.\n", knowledge_base="hr")
+        assert own.status_code == 200, own.text
+        assert _uploaded(folders["hr"]) == ["a.md", "b.md"]
+
+
+def test_own_name_of_a_postgres_url_is_its_database_not_the_url() -> None:
+    from ragloop.kb.multi import own_name
+
+    class Url:
+        settings = Settings().with_(kb="postgresql://u:secret@h:5432/manuals?sslmode=disable")
+
+    assert own_name(Url()) == "manuals"
 
 
 def test_the_server_syncs_each_kb_with_its_own_folder(folders, tmp_path):
@@ -573,9 +588,11 @@ def test_docs_and_section_commands_read_several_kbs(folders):
         ("products", "products/sensor.md"), ("products", "notes.md")}
     table = _ragloop("docs", *kbs)
     assert table.returncode == 0, table.stderr
-    rows = [line.split() for line in table.stdout.splitlines()]
+    # piped: TSV with the kb column first, the summary on stderr
+    rows = [line.split("\t") for line in table.stdout.splitlines()]
+    assert rows[0][:2] == ["kb", "doc_id"]
     assert ["products", "notes.md"] in [r[:2] for r in rows], table.stdout
-    assert "5 documents" in table.stdout and "in 2 knowledge bases" in table.stdout
+    assert "5 documents" in table.stderr and "in 2 knowledge bases" in table.stderr
 
     read = _ragloop("section", "notes.md", "1", *kbs, "--in", "products")
     assert read.returncode == 0, read.stderr
@@ -621,10 +638,11 @@ def test_rm_command_deletes_from_the_kb_holding_the_document(folders, tmp_path):
     assert unique.returncode == 0, unique.stderr
     assert _doc_ids(folders["hr"]) == before["hr"] - {"policies/travel.md"}
 
-    # one KB by path: as before, and a name given to it is refused (the user meant another)
+    # one KB by path: as before, and another name given to it is refused (the user meant
+    # another KB); its own name (its folder's) is that KB
     alone = ["--kb", str(folders["hr"])]
-    refused = _ragloop("rm", "notes.md", *alone, "--in", "hr")
-    assert refused.returncode == 2 and "without a name" in refused.stderr
+    refused = _ragloop("rm", "notes.md", *alone, "--in", "finance")
+    assert refused.returncode == 2 and "One knowledge base is served, 'hr'" in refused.stderr
     assert _ragloop("rm", "notes.md", *alone).returncode == 0
     assert _doc_ids(folders["hr"]) == {"org/leadership.md"}
 

@@ -20,6 +20,7 @@ from ragloop.apps.server.openai_compat import (
     SOURCES_HEADING,
     conversation,
     full_content,
+    strip_reasoning,
 )
 from ragloop.apps.server.openai_compat import ChatMessage as Msg
 from ragloop.core.conversation import Turn
@@ -247,13 +248,11 @@ def test_a_run_that_fails_is_an_openai_error_streamed_and_not(openai_kb) -> None
             list(sdk.chat.completions.create(model="ragloop", messages=messages, stream=True))
 
 
-def test_a_chat_completion_is_a_live_run_of_the_server_while_it_runs(openai_kb) -> None:
-    """A completion's run is in the server's live list like a run started at POST /runs:
-    counted in /healthz's active_runs, and followed at /runs/{id}/events with the answer's
-    pieces (those are never stored: only the live list has them); it leaves the list when
-    it ends. The grader is held mid-run so the test looks while the run goes."""
+def _held_grader(kb) -> tuple[object, threading.Event, threading.Event]:
+    """A grader that holds its run until `release` is set (`graded`: the run reached it),
+    so a test can look at a run while it goes."""
     graded, release = threading.Event(), threading.Event()
-    inner = LocalGrader(openai_kb.embedder)
+    inner = LocalGrader(kb.embedder)
 
     class HeldGrader:
         usage = Usage()
@@ -263,7 +262,16 @@ def test_a_chat_completion_is_a_live_run_of_the_server_while_it_runs(openai_kb) 
             release.wait(60)
             return inner.grade(question, hits)
 
-    with serving(openai_kb, grader=HeldGrader()) as live, live.client() as http:
+    return HeldGrader(), graded, release
+
+
+def test_a_chat_completion_is_a_live_run_of_the_server_while_it_runs(openai_kb) -> None:
+    """A completion's run is in the server's live list like a run started at POST /runs:
+    counted in /healthz's active_runs, and followed at /runs/{id}/events with the answer's
+    pieces (those are never stored: only the live list has them); it leaves the list when
+    it ends. The grader is held mid-run so the test looks while the run goes."""
+    grader, graded, release = _held_grader(openai_kb)
+    with serving(openai_kb, grader=grader) as live, live.client() as http:
         sdk = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0,
                             timeout=120)
         chunks: list[ChatCompletionChunk] = []
@@ -271,7 +279,7 @@ def test_a_chat_completion_is_a_live_run_of_the_server_while_it_runs(openai_kb) 
         client = threading.Thread(target=lambda: chunks.extend(_stream(sdk, messages)))
         client.start()
         try:
-            assert graded.wait(60), "the run never reached its grader"
+            assert graded.wait(20), "the run never reached its grader"
             assert http.get("/healthz").json()["active_runs"] == 1
             running = [r for r in http.get("/runs").json()["runs"] if r["status"] == "running"]
             assert [r["source"] for r in running] == ["api"]
@@ -289,6 +297,48 @@ def test_a_chat_completion_is_a_live_run_of_the_server_while_it_runs(openai_kb) 
         assert http.get("/healthz").json()["active_runs"] == 0
         # POST /ask's run is one too, and leaves the list as it ends
         assert http.post("/ask", json={"question": FIRST}).status_code == 200
+        assert http.get("/healthz").json()["active_runs"] == 0
+
+
+@pytest.mark.parametrize("setting", ["on", "off"])
+def test_a_streamed_run_stops_when_its_client_disconnects(openai_kb, setting) -> None:
+    """A streamed completion's client leaves mid-run (the grader holds the run meanwhile):
+    with RAGLOOP_STOP_ON_DISCONNECT on (the default) the run stops at its next event, ending
+    `failed` with the reason; off, it runs to its answer."""
+    import json
+    import time
+
+    from test_server import offline_settings
+
+    from ragloop.apps.server.app import create_app
+
+    grader, graded, release = _held_grader(openai_kb)
+    settings = offline_settings(openai_kb).with_(stop_on_disconnect=setting)
+    app = create_app(settings, kb=openai_kb, grader=grader)
+    with LiveServer(app) as live, live.client() as http:
+        body = {"model": "ragloop", "stream": True,
+                "messages": [{"role": "user", "content": FIRST}]}
+        try:
+            with http.stream("POST", "/v1/chat/completions", json=body) as response:
+                # the lines iterator is kept: a closed one would close the connection (httpcore)
+                lines = response.iter_lines()
+                first = next(line for line in lines if line.startswith("data:"))
+                run_id = json.loads(first.removeprefix("data:"))["id"].removeprefix("chatcmpl-")
+                assert graded.wait(60), "the run never reached its grader"
+                assert http.get(f"/runs/{run_id}").json()["status"] == "running"
+            # the connection is closed here, the run still held in its grader
+            time.sleep(1.0)
+        finally:
+            release.set()
+        deadline = time.monotonic() + 60
+        while (run := http.get(f"/runs/{run_id}").json())["status"] == "running":
+            assert time.monotonic() < deadline, "the run never ended"
+            time.sleep(0.1)
+        if setting == "on":
+            assert run["status"] == "failed", run
+            assert "client of the streamed reply disconnected" in run["error"]
+        else:
+            assert run["status"] == "answered" and run["answer"]
         assert http.get("/healthz").json()["active_runs"] == 0
 
 
@@ -310,6 +360,70 @@ def test_messages_become_the_question_and_the_turns_before_it() -> None:
                           cited=("Travel and Expense Policy › 4.2 Approval thresholds",)),
                      Turn(question="unanswered")]
     assert CHECKED_NOTE not in answer
+
+
+def test_reasoning_blocks_are_cut_in_linear_time() -> None:
+    """A lazy `<think>.*?</think>` took 68 s on `"<think>" * 28500` (issue 39): the parse is
+    linear, and cuts the same blocks the pattern did."""
+    import time
+
+    for hostile in ("<think>" * 28500, "<details" * 25000, "<details>" * 22000,
+                    "[1] a" + " " * 990 + "b\n" * 1, f"x\n\n{SOURCES_HEADING}\n"
+                    + ("[1] a" + " " * 900 + "b\n") * 200):
+        started = time.perf_counter()
+        _, turns = conversation([Msg(role="user", content=FIRST),
+                                 Msg(role="assistant", content=hostile),
+                                 Msg(role="user", content=FOLLOW_UP)])
+        assert time.perf_counter() - started < 0.5, hostile[:20]
+        assert len(turns) == 1
+    assert strip_reasoning("a<THINK>x</think>b<think>y") == "ab<think>y"
+    assert strip_reasoning("<details open>s</details>c<details>d") == "c<details>d"
+    assert strip_reasoning("<think><details>x</think>y</details>z") == "y</details>z"
+
+
+def test_reading_the_messages_never_holds_up_other_requests(openai_kb, monkeypatch) -> None:
+    """The messages are read off the event loop: while one request's parsing is slow,
+    /healthz answers at once; the 200 KB `<think>` history is read in well under a second."""
+    import time
+
+    from ragloop.apps.server import openai_compat
+
+    real = openai_compat.conversation
+    parsing = threading.Event()
+
+    def slow(messages, *answered):
+        if any("slow-parse" in (m.content or "") for m in messages
+               if isinstance(m.content, str)):
+            parsing.set()
+            time.sleep(3)  # CPU-bound work, as a blocking call: it must not stall the loop
+        return real(messages, *answered)
+
+    monkeypatch.setattr(openai_compat, "conversation", slow)
+    with serving(openai_kb) as live, live.client() as http:
+        slow_body = {"model": "ragloop", "messages": [
+            {"role": "user", "content": "slow-parse"}, {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": FIRST}]}
+        replies: list[httpx.Response] = []
+        sender = threading.Thread(target=lambda: replies.append(
+            http.post("/v1/chat/completions", json=slow_body)))
+        sender.start()
+        try:
+            assert parsing.wait(30)
+            with live.client() as other:
+                started = time.perf_counter()
+                assert other.get("/healthz").status_code == 200
+                assert time.perf_counter() - started < 1.5
+        finally:
+            sender.join(120)
+        assert replies and replies[0].status_code == 200
+        hostile = {"model": "ragloop", "messages": [
+            {"role": "user", "content": FIRST}, {"role": "assistant", "content": "<think>" * 28500},
+            {"role": "user", "content": FOLLOW_UP}]}
+        started = time.perf_counter()
+        parsed = real([Msg(**m) for m in hostile["messages"]])
+        assert time.perf_counter() - started < 0.5 and parsed[0] == FOLLOW_UP
+        reply = http.post("/v1/chat/completions", json=hostile, timeout=60)
+        assert reply.status_code == 200, reply.text
 
 
 def test_on_postgres_the_model_is_the_database_and_runs_land_in_its_run_store(pg_small_url):
@@ -357,6 +471,34 @@ def test_the_content_is_what_was_streamed_then_the_checked_text_if_it_changed() 
     assert changed.startswith("The CFO approves. [1] It is Tom Becker. [2]")
     assert f"{CHECKED_NOTE}\n\nThe CFO approves. [1]{listed}" in changed
     assert full_content(checked, None, []) == "The CFO approves. [1]"
+    # a check that changed only whitespace: the answer once, as streamed
+    assert full_content(checked, "The CFO  approves.\n[1] ", []) == "The CFO  approves.\n[1] "
+
+
+def test_an_answer_quoting_inline_code_is_sent_once_with_its_spaces(tmp_path) -> None:
+    """Markdown inline code whose backticks the reader drops ("the .invoke() method"): the
+    citation check kept " ." as the text's own, so the answer is not changed by the check
+    and `/v1` sends it once (issue 41.5)."""
+    from conftest import write_docs
+
+    from ragloop.kb import KnowledgeBase
+
+    docs = write_docs(tmp_path / "docs", {"graphs.md": (
+        "# Running graphs\n\n## Invoke\n\nCall the `.invoke()` method on a compiled graph to"
+        " run it once. The `.stream()` method yields each step as it happens.\n")})
+    kb = KnowledgeBase.open(tmp_path / "kb")
+    try:
+        kb.ingest([docs])
+        with serving(kb) as live:
+            sdk = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0)
+            asked = [{"role": "user", "content": "Which method runs a compiled graph once?"}]
+            content = sdk.chat.completions.create(
+                model="ragloop", messages=asked).choices[0].message.content or ""
+            assert "Call the .invoke() method" in content, content
+            assert CHECKED_NOTE not in content and content.count(".invoke()") == 1
+            assert _joined(_stream(sdk, asked), "content") == content
+    finally:
+        kb.close()
 
 
 @pytest.fixture(scope="module")

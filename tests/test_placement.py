@@ -36,6 +36,17 @@ def test_a_pointer_takes_the_place_of_a_single_shot_document_the_grader_did_not_
     assert made.order[-1] == "b"
 
 
+def test_each_place_says_its_reason_in_words_not_codes() -> None:
+    made = place(["a", "b", "c"], ["a", "p", "b", "q"], {"p": {Hop.POINTER}, "q": set()},
+                 {"a": 1.0, "b": 0.6, "c": 1.0}, confirmed=["a", "p", "c", "q"])
+    said = {p.doc_id: p.to_dict()["reason"] for p in made.places}
+    assert said["a"] == "kept its place (#1 of the first search)"
+    assert said["p"] == ("took the place of b (a document of the first search the grader did"
+                         " not keep): a kept passage names it")
+    assert said["q"] == "found by the run's further searches"
+    assert not any("single" in r for r in said.values())
+
+
 def test_kept_single_shot_documents_keep_their_places() -> None:
     made = place(["a", "b"], ["a", "b", "p"], {"p": {Hop.POINTER}}, {"a": 1.0, "b": 1.0},
                  confirmed=["a", "b", "p"])

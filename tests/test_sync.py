@@ -155,3 +155,247 @@ def test_the_server_syncs_its_folders_on_a_schedule(small_kb_template, tmp_path)
         _write(folder, {"admin/parking.md": "# Parking\n\nNew parking rules start in May.\n"})
         ids = wait_for(client, {"admin/parking.md"}, {"safety/old.md"})
         assert "policies/travel.md" in ids
+
+
+# Eight files: more than the settings' sync_max_remove_count (5), so emptying the folder is
+# a mass deletion by both measures.
+MANY = {f"notes/n{i}.md": f"# Note {i}\n\nNote number {i} is about topic {i}.\n"
+        for i in range(8)}
+
+
+def _aged(folder, seconds: float = 100.0) -> None:
+    """Every file's mtime moved into the past: a file written just now is "racily clean"
+    (pipeline.RACY_S) and is always read again, which would hide the stat skip."""
+    import os
+    import time
+
+    when = time.time() - seconds
+    for path in folder.rglob("*"):
+        if path.is_file():
+            os.utime(path, (when, when))
+
+
+def _counting_reads(monkeypatch, on_read=None) -> list[str]:
+    """Calls of the real read_file, in order; `on_read(n)` runs before the n-th (1-based)."""
+    from ragloop.ingest import pipeline
+
+    calls: list[str] = []
+    real = pipeline.read_file
+
+    def read(path, doc_id, *limits_and_visibility):
+        calls.append(doc_id)
+        if on_read is not None:
+            on_read(len(calls))
+        return real(path, doc_id, *limits_and_visibility)
+
+    monkeypatch.setattr(pipeline, "read_file", read)
+    return calls
+
+
+def _ids(kb) -> set[str]:
+    return {d.doc_id for d in kb.documents()}
+
+
+def test_files_moved_away_mid_sync_are_failed_not_removed(tmp_path, embedder,
+                                                          monkeypatch) -> None:
+    """Two files renamed away while a sync reads the folder (and put back after it): they
+    fail to read, and a file that fails to read is never counted as deleted."""
+    folder, away = tmp_path / "share", tmp_path / "away"
+    _write(folder, MANY)
+    away.mkdir()
+    with KnowledgeBase.open(tmp_path / "kb", Settings(), embedder=embedder) as kb:
+        kb.sync(folder)
+
+        def move(n: int) -> None:
+            if n == 2:
+                for name in ("n5.md", "n6.md"):
+                    (folder / "notes" / name).rename(away / name)
+
+        _counting_reads(monkeypatch, move)
+        report = kb.sync(folder)
+        assert report.removed == [] and report.held is None
+        assert sorted(p.rsplit("/", 1)[-1] for p, _ in report.failed) == ["n5.md", "n6.md"]
+        assert _ids(kb) == set(MANY)
+        for name in ("n5.md", "n6.md"):
+            (away / name).rename(folder / "notes" / name)
+        monkeypatch.undo()
+        again = kb.sync(folder)
+        assert (again.unchanged, again.removed, again.failed) == (8, [], [])
+
+
+def test_a_folder_renamed_away_mid_sync_removes_nothing(tmp_path, embedder,
+                                                        monkeypatch) -> None:
+    """The issue's race: the folder renamed away a moment into the sync and put back after
+    it. Every later file fails to read and the folder is gone when the sync would remove."""
+    folder, away = tmp_path / "share", tmp_path / "share.moved"
+    _write(folder, MANY)
+    with KnowledgeBase.open(tmp_path / "kb", Settings(), embedder=embedder) as kb:
+        kb.sync(folder)
+        _counting_reads(monkeypatch, lambda n: n == 2 and folder.rename(away))
+        report = kb.sync(folder)
+        assert report.removed == [] and len(report.failed) == 7
+        assert report.held and "is gone" in report.held
+        assert report.to_dict()["held"] == report.held
+        assert _ids(kb) == set(MANY)
+        away.rename(folder)
+        monkeypatch.undo()
+        again = kb.sync(folder)
+        assert (again.unchanged, again.removed, again.held) == (8, [], None)
+
+
+def test_an_emptied_folder_needs_confirmation(tmp_path, embedder) -> None:
+    """An unmounted share leaves an empty mount point: every document would go."""
+    folder = tmp_path / "share"
+    _write(folder, MANY)
+    with KnowledgeBase.open(tmp_path / "kb", Settings(), embedder=embedder) as kb:
+        kb.sync(folder)
+        for name in MANY:
+            (folder / name).unlink()
+        report = kb.sync(folder)
+        assert report.removed == [] and sorted(report.held_back) == sorted(MANY)
+        assert "8 of the folder's 8 documents" in report.held
+        assert "--allow-mass-delete" in report.held and "nothing removed" in report.summary()
+        assert _ids(kb) == set(MANY)
+        confirmed = kb.sync(folder, allow_mass_delete=True)
+        assert sorted(confirmed.removed) == sorted(MANY) and confirmed.held is None
+        assert _ids(kb) == set()
+
+
+def test_the_threshold_counts_documents_and_share(tmp_path, embedder) -> None:
+    folder = tmp_path / "share"
+    _write(folder, MANY)
+    with KnowledgeBase.open(tmp_path / "kb", Settings(), embedder=embedder) as kb:
+        kb.sync(folder)
+        for i in range(3):  # 3 of 8: under both the count (5) and the share (50%)
+            (folder / f"notes/n{i}.md").unlink()
+        assert len(kb.sync(folder).removed) == 3
+        for i in range(3, 7):  # 4 of the 5 left: 80%, but not more than 5 documents
+            (folder / f"notes/n{i}.md").unlink()
+        assert len(kb.sync(folder).removed) == 4
+    other = tmp_path / "other"
+    _write(other, MANY)
+    strict = Settings().with_(sync_max_remove_count=1, sync_max_remove_share=0.2)
+    with KnowledgeBase.open(tmp_path / "kb2", strict, embedder=embedder) as kb:
+        kb.sync(other)
+        for i in range(2):
+            (other / f"notes/n{i}.md").unlink()
+        held = kb.sync(other)
+        assert held.removed == [] and "more than 20% and more than 1" in held.held
+
+
+def test_a_vanished_folder_removes_nothing_unless_confirmed(tmp_path, embedder) -> None:
+    folder = tmp_path / "share"
+    _write(folder, {"a.md": "# A\n\nAlpha.\n", "b.md": "# B\n\nBeta.\n"})
+    with KnowledgeBase.open(tmp_path / "kb", Settings(), embedder=embedder) as kb:
+        kb.sync(folder)
+        shutil.rmtree(folder)
+        report = kb.sync(folder)  # two documents: under the count, but the folder is gone
+        assert report.removed == [] and "is gone" in report.held
+        assert _ids(kb) == {"a.md", "b.md"}
+        confirmed = kb.sync(folder, allow_mass_delete=True)
+        assert sorted(confirmed.removed) == ["a.md", "b.md"] and _ids(kb) == set()
+
+
+def test_the_cli_and_the_server_watcher_hold_a_mass_delete(tmp_path, embedder) -> None:
+    import threading
+
+    from ragloop.apps.server.folder_sync import FolderSync, SyncTarget
+
+    folder = tmp_path / "share"
+    _write(folder, MANY)
+    kb = str(tmp_path / "kb")
+    runner = CliRunner()
+    assert runner.invoke(app, ["ingest", str(folder), "--kb", kb, "--sync"]).exit_code == 0
+    for name in MANY:
+        (folder / name).unlink()
+    # the CLI finds the folder empty before it syncs (cli._empty_folders) and removes nothing
+    held = runner.invoke(app, ["ingest", str(folder), "--kb", kb, "--sync", "--json"])
+    assert held.exit_code == 1 and "nothing removed" in held.output
+    with KnowledgeBase.open(kb, Settings(), embedder=embedder) as base:
+        assert _ids(base) == set(MANY)
+        watcher = FolderSync(base, threading.Lock(), [SyncTarget(str(folder))], 60)
+        watcher.sync_once()
+        assert _ids(base) == set(MANY) and "nothing removed" in watcher.held[str(folder)]
+    done = runner.invoke(app, ["ingest", str(folder), "--kb", kb, "--sync",
+                               "--allow-mass-delete"])
+    assert done.exit_code == 0, done.output
+    assert "removed 8" in done.output
+    _write(folder, MANY)
+    with KnowledgeBase.open(kb, Settings(), embedder=embedder) as base:
+        base.sync(folder)
+        for name in MANY:
+            (folder / name).unlink()
+        FolderSync(base, threading.Lock(), [SyncTarget(str(folder))], 60,
+                   allow_mass_delete=True).sync_once()
+        assert _ids(base) == set()
+
+
+def test_an_unchanged_file_is_not_read_again(tmp_path, embedder, monkeypatch) -> None:
+    """Skipped by size, mtime and inode before any read or hash; an edit that keeps the
+    size but moves the mtime is read again, and so is a file whose document was deleted."""
+    import os
+
+    folder = tmp_path / "share"
+    _write(folder, MANY)
+    _aged(folder)
+    with KnowledgeBase.open(tmp_path / "kb", Settings(), embedder=embedder) as kb:
+        calls = _counting_reads(monkeypatch)
+        assert kb.sync(folder).added == 8 and len(calls) == 8
+        calls.clear()
+        again = kb.sync(folder)
+        assert (again.unchanged, again.removed, calls) == (8, [], [])
+        edited = folder / "notes/n3.md"
+        before = edited.stat()
+        edited.write_text(edited.read_text().replace("topic 3", "tipoc 3"), encoding="utf-8")
+        os.utime(edited, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+        assert edited.stat().st_size == before.st_size
+        report = kb.sync(folder)
+        assert calls == ["notes/n3.md"] and report.updated == 1
+        assert kb.search("tipoc", 1, "bm25")[0].doc_id == "notes/n3.md"
+        calls.clear()
+        kb.remove("notes/n4.md")
+        back = kb.ingest([folder])
+        assert calls == ["notes/n4.md"] and back.added == 1 and back.unchanged == 7
+        calls.clear()
+        tagged = kb.ingest([folder], tags=["plant"])  # new tags: new documents, all read
+        assert len(calls) == 8 and tagged.updated == 8
+
+
+def test_a_file_written_just_now_is_read_again(tmp_path, embedder, monkeypatch) -> None:
+    """Racily clean: a file modified within RACY_S of its reading may change again within the
+    same mtime tick, so its stat is not trusted."""
+    folder = tmp_path / "share"
+    _write(folder, {"fresh.md": "# Fresh\n\nJust written.\n"})
+    with KnowledgeBase.open(tmp_path / "kb", Settings(), embedder=embedder) as kb:
+        calls = _counting_reads(monkeypatch)
+        kb.sync(folder)
+        kb.sync(folder)
+        assert calls == ["fresh.md", "fresh.md"]
+
+
+def test_a_subfolder_that_cannot_be_listed_keeps_its_documents(tmp_path, embedder,
+                                                               monkeypatch) -> None:
+    """A folder the sync cannot list (permissions, a stale network mount) is passed over in
+    silence by a walk: its files would look deleted. Simulated through os.scandir, which
+    both pathlib's rglob and os.walk use (the tests run as root, who reads everything)."""
+    import os
+
+    folder = tmp_path / "share"
+    _write(folder, {**MANY, "locked/secret.md": "# Secret\n\nLocked away.\n",
+                    "locked/deep/more.md": "# More\n\nDeeper.\n"})
+    with KnowledgeBase.open(tmp_path / "kb", Settings(), embedder=embedder) as kb:
+        kb.sync(folder)
+        real = os.scandir
+        locked = str(folder / "locked")
+
+        def scandir(path="."):
+            if os.fspath(path) == locked:
+                raise PermissionError(13, "Permission denied", os.fspath(path))
+            return real(path)
+
+        monkeypatch.setattr(os, "scandir", scandir)
+        report = kb.sync(folder)
+        monkeypatch.undo()
+        assert report.removed == [] and report.held is None
+        assert any("cannot list this folder" in why for _, why in report.failed)
+        assert {"locked/secret.md", "locked/deep/more.md"} <= _ids(kb)

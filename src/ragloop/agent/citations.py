@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragloop.agent.citation_judge import LLMSupportJudge
+from ragloop.agent.evidence import GONE, tidy_removed
 from ragloop.core.decisions import Evidence
 from ragloop.core.types import Usage
 from ragloop.language.support import (
@@ -124,7 +125,7 @@ def _remove(text: str, every: list[Claim], found: list[Claim],
 
     def replace(m: re.Match[str]) -> str:
         i = next(index, None)
-        return "" if i is not None and plan[i] else m.group(0)
+        return GONE if i is not None and plan[i] else m.group(0)
 
-    out = CITATION.sub(replace, text)
-    return re.sub(r"[ \t]+([.,;:。])", r"\1", re.sub(r"[ \t]{2,}", " ", out))
+    # spacing tidied where a marker went only (a code span's spaces are the text's own)
+    return tidy_removed(CITATION.sub(replace, text))

@@ -73,6 +73,21 @@ def _numbers(group: str) -> list[int]:
     return out
 
 
+# Stands where a removed [n] marker stood, until `tidy_removed` takes it out.
+GONE = "\x00"
+
+
+def tidy_removed(text: str) -> str:
+    """`text` with the places of removed markers (GONE) taken out, and the spacing tidied at
+    those places only: "claim [9]." → "claim.", "a [9] b" → "a b". The rest of the text keeps
+    its spacing: a space before punctuation elsewhere is the text's own ("call the .invoke()
+    method", inline code whose backticks the reader dropped; taking it out changed the answer,
+    and `/v1` then sent it twice, issue 41.5)."""
+    text = re.sub(rf"[ \t]*{GONE}+[ \t]*(?=[.,;:。])", "", text)
+    text = re.sub(rf"([ \t]){GONE}+[ \t]*", r"\1", text)
+    return text.replace(GONE, "")
+
+
 def check_citations(text: str, ledger: Ledger) -> CheckedAnswer:
     """Keep citations that name confirmed evidence; drop (and report) the others: a number
     the ledger does not hold, or a passage the grader did not keep (an unconfirmed nearest
@@ -91,10 +106,9 @@ def check_citations(text: str, ledger: Ledger) -> CheckedAnswer:
                 good.append(n)
                 if n not in used:
                     used.append(n)
-        return "".join(f"[{n}]" for n in dict.fromkeys(good))
+        return "".join(f"[{n}]" for n in dict.fromkeys(good)) or GONE
 
-    cleaned = _CITATION.sub(replace, text)
-    cleaned = re.sub(r"[ \t]+([.,;:])", r"\1", cleaned)
+    cleaned = tidy_removed(_CITATION.sub(replace, text))
     citations = []
     for n in used:
         ev = ledger.get(n)

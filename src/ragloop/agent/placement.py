@@ -36,6 +36,16 @@ class Hop(StrEnum):
 
 STRENGTH = {hop: i for i, hop in enumerate(Hop)}
 
+# What each reason says to a reader (the `reason` of a place: the page, `ask --debug`, /runs)
+SAYS = {
+    Hop.POINTER: "a kept passage names it",
+    Hop.NAMED: "the question names it",
+    Hop.BRIDGE: "a search for a name in a kept passage found it",
+    Hop.SECOND_HOP: "kept by the search for its own part of the question",
+    Hop.COVERS_PART: "it covers a part of the question the first search left open",
+    Hop.REQUERY: "kept by a search for what was missing",
+}
+
 
 @dataclass(frozen=True)
 class Policy:
@@ -60,13 +70,28 @@ class Placed:
 
     doc_id: str
     place: int
-    why: tuple[str, ...]  # its hops; "single" for single-shot's own rank
+    why: tuple[str, ...]  # its hops' codes; "single" for single-shot's own rank (`reason`
+    # says it in words)
     single_rank: int | None = None  # its rank in single-shot's documents
     took: str | None = None  # the single-shot document whose place it took
 
+    @property
+    def reason(self) -> str:
+        """`why` in words: "kept its place (#2 of the first search)", "took the place of
+        b.md (#1 of the first search, not kept by the grader): a kept passage names it"."""
+        said = [SAYS[Hop(w)] for w in self.why if w in Hop._value2member_map_]
+        if self.took is not None:
+            head = (f"took the place of {self.took} (a document of the first search the grader"
+                    " did not keep)")
+        elif "single" in self.why:
+            head = f"kept its place (#{self.single_rank} of the first search)"
+        else:
+            head = "found by the run's further searches"
+        return head + (": " + "; ".join(said) if said else "")
+
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"doc_id": self.doc_id, "place": self.place,
-                                  "why": list(self.why)}
+                                  "why": list(self.why), "reason": self.reason}
         if self.single_rank is not None:
             out["single_rank"] = self.single_rank
         if self.took is not None:

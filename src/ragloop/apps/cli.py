@@ -16,7 +16,7 @@ from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
 
 from ragloop.apps.kb_options import CatalogOpt, KbsOpt, Served
-from ragloop.apps.terminal import json_visible, shown, visible
+from ragloop.apps.terminal import json_visible, one_line, shown, tsv_field, visible
 from ragloop.core.config import Settings
 from ragloop.core.config_file import apply_config_files
 from ragloop.core.conversation import numbered
@@ -102,6 +102,11 @@ DateToOpt = Annotated[str | None, typer.Option(
 BaseUrlOpt = Annotated[str | None, typer.Option(
     metavar="URL", help="OpenAI-compatible server, e.g. http://localhost:11434/v1."
     + env_hint("RAGLOOP_BASE_URL"))]
+AllowMassDeleteOpt = Annotated[bool, typer.Option(
+    "--allow-mass-delete", metavar="",
+    help="With --sync: remove documents even when the folder is gone or unreadable, or more"
+         " than RAGLOOP_SYNC_MAX_REMOVE_SHARE (50%) and RAGLOOP_SYNC_MAX_REMOVE_COUNT (5) of its"
+         " documents would go; without it such a sync removes nothing and says why.")]
 DescriptionOpt = Annotated[str | None, typer.Option(
     "--description", metavar="TEXT",
     help="One line saying what the knowledge base holds (shown to the agent when several"
@@ -147,22 +152,38 @@ def ingest(paths: Annotated[list[str], typer.Argument(
            private_urls: Annotated[bool, typer.Option(
                "--private-urls", help="Allow URLs on loopback and private addresses (an"
                " intranet site); refused by default.")] = False,
+           allow_mass_delete: AllowMassDeleteOpt = False,
+           link_local_urls: Annotated[bool, typer.Option(
+               "--link-local-urls", help="Allow URLs on link-local addresses (169.254.0.0/16,"
+               " fe80::/10, cloud metadata services); refused by default, even with"
+               " --private-urls.")] = False,
            description: DescriptionOpt = None) -> None:
     """Add or update documents; unchanged files are skipped by content hash."""
     from ragloop.ingest.pipeline import IngestInterrupted
     from ragloop.kb.catalog import describe
 
+    empty = _empty_folders(paths, sync)  # before the KB is opened: a bad path creates nothing
+    if sync and allow_mass_delete:  # confirmed: an emptied folder's documents go
+        empty = []
+    for folder in empty:
+        err.print(f"[yellow]warning:[/] no files found under {shown(folder)}: nothing ingested"
+                  f" from it{' (and nothing removed)' if sync else ''}", soft_wrap=True)
+    paths = [p for p in paths if p not in empty]
+    if not paths:  # nothing at all to read: a mistyped or unmounted folder, not a success
+        raise typer.Exit(1)
     try:
         with open_kb(kb, embedder, create=True, language=language) as base:
             progress = not as_json and err.is_terminal
             if sync:
                 report = None
                 for folder in paths:
-                    one = base.sync(folder, progress=progress, tags=tag or [])
+                    one = base.sync(folder, progress=progress, tags=tag or [],
+                                    allow_mass_delete=allow_mass_delete)
                     report = one if report is None else _merged(report, one)
             else:
                 report = base.ingest(paths, progress=progress, tags=tag or [],
-                                     private_urls=private_urls)
+                                     private_urls=private_urls,
+                                     link_local_urls=link_local_urls)
             # the one line a catalog shows of this KB: the user's, else drafted from titles
             describe(base, description)
     except IngestInterrupted as exc:  # the knowledge base was closed (its indexes saved) first
@@ -177,8 +198,35 @@ def ingest(paths: Annotated[list[str], typer.Argument(
             for doc_id, change in report.changes:
                 out.print(f"{change} {shown(doc_id)}")
         out.print(shown(report.summary()))
+    if report.held:  # a sync that stopped short of removing: a script must notice
+        if not as_json:
+            err.print(f"[yellow]sync held[/] {shown(report.held)}", soft_wrap=True)
+        raise typer.Exit(1)
     if report.failed and not (report.added or report.updated or report.unchanged):
         raise typer.Exit(1)
+
+
+def _empty_folders(paths: list[str], sync: bool) -> list[str]:
+    """The local folders among `paths` with no file to read in them (hidden files do not
+    count: ingest passes over them). A local path that does not exist, or a --sync path that
+    is not a folder, is an error raised here, before any knowledge base is opened or
+    created. URLs are left to the ingest."""
+    from ragloop.ingest.pipeline import iter_files
+    from ragloop.ingest.readers.web import is_url
+
+    empty = []
+    for raw in paths:
+        if is_url(raw):
+            continue
+        path = Path(raw)
+        if not path.exists():
+            raise UserError(f"{raw}: no such file or folder (nothing was ingested)")
+        if sync and not path.is_dir():
+            raise UserError(f"{raw}: --sync needs a folder (it removes the documents of files"
+                            " gone from it)")
+        if path.is_dir() and next(iter_files([path]), None) is None:
+            empty.append(raw)
+    return empty
 
 
 def _merged(a: IngestReport, b: IngestReport) -> IngestReport:
@@ -190,6 +238,8 @@ def _merged(a: IngestReport, b: IngestReport) -> IngestReport:
     a.conflicts += b.conflicts
     a.changes += b.changes
     a.removed = (a.removed or []) + (b.removed or [])
+    a.held = "; ".join(h for h in (a.held, b.held) if h) or None
+    a.held_back += b.held_back
     return a
 
 
@@ -319,11 +369,26 @@ def docs(kb: KbsOpt = None, catalog: CatalogOpt = None, as_json: JsonOpt = False
     if as_json:
         emit_json([d.to_dict() for d in documents])
         return
-    # the doc_id is what `section` and `rm` take: never cut; on a narrow terminal the source
-    # column goes (it is in --json) and the title wraps
-    id_width = max((len(d.doc_id) for d in documents), default=6)
-    with_source = out.width >= id_width + 80
     several = served.entries is not None
+    kbs = f" in {len(served.entries)} knowledge bases" if served.entries else ""
+    summary = f"{len(documents)} documents, {sum(d.chunks for d in documents)} chunks{kbs}"
+    if not out.is_terminal:
+        # piped: one TSV line per document under a header, the summary on stderr, so `cut`,
+        # `sort` or a spreadsheet read the columns; fields escaped (terminal.tsv_field) so a
+        # tab or newline in a file name cannot split a row or fake one
+        header = ["kb"] * several + ["doc_id", "title", "source", "sections", "chunks"]
+        lines = ["\t".join(header)]
+        lines += ["\t".join([tsv_field(d.kb)] * several
+                            + [tsv_field(v) for v in (d.doc_id, d.title, d.source)]
+                            + [str(d.sections), str(d.chunks)]) for d in documents]
+        sys.stdout.write("".join(line + "\n" for line in lines))
+        err.print(summary)
+        return
+    # the doc_id is what `section` and `rm` take: never cut; on a narrow terminal the source
+    # column goes (it is in --json) and the title wraps; a newline or tab in a value prints as
+    # `\n` / `\t` (terminal.one_line), never as a row of its own
+    id_width = max((len(one_line(d.doc_id)) for d in documents), default=6)
+    with_source = out.width >= id_width + 80
     table = Table(box=None)
     if several:  # the name `section --in` and a citation's "(NAME)" give
         table.add_column("kb", no_wrap=True)
@@ -334,13 +399,12 @@ def docs(kb: KbsOpt = None, catalog: CatalogOpt = None, as_json: JsonOpt = False
     for name in ("sections", "chunks"):
         table.add_column(name, justify="right", no_wrap=True)
     for d in documents:
-        source = [Text(visible(d.source))] if with_source else []
-        where = [Text(visible(d.kb))] if several else []
-        table.add_row(*where, Text(visible(d.doc_id)), Text(visible(d.title)), *source,
+        source = [Text(one_line(d.source))] if with_source else []
+        where = [Text(one_line(d.kb))] if several else []
+        table.add_row(*where, Text(one_line(d.doc_id)), Text(one_line(d.title)), *source,
                       str(d.sections), str(d.chunks))
     out.print(table)
-    kbs = f" in {len(served.entries)} knowledge bases" if served.entries else ""
-    out.print(f"{len(documents)} documents, {sum(d.chunks for d in documents)} chunks{kbs}")
+    out.print(summary)
 
 
 @command()
@@ -366,6 +430,7 @@ def print_event(event: Event, debug: bool) -> None:
         CondenseEvent,
         ErrorEvent,
         GradeEvent,
+        PlacementEvent,
         PlanEvent,
         RewriteEvent,
         RouteEvent,
@@ -399,6 +464,11 @@ def print_event(event: Event, debug: bool) -> None:
     elif isinstance(event, RewriteEvent):
         err.print(f"[cyan]rewrite[/] from gap {shown(repr(event.missing))} → "
                   f"{shown(repr(event.query))}")
+    elif isinstance(event, PlacementEvent):  # why each document holds its place
+        err.print("[cyan]placement[/]")
+        for p in event.places:
+            reason = p.get("reason") or ", ".join(p.get("why") or [])
+            err.print(f"  {p.get('place')}. {shown(p.get('doc_id'))} [dim]{shown(reason)}[/]")
     elif isinstance(event, ErrorEvent):
         err.print(f"[red]error[/] {shown(event.error)}")
 
@@ -686,7 +756,7 @@ def eval_(dataset: Annotated[Path, typer.Argument(
     Resumable: results go to OUT/results.jsonl as they finish; a rerun skips finished pairs.
     Writes OUT/report.json, OUT/report.md and OUT/report.html (plots)."""
     from ragloop.agent.engine import Engine
-    from ragloop.core.extras import EVAL_MODULES, require_extra
+    from ragloop.core.extras import EVAL_MODULES, missing_modules
     from ragloop.eval.conversations import evaluate as evaluate_conversations
     from ragloop.eval.conversations import is_conversation_set
     from ragloop.eval.datasets import load_dataset
@@ -694,7 +764,6 @@ def eval_(dataset: Annotated[Path, typer.Argument(
     from ragloop.eval.report import markdown, to_json, write_reports
     from ragloop.eval.runner import EvalOptions, parse_paths, run_eval
 
-    require_extra("eval", EVAL_MODULES, "ragloop eval (its report's plots)")
     chosen = parse_paths(paths)
     if k < 1:
         raise UserError("-k must be at least 1")
@@ -721,7 +790,7 @@ def eval_(dataset: Annotated[Path, typer.Argument(
         options = EvalOptions(out=out_dir or Path("eval-results") / data.name, paths=chosen,
                               k=k, limit=limit, driver=driver, max_steps=max_steps,
                               workers=workers or (1 if offline else 4), progress=progress,
-                              fresh=fresh)
+                              fresh=fresh, judge=not offline)
         try:
             # single-shot reads the top k of its search: the same k its recall is counted at
             at_k = settings.with_(single_k=k)
@@ -749,8 +818,11 @@ def eval_(dataset: Annotated[Path, typer.Argument(
     out.print(shown(markdown(report)))
     for note in notes:
         out.print(f"\n[bold]{shown(note)}[/]")
+    # without the `eval` extra report.html has the tables only (eval/report.py says so in it)
+    tables_only = (" (tables only: pip install 'ragloop\\[eval]' adds the plots)"
+                   if missing_modules(EVAL_MODULES) else "")
     out.print(f"\n[dim]{len(records)} results in {shown(str(options.out / 'results.jsonl'))};"
-              f" report: {shown(str(files['html']))}[/]")
+              f" report: {shown(str(files['html']))}{tables_only}[/]")
 
 
 @command()
@@ -773,7 +845,8 @@ def serve(host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0
               " every --sync-every seconds (repeatable); several KBs: NAME=FOLDER, NAME"
               " the KB's.")] = None,
           sync_every: Annotated[float, typer.Option(
-              help="Seconds between two syncs of the --sync folders.")] = 300.0) -> None:
+              help="Seconds between two syncs of the --sync folders.")] = 300.0,
+          allow_mass_delete: AllowMassDeleteOpt = False) -> None:
     """HTTP API + live run page + dashboard. Beyond loopback, RAGLOOP_API_KEY is required.
 
     With a postgresql:// --kb, POST /runs enqueues the run in the database and any server's
@@ -791,7 +864,8 @@ def serve(host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0
         raise UserError(f"--sync-every must be a positive number of seconds, not {sync_every}")
     run_server(settings, host=host, port=port, api_key=os.environ.get(API_KEY_ENV) or None,
                workers=workers, local_workers=0 if no_local_workers else None,
-               sync_folders=sync or None, sync_every=sync_every, catalog=served.entries)
+               sync_folders=sync or None, sync_every=sync_every, catalog=served.entries,
+               allow_mass_delete=allow_mass_delete)
 
 
 @command()

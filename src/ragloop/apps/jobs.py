@@ -30,6 +30,7 @@ import anyio
 
 from ragloop.agent.engine import Engine
 from ragloop.agent.run import RunResult
+from ragloop.core.errors import RunCancelled
 from ragloop.core.events import AnswerDeltaEvent, Event
 from ragloop.core.types import RunStatus
 from ragloop.storage.protocols import RunRecord, RunStore
@@ -40,6 +41,8 @@ log = logging.getLogger("ragloop.apps.server")
 # another process, a lost wake-up).
 POLL_S = 0.5
 KEPT_ENDED = 64  # ended runs whose in-process event lists stay readable (`ended`)
+CANCELLED = ("cancelled: the client of the streamed reply disconnected"
+             " (RAGLOOP_STOP_ON_DISCONNECT=off lets such runs finish)")
 
 
 @dataclass
@@ -88,17 +91,22 @@ class JobRunner:
 
     def ask(self, question: str, *, run_id: str | None = None,
             on_event: Callable[[Event], None] | None = None,
-            conversation_id: str | None = None, **options: Any) -> Future[RunResult]:
+            conversation_id: str | None = None, cancel: threading.Event | None = None,
+            **options: Any) -> Future[RunResult]:
         """A run whose caller waits for its result (POST /ask, the OpenAI endpoint), in the
         same pool and the same lists as a background run: queued, then live (its events to
         the followers of /runs/{id}/events, counted in `active`) until it ends. `on_event`
         hears each event after the followers' list has it; `options`: any other keyword of
-        `Engine.ask` (route, driver, step ceiling, the history, knowledge bases)."""
+        `Engine.ask` (route, driver, step ceiling, the history, knowledge bases). `cancel`:
+        once set, the run stops at its next event (RunCancelled: it ends `failed`), before
+        any further step or model call; an answer being streamed stops at its next piece."""
         run_id = run_id or uuid.uuid4().hex[:12]
 
         def heard(event: Event) -> None:
             self._pop_pending(run_id)
             self.heard(run_id, event)
+            if cancel is not None and cancel.is_set():
+                raise RunCancelled(CANCELLED)
             if on_event is not None:
                 on_event(event)
 

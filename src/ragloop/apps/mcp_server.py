@@ -140,6 +140,8 @@ class KnowledgeBaseTools:
         question = (question or "").strip()
         if not question:
             raise ToolError("missing or empty argument 'question'")
+        if (problem := too_long("question", question, self.settings.max_query_chars)):
+            raise ToolError(problem)
         try:
             return self.engine().ask(question, max_steps=max_steps,
                                      conversation_id=conversation_id)
@@ -195,14 +197,39 @@ class KnowledgeBaseTools:
                               structured_content=cls.structured(result))
 
 
-def _mcp_tool(tool: ToolDef, body: Callable[..., str], sources: Sources = None
-              ) -> Callable[..., str]:
+def too_long(name: str, value: object, limit: int) -> str | None:
+    """The error for a text argument longer than `limit` characters, or None."""
+    if not isinstance(value, str) or len(value) <= limit:
+        return None
+    return (f"argument {name!r} is {len(value):,} characters long; the limit is {limit:,}"
+            + (" (RAGLOOP_MAX_QUERY_CHARS)" if name in ("query", "question") else ""))
+
+
+def _bounds(tool: ToolDef, query_chars: int) -> dict[str, int]:
+    """Each text argument's length limit: a query's the setting, the others' their schema's
+    maxLength (there only as a hint for models: a client's text is held to it here)."""
+    out = {}
+    for name, f in tool.args.model_fields.items():
+        extra = f.json_schema_extra if isinstance(f.json_schema_extra, dict) else {}
+        limit = query_chars if name == "query" else extra.get("maxLength")
+        if isinstance(limit, int):
+            out[name] = limit
+    return out
+
+
+def _mcp_tool(tool: ToolDef, body: Callable[..., str], sources: Sources = None,
+              query_chars: int = 4000) -> Callable[..., str]:
     """The MCP function of one agent tool: its parameters from the tool's argument model, the
-    arguments checked by the same model (its messages as MCP tool errors), then `body` called
-    with them as keywords."""
+    arguments checked by the same model (its messages as MCP tool errors) and held to their
+    lengths before any work, then `body` called with them as keywords."""
+    bounds = _bounds(tool, query_chars)
+
     def handler(**arguments: object) -> str:
         from mcp.server.mcpserver.exceptions import ToolError as McpToolError
 
+        for name, limit in bounds.items():
+            if (problem := too_long(name, arguments.get(name), limit)) is not None:
+                raise McpToolError(problem)
         try:
             return body(**dict(tool.parse(arguments)))
         except RagloopError as exc:  # a bad argument, a missing section, the grader's model
@@ -229,7 +256,8 @@ def build_server(kb: KnowledgeBase | KnowledgeBases, settings: Settings) -> MCPS
     bodies: dict[str, Callable[..., str]] = {SEARCH: tools.search, FETCH: tools.fetch,
                                               LIST: tools.documents}
     for name, tool in TOOLS.items():
-        server.add_tool(_mcp_tool(tool, bodies[name], tools.toolbox.sources), name=name,
+        server.add_tool(_mcp_tool(tool, bodies[name], tools.toolbox.sources,
+                                  settings.max_query_chars), name=name,
                         description=tool.spec(settings.search_k).description,
                         structured_output=False)
 

@@ -35,6 +35,21 @@ def shown(value: object) -> str:
     return escape(visible(value))
 
 
+def one_line(value: object) -> str:
+    """`visible(value)` with newlines and tabs escaped too (`\\n`, `\\t`): a table cell whose
+    value (a file name may hold a newline) cannot split its row or fake another."""
+    text = str(value).replace("\t", "\\t").replace("\r", "\\r").replace("\n", "\\n")
+    # the line and paragraph separators: str.splitlines and some viewers break lines there
+    return visible(text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def tsv_field(value: object) -> str:
+    """One field of a TSV line, escaped as PostgreSQL's COPY text format does (backslash,
+    tab, newline, carriage return as `\\\\`, `\\t`, `\\n`, `\\r`) so a field never holds
+    the separator or a line end, and the other controls made visible."""
+    return one_line(str(value).replace("\\", "\\\\"))
+
+
 def json_visible(text: str) -> str:
     """JSON text with DEL, C1 and bidi controls written as `\\u` escapes (still the same JSON:
     these characters only occur inside strings)."""

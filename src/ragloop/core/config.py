@@ -62,6 +62,35 @@ class Settings:
     # differently (issue 30): "auto" (the offline rule, or the model's ask_user tool) or "off"
     # (always answer; RAGLOOP_CLARIFY=off).
     clarify: str = "auto"
+    # A sync (`ingest --sync`, `serve --sync`) that would remove more than this many of a
+    # folder's documents AND more than this share of them stops and removes nothing unless
+    # confirmed (`--allow-mass-delete`): an emptied folder (an unmounted share) or a folder
+    # moved away mid-sync looks like mass deletion (issue 39).
+    sync_max_remove_count: int = 5
+    # The longest question or search query a client (MCP) may send, in characters: a 5 MB
+    # query kept the MCP server busy 58 s (issue 39). HTTP's /ask, /search and /v1 have the
+    # same bound in their request schemas (apps/server/app.py MAX_QUESTION_CHARS).
+    max_query_chars: int = 4000
+    # "on": a run whose reply streams to its client (the /v1 stream) stops at its next event
+    # once that client disconnects (a paid model is not called for no one), ending `failed`
+    # with "cancelled: …" as its error; "off": it runs to the end. POST /runs is meant to
+    # outlive its client and always does.
+    stop_on_disconnect: str = "on"
+    sync_max_remove_share: float = 0.5
+    # What reading one file, or one download, may cost (ingest/limits.py); past a limit the
+    # file is refused with an error that names the setting, and the ingest goes on.
+    read_max_bytes: int = 100_000_000  # a file read whole (text formats); one download
+    read_max_member_bytes: int = 25_000_000  # one XML/XHTML part of a docx/pptx/xlsx/epub
+    read_max_inflated_bytes: int = 300_000_000  # all parts of one such archive, inflated
+    read_max_cells: int = 2_000_000  # cells of one spreadsheet or CSV
+    read_max_columns: int = 2_000  # columns of one row
+    read_max_text_chars: int = 20_000_000  # text of one document
+    read_timeout_s: float = 120.0  # wall time to read one file
+    download_timeout_s: float = 60.0  # wall time of one download, connect to last byte
+    # Text a reader of the file cannot see (HTML display:none, white on white, a Word hidden
+    # run, invisible PDF text): "drop" (not indexed, so it cannot reach an answer; issue 39)
+    # or "keep" (RAGLOOP_HIDDEN_TEXT=keep). ingest/readers/visibility.py.
+    hidden_text: str = "drop"
 
     @classmethod
     def from_env(cls) -> Settings:

@@ -4,6 +4,8 @@
 - UserError: names a fix for the person at the keyboard (bad query, wrong embedder, missing doc).
 - RunFailed: ends a run with status `failed`, keeping what was gathered; ModelRefused ends it
   with status `refused` and the provider's reason.
+- RunCancelled: stops a run on purpose between two of its events (its client went away); the
+  run ends `failed` with the reason as its error.
 """
 
 
@@ -57,3 +59,10 @@ class ProviderError(RunFailed):
 
 class ModelRefused(RunFailed):
     """The model declined to continue (a refusal stop or a content filter)."""
+
+
+class RunCancelled(BaseException):
+    """A run stopped before its end because no one waits for it any more (the client of a
+    streamed reply disconnected). A BaseException, as asyncio's CancelledError: the drivers'
+    `except Exception` fallbacks (a bad grader reply, a model retry) must not swallow it and
+    go on calling the model; the engine ends the run `failed` with this message."""

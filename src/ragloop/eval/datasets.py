@@ -53,6 +53,13 @@ class EvalQuestion:
     unresolved: list[str] = field(default_factory=list)  # gold names no KB doc_id matched
 
     @property
+    def aliases(self) -> list[str]:
+        """Other spellings of the reference answer (`answer_aliases`), without the reference."""
+        raw = self.extra.get("answer_aliases") or []
+        items = [raw] if isinstance(raw, str) else list(raw)
+        return [str(a) for a in dict.fromkeys(items) if str(a).strip() and str(a) != self.answer]
+
+    @property
     def needs_agent(self) -> bool:
         """What the router should decide: types other than simple and unanswerable need it."""
         return self.type not in (*SINGLE_TYPES, UNANSWERABLE_TYPE)

@@ -30,6 +30,18 @@ OUT/results.jsonl alone. Conventions:
   are not all in the path's first k, `gained@k` the reverse; `_pct` beside each is its share
   of the questions with gold documents. They are figured at k and at 5 (the issue-27
   objective is all-gold at both, per type, with lost small), with `all_gold@5` beside them.
+- Answers (records with a reference answer, `reference` and its `reference_aliases`): a
+  reference counts when any of its spellings is there. `answer_first` asks whether the
+  answer's first sentence (up to its first citation marker, or its first line or sentence
+  end) holds it, `answer_em` whether the answer does anywhere, `answer_f1` is the best token
+  F1 over the spellings (Chinese and Japanese by character, as CMRC scores), and
+  `answer_words_mean` the answer's length in words (a CJK character counts as one).
+  `answer_first_found` / `answer_em_found` count only the questions whose gold documents
+  were all in the evidence (`found_n` of them); `found_missed` is how many of those the
+  answer misses anywhere: retrieval found the gold, the answer did not use it (the report
+  warns). `answer_judged` is the share an LLM judge (eval/answer_judge.py, when a model is
+  configured) found correct. `answered_anyway` is the share of unanswerable questions the
+  run did not decline.
 - A metric with nothing to count is None.
 """
 
@@ -49,6 +61,9 @@ _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3})")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _NON_WORD = re.compile(r"[^\w£$€%]+")
 _SYMBOL = re.compile(r"([£$€%])")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_FIRST_END = re.compile(r"(?:[.!?。！？]\s*)?\[\d+\]|[.!?。！？](?=\s|$)")
+_WORDS = re.compile(r"[^\W_]+")
 
 
 # -- documents -------------------------------------------------------------------------------
@@ -108,15 +123,82 @@ def normalize_answer(text: str) -> str:
     return " ".join(text.split())
 
 
+def _tokens(text: str) -> list[str]:
+    """Normalised words; a CJK character is a token of its own."""
+    return [t for w in normalize_answer(text).split()
+            for t in (list(w) if _CJK.search(w) else [w])]
+
+
 def exact_match(reference: str, answer: str) -> bool:
-    """The normalised reference appears in the normalised answer (on word boundaries)."""
+    """The normalised reference appears in the normalised answer (on word boundaries; any
+    place for a reference in a script written without spaces)."""
     ref = normalize_answer(reference)
-    return bool(ref) and f" {ref} " in f" {normalize_answer(answer)} "
+    got = normalize_answer(answer)
+    if _CJK.search(ref):
+        return bool(ref) and ref.replace(" ", "") in got.replace(" ", "")
+    return bool(ref) and f" {ref} " in f" {got} "
+
+
+def first_sentence(answer: str) -> str:
+    """The answer's first sentence: its first line up to its first citation marker (kept),
+    else up to its first sentence end."""
+    line = next((ln for ln in (answer or "").splitlines() if ln.strip()), "")
+    m = _FIRST_END.search(line)
+    return line[:m.end()] if m else line
+
+
+def answer_words(answer: str) -> int:
+    """Words of an answer without its citation markers; a CJK character counts as a word."""
+    text = _CITE.sub(" ", answer or "")
+    return sum(len(_CJK.findall(w)) + bool(_CJK.sub("", w)) for w in _WORDS.findall(text))
+
+
+def references(record: dict[str, Any]) -> list[str]:
+    """The record's reference answer and its other spellings."""
+    out = [record.get("reference") or "", *(record.get("reference_aliases") or [])]
+    return [str(r) for r in dict.fromkeys(out) if str(r).strip()]
+
+
+def has_reference(record: dict[str, Any], text: str) -> bool:
+    return any(exact_match(ref, text) for ref in references(record))
+
+
+def best_f1(record: dict[str, Any], answer: str) -> float:
+    return max((token_f1(ref, answer) for ref in references(record)), default=0.0)
+
+
+def gold_found(record: dict[str, Any]) -> bool:
+    """Every gold document of the record is in its evidence (uncapped)."""
+    return recall_all(record.get("docs") or [], record.get("gold") or [], None)
+
+
+def answer_figures(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The answer figures of records with a reference answer (see the module notes)."""
+    with_ref = [r for r in records if r.get("reference") and r.get("answerable", True)]
+    found = [r for r in with_ref if gold_found(r)]
+    judged = [r["answer_judge"] for r in with_ref if r.get("answer_judge") is not None]
+    return {
+        "answer_first": share([has_reference(r, first_sentence(r.get("answer") or ""))
+                               for r in with_ref]),
+        "answer_em": share([has_reference(r, r.get("answer") or "") for r in with_ref]),
+        "answer_f1": mean([best_f1(r, r.get("answer") or "") for r in with_ref]),
+        "answer_words_mean": mean([float(answer_words(r.get("answer") or ""))
+                                   for r in with_ref]),
+        "answer_first_found": share([has_reference(r, first_sentence(r.get("answer") or ""))
+                                     for r in found]),
+        "answer_em_found": share([has_reference(r, r.get("answer") or "") for r in found]),
+        "found_missed": sum(not has_reference(r, r.get("answer") or "") for r in found)
+        if found else None,
+        "found_n": len(found),
+        "answer_judged": share([bool(j) for j in judged]),
+        "judged_n": len(judged),
+        "answer_n": len(with_ref),
+    }
 
 
 def token_f1(reference: str, answer: str) -> float:
-    ref = normalize_answer(reference).split()
-    got = normalize_answer(answer).split()
+    ref = _tokens(reference)
+    got = _tokens(answer)
     if not ref or not got:
         return float(ref == got)
     counts: dict[str, int] = {}
@@ -207,7 +289,6 @@ def summarize(records: Sequence[dict[str, Any]], k: int) -> dict[str, Any]:
     golds = [r["gold"] for r in with_gold]
     with_sections = [sections_found(r, k) for r in records
                      if r.get("gold_sections") and r.get("answerable", True)]
-    with_ref = [r for r in records if r.get("reference") and r.get("answerable", True)]
     unanswerable = [r for r in records if not r.get("answerable", True)]
     answerable = [r for r in records if r.get("answerable", True)]
     scored_routes = [(r, expected_route(r.get("type", ""))) for r in records
@@ -232,11 +313,9 @@ def summarize(records: Sequence[dict[str, Any]], k: int) -> dict[str, Any]:
         "sections_n": len(with_sections),
         "docs_mean": mean([float(len(d)) for d in docs]),
         "retrieval_n": len(with_gold),
-        "answer_em": share([exact_match(r["reference"], r.get("answer") or "")
-                            for r in with_ref]),
-        "answer_f1": mean([token_f1(r["reference"], r.get("answer") or "") for r in with_ref]),
-        "answer_n": len(with_ref),
+        **answer_figures(records),
         "abstention": share([abstained(r) for r in unanswerable]),
+        "answered_anyway": share([not abstained(r) for r in unanswerable]),
         "unanswerable_n": len(unanswerable),
         "false_abstention": share([abstained(r) for r in answerable]),
         "latency_mean_s": mean(latencies),

@@ -1,5 +1,7 @@
 """The eval report: a Markdown table for the terminal, report.json, and a self-contained
-report.html with matplotlib plots embedded as base64 PNG."""
+report.html with matplotlib plots embedded as base64 PNG. matplotlib is the optional extra
+`ragloop[eval]`: without it report.html holds the tables and a note saying how to get the
+plots."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ragloop.core.extras import EVAL_MODULES, missing_modules
 from ragloop.eval.metrics import single_ks
 
 if TYPE_CHECKING:
@@ -32,9 +35,16 @@ ROWS: list[tuple[str, str, str]] = [
      "share"),
     ("all_sections@{k}", "all_sections@{k}", "share"),
     ("docs_mean", "distinct docs in evidence (mean)", "num1"),
-    ("answer_em", "answer exact match (reference in answer)", "share"),
+    ("answer_first", "reference in the answer's first sentence", "share"),
+    ("answer_em", "reference anywhere in the answer", "share"),
     ("answer_f1", "answer token F1", "num3"),
+    ("answer_words_mean", "answer length (mean words)", "num1"),
+    ("answer_first_found", "reference in first sentence, gold docs found", "share"),
+    ("answer_em_found", "reference anywhere, gold docs found", "share"),
+    ("found_missed", "gold docs found but the answer misses the reference", "int"),
+    ("answer_judged", "answer correct (LLM judge)", "share"),
     ("abstention", "abstained on unanswerable", "share"),
+    ("answered_anyway", "answered an unanswerable question anyway", "share"),
     ("false_abstention", "abstained on answerable", "share"),
     ("latency_mean_s", "latency mean (s)", "num2"),
     ("latency_p95_s", "latency p95 (s)", "num2"),
@@ -107,7 +117,51 @@ def markdown(report: dict[str, Any]) -> str:
         if "single" in paths:
             text += "\n\n" + _against_single_by_type(report, paths)
         text += "\n\n" + _steps_and_citations_by_type(report, paths)
+        if any(figures.get("answer_n") for per_path in report["by_type"].values()
+               for figures in per_path.values()):
+            text += "\n\n" + _answers_by_type(report, paths)
+    warnings = answer_warnings(report)
+    if warnings:
+        text += "\n\n" + "\n".join(f"warning: {w}" for w in warnings)
     return text
+
+
+# per type: whether the answer holds the reference, and how long it is
+_ANSWERS = [("answer_first", "1st sent", "share"), ("answer_em", "anywhere", "share"),
+            ("answer_f1", "F1", "num3"), ("answer_words_mean", "words", "num1"),
+            ("answer_first_found", "1st sent, found", "share"),
+            ("answer_judged", "judge", "share"), ("answered_anyway", "unansw. answered",
+                                                  "share")]
+
+
+def _answers_by_type(report: dict[str, Any], paths: list[str]) -> str:
+    shown = [(key, label, kind) for key, label, kind in _ANSWERS
+             if any(per_path[p].get(key) is not None for per_path in report["by_type"].values()
+                    for p in paths)]
+    header = ["type", *(f"{p} {label}" for _, label, _ in shown for p in paths)]
+    rows = [[t or "(none)", *(fmt(per_path[p].get(key), kind)
+                              for key, _, kind in shown for p in paths)]
+            for t, per_path in report["by_type"].items()]
+    return _table(header, rows)
+
+
+# Warn when this share of the questions whose gold documents were all found is answered
+# without the reference: retrieval did its part, the answer did not.
+MISSED_WARN = 0.25
+
+
+def answer_warnings(report: dict[str, Any]) -> list[str]:
+    """One line per path and type where the answer misses what retrieval found."""
+    out = []
+    for t, per_path in report["by_type"].items():
+        for p, figures in per_path.items():
+            missed, found = figures.get("found_missed"), figures.get("found_n") or 0
+            if missed is not None and found and missed / found >= MISSED_WARN:
+                out.append(f"{p}, {t or '(none)'}: every gold document was in the evidence for"
+                           f" {found} questions, and the answer missed the reference on"
+                           f" {missed} ({missed / found:.0%}): the answer, not retrieval, is"
+                           " what fails")
+    return out
 
 
 def _against_single_by_type(report: dict[str, Any], paths: list[str]) -> str:
@@ -218,6 +272,10 @@ def plots(report: dict[str, Any], records: Sequence[dict[str, Any]]) -> dict[str
     return out
 
 
+NO_PLOTS = ("No plots: matplotlib is not installed (pip install 'ragloop[eval]' adds them);"
+            " the tables above hold every figure.")
+
+
 def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
@@ -233,10 +291,13 @@ def html_report(report: dict[str, Any], records: Sequence[dict[str, Any]],
         blocks.append(_html_table([c.strip() for c in lines[0]],
                                   [[c.strip() for c in ln] for ln in lines[2:]]))
     notes = "".join(f"<p>{html.escape(n)}</p>" for n in report.get("notes", []))
-    figures = "".join(
-        f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{png}">'
-        f"<figcaption>{html.escape(name)}</figcaption></figure>"
-        for name, png in plots(report, records).items())
+    if missing_modules(EVAL_MODULES):
+        figures = f'<p class="no-plots">{html.escape(NO_PLOTS)}</p>'
+    else:
+        figures = "".join(
+            f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{png}">'
+            f"<figcaption>{html.escape(name)}</figcaption></figure>"
+            for name, png in plots(report, records).items())
     style = ("body{font-family:system-ui,sans-serif;margin:2rem;max-width:72rem}"
              "table{border-collapse:collapse;margin:1rem 0}"
              "td,th{border:1px solid #ccc;padding:.25rem .6rem;text-align:right}"

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ragloop.agent.tools_driver import ToolsDriver
 from ragloop.core.errors import RagloopError, UserError
 from ragloop.core.events import Event, GradeEvent
+from ragloop.eval.answer_judge import judge_answer
 from ragloop.eval.datasets import Dataset, EvalQuestion
 from ragloop.eval.metrics import distinct
 
@@ -73,6 +74,9 @@ class EvalOptions:
     workers: int = 1
     progress: bool = False
     fresh: bool = False
+    # the model judges each answer against the reference (eval/answer_judge.py); the CLI
+    # turns it on when a model is configured
+    judge: bool = False
 
 
 # -- one record ------------------------------------------------------------------------------
@@ -103,6 +107,7 @@ def make_record(question: EvalQuestion, path: str, result: RunResult,
         "answerable": question.answerable, "gold": list(question.gold_docs),
         "gold_section": question.gold_section,
         "gold_sections": question.gold_sections, "reference": question.answer,
+        "reference_aliases": list(getattr(question, "aliases", [])),
         "run_id": result.run_id, "route": result.route, "route_reason": result.route_reason,
         "driver": result.driver, "model": result.model, "status": str(result.status),
         "answer": result.answer, "docs": docs,
@@ -130,7 +135,8 @@ def crash_record(question: EvalQuestion, path: str, exc: BaseException) -> dict[
         "qid": question.id, "path": path, "q": question.q, "type": question.type,
         "answerable": question.answerable, "gold": list(question.gold_docs),
         "gold_section": question.gold_section,
-        "gold_sections": question.gold_sections, "reference": question.answer, "run_id": None,
+        "gold_sections": question.gold_sections, "reference": question.answer,
+        "reference_aliases": question.aliases, "run_id": None,
         "route": None, "status": "failed", "answer": "", "docs": [], "confirmed_docs": [],
         "sections": [],
         "citations": [], "steps": 0, "max_steps": 0, "latency_s": 0.0, "input_tokens": 0,
@@ -223,7 +229,13 @@ def run_one(engine: EvalEngine, question: EvalQuestion, path: str, options: Eval
         return {i: h.doc_id for i, h in store.chunks(ids).items()}
 
     grades = [grade_summary(e, chunk_docs) for e in events if isinstance(e, GradeEvent)]
-    return make_record(question, path, result, grades)
+    record = make_record(question, path, result, grades)
+    if options.judge and engine.chat is not None and question.answer and question.answerable:
+        # the model judges the answer against the reference (metrics `answer_judged`)
+        record["answer_judge"] = judge_answer(engine.chat, question.q,
+                                              [question.answer, *question.aliases],
+                                              result.answer)
+    return record
 
 
 def _progress(options: EvalOptions) -> Any:
@@ -294,7 +306,7 @@ def _in_order(data: Dataset, paths: list[str],
                 records.append({**rec, "q": q.q, "type": q.type, "answerable": q.answerable,
                                 "gold": list(q.gold_docs), "gold_section": q.gold_section,
                                 "gold_sections": q.gold_sections,
-                                "reference": q.answer})
+                                "reference": q.answer, "reference_aliases": q.aliases})
     return records
 
 

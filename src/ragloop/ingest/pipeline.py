@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -16,13 +17,16 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ragloop.core.config import Settings
-from ragloop.core.errors import ReaderError, UserError
+from ragloop.core.errors import DiskFullError, ReaderError, UserError
 from ragloop.core.types import Chunk, DocumentInfo, ParsedDocument
 from ragloop.core.unicode import clean_text, is_text
 from ragloop.embed.cache import CachedEmbedder, text_hash
 from ragloop.ingest.chunking import chunk_document
+from ragloop.ingest.fetch import Reach
+from ragloop.ingest.limits import ReadLimits
 from ragloop.ingest.metadata import with_tags
 from ragloop.ingest.readers import SUPPORTED_SUFFIXES, read_file
+from ragloop.ingest.readers.visibility import check_mode, hidden_text
 from ragloop.ingest.readers.web import is_sitemap, is_url, read_url, sitemap_urls
 from ragloop.retrieval.index_text import index_text
 from ragloop.storage.protocols import DocumentWrite, Store
@@ -36,6 +40,13 @@ WRITE_BATCH_CHUNKS = 512
 FIRST_BATCH_CHUNKS = 16
 # admit(doc, content_hash) -> None to go on, or the reason the document is skipped
 Admit = Callable[[ParsedDocument, str], str | None]
+# Store meta key of each file's (size, mtime, inode) when last read, with the documents it
+# gave: a file whose stat and reading settings are unchanged is not read or hashed again.
+FILE_STATS_KEY = "file_stats"
+# A file modified this close to the moment it was read may change again within the same
+# mtime tick without its stat changing ("racily clean", as git calls it): not recorded, so
+# the next ingest reads and hashes it.
+RACY_S = 2.0
 
 
 class IngestInterrupted(KeyboardInterrupt):
@@ -69,6 +80,10 @@ class IngestReport:
     removed: list[str] | None = None
     # every doc_id this run read (unchanged ones too): what a sync keeps
     read: set[str] = field(default_factory=set, repr=False)
+    # a sync that removed nothing although documents looked gone: why (the folder is gone or
+    # unreadable, or too many would go), and the doc_ids it kept (`--allow-mass-delete`)
+    held: str | None = None
+    held_back: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
         return {"added": self.added, "updated": self.updated, "unchanged": self.unchanged,
@@ -79,7 +94,9 @@ class IngestReport:
                 "seconds": round(self.seconds, 3),
                 **({} if self.removed is None else {
                     "removed": self.removed,
-                    "changes": [{"doc_id": d, "change": c} for d, c in self.changes]})}
+                    "changes": [{"doc_id": d, "change": c} for d, c in self.changes]}),
+                **({} if self.held is None else {"held": self.held,
+                                                 "held_back": self.held_back})}
 
     def skipped(self) -> list[tuple[str, str]]:
         """(path, reason) of every file this ingest left out: failed, then unsupported."""
@@ -97,6 +114,8 @@ class IngestReport:
             text += f"; {len(self.unsupported)} unsupported file(s) skipped"
         if self.conflicts:
             text += f"; {len(self.conflicts)} existing document(s) not replaced"
+        if self.held:
+            text += f"; {self.held}"
         return text
 
 
@@ -215,6 +234,8 @@ class _Writer:
         self.batch: list[tuple[ParsedDocument, str, list[Chunk], bool]] = []
         self.size = 0  # chunks in the batch
         self.limit = min(FIRST_BATCH_CHUNKS, WRITE_BATCH_CHUNKS)  # chunks that fill this batch
+        self.stats: FileStats | None = None  # set by ingest_paths (files, no `admit`)
+        self.hashes: dict[str, str] = {}  # doc_id -> content hash of each document read
 
     def fail(self, where: str | Path, reason: str) -> None:
         self.report.failed.append((shown(where), shown(reason)))
@@ -231,6 +252,7 @@ class _Writer:
         self.seen.add(doc.doc_id)
         self.report.read.add(doc.doc_id)
         content_hash = document_hash(doc, self.settings)
+        self.hashes[doc.doc_id] = content_hash
         refused = self.admit(doc, content_hash) if self.admit else None
         if refused:
             self.report.conflicts.append((doc.doc_id, refused))
@@ -278,6 +300,8 @@ class _Writer:
     def finish(self, started: float) -> IngestReport:
         self.flush()
         self.store.flush()
+        if self.stats is not None:
+            self.stats.save(self.store, self.known.keys() | self.report.read)
         self.report.seconds = time.perf_counter() - started
         return self.report
 
@@ -303,10 +327,13 @@ def _progress(label: str, with_names: bool, progress: bool) -> Progress:
 def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: Iterable[str | Path],
                  settings: Settings, progress: bool = False, admit: Admit | None = None,
                  before_write: Callable[[list[ParsedDocument]], None] | None = None,
-                 tags: list[str] | None = None, private_urls: bool = False) -> IngestReport:
+                 tags: list[str] | None = None, private_urls: bool = False,
+                 link_local_urls: bool = False) -> IngestReport:
     """Ingest files and web pages (URLs; a sitemap URL: its pages); `embedder` is called only
     when some chunk actually needs a vector. `tags`: added to each document's `tags`
-    metadata; `private_urls`: allow URLs on loopback and private addresses.
+    metadata; `private_urls`: allow URLs on loopback and private addresses;
+    `link_local_urls`: allow link-local ones (169.254.169.254, where cloud metadata answers).
+    Each file and download is read within the settings' read limits (ingest/limits.py).
 
     `admit(doc, content_hash)`, when given, sees every parsed document first; a reason it
     returns skips the document into `report.conflicts` (the server's uploads use it).
@@ -314,10 +341,16 @@ def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: It
     started = time.perf_counter()
     writer = _Writer(store, embedder, settings, admit, before_write)
     report = writer.report
+    # an upload's `admit` must see every document, so uploads never skip by stat
+    stats = writer.stats = None if admit else FileStats.load(store, settings, tags)
     paths = [str(p) if isinstance(p, str) else p for p in paths]
+    limits = ReadLimits.from_settings(settings)
+    reach = Reach(private=private_urls, link_local=link_local_urls)
+    hidden = check_mode(settings.hidden_text)  # a bad setting stops before any file is read
     for url in [p for p in paths if isinstance(p, str) and is_url(p)]:
-        for doc in _web_documents(writer, url, private_urls):
-            writer.add(_tagged(doc, tags), doc.source)
+        with hidden_text(hidden):
+            for doc in _web_documents(writer, url, reach, limits):
+                writer.add(_tagged(doc, tags), doc.source)
     files = list(iter_files(p for p in paths if not (isinstance(p, str) and is_url(p))))
     with _progress("ingest", True, progress) as bar, _interruptible(writer):
         task = bar.add_task("files", total=len(files), name="")
@@ -329,30 +362,113 @@ def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: It
             if path.suffix.lower() not in SUPPORTED_SUFFIXES:
                 report.unsupported.append(shown(path))
                 continue
+            before = stats.stat(path) if stats is not None else None
+            if stats is not None and stats.unchanged(writer, path, before):
+                continue
             try:
-                docs = read_file(path, doc_id)
+                docs = read_file(path, doc_id, limits, hidden)
             except ReaderError as exc:
                 writer.fail(path, str(exc))
                 continue
             except Exception as exc:  # a reader bug must not lose the rest of the folder
                 writer.fail(path, f"unexpected {type(exc).__name__}: {exc}")
                 continue
+            failed = len(report.failed)
             for doc in docs:
                 writer.add(_tagged(doc, tags), path)
+            if stats is not None:  # a document that failed: read again next time
+                stats.record(path, before if len(report.failed) == failed else None,
+                             {d.doc_id: writer.hashes[d.doc_id] for d in docs})
         return writer.finish(started)
+
+
+class FileStats:
+    """What each file's stat was when it was last read, and the documents (with their content
+    hashes) it gave. A file whose size, mtime and inode, and the settings that shape its
+    documents (chunking, tags, the ragloop version and so its readers), are all as recorded,
+    and whose documents are all still stored with those hashes, is unchanged without being
+    read: a sync of an unchanged folder reads no file (issue 41)."""
+
+    def __init__(self, entries: dict[str, dict[str, object]], key: str) -> None:
+        self.entries, self.key = entries, key
+        self.changed = False
+
+    @classmethod
+    def load(cls, store: Store, settings: Settings, tags: list[str] | None) -> FileStats:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            release = version("ragloop")
+        except PackageNotFoundError:
+            release = ""
+        key = json.dumps([release, settings.chunk_tokens, settings.chunk_overlap,
+                          sorted(tags or [])])
+        try:
+            entries = json.loads(store.get_meta(FILE_STATS_KEY) or "{}")
+        except ValueError:  # a damaged record: every file is read again
+            entries = {}
+        return cls(entries if isinstance(entries, dict) else {}, key)
+
+    @staticmethod
+    def stat(path: Path) -> list[int] | None:
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        if time.time() - st.st_mtime < RACY_S:
+            return None  # racily clean: read it, and record nothing
+        return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+    def unchanged(self, writer: _Writer, path: Path, stat: list[int] | None) -> bool:
+        """True, with its documents counted unchanged, if `path` need not be read."""
+        entry = self.entries.get(str(path.resolve()))
+        if stat is None or not isinstance(entry, dict) or entry.get("key") != self.key \
+                or entry.get("stat") != stat:
+            return False
+        docs = entry.get("docs")
+        if not isinstance(docs, dict) or not docs or any(
+                writer.known.get(d) != h or d in writer.seen for d, h in docs.items()):
+            return False
+        writer.seen.update(docs)
+        writer.report.read.update(docs)
+        writer.report.unchanged += len(docs)
+        return True
+
+    def record(self, path: Path, stat: list[int] | None, docs: dict[str, str]) -> None:
+        where = str(path.resolve())
+        entry = None if stat is None or not docs else {"stat": stat, "key": self.key,
+                                                         "docs": docs}
+        if self.entries.get(where) != entry:
+            self.changed = True
+            if entry is None:
+                self.entries.pop(where, None)
+            else:
+                self.entries[where] = entry
+
+    def save(self, store: Store, stored: Iterable[str]) -> None:
+        """Kept: the entries whose documents are all still in the store."""
+        have = set(stored)
+        kept = {p: e for p, e in self.entries.items()
+                if isinstance(e, dict) and isinstance(e.get("docs"), dict)
+                and have.issuperset(e["docs"])}
+        if self.changed or len(kept) != len(self.entries):  # a read-only KB read unchanged
+            # only speed is lost if this cannot be written (a full disk): not the ingest
+            with contextlib.suppress(DiskFullError):
+                store.set_meta(FILE_STATS_KEY, json.dumps(kept, sort_keys=True))
 
 
 def _tagged(doc: ParsedDocument, tags: list[str] | None) -> ParsedDocument:
     return replace(doc, metadata=with_tags(doc.metadata, tags)) if tags else doc
 
 
-def _web_documents(writer: _Writer, url: str, private: bool) -> Iterator[ParsedDocument]:
+def _web_documents(writer: _Writer, url: str, reach: Reach,
+                   limits: ReadLimits) -> Iterator[ParsedDocument]:
     """The page at `url`, or each page its sitemap lists; a page that fails is reported
     under its URL and the rest go on."""
     pages = [url]
     if is_sitemap(url):
         try:
-            pages = sitemap_urls(url, private)
+            pages = sitemap_urls(url, reach, limits)
         except ReaderError as exc:
             writer.fail(url, str(exc))
             return
@@ -364,7 +480,7 @@ def _web_documents(writer: _Writer, url: str, private: bool) -> Iterator[ParsedD
             return
     for page in pages:
         try:
-            yield read_url(page, private)
+            yield read_url(page, reach, limits)
         except ReaderError as exc:
             writer.fail(page, str(exc))
         except Exception as exc:  # a reader bug must not lose the other pages
@@ -387,26 +503,76 @@ def ingest_documents(store: Store, embedder: Callable[[], CachedEmbedder],
         return writer.finish(started)
 
 
-def stale_documents(documents: Iterable[DocumentInfo], root: str | Path, report: IngestReport,
-                    keep_under: Path | None = None) -> list[str]:
-    """The doc_ids a sync of folder `root` removes, after `report` (the ingest of `root`
-    that went first): documents whose source lies under `root` that the ingest did not read
-    again, because their file is gone or no longer yields them. A file that is still there
-    but failed to read keeps its documents (it is not gone); documents from other folders
-    or uploads (sources under `keep_under`, the knowledge base's own folder) are never
-    touched. Sources are compared resolved against the working directory, as recorded."""
+def folder_documents(documents: Iterable[DocumentInfo], root: str | Path,
+                     keep_under: Path | None = None) -> list[DocumentInfo]:
+    """The documents whose source lies under folder `root`: what a sync of it may remove.
+    Documents from other folders or uploads (sources under `keep_under`, the knowledge base's
+    own folder) are never among them. Sources are compared resolved against the working
+    directory, as recorded."""
     base = Path(root).resolve()
-    failed = {p for p, _ in report.failed}
     own = keep_under.resolve() if keep_under is not None else None
-    stale = []
+    out = []
     for d in documents:
-        if d.doc_id in report.read:
-            continue
-        file = Path(d.source.split("#", 1)[0])
-        where = file.resolve()
-        if not where.is_relative_to(base) or (own is not None and where.is_relative_to(own)):
-            continue
-        if file.exists() and shown(file) in failed:
-            continue
-        stale.append(d.doc_id)
-    return stale
+        where = Path(d.source.split("#", 1)[0]).resolve()
+        if where.is_relative_to(base) and not (own is not None and where.is_relative_to(own)):
+            out.append(d)
+    return out
+
+
+def stale_documents(documents: Iterable[DocumentInfo], report: IngestReport) -> list[str]:
+    """Of a folder's `documents` (folder_documents), the doc_ids a sync removes after
+    `report` (the ingest of the folder that went first): those the ingest did not read again
+    because their file is gone or no longer yields them. A file that failed to read keeps
+    its documents, whether or not it is there now: a file renamed away and back during the
+    sync, or a share that went away mid-read, must not empty the knowledge base (issue 39)."""
+    failed = {Path(p).resolve() for p, _ in report.failed}
+
+    def failed_to_read(file: Path) -> bool:  # the file, or a folder above it (unlistable)
+        return file in failed or any(parent in failed for parent in file.parents)
+
+    return [d.doc_id for d in documents if d.doc_id not in report.read
+            and not failed_to_read(Path(d.source.split("#", 1)[0]).resolve())]
+
+
+def unlistable_folders(root: str | Path) -> list[tuple[Path, str]]:
+    """(folder, reason) for each folder under `root` that cannot be listed: a walk passes
+    over such a folder in silence (pathlib's rglob too), so its files look deleted."""
+    out: list[tuple[Path, str]] = []
+
+    def note(exc: OSError) -> None:
+        if exc.filename is not None:
+            out.append((Path(exc.filename), f"cannot list this folder"
+                        f" ({exc.strerror or exc}): its documents are kept"))
+
+    for _ in os.walk(root, onerror=note):
+        pass
+    return out
+
+
+def folder_problem(folder: str | Path) -> str | None:
+    """Why `folder` cannot be synced now (gone, not a folder, or not listable), or None. A
+    folder that cannot be listed looks empty to a walk, which would read as "every file
+    deleted"."""
+    path = Path(folder)
+    try:
+        with os.scandir(path):
+            return None
+    except FileNotFoundError:
+        return f"the folder {shown(path)} is gone (moved, deleted, or a share not mounted)"
+    except NotADirectoryError:
+        return f"{shown(path)} is not a folder"
+    except OSError as exc:
+        return f"the folder {shown(path)} cannot be read ({exc.strerror or exc})"
+
+
+def mass_delete_reason(removing: int, of: int, settings: Settings) -> str | None:
+    """Why removing `removing` of a folder's `of` documents needs the user's confirmation:
+    more than settings.sync_max_remove_count of them and more than
+    settings.sync_max_remove_share of the folder's documents (an emptied or half-copied
+    folder looks like mass deletion); None when it does not."""
+    share = settings.sync_max_remove_share
+    if removing <= settings.sync_max_remove_count or removing <= share * of:
+        return None
+    return (f"{removing} of the folder's {of} documents would be removed (more than"
+            f" {share:.0%} and more than"
+            f" {settings.sync_max_remove_count})")

@@ -114,34 +114,64 @@ class KnowledgeBase:
 
     def ingest(self, paths: Iterable[str | Path] | str | Path,
                progress: bool = False, admit: Admit | None = None,
-               tags: Iterable[str] = (), private_urls: bool = False) -> IngestReport:
+               tags: Iterable[str] = (), private_urls: bool = False,
+               link_local_urls: bool = False) -> IngestReport:
         """Read, chunk, embed and index files, folders (Markdown, text, HTML, PDF, Office,
         e-books, …) and web page URLs. Idempotent by content hash: an unchanged file is skipped,
         a changed one replaced. `admit`: see ingest_paths (which existing documents this ingest
         may replace); `tags`: added to every document's `tags` metadata (what `--tag` filters
         match); `private_urls`: allow URLs on loopback and private addresses (an intranet),
-        which are refused by default."""
+        which are refused by default; `link_local_urls`: allow link-local ones
+        (169.254.0.0/16, fe80::/10, where cloud metadata services answer), refused even with
+        `private_urls`."""
         from ragloop.ingest.pipeline import ingest_paths
 
         if isinstance(paths, str | Path):
             paths = [paths]
         return ingest_paths(self.store, self.embedder_for_write, paths, self.settings, progress,
                             admit, before_write=self.settle_language, tags=list(tags),
-                            private_urls=private_urls)
+                            private_urls=private_urls, link_local_urls=link_local_urls)
 
     def sync(self, folder: str | Path, progress: bool = False,
-             tags: Iterable[str] = ()) -> IngestReport:
+             tags: Iterable[str] = (), allow_mass_delete: bool = False) -> IngestReport:
         """Make the knowledge base hold what `folder` holds now: new files added, changed
         ones updated (as `ingest`), and documents whose files are gone from it removed
-        (`report.removed`); documents from other folders and uploads stay."""
-        if not Path(folder).is_dir():
+        (`report.removed`); documents from other folders and uploads stay, and so do those
+        of files that failed to read (`report.failed`).
+
+        Nothing is removed, and `report.held` says why (`report.held_back`: what stayed), when
+        the folder is gone or unreadable (before or after the ingest), or when more of its
+        documents would go than the settings' sync_max_remove_count and
+        sync_max_remove_share allow; `allow_mass_delete=True` removes them anyway."""
+        from ragloop.ingest.pipeline import (
+            IngestReport,
+            folder_documents,
+            folder_problem,
+            mass_delete_reason,
+            shown,
+            stale_documents,
+            unlistable_folders,
+        )
+
+        path = Path(folder)
+        if path.exists() and not path.is_dir():
             raise UserError(f"{folder}: --sync needs a folder (it removes the documents of"
                             " files gone from it)")
-        from ragloop.ingest.pipeline import stale_documents
-
-        report = self.ingest([folder], progress, tags=tags)
+        problem = folder_problem(path)
+        report = IngestReport() if problem else self.ingest([folder], progress, tags=tags)
+        problem = problem or folder_problem(path)  # gone while it was read
+        if problem is None:  # a subfolder that cannot be listed: failed, not deleted
+            report.failed += [(shown(d), why) for d, why in unlistable_folders(path)]
+        mine = folder_documents(self.documents(), folder, self.store.folder)
+        stale = stale_documents(mine, report)
         report.removed = []
-        for doc_id in stale_documents(self.documents(), folder, report, self.store.folder):
+        held = problem or mass_delete_reason(len(stale), len(mine), self.settings)
+        if held and not allow_mass_delete:
+            report.held = (f"nothing removed: {held}; if that is meant, sync again with"
+                           f" --allow-mass-delete to remove the {len(stale)} document(s)")
+            report.held_back = stale
+            return report
+        for doc_id in stale:
             if self.remove(doc_id):
                 report.removed.append(doc_id)
                 report.changes.append((doc_id, "removed"))

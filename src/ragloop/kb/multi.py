@@ -18,7 +18,9 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from ragloop.core.config import Settings
 from ragloop.core.decisions import SourceChoice, SourceChooser
@@ -271,13 +273,22 @@ class KnowledgeBases:
         self.close()
 
 
+def own_name(kb: KnowledgeBase) -> str:
+    """The name of one KB served alone: its folder's name, or a `postgresql://` URL's
+    database name (never the URL: it may hold a password)."""
+    location = str(kb.settings.kb)
+    if "://" in location:
+        return urlsplit(location).path.rstrip("/").rpartition("/")[2] or "kb"
+    return Path(location).resolve().name or "kb"
+
+
 def served_catalog(kb: KnowledgeBase | KnowledgeBases) -> list[dict[str, Any]]:
     """Name, description and document count of each KB served (the API's listing; one KB
-    served alone has the name "" and its stored description, if any)."""
+    served alone is named by `own_name` and has its stored description, if any)."""
     if isinstance(kb, KnowledgeBases):
         return [{"name": n, "description": d, "documents": len(kb.kbs[n].documents())}
                 for n, d in kb.descriptions().items()]
-    return [{"name": "", "description": kb.store.get_meta("description") or "",
+    return [{"name": own_name(kb), "description": kb.store.get_meta("description") or "",
              "documents": len(kb.documents())}]
 
 
@@ -288,12 +299,13 @@ def as_knowledge_bases(kb: KnowledgeBase | KnowledgeBases) -> KnowledgeBases | N
 
 def write_target(kb: KnowledgeBase | KnowledgeBases, name: str | None, how: str
                  ) -> KnowledgeBase:
-    """The KB a write goes to (see `KnowledgeBases.target`). One KB served alone has no
-    name: naming one is refused rather than read as it, since the writer meant another."""
+    """The KB a write goes to (see `KnowledgeBases.target`). One KB served alone takes no
+    name or its own (`own_name`): naming another is refused rather than read as it, since
+    the writer meant another."""
     if isinstance(kb, KnowledgeBases):
         return kb.target(name, how)
-    if name:
+    if name and name != own_name(kb):  # the name the listing gives it is that KB
         raise UnknownKnowledgeBase(
-            f"One knowledge base is served, without a name: leave the name {name!r} out"
+            f"One knowledge base is served, {own_name(kb)!r}: leave the name {name!r} out"
             f" (names are given when several are served: {how}).")
     return kb

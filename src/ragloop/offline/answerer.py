@@ -1,7 +1,11 @@
-"""The extractive answerer: per sub-question, the best supporting sentences, cited.
+"""The extractive answerer: per sub-question, the sentence that answers it, cited.
 
-No generative model: sentences are scored by the sub-question's content terms they contain
-(numbers and codes must match exactly) plus embedding similarity, and quoted with [n].
+No generative model. A sentence may be stated when it supports the sub-question (the
+sub-question's content terms it contains plus embedding similarity: `_score`, against
+MIN_SUPPORT); among those, the one that answers leads (answer_choice.py: meaning, the
+question's terms weighed in the sentence's section, something new, the kind asked), and a
+second follows only when it holds question terms the first does not. Table rows are
+candidates of their own, with their column names (table_rows.py). Quoted with [n].
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from ragloop.core.types import Usage
 from ragloop.embed.base import Embedder
 from ragloop.language.text import ENGLISH_READING, Quantity, Reading, stem, term_set
 from ragloop.language.vocabulary import ENGLISH_WORDS
+from ragloop.offline.answer_choice import CONTEXT_SHARE, Choice
+from ragloop.offline.table_rows import candidate_sentences, is_text
 
 # A sentence needs this much of the sub-question's terms (or meaning) to count as support:
 # the default of the user's setting (RAGLOOP_STRICTNESS / --strict), chosen on the hard dev
@@ -41,6 +47,14 @@ SENTENCE_SHARE = 1 / 3
 # every candidate's passage cost an offline run up to a second). A sentence of a passage not
 # embedded is read alone.
 PASSAGES_EMBEDDED = 4
+# A second sentence follows the lead only when it answers nearly as well (this share of the
+# lead's answer score) and holds question terms the lead does not.
+SECOND_SHARE = 0.6
+# A sentence this close to the lead's answer score follows it whatever its terms: the readings
+# cannot tell the two apart, so the reader is shown both.
+NEAR_TIE = 0.95
+# When the question names a section, this many of its best sentences are weighed.
+NAMED_POOL = 8
 
 
 class ExtractiveAnswerer:
@@ -60,13 +74,20 @@ class ExtractiveAnswerer:
         self._section = {ev.n: ev.section for ev in evidence}
         self._doc = {ev.n: ev.doc_id.lower() for ev in evidence}
         self._passage = {ev.n: f"{ev.section_title}\n{ev.text}".strip() for ev in evidence}
+        self._title = {ev.n: ev.section_title for ev in evidence}
         for ev in evidence:
-            for sentence in rd.split_sentences(ev.text):
+            for sentence in candidate_sentences(ev.text, rd):
                 if len(sentence) > 12:
                     out.append((ev.n, sentence))
         return out
 
     def _score(self, question: str, cands: list[tuple[int, str]]) -> list[float]:
+        return self._scores(question, cands)[0]
+
+    def _scores(self, question: str, cands: list[tuple[int, str]]
+                ) -> tuple[list[float], dict[int, float]]:
+        """Per candidate, its support score; and, for the candidates embedded, their meaning
+        score (sentence and passage against the question)."""
         rd = self.reading
         terms = {stem(t) for t in rd.content_terms(question)}
         # no separate check that a sentence names the question's codes and names: it cost
@@ -77,11 +98,11 @@ class ExtractiveAnswerer:
             have = {stem(t) for t in term_set(sentence)}
             lexical.append(len(terms & have) / len(terms) if terms else 0.0)
         if self.embedder is None or not cands:
-            return lexical
+            return lexical, {}
         best = sorted((i for i, lex in enumerate(lexical) if lex > 0),
                       key=lambda i: -lexical[i])[:EMBED_CANDIDATES]
         if not best:
-            return [0.6 * lex for lex in lexical]
+            return [0.6 * lex for lex in lexical], {}
         vecs = np.asarray(self.embedder.embed([question, *[cands[i][1] for i in best]]))
         own = dict(zip(best, (float(c) for c in vecs[1:] @ vecs[0]), strict=True))
         passages = list(dict.fromkeys(cands[i][0] for i in best))[:PASSAGES_EMBEDDED]
@@ -89,7 +110,7 @@ class ExtractiveAnswerer:
             [self._passage[n] for n in passages])) @ vecs[0]), strict=True))
         cos = {i: SENTENCE_SHARE * c + (1 - SENTENCE_SHARE) * around.get(cands[i][0], c)
                for i, c in own.items()}
-        return [0.6 * lex + 0.4 * cos.get(i, 0.0) for i, lex in enumerate(lexical)]
+        return [0.6 * lex + 0.4 * cos.get(i, 0.0) for i, lex in enumerate(lexical)], cos
 
     def write(self, question: str, sub_questions: list[str], evidence: list[Evidence]
               ) -> Writing:
@@ -116,19 +137,13 @@ class ExtractiveAnswerer:
                 # evidence mentions: the nearest sentences would answer another question
                 missing.append(f"{part.rstrip('?. ')} (no source mentions {', '.join(absent)})")
                 continue
-            scored = sorted(zip(self._score(part, cands), cands, strict=True),
-                            key=lambda x: x[0], reverse=True) if cands else []
+            support, meaning = self._scores(part, cands) if cands else ([], {})
             # the question asks what a section it names says ("under section 4.3 of the
             # Information Security Policy, …"): that section's best sentences answer it, even
             # when they share no words with the question ("a stronger pound" for "a
             # strengthening of sterling")
             named = self._named_evidence(part)
-            chosen: list[tuple[int, str]] = []
-            for score, (n, sentence) in scored:
-                if len(chosen) >= self.per_part or (not named and score < self.min_support):
-                    break
-                if (not named or n in named) and all(sentence != s for _, s in chosen):
-                    chosen.append((n, sentence))
+            chosen = self._choose(part, cands, support, meaning, named)
             if not chosen:
                 missing.append(part)
                 own = [c for c in nearest if unconfirmed[c[0]] == index]
@@ -149,6 +164,62 @@ class ExtractiveAnswerer:
         return Draft(text="\n".join(lines), missing=missing,
                      unanswerable=len(missing) == len(parts), conflicts=conflicts,
                      closest=[item for part in missing for item in closest.get(part, [])])
+
+    def _choose(self, part: str, cands: list[tuple[int, str]], support: list[float],
+                meaning: dict[int, float], named: set[int]) -> list[tuple[int, str]]:
+        """The sentence that answers `part` and, when it adds something (question terms the
+        lead's sections lack, the section the lead names, or a source that disagrees with
+        it), one more."""
+        order = sorted(range(len(cands)), key=lambda i: -support[i])
+        choice = Choice.of(part, [s for _, s in cands], self.reading)
+        if named:
+            pool = [i for i in order if cands[i][0] in named][:NAMED_POOL]
+        elif not support or support[order[0]] < self.min_support:
+            return []  # no sentence supports the part: it is declined
+        else:
+            # the part is supported; a sentence may answer it with its passage's help (the
+            # question's terms in its heading or the sentences around it count half): the
+            # sentence that answers seldom repeats the words its section is titled with
+            pool = [i for i in order
+                    if max(support[i], self._in_context(choice, i, cands, meaning))
+                    >= self.min_support]
+        # one of each sentence; a run of numbers and symbols (a binary layout) is no answer
+        first: dict[str, int] = {}
+        for i in pool:
+            if is_text(cands[i][1]):
+                first.setdefault(cands[i][1], i)
+        pool = list(first.values())
+        if not pool:
+            return []
+        rank = {i: choice.score(cands[i][1], self._title[cands[i][0]],
+                                self._passage[cands[i][0]], meaning.get(i, support[i]))
+                for i in pool}
+        ranked = sorted(pool, key=lambda i: -rank[i])
+        lead = ranked[0]
+        chosen = [cands[lead]]
+        for i in ranked[1:]:
+            if len(chosen) >= self.per_part:
+                break
+            # a source that disagrees with the lead adds something whatever its words
+            # what the chosen sentences' sections already say (their titles and passages)
+            said = " ".join(self._passage[n] for n in dict.fromkeys(n for n, _ in chosen))
+            n = cands[i][0]
+            hop = n != cands[lead][0] and choice.links(cands[lead][1], self._title[n])
+            if rank[i] >= NEAR_TIE * rank[lead] or hop or (
+                    rank[i] >= SECOND_SHARE * rank[lead] and choice.adds(said, cands[i][1])) \
+                    or self._conflicts([cands[lead], cands[i]]):
+                chosen.append(cands[i])
+        return chosen
+
+    def _in_context(self, choice: Choice, i: int, cands: list[tuple[int, str]],
+                    meaning: dict[int, float]) -> float:
+        """The support score of candidate `i` with its passage's terms counted half."""
+        if not choice.terms:
+            return 0.0
+        have = choice.covered(cands[i][1])
+        around = choice.covered(self._passage[cands[i][0]]) - have
+        lexical = (len(have) + CONTEXT_SHARE * len(around)) / len(choice.terms)
+        return 0.6 * lexical + 0.4 * meaning.get(i, 0.0)
 
     def _closest(self, part: str, nearest: list[tuple[int, str]]) -> list[tuple[int, str]]:
         """The best sentence of each nearest passage: what the knowledge base has closest to

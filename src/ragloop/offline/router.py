@@ -122,5 +122,6 @@ class RuleRouter:
             reasons.append(f"long ({len(words)} words)")
         if reasons:
             return Route("agent", "needs the agent: " + ", ".join(reasons))
-        terms = rd.content_terms(question)
-        return Route("single", f"short question with one topic ({', '.join(terms[:4])})")
+        # the user's own words, not their stems ("double texting", not "doubl text")
+        said = rd.content_words(question)
+        return Route("single", f"short question with one topic ({', '.join(said[:4])})")

@@ -16,7 +16,7 @@ import re
 import threading
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from importlib.metadata import version
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -46,7 +46,12 @@ from ragloop.apps.server.guard import (
     is_loopback,
 )
 from ragloop.apps.server.json_errors import rewrite_errors
-from ragloop.apps.server.openai_compat import OpenAIErrorShape, add_openai_api
+from ragloop.apps.server.openai_compat import (
+    OpenAIErrorShape,
+    add_openai_api,
+    stop_on_disconnect,
+)
+from ragloop.apps.server.state import ServerState
 from ragloop.apps.server.uploads import ingest_uploads
 from ragloop.core.config import Settings
 from ragloop.core.decisions import Grader
@@ -63,7 +68,6 @@ from ragloop.storage.protocols import (
     DASHBOARD_SOURCES,
     TRUNCATED_WARN_PCT,
     RunRecord,
-    RunStore,
 )
 
 log = logging.getLogger("ragloop.apps.server")
@@ -227,19 +231,6 @@ class RagloopAPI(FastAPI):
 # -- the app --------------------------------------------------------------------------------
 
 
-@dataclass
-class ServerState:
-    kb: KnowledgeBase | KnowledgeBases  # several: a catalog served as one (kb/multi.py)
-    runs: RunStore
-    engine: Engine
-    jobs: JobRunner
-    settings: Settings
-    upload_limit: int
-    ingest_lock: threading.Lock
-    owns_kb: bool
-    sync: FolderSync | None = None  # the scheduled sync of folders, if any
-
-
 def _suffixes() -> tuple[str, ...]:
     from ragloop.ingest.readers import SUPPORTED_SUFFIXES
 
@@ -266,7 +257,8 @@ def create_app(settings: Settings | None = None, *,
                upload_limit: int | None = None, grader: Grader | None = None,
                local_workers: int | None = None, bind_host: str | None = None,
                sync_folders: list[str] | None = None, sync_every: float = 300.0,
-               catalog: Sequence[CatalogEntry] | None = None) -> FastAPI:
+               catalog: Sequence[CatalogEntry] | None = None,
+               allow_mass_delete: bool = False) -> FastAPI:
     """The app over the knowledge base at `settings.kb` (or an open `kb`, which stays open;
     or the knowledge bases of `catalog`, served as one: kb/multi.py).
 
@@ -278,20 +270,22 @@ def create_app(settings: Settings | None = None, *,
     0 = only enqueue, `ragloop worker` processes run the queue).
     `sync_folders`: synced into the knowledge base at start and every `sync_every` seconds;
     with several served, each is NAME=FOLDER (apps/server/folder_sync.py: a ConfigError here
-    when one names no KB served).
+    when one names no KB served); `allow_mass_delete`: as `ingest --sync --allow-mass-delete`.
     """
     settings = settings or (kb.settings if kb is not None else Settings.from_env())
     limit = upload_limit if upload_limit is not None else max_upload_bytes()
     names = ([e.name for e in catalog] if catalog
              else kb.names() if isinstance(kb, KnowledgeBases) else None)
     targets = sync_targets(sync_folders or [], names)
+    stop_on_disconnect(settings)  # a bad RAGLOOP_STOP_ON_DISCONNECT: said at start
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state = await anyio.to_thread.run_sync(_open_state, settings, kb, workers, limit,
                                              grader, local_workers, catalog)
         if targets:
-            state.sync = FolderSync(state.kb, state.ingest_lock, targets, sync_every)
+            state.sync = FolderSync(state.kb, state.ingest_lock, targets, sync_every,
+                                    allow_mass_delete)
             state.sync.start()
         app.state.ragloop = state
         try:
@@ -709,7 +703,8 @@ def _add_metrics_route(app: FastAPI) -> None:
 def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000,
           api_key: str | None = None, workers: int = 2,
           local_workers: int | None = None, sync_folders: list[str] | None = None,
-          sync_every: float = 300.0, catalog: Sequence[CatalogEntry] | None = None) -> None:
+          sync_every: float = 300.0, catalog: Sequence[CatalogEntry] | None = None,
+          allow_mass_delete: bool = False) -> None:
     import uvicorn
 
     check_bind(host, api_key)
@@ -719,5 +714,5 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000,
     check_catalog(catalog or ())
     app = create_app(settings, api_key=api_key, workers=workers, local_workers=local_workers,
                      bind_host=host, sync_folders=sync_folders, sync_every=sync_every,
-                     catalog=catalog)
+                     catalog=catalog, allow_mass_delete=allow_mass_delete)
     uvicorn.run(app, host=host, port=port, log_level="info")

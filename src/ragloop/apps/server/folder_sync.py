@@ -2,7 +2,8 @@
 base by the rule of `ragloop ingest FOLDER --sync` (new files added, changed ones updated,
 documents of files gone removed; nothing from other folders or uploads), under the lock
 uploads and DELETE take, so writes never interleave. A failed pass is logged and the next one
-tries again.
+tries again; a pass that finds its folder gone, unreadable or mostly emptied removes nothing
+and logs why (KnowledgeBase.sync), unless the server was started with --allow-mass-delete.
 
 With several knowledge bases served, each `--sync` names its KB: `NAME=FOLDER`, NAME as the
 catalog names it (a catalog of one takes a plain FOLDER too); one KB served alone takes plain
@@ -55,9 +56,12 @@ def sync_targets(values: Sequence[str], names: Sequence[str] | None) -> list[Syn
 
 class FolderSync:
     def __init__(self, kb: KnowledgeBase | KnowledgeBases, lock: threading.Lock,
-                 targets: Sequence[SyncTarget], every: float) -> None:
+                 targets: Sequence[SyncTarget], every: float,
+                 allow_mass_delete: bool = False) -> None:
         self.targets = [(t, write_target(kb, t.kb or None, HOW)) for t in targets]
         self.lock, self.every = lock, every
+        self.allow_mass_delete = allow_mass_delete
+        self.held: dict[str, str] = {}  # folder -> why its last pass removed nothing
         self.passes = 0  # completed passes (every folder tried once)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="ragloop-sync", daemon=True)
@@ -74,12 +78,18 @@ class FolderSync:
             where = f"{target.kb}={target.folder}" if target.kb else target.folder
             try:
                 with self.lock:
-                    report = kb.sync(Path(target.folder))
-            except Exception as exc:  # a folder gone or unreadable: the next pass retries
+                    report = kb.sync(Path(target.folder),
+                                     allow_mass_delete=self.allow_mass_delete)
+            except Exception as exc:  # the next pass retries
                 log.warning("sync of %s failed: %s", where, exc)
                 continue
             for doc_id, change in report.changes:
                 log.info("sync %s: %s %s", where, change, doc_id)
+            if report.held:  # a share not mounted: said each pass until it is back
+                log.warning("sync of %s: %s", where, report.held)
+                self.held[where] = report.held
+            else:
+                self.held.pop(where, None)
         self.passes += 1
 
     def _loop(self) -> None:

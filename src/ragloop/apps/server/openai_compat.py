@@ -33,6 +33,7 @@ import contextlib
 import json
 import logging
 import re
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -45,13 +46,14 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ragloop.agent.conversations import CITED_TITLES
 from ragloop.agent.run import RunResult
 from ragloop.apps.server.json_errors import rewrite_errors
 from ragloop.core.conversation import Turn, TurnKind, numbered
-from ragloop.core.errors import NotFoundError, RunFailed, UserError
+from ragloop.core.errors import ConfigError, NotFoundError, RunFailed, UserError
 from ragloop.core.events import (
     AnswerDeltaEvent,
     ClarifyEvent,
@@ -68,7 +70,8 @@ from ragloop.kb.multi import as_knowledge_bases
 from ragloop.storage.location import is_postgres_url
 
 if TYPE_CHECKING:
-    from ragloop.apps.server.app import ServerState
+    from ragloop.apps.server.state import ServerState
+    from ragloop.core.config import Settings
 
 log = logging.getLogger("ragloop.apps.server")
 
@@ -82,11 +85,20 @@ SOURCES_HEADING = "Sources:"
 # streamed (the check took a citation out, or the model's reply went on to call tools after
 # it had begun to write), the checked answer follows what was sent, after this line.
 CHECKED_NOTE = "The answer, as checked:"
-# A reasoning block a chat UI may leave in an assistant message it sends back as history.
-_REASONING_BLOCK = re.compile(r"<think>.*?</think>|<details\b[^>]*>.*?</details>",
-                              re.DOTALL | re.IGNORECASE)
-# "[3] S200 … Datasheet › Power › Battery — products/s200-datasheet.md §4.1": a source line
+# The opening of a reasoning block a chat UI may leave in an assistant message it sends back
+# as history: `<think>…</think>` or `<details …>…</details>`. Found by literal searches, never
+# by a pattern that backtracks: a lazy `<think>.*?</think>` is quadratic on `"<think>" * n`
+# (200 KB of it took 68 s, on the event loop; issue 39).
+_REASONING_OPEN = re.compile(r"<think>|<details\b", re.IGNORECASE)
+_REASONING_CLOSE = {"<think>": re.compile(re.escape("</think>"), re.IGNORECASE),
+                    "<details": re.compile(re.escape("</details>"), re.IGNORECASE)}
+# "[3] S200 … Datasheet › Power › Battery — products/s200-datasheet.md §4.1": a source line.
+# Its lazy title and `\s+` runs backtrack on a long line of spaces (quadratic in the line):
+# a line longer than any source line this API writes is not one and is not matched, and
+# matching stops at the CITED_TITLES kept (a line not starting `[n] ` fails at once), so
+# a message costs at most CITED_TITLES bounded matches.
 _SOURCE_LINE = re.compile(r"^\[\d+\]\s+(.*?)(?:\s+—\s+\S.*)?$")
+SOURCE_LINE_CHARS = 1000
 
 # OpenAI's error `type` by status: its 4xx are `invalid_request_error` (an unknown model, a bad
 # or missing key included), its 5xx `server_error`.
@@ -194,17 +206,49 @@ def conversation(messages: Sequence[ChatMessage]) -> tuple[str, list[Turn]]:
     return question, [_turn(q, a) for q, a in pairs if q]
 
 
+def strip_reasoning(text: str) -> str:
+    """`text` without its reasoning blocks, in time linear in its length: each opening is
+    closed by the first closing tag after it (as a lazy match); an opening never closed
+    stays as it is. Once a closing tag is missing after some point it is missing after every
+    later one, so each kind of tag is searched for at most once past its last match."""
+    out: list[str] = []
+    pos = keep = 0  # search from `pos`; text[keep:] not yet copied to `out`
+    closed = {kind: True for kind in _REASONING_CLOSE}  # False: no closing tag further on
+    while (m := _REASONING_OPEN.search(text, pos)) is not None:
+        kind = m.group().lower()
+        body = m.end()
+        if kind == "<details":  # the tag's own attributes run to its `>`
+            body = text.find(">", m.end()) + 1
+            if body == 0:  # no `>` anywhere further on: no block can open
+                break
+        close = _REASONING_CLOSE[kind].search(text, body) if closed[kind] else None
+        if close is None:
+            closed[kind] = False
+            if not any(closed.values()):
+                break
+            pos = m.start() + 1
+            continue
+        out.append(text[keep:m.start()])
+        pos = keep = close.end()
+    out.append(text[keep:])
+    return "".join(out)
+
+
 def _turn(question: str, answer: str) -> Turn:
-    answer = _REASONING_BLOCK.sub("", answer).strip()
+    answer = strip_reasoning(answer).strip()
     body, found, sources = answer.rpartition(f"\n\n{SOURCES_HEADING}\n")
     if not found:
         return Turn(question=question, answer=answer)
     cited = []
     for line in sources.splitlines():
+        if len(line) > SOURCE_LINE_CHARS:
+            continue
         m = _SOURCE_LINE.match(line.strip())
         if m:
             cited.append(m.group(1))
-    return Turn(question=question, answer=body.strip(), cited=tuple(cited[:CITED_TITLES]))
+            if len(cited) == CITED_TITLES:
+                break
+    return Turn(question=question, answer=body.strip(), cited=tuple(cited))
 
 
 # -- the models -----------------------------------------------------------------------------
@@ -299,7 +343,8 @@ def full_content(result: RunResult, streamed: str | None, sources: list[dict[str
     answer, every piece (else the answer), the checked answer when it differs, the sources."""
     body = answer_body(result)
     text = body if streamed is None else streamed
-    if streamed is not None and streamed.strip() != body.strip():
+    # whitespace alone is no change worth sending the answer twice
+    if streamed is not None and "".join(streamed.split()) != "".join(body.split()):
         text += f"\n\n{CHECKED_NOTE}\n\n{body}"
     if sources:
         lines = [f"[{s['n']}] {s['title']} — {s['doc_id']} §{s['section']}" if s["title"]
@@ -350,8 +395,11 @@ class Completion:
         self.created = int(time.time())
         self.question, self.history = conversation(body.messages)
 
-    def start(self, on_event: Callable[[Event], None]) -> Future[RunResult]:
+    def start(self, on_event: Callable[[Event], None],
+              cancel: threading.Event | None = None) -> Future[RunResult]:
         options: dict[str, Any] = {"history": self.history} if self.history else {}
+        if cancel is not None:
+            options["cancel"] = cancel
         if self.model != DEFAULT_MODEL and as_knowledge_bases(self.state.kb) is not None:
             options["knowledge_bases"] = [self.model]  # a model named for one of several KBs
         return self.state.jobs.ask(self.question, on_event=on_event, run_id=self.run_id,
@@ -385,9 +433,8 @@ def _failure(exc: BaseException) -> OpenAIError:
     return OpenAIError(500, f"internal error: {type(exc).__name__}")
 
 
-async def answer(state: ServerState, body: ChatRequest) -> dict[str, Any]:
+async def answer(state: ServerState, run: Completion) -> dict[str, Any]:
     """The non-streamed reply: a `chat.completion`."""
-    run = Completion(state, body)
     lines: list[str] = []
     deltas: list[str] = []
 
@@ -407,9 +454,8 @@ async def answer(state: ServerState, body: ChatRequest) -> dict[str, Any]:
                           full_content(result, streamed, sources), sources)
 
 
-def stream(state: ServerState, body: ChatRequest) -> EventSourceResponse:
+def stream(state: ServerState, run: Completion, body: ChatRequest) -> EventSourceResponse:
     """The streamed reply: `chat.completion.chunk` events, then `data: [DONE]`."""
-    run = Completion(state, body)
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
 
     async def chunks() -> AsyncIterator[ServerSentEvent]:
@@ -420,35 +466,58 @@ def stream(state: ServerState, body: ChatRequest) -> EventSourceResponse:
             with contextlib.suppress(RuntimeError):  # the client left and its loop closed
                 loop.call_soon_threadsafe(queue.put_nowait, item)
 
-        future = run.start(put)
+        cancel = threading.Event() if stop_on_disconnect(state.settings) else None
+        future = run.start(put, cancel)
         future.add_done_callback(lambda _f: put(None))
-        yield run.chunk({"role": "assistant", "content": ""})
-        deltas: list[str] = []
-        while (event := await queue.get()) is not None:
-            if isinstance(event, AnswerDeltaEvent):
-                deltas.append(event.text)
-                if event.text:
-                    yield run.chunk({"content": event.text})
-            elif (line := step_line(event)) is not None:
-                yield run.chunk({"reasoning_content": f"{line}\n"})
         try:
-            result = future.result()
-        except Exception as exc:  # an error object inside the stream: the SDK raises APIError
-            yield ServerSentEvent(data=json.dumps(_failure(exc).body, ensure_ascii=False))
-            yield ServerSentEvent(data="[DONE]")
-            return
-        sources = await asyncio.to_thread(cited_sources, state, result)
-        streamed = "".join(deltas) if deltas else None
-        rest = full_content(result, streamed, sources)[len(streamed or ""):]
-        if rest:
-            yield run.chunk({"content": rest})
-        yield run.chunk({"citations": sources}, "stop")
-        if include_usage:  # after the last choice, with `choices` empty (stream_options)
-            yield run.chunk(None, usage=usage_of(result))
-        yield ServerSentEvent(data="[DONE]")
+            async for piece in _pieces(state, run, future, queue, include_usage):
+                yield piece
+        finally:  # the client left (sse-starlette closes this generator) before the end
+            if cancel is not None and not future.done():
+                log.info("chat completion %s: the client disconnected; its run stops",
+                         run.run_id)
+                cancel.set()
 
     return EventSourceResponse(chunks(), ping=SSE_PING_S,
                                headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+
+def stop_on_disconnect(settings: Settings) -> bool:
+    value = settings.stop_on_disconnect.strip().lower()
+    if value not in ("on", "off"):
+        raise ConfigError(f"RAGLOOP_STOP_ON_DISCONNECT must be on or off, not"
+                          f" {settings.stop_on_disconnect!r}")
+    return value == "on"
+
+
+async def _pieces(state: ServerState, run: Completion, future: Future[RunResult],
+                  queue: asyncio.Queue[Event | None], include_usage: bool
+                  ) -> AsyncIterator[ServerSentEvent]:
+    """The stream's events, from the run's role chunk to `[DONE]`."""
+    yield run.chunk({"role": "assistant", "content": ""})
+    deltas: list[str] = []
+    while (event := await queue.get()) is not None:
+        if isinstance(event, AnswerDeltaEvent):
+            deltas.append(event.text)
+            if event.text:
+                yield run.chunk({"content": event.text})
+        elif (line := step_line(event)) is not None:
+            yield run.chunk({"reasoning_content": f"{line}\n"})
+    try:
+        result = future.result()
+    except Exception as exc:  # an error object inside the stream: the SDK raises APIError
+        yield ServerSentEvent(data=json.dumps(_failure(exc).body, ensure_ascii=False))
+        yield ServerSentEvent(data="[DONE]")
+        return
+    sources = await asyncio.to_thread(cited_sources, state, result)
+    streamed = "".join(deltas) if deltas else None
+    rest = full_content(result, streamed, sources)[len(streamed or ""):]
+    if rest:
+        yield run.chunk({"content": rest})
+    yield run.chunk({"citations": sources}, "stop")
+    if include_usage:  # after the last choice, with `choices` empty (stream_options)
+        yield run.chunk(None, usage=usage_of(result))
+    yield ServerSentEvent(data="[DONE]")
 
 
 # -- errors in OpenAI's shape ---------------------------------------------------------------
@@ -515,8 +584,11 @@ def add_openai_api(app: FastAPI) -> None:
                 raise OpenAIError(404, f"The model {body.model[:100]!r} does not exist: GET"
                                        f" /v1/models lists {', '.join(model_ids(state))}.",
                                   code="model_not_found", param="model")
+            # reading the messages is CPU work on client text: in a worker thread, so one
+            # request's parsing never holds up another's (the event loop stays free)
+            run = await run_in_threadpool(Completion, state, body)
             if body.stream:
-                return stream(state, body)
-            return await answer(state, body)
+                return stream(state, run, body)
+            return await answer(state, run)
         except OpenAIError as exc:
             return exc.response()

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ragloop.core.errors import ReaderError
 from ragloop.core.types import ParsedDocument
+from ragloop.ingest.limits import ReadLimitError, ReadLimits, check_size, reading
 from ragloop.ingest.readers.base import Reader
 from ragloop.ingest.readers.beir import BeirReader, is_beir_jsonl, is_beir_queries
 from ragloop.ingest.readers.epub import EpubReader
@@ -16,6 +17,7 @@ from ragloop.ingest.readers.office import DocxReader, PptxReader
 from ragloop.ingest.readers.pdf import PdfReader
 from ragloop.ingest.readers.tabular import CsvReader, XlsxReader
 from ragloop.ingest.readers.text import TextReader, read_text
+from ragloop.ingest.readers.visibility import hidden_text
 
 READERS: list[Reader] = [MarkdownReader(), HtmlReader(), PdfReader(), TextReader(), BeirReader(),
                          DocxReader(), PptxReader(), XlsxReader(), CsvReader(), EpubReader(),
@@ -29,8 +31,13 @@ def reader_for(path: Path | str) -> Reader | None:
     return _BY_SUFFIX.get(Path(path).suffix.lower())
 
 
-def read_file(path: Path | str, doc_id: str) -> list[ParsedDocument]:
-    """Parse one file; ReaderError (with a reason a user understands) when it cannot be read.
+def read_file(path: Path | str, doc_id: str,
+              limits: ReadLimits | None = None,
+              hidden: str | None = None) -> list[ParsedDocument]:
+    """Parse one file; ReaderError (with a reason a user understands) when it cannot be read,
+    ReadLimitError (one) when it goes past `limits` (ingest/limits.py; default: the defaults).
+    `hidden`: "drop" or "keep" the text a reader of the file cannot see (Settings.hidden_text;
+    None: as set around the call, else drop; readers/visibility.py).
 
     Text formats are decoded by readers.text.decode_bytes: BOM (UTF-8/16/32), else UTF-8,
     else cp1252, else latin-1; empty (or whitespace-only) and binary files raise ReaderError.
@@ -53,7 +60,18 @@ def read_file(path: Path | str, doc_id: str) -> list[ParsedDocument]:
             read_text(path)  # an empty or binary file says so first
             raise ReaderError("a .jsonl file that is not a BEIR corpus ({_id, title, text}"
                               " lines)")
-    return reader.read(path, doc_id)
+    with reading(limits) as budget, hidden_text(hidden):
+        if isinstance(reader, HtmlReader | MarkdownReader):
+            # parsed into a tree in one library call, which nothing can count from inside
+            check_size(path, budget.limits.max_member_bytes, "read_max_member_bytes")
+        docs = reader.read(path, doc_id)
+        # the text a reader did not count as it went (a PDF's pages, a Markdown file's)
+        for doc in docs:
+            if sum(len(s.text) for s in doc.sections) > budget.limits.max_text_chars:
+                raise ReadLimitError(f"the text of {doc.doc_id} is too long",
+                                     "read_max_text_chars", budget.limits.max_text_chars)
+    return docs
 
 
-__all__ = ["READERS", "SUPPORTED_SUFFIXES", "ReaderError", "read_file", "reader_for"]
+__all__ = ["READERS", "SUPPORTED_SUFFIXES", "ReadLimitError", "ReadLimits", "ReaderError",
+           "read_file", "reader_for"]

@@ -15,6 +15,7 @@ from xml.etree import ElementTree
 
 from ragloop.core.errors import ReaderError
 from ragloop.core.types import ParsedDocument
+from ragloop.ingest import limits
 from ragloop.ingest.metadata import clean_metadata
 from ragloop.ingest.readers.html import html_blocks
 from ragloop.ingest.readers.text import decode_bytes
@@ -26,12 +27,12 @@ _XHTML = ("application/xhtml+xml", "text/html")
 
 
 def _package(book: zipfile.ZipFile) -> tuple[str, ElementTree.Element]:
-    container = ElementTree.fromstring(book.read("META-INF/container.xml"))
+    container = ElementTree.fromstring(limits.read_member(book, "META-INF/container.xml"))
     rootfile = container.find(".//c:rootfile", _NS)
     if rootfile is None or not rootfile.get("full-path"):
         raise ReaderError("EPUB without a package document (META-INF/container.xml)")
     opf = rootfile.get("full-path", "")
-    return opf, ElementTree.fromstring(book.read(opf))
+    return opf, ElementTree.fromstring(limits.read_member(book, opf))
 
 
 class EpubReader:
@@ -41,6 +42,7 @@ class EpubReader:
     def read(self, path: Path, doc_id: str) -> list[ParsedDocument]:
         try:
             with zipfile.ZipFile(path) as book:
+                limits.check_archive(book, inflate=False)  # read_member counts each chapter
                 opf, package = _package(book)
                 base = posixpath.dirname(opf)
                 manifest = {item.get("id"): item for item in package.iterfind(
@@ -51,7 +53,7 @@ class EpubReader:
                     if item is None or item.get("media-type") not in _XHTML:
                         continue
                     name = posixpath.normpath(posixpath.join(base, item.get("href", "")))
-                    chapters.append(decode_bytes(book.read(name)))
+                    chapters.append(decode_bytes(limits.read_member(book, name)))
                 dc = {key: package.findtext(f"opf:metadata/dc:{tag}", None, _NS)
                       for key, tag in (("title", "title"), ("author", "creator"),
                                        ("date", "date"), ("language", "language"))}
@@ -67,6 +69,7 @@ class EpubReader:
         heads: list[tuple[int, str, str]] = []
         for n, html in enumerate(chapters, start=1):
             chapter_title, before, blocks = html_blocks(html)
+            limits.spend_text(len(before) + sum(len(body) for _, _, body in blocks))
             if not blocks:  # a chapter without headings: one section under its <title>
                 if before.strip():
                     heads.append((1, chapter_title or f"Chapter {n}", before))

@@ -1,8 +1,9 @@
 """HTML (selectolax/lexbor): page chrome stripped, h1–h6 become sections.
 
 Removed before reading: script, style, nav, header, footer, aside, noscript, svg, form (and
-template, iframe, button, elements marked hidden). The title is the <title> text, else the
-first h1.
+template, iframe, button); with RAGLOOP_HIDDEN_TEXT=drop (the default) also what a reader of
+the page cannot see (readers/visibility.py: `hidden`, display:none, white on white, ...). An
+image's alt text is kept as "[image: alt]". The title is the <title> text, else the first h1.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 from ragloop.core.errors import ReaderError
 from ragloop.core.types import ParsedDocument
 from ragloop.ingest.readers.text import read_text
+from ragloop.ingest.readers.visibility import drop_hidden, hidden_html
 from ragloop.ingest.sections import build_sections, clean_heading
 
 STRIP_TAGS = ["script", "style", "nav", "header", "footer", "aside", "noscript", "svg", "form",
@@ -35,6 +37,12 @@ _NOT_NESTING = {"p", "li", "dt", "dd", "td", "th", "tr", "option", "optgroup", "
                 "param", "html", "head", "body"}
 _KEEP = "\ue000"  # a space inside <pre> that line stripping must not remove
 _SPACES = re.compile(r"[ \t\r\f\v\u00a0]+")
+
+
+def image_text(alt: str) -> str:
+    """An image's alt text as it is indexed: marked, so that it reads as a description of a
+    picture and not as the page's own words."""
+    return f"[image: {' '.join(alt.split())}]"
 
 
 def _text(node: LexborNode) -> str:
@@ -79,8 +87,8 @@ def html_blocks(html: str) -> tuple[str, str, list[tuple[int, str, str]]]:
     tree = LexborHTMLParser(bound_nesting(html))
     title_node = tree.css_first("title")
     title = _text(title_node) if title_node is not None else ""
-    for node in tree.css("[hidden], [aria-hidden=true]"):
-        node.decompose()
+    if drop_hidden():
+        hidden_html(tree)
     tree.strip_tags(STRIP_TAGS)
     root = tree.body or tree.root
 
@@ -124,8 +132,8 @@ def html_blocks(html: str) -> tuple[str, str, list[tuple[int, str, str]]]:
                 parts.append("- ")
         if tag == "img":
             alt = node.attributes.get("alt")
-            if alt:
-                parts.append(f" {alt} ")
+            if alt and alt.strip():
+                parts.append(f" {image_text(alt)} ")
         stack.append((node, False, in_pre))
         children = list(node.iter(include_text=True))
         pre = in_pre or tag in ("pre", "textarea")

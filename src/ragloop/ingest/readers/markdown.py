@@ -21,6 +21,7 @@ from ragloop.core.errors import ReaderError
 from ragloop.core.types import ParsedDocument
 from ragloop.ingest.metadata import clean_metadata
 from ragloop.ingest.readers.text import read_text
+from ragloop.ingest.readers.visibility import visible_html
 from ragloop.ingest.sections import build_sections
 
 _FRONT_MATTER = re.compile(r"\A\ufeff?---[ \t]*\n(.*?\n)(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
@@ -116,7 +117,8 @@ def markdown_blocks(text: str) -> tuple[str, list[tuple[int, str, str]]]:
                 blocks.append(prefix + tok.content.rstrip("\n"))
                 prefix = ""
         elif kind == "html_block":
-            stripped = _TAG.sub(" ", tok.content).strip()
+            # a raw HTML block shows as HTML: its hidden elements are not read
+            stripped = _TAG.sub(" ", visible_html(tok.content)).strip()
             if stripped:
                 blocks.append(stripped)
         elif kind == "table_open":

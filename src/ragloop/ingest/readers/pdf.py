@@ -7,6 +7,9 @@ next bookmark's title (found in the extracted text; at page granularity when a t
 be found). Text before the first bookmark is section "0". Section ids follow the shared rule
 (ragloop.ingest.sections): "2.1 Bank details" is section "2.1".
 
+Invisible text (render mode 3 or 7) is not read unless RAGLOOP_HIDDEN_TEXT=keep, except on a
+scanned page, where it is the OCR layer (readers/pdf_visibility.py).
+
 A page with ruled tables is read again by pdfplumber (MIT) and its tables kept as Markdown
 tables; a PDF with no text layer (a scan) is rendered page by page and read by OCR when the
 extra ragloop[ocr] is installed (readers/ocr.py).
@@ -16,13 +19,17 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Collection
 from pathlib import Path
 
 from ragloop.core.errors import ReaderError
 from ragloop.core.types import ParsedDocument, SectionText
+from ragloop.ingest import limits
 from ragloop.ingest.metadata import clean_metadata
 from ragloop.ingest.readers.ocr import INSTALL_HINT, ocr_available, ocr_image
 from ragloop.ingest.readers.office import markdown_table
+from ragloop.ingest.readers.pdf_visibility import drop_invisible_text
+from ragloop.ingest.readers.visibility import drop_hidden
 from ragloop.ingest.sections import build_sections, clean_text
 
 logging.getLogger("pypdf").setLevel(logging.ERROR)
@@ -44,13 +51,29 @@ def _plumbed(path: Path, work):
         return None
 
 
-def _with_tables(path: Path, pages: list[str]) -> list[str]:
+def _page_texts(reader) -> tuple[list[str], set[int]]:
+    """Each page's text (pypdf), and the pages whose invisible text was left out
+    (pdf_visibility; RAGLOOP_HIDDEN_TEXT=keep reads it)."""
+    texts, cleaned = [], set()
+    for i, page in enumerate(reader.pages):
+        if drop_hidden() and drop_invisible_text(page, reader):
+            cleaned.add(i)
+        texts.append(page.extract_text() or "")
+        limits.spend_text(len(texts[-1]))  # a page at a time: the file's time and text limits
+    return texts, cleaned
+
+
+def _with_tables(path: Path, pages: list[str], skip: Collection[int] = ()) -> list[str]:
     """Pages that hold ruled tables, read again by pdfplumber: the text outside the tables,
     then each table as a Markdown table (pypdf gives a table as a run of its cells' words,
-    which neither a reader nor BM25 can tell apart by column)."""
+    which neither a reader nor BM25 can tell apart by column). Pages in `skip` keep pypdf's
+    text: pdfminer does not tell invisible text apart, and they had some."""
     def work(pdf) -> list[str]:
         out = list(pages)
         for i, page in enumerate(pdf.pages[:len(pages)]):
+            limits.check_time()
+            if i in skip:
+                continue
             tables = page.find_tables()
             if not tables:
                 continue
@@ -73,6 +96,7 @@ def _ocr_pages(path: Path, reader) -> list[str]:
     def work(pdf) -> list[str]:
         out = []
         for plumbed, page in zip(pdf.pages, reader.pages, strict=False):
+            limits.check_time()  # OCR is seconds a page: the file's time limit between pages
             try:
                 images = list(page.images)
             except Exception:  # an image filter pypdf cannot decode: render the page
@@ -187,7 +211,7 @@ class PdfReader:
                     raise ReaderError(f"encrypted PDF, cannot open it: {exc}") from exc
                 if not ok:
                     raise ReaderError("encrypted PDF (needs a password)")
-            pages = [page.extract_text() or "" for page in reader.pages]
+            pages, cleaned = _page_texts(reader)
             try:
                 outline = _outline(reader, reader.outline)
             except Exception:  # a broken outline: fall back to pages
@@ -209,7 +233,7 @@ class PdfReader:
             if not any(p.strip() for p in pages):
                 raise ReaderError("PDF has no extractable text, and OCR found none")
         else:
-            pages = _with_tables(path, pages)
+            pages = _with_tables(path, pages, skip=cleaned)
         title = " ".join(meta_title.split()) or Path(path).stem
         if outline:
             preamble, heads = outline_blocks(pages, outline)

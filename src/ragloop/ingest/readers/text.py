@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ragloop.core.errors import ReaderError
 from ragloop.core.types import ParsedDocument
+from ragloop.ingest import limits
 from ragloop.ingest.sections import build_sections, clean_text, explicit_number
 
 SNIFF_BYTES = 8192
@@ -130,6 +131,7 @@ def decode_bytes(data: bytes) -> str:
 
 def read_text(path: Path) -> str:
     """Decoded text of a file (see decode_bytes); ReaderError when it cannot be read."""
+    limits.check_size(path)  # held whole in memory
     try:
         data = Path(path).read_bytes()
     except OSError as exc:

@@ -1,5 +1,6 @@
-"""Web pages by URL, and every page a sitemap lists, through trafilatura (Apache-2.0): it
-downloads the page, keeps the main text (navigation, footers and boilerplate dropped) as
+"""Web pages by URL, and every page a sitemap lists: downloaded by ingest/fetch.py (bounded
+in time and bytes, public addresses only unless allowed), then trafilatura (Apache-2.0)
+keeps the main text (navigation, footers and boilerplate dropped) as
 Markdown with its headings, and finds the page's title, author and date. The Markdown goes
 through the Markdown reader, so headings become sections as in a file. A page's doc_id is
 its URL without the scheme; its source is the URL.
@@ -7,15 +8,17 @@ its URL without the scheme; its source is the URL.
 
 from __future__ import annotations
 
-from configparser import ConfigParser
-from functools import lru_cache
+from dataclasses import replace
 from urllib.parse import urlsplit
 from xml.etree import ElementTree
 
 from ragloop.core.errors import ReaderError
 from ragloop.core.types import ParsedDocument
+from ragloop.ingest.fetch import PUBLIC, Reach, download
+from ragloop.ingest.limits import ReadLimits
 from ragloop.ingest.metadata import clean_metadata
 from ragloop.ingest.readers.markdown import parse_markdown
+from ragloop.ingest.readers.visibility import visible_html
 
 # A sitemap is read up to this many pages: a whole large site is a crawl, not an ingest.
 MAX_SITEMAP_PAGES = 500
@@ -31,25 +34,19 @@ def url_doc_id(url: str) -> str:
     return f"{parts.netloc}/{path}" + (f"?{parts.query}" if parts.query else "")
 
 
-@lru_cache(maxsize=2)
-def _config(private: bool) -> ConfigParser:
-    from trafilatura.settings import use_config
+def _download(url: str, reach: Reach, limits: ReadLimits | None) -> str:
+    """The page's text, downloaded by ingest/fetch.py (one deadline, a bytes cap, the
+    addresses `reach` allows) and decoded by trafilatura (a gzip body, the charset)."""
+    from trafilatura.settings import DEFAULT_CONFIG
+    from trafilatura.utils import decode_file
 
-    config = use_config()
-    # trafilatura refuses loopback and private addresses by default (SSRF protection); an
-    # intranet wiki is such an address, so the user may allow them for what they ingest
-    config.set("DEFAULT", "SSRF_PROTECTION", "off" if private else "on")
-    return config
-
-
-def _download(url: str, private: bool) -> str:
-    from trafilatura import fetch_url
-
-    html = fetch_url(url, config=_config(private))
-    if not html:
-        hint = "" if private else " (a private or loopback address needs --private-urls)"
-        raise ReaderError("could not download the page (no answer, an error status, or not"
-                          f" text){hint}")
+    limits = limits or ReadLimits()
+    # no more than trafilatura's own cap (MAX_FILE_SIZE, 20 MB), the most it extracts from
+    most = min(limits.max_bytes, DEFAULT_CONFIG.getint("DEFAULT", "MAX_FILE_SIZE"))
+    limits = replace(limits, max_bytes=most)
+    html = decode_file(download(url, reach, limits), most)
+    if not html.strip():
+        raise ReaderError("could not download the page (an empty answer)")
     return html
 
 
@@ -57,6 +54,7 @@ def page_document(url: str, html: str) -> ParsedDocument:
     """The main text of one page as a document (ReaderError when it has none)."""
     from trafilatura import extract, extract_metadata
 
+    html = visible_html(html)  # trafilatura keeps display:none text (issue 39)
     text = extract(html, url=url, output_format="markdown", include_formatting=True,
                    include_tables=True, include_comments=False, favor_recall=True) or ""
     if not text.strip():
@@ -72,12 +70,13 @@ def page_document(url: str, html: str) -> ParsedDocument:
                           source=url, sections=doc.sections, mime="text/html", metadata=meta)
 
 
-def sitemap_urls(url: str, private: bool = False, depth: int = 0) -> list[str]:
+def sitemap_urls(url: str, reach: Reach = PUBLIC, limits: ReadLimits | None = None,
+                 depth: int = 0) -> list[str]:
     """The page URLs a sitemap (or a sitemap index, two levels at most) lists, in its order,
     at most MAX_SITEMAP_PAGES. Parsed here rather than by trafilatura's sitemap_search,
     which drops any host without a public domain name (an intranet's `http://wiki/`)."""
     try:
-        root = ElementTree.fromstring(_download(url, private).encode("utf-8"))
+        root = ElementTree.fromstring(_download(url, reach, limits).encode("utf-8"))
     except ElementTree.ParseError as exc:
         raise ReaderError(f"not a sitemap ({exc})") from exc
     pages: list[str] = []
@@ -87,7 +86,7 @@ def sitemap_urls(url: str, private: bool = False, depth: int = 0) -> list[str]:
         found = loc.text.strip()
         if root.tag.endswith("sitemapindex"):
             if depth < 1:
-                pages += sitemap_urls(found, private, depth + 1)
+                pages += sitemap_urls(found, reach, limits, depth + 1)
         elif is_url(found):
             pages.append(found)
         if len(pages) >= MAX_SITEMAP_PAGES:
@@ -100,6 +99,8 @@ def is_sitemap(url: str) -> bool:
     return path.endswith((".xml", ".xml.gz")) and "sitemap" in path.rsplit("/", 1)[-1]
 
 
-def read_url(url: str, private: bool = False) -> ParsedDocument:
-    """`private`: allow loopback and private addresses (off: trafilatura refuses them)."""
-    return page_document(url, _download(url, private))
+def read_url(url: str, reach: Reach = PUBLIC, limits: ReadLimits | None = None
+             ) -> ParsedDocument:
+    """`reach`: the private or link-local addresses allowed (none by default: public ones
+    only); `limits`: the download's deadline and bytes cap (ingest/limits.py)."""
+    return page_document(url, _download(url, reach, limits))

@@ -226,6 +226,15 @@ function stepLine(event) {
     li.append(` ${(d.citations || []).length} citation(s)`);
   } else if (kind === "error") {
     li.append(el("span", { class: "error" }, ` ${d.error}`));
+  } else if (kind === "placement") {  // why each document holds its place in the evidence
+    const places = d.places || [];
+    li.append(` ${plural(places.length, "document", "documents")} in order`);
+    if (places.length) {
+      const list = el("ol", { class: "verdicts" });
+      // runs stored before `reason` existed carry only the codes
+      for (const p of places) list.append(el("li", {}, `${p.doc_id}`, el("span", { class: "muted" }, ` — ${p.reason || (p.why || []).join(", ")}`)));
+      li.append(list);
+    }
   } else if (kind === "source") {  // several knowledge bases: which ones this part searches
     li.append(` ${(d.knowledge_bases || []).join(", ")}`, el("span", { class: "muted" }, ` — ${d.reason || ""}`));
   }
