@@ -53,3 +53,49 @@ def test_italian_works_the_same_way() -> None:
     c = clarify("Qual è la protezione del sensore?", docs, it)
     assert c is not None and c.options == ("S200", "S100")
     assert clarify("Qual è la protezione del S100?", docs, it) is None
+
+
+def test_variants_below_an_unrelated_best_document_still_ask_back() -> None:
+    # the error reference scores best, but the three datasheets are a family of comparable score
+    docs = [hit("e.md", "Error Code Reference", 0.9, 9), *sensors()]
+    c = clarify("What is the temperature range of the sensor?", docs, EN)
+    assert c is not None and set(c.options) == {"S100", "S200", "S300"}
+    assert "e.md" not in {d for ids in c.evidence.values() for d in ids}
+
+
+def test_a_question_naming_a_stronger_document_outside_the_family_chose_it() -> None:
+    docs = [hit("g.md", "Edge Gateway Guide", 0.9, 9),
+            hit("a.md", "S200 Sensor Datasheet", 0.7, 1),
+            hit("b.md", "S100 Sensor Datasheet", 0.7, 2)]
+    assert clarify("What is the IP rating of the gateway?", docs, EN) is None
+    assert clarify("What is the IP rating?", docs, EN) is not None
+
+
+def test_a_general_page_beside_its_subtopics_is_no_reading() -> None:
+    # "Rate limits" is only the kind the other two refine: the general page answers
+    docs = [hit("a.md", "Rate limits", 0.8, 1), hit("b.md", "Rate limit headers", 0.8, 2),
+            hit("c.md", "Rate limit errors", 0.78, 3)]
+    assert clarify("What is the rate limit?", docs, EN) is None
+    assert clarify("What is the rate limit?", docs[1:], EN) is not None
+
+
+def test_titles_told_apart_by_more_than_a_name_are_separate_topics() -> None:
+    # what is left of each title once the shared words go is no name a user would choose
+    docs = [hit("a.md", "Fate mapping reveals origins and dynamics of monocytes and tissue"
+                        " macrophages under homeostasis.", 0.8, 1),
+            hit("b.md", "Tissue macrophages: functions", 0.8, 2)]
+    assert clarify("Where do tissue macrophages come from?", docs, EN) is None
+
+
+def test_sections_of_one_page_that_are_variants_ask_back() -> None:
+    def section(n: int, title: str, score: float) -> Hit:
+        return Hit(chunk_id=n, doc_id="p.md", section=f"2.{n}", section_title=title,
+                   text=f"{title}: …", doc_title="Pricing", grade_score=score,
+                   verdict="relevant")
+    docs = [section(1, "Starter plan limits", 0.8), section(2, "Enterprise plan limits", 0.78),
+            section(3, "Trials", 0.5)]
+    c = clarify("What are the plan limits?", docs, EN)
+    assert c is not None and c.options == ("Starter", "Enterprise")
+    assert c.evidence == {"Starter": ("p.md",), "Enterprise": ("p.md",)}
+    assert "sections" in c.reason
+    assert clarify("What are the Starter plan limits?", docs, EN) is None
