@@ -36,6 +36,11 @@ def test_every_field_reads_its_variable(env) -> None:
     assert Settings().kb == "kb"  # Settings(...) itself never reads the environment
 
 
+def test_a_folder_may_be_given_as_a_path(tmp_path) -> None:
+    assert Settings(kb=tmp_path).kb == str(tmp_path)
+    assert Settings().with_(kb=tmp_path / "kb").kb == str(tmp_path / "kb")
+
+
 def test_the_model_follows_the_keys_that_are_set(env) -> None:
     env.setenv("ANTHROPIC_API_KEY", "sk-test")
     assert Settings.from_env().model == DEFAULT_ANTHROPIC_MODEL

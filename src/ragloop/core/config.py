@@ -134,6 +134,8 @@ class _Validated(BaseModel):
         field = cls.model_fields.get(info.field_name)
         if isinstance(value, str) and field is not None and choices(field):
             return value.strip().lower()
+        if isinstance(value, os.PathLike) and field is not None and _is(field, str):
+            return os.fspath(value)  # a folder given as a Path, as Python callers write it
         return value
 
 
