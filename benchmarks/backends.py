@@ -31,15 +31,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import OUT, Timer, base_set, dir_size, machine_note, mb, table
 from pg_backend import exact_bm25
-from retrieval import (
-    FixedEmbedder,
-    Probes,
-    build_sqlite,
-    exact_topk,
-    log,
-    pick_queries,
-    synth_corpus,
-)
+from retrieval import build_sqlite, log
+from synthetic import FixedEmbedder, Probes, exact_topk, pick_queries, synth_corpus
 
 from ragloop.kb.search import hybrid_search
 from ragloop.retrieval.query_text import query_terms

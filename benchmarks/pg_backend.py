@@ -25,6 +25,14 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import OUT, Timer, machine_note
+from synthetic import (
+    FixedEmbedder,
+    Probes,
+    exact_topk,
+    pick_queries,
+    synth_corpus,
+    synthetic_writes,
+)
 
 from ragloop.kb.search import hybrid_search
 from ragloop.retrieval.query_text import query_terms
@@ -96,7 +104,6 @@ def build_store(work: Path, vecs: np.ndarray, texts: list[str], reuse: bool | No
 
     def batches():
         nonlocal cache_s
-        from retrieval import synthetic_writes  # late: retrieval imports this module in main
 
         for writes in synthetic_writes(vecs, texts, BATCH_CHUNKS):
             t = time.perf_counter()
@@ -155,7 +162,6 @@ def run_postgres(work: Path, vecs, texts, queries, qvecs, res: dict, probes,
     log(f"postgres build {timings['build_s']:.1f} s (HNSW {timings['hnsw_s']:.1f} s,"
         f" statistics {timings.get('stats_s', 0):.1f} s,"
         f" embedding cache {timings['cache_s']:.1f} s), settings {timings.get('settings')}")
-    from retrieval import FixedEmbedder  # late: retrieval imports this module in its main
 
     emb = FixedEmbedder(queries, qvecs)
     terms = [query_terms(q) for q in queries]
@@ -195,7 +201,6 @@ def exact_bm25(texts: list[str], terms: list[list[str]]) -> list[list[int]]:
 
 def main() -> None:
     from common import base_set
-    from retrieval import Probes, exact_topk, pick_queries, synth_corpus
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=100_000)
