@@ -37,7 +37,7 @@ from ragloop.agent.search_grade import (
     search_and_grade,
 )
 from ragloop.agent.template import Gathered
-from ragloop.agent.tools import FETCH, SEARCH, Toolbox, shown_page
+from ragloop.agent.tools import FETCH, Toolbox, search_event
 from ragloop.core.decisions import (
     Evidence,
     FollowUps,
@@ -146,13 +146,12 @@ class PipelineDriver:
         try:
             found = search_and_grade(self.toolbox, self.grader, query, part.question, page)
         except CONTINUES as exc:
-            yield ToolCallEvent(tool=SEARCH, query=query, error=str(exc))
+            yield search_event(query, error=str(exc))
             part.exhausted = True
             return
         grade = self._take(ctx, part, found)
-        yield ToolCallEvent(tool=SEARCH, query=query, chunks=len(found.hits),
-                            kept=len(grade.kept), sub_question=part.index, reason=reason,
-                            page=shown_page(page))
+        yield search_event(query, found.hits, kept=grade.kept, page=page, reason=reason,
+                           sub_question=part.index)
         yield grade_event(query, part.index, found.hits, grade)
 
     def place_first(self, ctx: RunContext) -> Grade:

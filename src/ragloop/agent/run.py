@@ -36,19 +36,14 @@ def log_line(event: Event) -> str | None:
                 f"{','.join(event.knowledge_bases)} reason=\"{event.reason}\"")
     if not isinstance(event, ToolCallEvent):
         return None
-    d = event.data
     parts = [f"step={event.step}", f"tool={event.tool}"]
-    if "query" in d:
-        query = str(d["query"]).replace('"', "'")
-        if len(query) > QUERY_SHOWN:  # a pasted 100 KB question is not echoed back whole
-            query = f"{query[:QUERY_SHOWN]}… ({len(query)} characters)"
-        parts.append(f'query="{query}"')
-    for key in ("page", "doc_id", "section", "chunks", "kept", "chars", "documents", "error",
-                "reason"):
-        if key in d:
-            value = d[key]
-            quoted = key in ("error", "reason")
-            parts.append(f'{key}="{value}"' if quoted else f"{key}={value}")
+    for f in event.shown():  # every field, details too (ToolCallEvent.shown)
+        value = f.value
+        if f.key == "query":
+            value = str(value).replace('"', "'")
+            if len(value) > QUERY_SHOWN:  # a pasted 100 KB question is not echoed back whole
+                value = f"{value[:QUERY_SHOWN]}… ({len(value)} characters)"
+        parts.append(f'{f.key}="{value}"' if f.quoted else f"{f.key}={value}")
     return " ".join(parts)
 
 

@@ -27,7 +27,7 @@ from ragloop.agent.failures import CONTINUES, ENDS, ended_answer, ended_status
 from ragloop.agent.quotes import with_quotes
 from ragloop.agent.run import DriverOutcome, FirstSearch, RunContext, Steps, closest_passages
 from ragloop.agent.search_grade import grade_event
-from ragloop.agent.tools import SEARCH, Toolbox
+from ragloop.agent.tools import Toolbox, search_event
 from ragloop.core.answer_stream import sentence_pieces
 from ragloop.core.conversation import Clarification
 from ragloop.core.decisions import Answerer, Clarifier, Draft, Grade, Grader, Plan
@@ -37,7 +37,6 @@ from ragloop.core.events import (
     ClarifyEvent,
     ErrorEvent,
     PlanEvent,
-    ToolCallEvent,
 )
 from ragloop.core.types import Hit, RunStatus
 from ragloop.language.text import ENGLISH_READING, Reading
@@ -149,15 +148,14 @@ class RunTemplate:
         try:
             page = self.first_search.search(ctx.question)
         except CONTINUES as exc:  # no words to search for ("?!", an emoji): nothing found
-            yield ToolCallEvent(tool=SEARCH, query=ctx.question, error=str(exc))
+            yield search_event(ctx.question, error=str(exc))
             ctx.first = FirstSearch(ctx.question, against, [], Grade([], [], False), str(exc))
             driver.place_first(ctx)
             return
         hits = page if driver.grades_whole_page else top_documents(page, self.k)
         ctx.first = FirstSearch(ctx.question, against, hits, self.grader.grade(against, hits))
         kept = driver.place_first(ctx)
-        yield ToolCallEvent(tool=SEARCH, query=ctx.question, chunks=len(hits),
-                            kept=len(kept.kept), reason="single-shot's search")
+        yield search_event(ctx.question, hits, kept=kept.kept, reason="single-shot's search")
         yield grade_event(ctx.question, 0, hits, kept)
 
     # -- the end ----------------------------------------------------------------------------

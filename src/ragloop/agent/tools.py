@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Generic, Protocol, TypeVar
 
@@ -125,9 +125,18 @@ Text = Annotated[str, BeforeValidator(_text)]
 Page = Annotated[int, BeforeValidator(_page)]
 
 
-def shown_page(page: int) -> int | None:
-    """The `page` of a search's TOOL_CALL event: only past the first page."""
-    return page if page > 1 else None
+def search_event(query: str, hits: Sequence[Hit] | None = None, *,
+                 kept: Sequence[Hit] | None = None, page: int = 1, error: str | None = None,
+                 reason: str | None = None, sub_question: int | None = None) -> ToolCallEvent:
+    """The one builder of a search's TOOL_CALL event (step 1, both drivers, the ungraded
+    tool): `hits` found (None: it failed with `error`), `kept` by the grader (None:
+    ungraded), `page` only past the first, `reason` why the step was spent, `sub_question`
+    the plan's part it searched for."""
+    return ToolCallEvent(tool=SEARCH, query=query,
+                         chunks=None if hits is None else len(hits),
+                         kept=None if kept is None else len(kept),
+                         page=page if page > 1 else None, error=error, reason=reason,
+                         sub_question=sub_question)
 
 
 class _Args(BaseModel):
@@ -322,8 +331,7 @@ def search_knowledge_base(box: Toolbox, args: SearchArgs, number: Numbering) -> 
     hits = box.search(args.query, args.page, args.search_filter())
     text = format_hits([(number(h), h) for h in hits])
     return ToolOutcome(wrap(SEARCH, text, box.budget),
-                       ToolCallEvent(tool=SEARCH, query=args.query, chunks=len(hits),
-                                     page=shown_page(args.page)))
+                       search_event(args.query, hits, page=args.page))
 
 
 def fetch_document_section(box: Toolbox, args: FetchArgs, number: Numbering) -> ToolOutcome:

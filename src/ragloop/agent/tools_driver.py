@@ -39,7 +39,7 @@ from ragloop.agent.search_grade import (
     search_and_grade,
 )
 from ragloop.agent.template import Gathered
-from ragloop.agent.tools import SEARCH, SEARCH_TOOL, Toolbox, format_hits, shown_page, wrap
+from ragloop.agent.tools import SEARCH, SEARCH_TOOL, Toolbox, format_hits, search_event, wrap
 from ragloop.core.answer_stream import deltas_of
 from ragloop.core.conversation import Clarification
 from ragloop.core.data_block import BLOCK_END
@@ -109,8 +109,7 @@ class ToolsDriver:
                                  f"{ctx.question}\n(this search: {query})", page, filter)
         grade = found.grade
         numbered = [(ctx.ledger.add_hit(h, ctx.step), h) for h in grade.kept]
-        yield ToolCallEvent(tool=SEARCH, query=query, chunks=len(found.hits),
-                            kept=len(grade.kept), page=shown_page(page))
+        yield search_event(query, found.hits, kept=grade.kept, page=page)
         yield grade_event(query, None, found.hits, grade)
         return graded_result(numbered, grade, self.toolbox.budget)
 
@@ -122,7 +121,7 @@ class ToolsDriver:
             return (yield from self._graded_search(ctx, args.query, args.page,
                                                    args.search_filter())), False
         except CONTINUES as exc:
-            yield ToolCallEvent(tool=SEARCH, query=_query_text(call), error=str(exc))
+            yield search_event(_query_text(call), error=str(exc))
             return f"Tool error: {exc}", True
 
     def _ask_user(self, ctx: RunContext, call: ToolCall) -> Steps[ToolReply]:

@@ -11,7 +11,7 @@ defaults, fields no longer known are ignored.
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -33,6 +33,17 @@ class BaseEvent(BaseModel):
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "step": self.step, "data": self.data,  # type: ignore[attr-defined]
                 "ts": self.ts, "seq": self.seq}
+
+
+class Shown(NamedTuple):
+    """One field of a tool call as its readers show it (`ToolCallEvent.shown`). `role`:
+    "said" (in the sentence a person reads), "extra" (after that sentence), "detail" (the
+    log line's alone); `quoted`: free text, quoted in the log line."""
+
+    key: str
+    value: Any
+    role: Literal["said", "extra", "detail"]
+    quoted: bool
 
 
 class RouteEvent(BaseEvent):
@@ -66,6 +77,31 @@ class ToolCallEvent(BaseEvent):
     error: str | None = None
     # why a step beyond a part's first search was spent (the pointer or bridge it follows)
     reason: str | None = None
+
+    # How each field is shown (`shown`). A field added above is shown everywhere (the log
+    # line, the CLI, /v1 reasoning, the page) as `key=value` / "key value" with nothing
+    # else to change; list it here only to show it differently.
+    FREE_TEXT: ClassVar[frozenset[str]] = frozenset({"query", "error", "reason"})
+    SAID: ClassVar[frozenset[str]] = frozenset(
+        {"query", "chunks", "kept", "doc_id", "section", "chars", "documents", "error"})
+    DETAILS: ClassVar[frozenset[str]] = frozenset({"page", "reason"})
+    UNSHOWN: ClassVar[frozenset[str]] = frozenset({"tool", "sub_question"})
+
+    def shown(self) -> list[Shown]:
+        """The fields every reader of this call shows, in declaration order, each with how:
+        the log line (and the CLI, which prints it) shows them all; the sentence a person
+        reads (/v1 reasoning, the page) is made of the `said` ones and lists the `extra`
+        ones after it; a `detail` is the log line's alone. `tool` heads every rendering and
+        `sub_question` is the eval's, so neither is listed; unset fields are left out."""
+        out: list[Shown] = []
+        for key in type(self).model_fields:
+            value = getattr(self, key)
+            if key in _HEADER or key == "kind" or key in self.UNSHOWN or value is None:
+                continue
+            role = ("detail" if key in self.DETAILS else "said" if key in self.SAID
+                    else "extra")
+            out.append(Shown(key, value, role, key in self.FREE_TEXT))
+        return out
 
 
 class GradeEvent(BaseEvent):

@@ -50,6 +50,7 @@ from ragloop.apps.server.openai_compat import (
     OpenAIErrorShape,
     add_openai_api,
 )
+from ragloop.apps.server.page_steps import tool_pieces
 from ragloop.apps.server.state import ServerState
 from ragloop.apps.server.uploads import ingest_uploads
 from ragloop.core.config import (
@@ -61,7 +62,7 @@ from ragloop.core.config import (
 )
 from ragloop.core.decisions import Grader
 from ragloop.core.errors import ConfigError, NotFoundError, UserError
-from ragloop.core.events import AnswerDeltaEvent, BaseEvent, Event
+from ragloop.core.events import AnswerDeltaEvent, BaseEvent, Event, ToolCallEvent
 from ragloop.core.types import RunStatus
 from ragloop.eval.metrics import percentile
 from ragloop.kb import KnowledgeBase
@@ -407,7 +408,12 @@ def _event_seq(raw: str) -> int:
 
 
 def _event_payload(run_id: str, event: Event) -> str:
-    return json.dumps({"run_id": run_id, **event.to_dict()}, ensure_ascii=False, default=str)
+    """An event as the SSE stream sends it; a tool call also carries its step line for the
+    page, made on the server (page_steps.py)."""
+    payload = {"run_id": run_id, **event.to_dict()}
+    if isinstance(event, ToolCallEvent):
+        payload["shown"] = tool_pieces(event)
+    return json.dumps(payload, ensure_ascii=False, default=str)
 
 
 def _add_routes(app: FastAPI, upload_limit: int) -> None:

@@ -284,17 +284,24 @@ def _short(text: object, limit: int = 160) -> str:
 
 
 def _tool_line(e: ToolCallEvent) -> str:
-    if e.query is not None:
-        line = f"Searched \"{_short(e.query)}\""
-        if e.chunks is not None:
-            line += f": kept {e.kept or 0} of {e.chunks} passages"
-    elif e.doc_id is not None:
-        line = f"Read {e.doc_id} §{e.section or ''}"
-    elif e.documents is not None:
-        line = f"Listed the documents ({e.documents})"
+    """A tool call's sentence from its shown fields (ToolCallEvent.shown): what it did, any
+    extra field after it, then its failure."""
+    shown = e.shown()
+    said = {f.key: f.value for f in shown if f.role == "said"}
+    if "query" in said:
+        line = f"Searched \"{_short(said['query'])}\""
+        if "chunks" in said:
+            line += f": kept {said.get('kept') or 0} of {said['chunks']} passages"
+    elif "doc_id" in said:
+        line = f"Read {said['doc_id']} §{said.get('section') or ''}"
+    elif "documents" in said:
+        line = f"Listed the documents ({said['documents']})"
     else:
         line = f"Called {e.tool}"
-    return f"{line} — failed: {_short(e.error)}" if e.error else line
+    extra = [f"{f.key} {_short(f.value)}" for f in shown if f.role == "extra"]
+    if extra:
+        line += f" ({', '.join(extra)})"
+    return f"{line} — failed: {_short(said['error'])}" if said.get("error") else line
 
 
 def step_line(event: Event) -> str | None:

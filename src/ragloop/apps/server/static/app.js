@@ -176,6 +176,15 @@ function sectionButton(docId, section, label, quote, cls, kb) {
 
 function quote(text) { return `“${text}”`; }
 
+// One piece of a tool call's line as the server sends it (`shown.pieces`): plain text, a
+// quote, a span of its class, or a button opening a section.
+function shownPiece(p) {
+  if (p.as === "quote") return el("q", {}, p.text);
+  if (p.as === "section") return sectionButton(p.doc_id, p.section, p.text);
+  if (p.as) return el("span", { class: p.as }, p.text);
+  return document.createTextNode(p.text);
+}
+
 function stepLine(event) {
   const d = event.data || {};
   const kind = event.kind;
@@ -190,19 +199,10 @@ function stepLine(event) {
   } else if (kind === "plan") {
     const subs = (d.sub_questions || []).map(quote).join(", ");
     li.append(d.need_search ? ` sub-questions: ${subs}` : " no search needed");
-  } else if (kind === "tool_call" && d.tool === "search_knowledge_base") {
-    li.dataset.tool = "search";
-    li.append(" ", el("q", {}, d.query || ""));
-    if (d.error) li.append(el("span", { class: "error" }, ` error: ${d.error}`));
-    else li.append(" ", el("span", { class: "counts" }, `kept ${d.kept ?? "?"}/${d.chunks ?? "?"} chunks`));
-  } else if (kind === "tool_call" && d.tool === "fetch_document_section") {
-    li.dataset.tool = "fetch";
-    li.append(" read ", sectionButton(d.doc_id, d.section, `${d.doc_id} §${d.section}`));
-    if (d.error) li.append(el("span", { class: "error" }, ` error: ${d.error}`));
-    else if (d.chars !== undefined) li.append(el("span", { class: "muted" }, ` (${d.chars} chars)`));
-  } else if (kind === "tool_call") {
-    li.append(d.error ? el("span", { class: "error" }, ` error: ${d.error}`)
-      : ` ${d.documents ?? ""} documents`);
+  } else if (kind === "tool_call") {  // its line is made on the server (page_steps.py)
+    const shown = event.shown || { pieces: [] };
+    if (shown.tool) li.dataset.tool = shown.tool;
+    for (const p of shown.pieces) li.append(shownPiece(p));
   } else if (kind === "grade") {
     li.append(` kept ${d.kept}/${d.chunks} for `, el("q", {}, d.query || ""),
       el("span", { class: d.enough ? "ok" : "warn" }, d.enough ? " — enough" : " — not enough"));
