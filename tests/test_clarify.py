@@ -180,6 +180,15 @@ def test_a_section_and_the_section_inside_it_are_one_reading() -> None:
 def test_pages_of_one_title_are_told_apart_by_their_headings() -> None:
     docs = [passage("a/m.md", "Middleware", 0.78, 1, "Adding ASGI middlewares"),
             passage("t/m.md", "Middleware", 0.76, 2, "Create a middleware")]
-    c = clarify("How do I add middleware?", docs, EN)
+    c = clarify("How do I run code on every request?", docs, EN)
     assert c is not None
     assert c.options == ("Middleware: Adding ASGI middlewares", "Middleware: Create a middleware")
+
+
+def test_a_question_holding_a_whole_title_or_a_weaker_pages_own_word_chose() -> None:
+    docs = [passage("s.md", "The Ed Sullivan Show (radio program)", 0.8, 1),
+            passage("e.md", "Ed Sullivan", 0.78, 2)]
+    assert clarify("Did Ed Sullivan work anywhere else?", docs, EN) is None
+    assert clarify("Where did he work?", docs, EN) is not None
+    # "path" is only the second page's: the question chose it, though it is not the best
+    assert clarify("How do I validate a path value?", validations(), EN) is None

@@ -190,11 +190,13 @@ def _narrow(asked: frozenset[str], family: list[_Group]) -> list[_Group] | None:
 
 def _picks(asked: frozenset[str], g: _Group, others: Sequence[_Group],
            headings: dict[str, frozenset[str]]) -> bool:
-    """The question names group `g`: a word of it is in g's title and in no other group's
-    title or kept section headings (a word the others' evidence has too tells none apart)."""
+    """The question names group `g`: a word of it is in g's title and in no other kept
+    document's title or kept section headings (a word the others' evidence has too tells
+    none apart)."""
     rest = frozenset().union(*(o.terms | headings.get(o.key[0], frozenset())
                                for o in others if o is not g))
-    return bool(asked & (g.terms - rest))
+    # or the question holds its whole title ("Ed Sullivan" beside "The Ed Sullivan Show")
+    return bool(asked & (g.terms - rest)) or (bool(g.terms) and g.terms <= asked)
 
 
 def _decide(asked: frozenset[str], kept: Sequence[Hit], rd: Reading
@@ -216,8 +218,8 @@ def _decide(asked: frozenset[str], kept: Sequence[Hit], rd: Reading
         for h in kept:
             headings[h.doc_id] = headings.get(h.doc_id, frozenset()) | frozenset(
                 rd.content_terms(h.section_title))
-        if _picks(asked, split[0], split, headings):
-            return None  # the question names the strongest document: that one
+        if any(_picks(asked, g, docs, headings) for g in split):
+            return None  # it names one of them (or several, to compare, or to combine)
         return split, "documents", (f"none of which holds {DOMINANT:g} times the evidence"
                                     " of the next")
     by_section: Callable[[Hit], tuple[str, str]] = lambda h: (h.doc_id, h.section)  # noqa: E731
