@@ -467,3 +467,16 @@ def test_beir_detection_and_all_broken(tmp_path):
     broken.write_text('{"_id": \n[1, 2]\n', encoding="utf-8")
     with pytest.raises(ReaderError, match="2 bad"):
         read_file(broken, "corpus.jsonl")
+
+
+def test_markdown_heading_attribute_lists_are_not_title_words(tmp_path):
+    # MkDocs pages write "## Title { #anchor }" (attr_list): the anchor is markup; a brace
+    # that is the title's own text stays
+    path = tmp_path / "status.md"
+    path.write_text("# Response - Change Status Code { #response-change-status-code }\n"
+                    "Intro.\n\n## Use a `Response` parameter {.big #use}\nBody.\n\n"
+                    "## Sets {a, b}\nText.\n", encoding="utf-8")
+    [doc] = read_file(path, "status.md")
+    assert doc.title == "Response - Change Status Code"
+    assert [s.title_path[-1] for s in doc.sections] == [
+        "Response - Change Status Code", "Use a Response parameter", "Sets {a, b}"]

@@ -2,24 +2,30 @@
 groups that answer it differently, instead of guessing one or answering all of them.
 
 Decided from what retrieval returns, not from the question's wording (issue 40, point 5),
-the same for every language:
-- the kept hits are grouped by document (a group's strength: its best grade score), and
-  the candidates are the groups of comparable strength, within COMPARABLE of the best;
-- among them, a *family*: groups whose titles name variants of one kind. Two titles are
-  kin when they share content words (SHARED of the shorter one's at least) and differ; a
-  family is the largest set of candidates kin with one of them. Its common words name the
-  kind ("sensor datasheet", "status code"), the rest of each title names the variant.
-  Every member must have words of its own: a title that is only the kind ("Rate limits"
-  beside "Rate limit headers") is a general page that answers, not one reading; and no
-  more than a name's (MAX_NAME_WORDS): titles that differ by a phrase are separate topics;
-- no family of documents: the same over the kept sections (titled by their headings), for
-  readings that are sections of one page or of several;
-- the question must not pin a variant: when it holds a word that is some member's own, it
-  chose (one, or several to compare) and is answered; nor name a group stronger than the
-  family (by a title word no member has): it chose that one.
+the same for every language. The kept hits are grouped by document (a group's strength: its
+best grade score; its weight: the sum of its hits' scores, strength and share of the
+evidence together); the candidates are the groups within COMPARABLE of the best. Then, the
+first that holds:
+1. a *family* of documents: candidates whose titles name variants of one kind. Two titles
+   are kin when they share content words (SHARED of the shorter one's at least) and differ;
+   a family is the largest set of candidates kin with one of them; its common words name
+   the kind ("sensor datasheet"), the rest of each title the variant, in a name's length
+   (MAX_NAME_WORDS) and never empty (a title that is only the kind is a general page, no
+   variant). The question must not pin a variant: a word only one member's title has
+   chose it (or several, to compare); a word some members share keeps those; a title word
+   of a stronger group outside the family chose that group;
+2. an even *split*: the documents within SPLIT of the best document, when none of them
+   weighs DOMINANT times the next. The question chose when a word of it is in the
+   strongest document's title and in no other one's title or kept headings (a word the
+   others' evidence has too tells none apart);
+3. a family of sections (titled by their headings), as in 1, for readings that are
+   sections of one page or several; a section and one inside it (a page's top section
+   holds them all) are one reading, the outer one answering.
+A family or split whose heaviest member weighs DOMINANT times the next is answered by it.
 Words are the knowledge base's own content terms (its analyzer's stop words left out). The
-options are the members' own title words, in their order (the codes alone when they have
-any: words with a digit, S200, Q3).
+options are the titles or headings as written (a variant's codes alone when it has them:
+words with a digit, S200, Q3); two pages of one title are told apart by their best kept
+heading. Each option's evidence is the documents it leads to.
 
 Pure: the question, the kept hits and the knowledge base's vocabulary in, a
 `Clarification` or None out.
@@ -43,6 +49,11 @@ COMPARABLE = 0.75
 SHARED = 0.5
 # A variant's own title words (what the user chooses by): more than this is no name.
 MAX_NAME_WORDS = 4
+# With no family: documents within this share of the best document's score are readings
+# (0.85-0.9 gave the same asks on the tuned sets; 0.9 halved SciFact's false ones),
+SPLIT = 0.9
+# unless the heaviest of them holds this many times the evidence of the next (it dominates).
+DOMINANT = 2.0
 
 
 @dataclass(frozen=True)
@@ -53,17 +64,29 @@ class _Group:
     best: float
 
 
+def _score(h: Hit) -> float:
+    return h.grade_score if h.grade_score is not None else h.score
+
+
 def _groups(kept: Sequence[Hit], key: Callable[[Hit], tuple[str, str]],
             title: Callable[[Hit], str], rd: Reading) -> list[_Group]:
     best: dict[tuple[str, str], _Group] = {}
     for h in kept:
-        score = h.grade_score if h.grade_score is not None else h.score
+        score = _score(h)
         k = key(h)
         g = best.get(k)
         if g is None or score > g.best:
             t = title(h) or h.doc_id
             best[k] = _Group(k, t, frozenset(rd.content_terms(t)), score)
     return sorted(best.values(), key=lambda g: -g.best)
+
+
+def _nested(sections: list[_Group]) -> bool:
+    """One section holds another (a page's top section "0" holds them all): the outer one
+    is the general reading that answers, as a general page does beside its subtopics."""
+    def inside(a: tuple[str, str], b: tuple[str, str]) -> bool:
+        return a[0] == b[0] and a != b and (b[1] == "0" or a[1].startswith(b[1] + "."))
+    return any(inside(a.key, b.key) for a in sections for b in sections)
 
 
 def _kin(a: _Group, b: _Group) -> bool:
@@ -80,7 +103,8 @@ def _strong(groups: list[_Group]) -> list[_Group]:
 
 def _family(strong: list[_Group]) -> list[_Group]:
     """The largest set of comparable groups kin with one of them (the strongest seed wins a
-    tie), best first; empty when there is none or one member is only the common kind."""
+    tie), best first; empty when there is none or one member is only the common kind (a
+    general page beside its subtopics is no variant: the evidence split decides)."""
     family: list[_Group] = []
     for seed in strong:
         f = [g for g in strong if g is seed or _kin(g, seed)]
@@ -94,11 +118,39 @@ def _family(strong: list[_Group]) -> list[_Group]:
     return family if common and all(0 < n <= MAX_NAME_WORDS for n in own) else []
 
 
+def _split(strong: list[_Group], kept: Sequence[Hit],
+           key: Callable[[Hit], tuple[str, str]]) -> list[_Group]:
+    """The groups the evidence splits into when no one dominates it: the groups of comparable
+    best score (within SPLIT of the best), best first, when the heaviest of them (the sum of
+    its kept hits' scores: strength and how much of the evidence it holds) weighs less than
+    DOMINANT times the next; empty otherwise."""
+    if not strong:
+        return []
+    close = [g for g in strong if g.best >= SPLIT * strong[0].best]
+    if len(close) < MIN_OPTIONS:
+        return []
+    return [] if _dominated(close, kept, key) else close
+
+
+def _dominated(groups: list[_Group], kept: Sequence[Hit],
+               key: Callable[[Hit], tuple[str, str]]) -> bool:
+    """The heaviest of `groups` (the sum of its kept hits' scores: its strength and how much
+    of the evidence it holds) weighs DOMINANT times the next or more."""
+    keys = {g.key for g in groups}
+    mass: dict[tuple[str, str], float] = {}
+    for h in kept:
+        if key(h) in keys:
+            mass[key(h)] = mass.get(key(h), 0.0) + _score(h)
+    heavy = sorted(mass.values(), reverse=True)
+    return len(heavy) < MIN_OPTIONS or heavy[0] >= DOMINANT * heavy[1]
+
+
 def _label(g: _Group, common: frozenset[str], rd: Reading) -> str:
     own = [w for w in rd.content_words(g.title) if stem(w) not in common]
-    # a code (a word with a digit: S200, Q3) names a variant on its own, in any language
+    # a code (a word with a digit: S200, Q3) names a variant on its own, in any language;
+    # otherwise the title as the page writes it (never the words left once the shared go)
     coded = [w for w in own if any(c.isdigit() for c in w)]
-    return " ".join(coded or own) or g.title
+    return " ".join(coded) or g.title
 
 
 def _join(options: Sequence[str], words_: Vocabulary) -> str:
@@ -108,33 +160,92 @@ def _join(options: Sequence[str], words_: Vocabulary) -> str:
     return ", ".join(options[:-1]) + f"{glue}{words_.text('clarify.or')}{glue}" + options[-1]
 
 
-def clarify(question: str, kept: Sequence[Hit], words_: Vocabulary,
-            rd: Reading = ENGLISH_READING) -> Clarification | None:
-    """A clarifying question when `kept` (the graded evidence of `question`) holds a family
-    of comparable documents (else sections) that are variants of one kind the question
-    does not choose between; None otherwise."""
-    level = "documents"
-    strong = _strong(_groups(kept, lambda h: (h.doc_id, ""), lambda h: h.doc_title, rd))
-    family = _family(strong)
-    if not family:
-        level = "sections"
-        strong = _strong(_groups(kept, lambda h: (h.doc_id, h.section),
-                                 lambda h: h.section_title, rd))
-        family = _family(strong)
-    if not family:
-        return None
-    common = frozenset.intersection(*(g.terms for g in family))
-    kind = frozenset.union(*(g.terms for g in family))
-    asked = frozenset(rd.content_terms(question))
-    if any(asked & (g.terms - common) for g in family):
-        return None  # the question names a variant (or several, to compare): it chose
-    if any(asked & (g.terms - kind) for g in strong if g.best > family[0].best):
-        return None  # it names a stronger group that is none of the variants: that one
+def _options(groups: list[_Group], common: frozenset[str], rd: Reading,
+             heading: dict[tuple[str, str], str]) -> dict[str, list[str]]:
+    """Each option's label and the documents it leads to; two groups of one title are told
+    apart by their best section's heading."""
+    labels = [_label(g, common, rd) for g in groups[:MAX_OPTIONS]]
     options: dict[str, list[str]] = {}
-    for g in family[:MAX_OPTIONS]:
-        ids = options.setdefault(_label(g, common, rd), [])
+    for g, label in zip(groups[:MAX_OPTIONS], labels, strict=True):
+        if labels.count(label) > 1 and heading.get(g.key) and heading[g.key] != label:
+            label = f"{label}: {heading[g.key]}"
+        ids = options.setdefault(label, [])
         if g.key[0] not in ids:
             ids.append(g.key[0])
+    return options
+
+
+def _narrow(asked: frozenset[str], family: list[_Group]) -> list[_Group] | None:
+    """The members the question leaves open: None when it names one by a word only that
+    member's title has (it chose; several named: it compares them); else the members
+    holding every word of the question that only some members share ("header parameter
+    models" among query, header and form models: those two)."""
+    common = frozenset.intersection(*(g.terms for g in family))
+    for g in family:
+        if asked & (g.terms - frozenset().union(*(o.terms for o in family if o is not g))):
+            return None
+    shared = asked & (frozenset.union(*(g.terms for g in family)) - common)
+    return [g for g in family if shared <= g.terms]
+
+
+def _picks(asked: frozenset[str], g: _Group, others: Sequence[_Group],
+           headings: dict[str, frozenset[str]]) -> bool:
+    """The question names group `g`: a word of it is in g's title and in no other kept
+    document's title or kept section headings (a word the others' evidence has too tells
+    none apart)."""
+    rest = frozenset().union(*(o.terms | headings.get(o.key[0], frozenset())
+                               for o in others if o is not g))
+    # or the question holds its whole title ("Ed Sullivan" beside "The Ed Sullivan Show")
+    return bool(asked & (g.terms - rest)) or (bool(g.terms) and g.terms <= asked)
+
+
+def _decide(asked: frozenset[str], kept: Sequence[Hit], rd: Reading
+            ) -> tuple[list[_Group], str, str] | None:
+    """(the readings, their level, how they differ), or None: a family of documents, else
+    documents of comparable strength none of which dominates, else a family of sections."""
+    by_doc: Callable[[Hit], tuple[str, str]] = lambda h: (h.doc_id, "")  # noqa: E731
+    docs = _strong(_groups(kept, by_doc, lambda h: h.doc_title, rd))
+    if family := _family(docs):
+        if any(asked & (g.terms - frozenset.union(*(f.terms for f in family)))
+               for g in docs if g.best > family[0].best):
+            return None  # it names a stronger group that is none of the variants: that one
+        left = _narrow(asked, family)
+        if not left or _dominated(left, kept, by_doc):
+            return None  # the question chose, or one variant holds most of the evidence
+        return left, "documents", "whose titles are variants of one kind"
+    if split := _split(docs, kept, by_doc):
+        headings: dict[str, frozenset[str]] = {}
+        for h in kept:
+            headings[h.doc_id] = headings.get(h.doc_id, frozenset()) | frozenset(
+                rd.content_terms(h.section_title))
+        if any(_picks(asked, g, docs, headings) for g in split):
+            return None  # it names one of them (or several, to compare, or to combine)
+        return split, "documents", (f"none of which holds {DOMINANT:g} times the evidence"
+                                    " of the next")
+    by_section: Callable[[Hit], tuple[str, str]] = lambda h: (h.doc_id, h.section)  # noqa: E731
+    secs = _strong(_groups(kept, by_section, lambda h: h.section_title, rd))
+    if (family := _family(secs)) and not _nested(family):
+        left = _narrow(asked, family)
+        if left and not _dominated(left, kept, by_section):
+            return left, "sections", "whose headings are variants of one kind"
+    return None
+
+
+def clarify(question: str, kept: Sequence[Hit], words_: Vocabulary,
+            rd: Reading = ENGLISH_READING) -> Clarification | None:
+    """A clarifying question when `kept` (the graded evidence of `question`) splits into
+    readings the question does not choose between: a family of comparable documents whose
+    titles are variants of one kind, else documents of comparable strength none of which
+    dominates the evidence, else a family of sections; None otherwise."""
+    decided = _decide(frozenset(rd.content_terms(question)), kept, rd)
+    if decided is None:
+        return None
+    readings, level, how = decided
+    # codes are read off the variants' own words; a document split shares no kind
+    common = (frozenset.intersection(*(g.terms for g in readings)) if "variants" in how
+              else frozenset())
+    heading = {(h.doc_id, ""): h.section_title for h in sorted(kept, key=_score)}
+    options = _options(readings, common, rd, heading)
     if len(options) < MIN_OPTIONS:
         return None
     names = list(options)
@@ -142,8 +253,7 @@ def clarify(question: str, kept: Sequence[Hit], words_: Vocabulary,
         question=words_.text("clarify.question").format(options=_join(names, words_)),
         options=tuple(names),
         reason=(f"the kept evidence splits into {len(names)} {level} of comparable score"
-                f" (within {COMPARABLE:.0%} of the best) whose titles are variants of one"
-                f" kind ({', '.join(names)}); the question names none of them"),
+                f" {how} ({'; '.join(names)}); the question names none of them"),
         evidence={o: tuple(ids) for o, ids in options.items()})
 
 

@@ -25,6 +25,9 @@ from ragloop.ingest.readers.visibility import visible_html
 from ragloop.ingest.sections import build_sections
 
 _FRONT_MATTER = re.compile(r"\A\ufeff?---[ \t]*\n(.*?\n)(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
+# A heading's attribute list, "## Title { #anchor .class }" (Python-Markdown attr_list, as
+# MkDocs sites write it; Pandoc and kramdown header attributes): markup, not title words.
+_ATTRS = re.compile(r"\s*\{:?\s*[#.][^{}]*\}\s*$")
 _FM_TITLE = re.compile(r"^title:[ \t]*(.+?)[ \t]*$", re.MULTILINE)
 _TAG = re.compile(r"<[^>]+>")
 
@@ -88,6 +91,7 @@ def markdown_blocks(text: str) -> tuple[str, list[tuple[int, str, str]]]:
             level = int(tok.tag[1])
             inline = tokens[i + 1] if i + 1 < len(tokens) else None
             heading = _inline_text(inline) if inline is not None and inline.type == "inline" else ""
+            heading = _ATTRS.sub("", heading)
             blocks = []
             heads.append((level, heading, blocks))
             i += 3
