@@ -2,7 +2,8 @@
 
 No generative model. A sentence may be stated when it supports the sub-question (the
 sub-question's content terms it contains plus embedding similarity: `_score`, against
-MIN_SUPPORT); among those, the one that answers leads (answer_choice.py: meaning, the
+MIN_SUPPORT); every sentence of the sections that support the part is a candidate, whatever
+its own overlap, and the one that answers leads (answer_choice.py: meaning, the
 question's terms weighed in the sentence's section, something new, the kind asked), and a
 second follows only when it holds question terms the first does not. Table rows are
 candidates of their own, with their column names (table_rows.py). Quoted with [n].
