@@ -21,7 +21,7 @@ from ragloop.core.types import Usage
 from ragloop.embed.base import Embedder
 from ragloop.language.text import ENGLISH_READING, Quantity, Reading, stem, term_set
 from ragloop.language.vocabulary import ENGLISH_WORDS
-from ragloop.offline.answer_choice import CONTEXT_SHARE, Choice
+from ragloop.offline.answer_choice import CONTEXT_SHARE, Choice, asked_kind, polarity
 from ragloop.offline.table_rows import candidate_sentences, is_text
 
 # A sentence needs this much of the sub-question's terms (or meaning) to count as support:
@@ -202,6 +202,11 @@ class ExtractiveAnswerer:
                 continue
             chosen_all.extend(chosen)
             body = " ".join(f"{s.rstrip()} [{n}]" for n, s in chosen)
+            if asked_kind(part, rd) == "yes_no":
+                # a yes/no question is answered yes or no first, read from the lead's
+                # polarity against the question's; the quoted sentence says why
+                word = polarity(chosen[0][1], part, rd)
+                body = f"{word}: {body}" if word else body
             lines.append(f"{part.rstrip('?')}: {body}" if len(parts) > 1 else body)
         # a part nothing confirmed answers is declined in the answer and cites nothing; the
         # nearest unconfirmed passages go beside the answer, never into it
