@@ -34,6 +34,11 @@ def test_a_yes_no_question_is_answered_yes_when_the_sentence_agrees(embedder) ->
     assert draft.text.startswith("Yes: "), draft.text
 
 
+def test_a_question_offering_alternatives_is_not_answered_yes_or_no() -> None:
+    assert asked_kind("Was Pepper Keenan or Rob Parissi born first?", ENGLISH_READING) is None
+    assert asked_kind("Was Pepper Keenan born first?", ENGLISH_READING) == "yes_no"
+
+
 def test_polarity_reads_each_language_and_a_negative_question() -> None:
     assert polarity("It will not work.", "Does it work?", ENGLISH_READING) == "No"
     assert polarity("It won't work.", "Does it work?", ENGLISH_READING) == "No"
@@ -61,6 +66,8 @@ def test_the_definition_form_needs_the_subject_just_before_the_predicate() -> No
     assert not defines("With Dependency Injection, the code means less repetition.", form)
     mw = definition_form("What is a middleware?", ENGLISH_READING)
     assert mw is not None and not defines("The last middleware added is the outermost.", mw)
+    api = definition_form("What is OpenAPI?", ENGLISH_READING)
+    assert api is not None and defines("In this case, OpenAPI is a specification.", api)
     assert definition_form("How do I send form data with the test client?",
                            ENGLISH_READING) is None
 

@@ -55,7 +55,7 @@ _IDENT = re.compile(r"(?<![\w.])[A-Za-z][\w.-]*(?:_|\.\w|\(\)|[a-z][A-Z]|[A-Za-z
 _TOKEN = re.compile(r"[\w'’.-]+")
 COMMON_SHARE, COMMON_MIN = 0.2, 5  # a word in this share of 5+ sentences is common
 DEFINITION_SUBJECT = 4  # at most this many content words make a definition's subject
-DEFINITION_OPENING = 2  # words besides the subject allowed before the predicate (an article)
+DEFINITION_OPENING = 6  # at most this many words before the subject ("In this case, …")
 _YEAR = re.compile(r"(?<!\d)(1[0-9]|20)\d\d(?!\d)")
 
 
@@ -109,6 +109,9 @@ def asked_kind(question: str, rd: Reading) -> str | None:
     yes_no = words.get("yes_no", ())
     if (spaced and first in yes_no) or (not spaced and any(low.rstrip("?？").endswith(w)
                                                            for w in yes_no)):
+        # "Was A or B born first?" asks which, not whether
+        if any(_has_phrase(low, w, spaced) for w in words.get("alternatives", ())):
+            return None
         return "yes_no"
     if not spaced:
         return None
@@ -153,14 +156,14 @@ def definition_form(question: str, rd: Reading) -> tuple[list[str], list[str]] |
 
 
 def defines(sentence: str, form: tuple[list[str], list[str]]) -> bool:
-    """The sentence opens with the subject and then the question's predicate."""
+    """The sentence puts the subject right before the question's predicate ("In this case,
+    OpenAPI is a specification …"; not "The last middleware added is …"), early in it."""
     subject, predicates = form
     toks = [stem(t.strip("'’.-")) for t in _TOKEN.findall(sentence.casefold())]
     for pred in predicates:
         want = [t for t in subject if t != pred]
-        limit = len(want) + DEFINITION_OPENING
-        for k, t in enumerate(toks[:limit + 1]):
-            if t == pred and k >= len(want) and set(want) <= set(toks[:k]):
+        for k, t in enumerate(toks[:DEFINITION_OPENING + len(want) + 1]):
+            if t == pred and k >= len(want) and set(toks[k - len(want):k]) == set(want):
                 return True
     return False
 
