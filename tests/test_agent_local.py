@@ -280,6 +280,20 @@ def test_answerer_quotes_the_section_the_question_names(kb) -> None:
     assert _cited(both.text) == {2} and "seven years" in both.text
 
 
+def test_answerer_leads_with_the_sentence_that_answers_though_it_shares_no_words(kb) -> None:
+    """The answer sentence shares none of the question's terms: it is a candidate because its
+    section supports the question, and meaning and the kind asked (an amount) pick it over the
+    sentences that repeat the question's words."""
+    text = ("Guests leave the hotel by noon on the day they check out. Guests who leave late"
+            " may keep their luggage at the front desk. Each extra hour after that is charged"
+            " at 20 euros.")
+    evidence = [Evidence(1, "hotel/rules.md", "3", "Late departure", text, 1)]
+    draft = ExtractiveAnswerer(kb.embedder).answer(
+        "How much do I pay if I leave the hotel late?", [], evidence)
+    assert not draft.unanswerable
+    assert draft.text.startswith("Each extra hour after that is charged at 20 euros. [1]")
+
+
 def test_answerer_reports_conflicting_sources(kb) -> None:
     a = _hit(kb, "S200 list price", "products/s200.md", "£289")
     b = _hit(kb, "S200 list price", "products/price-list.md", "£299")
@@ -539,11 +553,15 @@ def test_answerer_embeds_only_the_best_lexical_candidates(kb, monkeypatch) -> No
             return self.inner.embed(texts)
 
     monkeypatch.setattr(answerer_local, "EMBED_CANDIDATES", 2)
+    monkeypatch.setattr(answerer_local, "SECTION_SENTENCES", 3)
     evidence = _evidence(kb.search("battery life", k=6))
     draft = ExtractiveAnswerer(Counting(kb.embedder)).answer(
         "What is the battery life of the S200?", [], evidence)
-    # the question and two sentences; then the passages they come from (at most two)
-    assert sizes and max(sizes) <= 3
+    # the question and two sentences; then the passages they come from (at most two); then
+    # the supporting sections' other sentences and passages, at most SECTION_SENTENCES
+    # sentences and SUPPORTING_SECTIONS passages
+    assert sizes and sizes[0] <= 3 and sum(sizes) <= 3 + 2 + 3 + \
+        answerer_local.SUPPORTING_SECTIONS
     assert _cited(draft.text) <= {e.n for e in evidence} and _cited(draft.text)
 
 

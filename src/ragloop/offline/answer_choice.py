@@ -15,7 +15,15 @@ same for every language:
   question's own words ("See the how-to guide for the rollback option") answers nothing;
 - the kind asked: a number, a date or a name, read from the question's words for that kind in
   the language data (`answer_kinds`, a handful per language) and from the sentence (a figure,
-  a year or month, a name the question does not hold).
+  a year or month, a name the question does not hold). Where no such word says it, the
+  question's form does (in a language written with spaces): an interrogative followed by a
+  content word ("Which status code …", "What header …") asks for a particular value, which a
+  sentence holds when it has a figure, a name or a code-like identifier (`lru_cache`,
+  `Jinja2`) the question lacks; an interrogative, an auxiliary and a short subject ("What is
+  a middleware?", "What does Dependency Injection mean?") asks for a definition, which a
+  sentence holds when it opens with that subject followed by the question's own predicate
+  ("A middleware is a function …", "Dependency Injection means …"); a question opening with
+  an auxiliary asks yes or no, and the answer says which (`polarity`).
 
 A sentence that points elsewhere ("See the how-to guide for …", the language data's
 `see_words` at its start) tells where the answer is, not what it is: it leads only when
@@ -42,6 +50,12 @@ CONTEXT_SHARE = 0.5  # a question term only in the sentence's title or passage c
 NEW_TERMS_FULL = 3  # this many terms the question lacks: "says something new" in full
 ADDS_SHARE = 0.25  # a second sentence must bring this share of the question's term weight
 _DIGITS = re.compile(r"\d")
+# A code-like identifier: snake_case, dotted, called, camelCase or letters with digits.
+_IDENT = re.compile(r"(?<![\w.])[A-Za-z][\w.-]*(?:_|\.\w|\(\)|[a-z][A-Z]|[A-Za-z]\d)[\w.()-]*")
+_TOKEN = re.compile(r"[\w'’.-]+")
+COMMON_SHARE, COMMON_MIN = 0.2, 5  # a word in this share of 5+ sentences is common
+DEFINITION_SUBJECT = 4  # at most this many content words make a definition's subject
+DEFINITION_OPENING = 6  # at most this many words before the subject ("In this case, …")
 _YEAR = re.compile(r"(?<!\d)(1[0-9]|20)\d\d(?!\d)")
 
 
@@ -82,7 +96,9 @@ def _has_phrase(text: str, phrase: str, spaced: bool) -> bool:
 
 
 def asked_kind(question: str, rd: Reading) -> str | None:
-    """The kind of thing the question asks for, read from its words for each kind."""
+    """The kind of thing the question asks for, read from its words for each kind, else from
+    its form (see the module notes): "number", "date", "name", "yes_no", "definition" or
+    "value"."""
     words = _kind_words(rd.code)
     spaced = vocabulary(rd.code).spaced if rd.code else True
     low = question.casefold().strip()
@@ -93,12 +109,90 @@ def asked_kind(question: str, rd: Reading) -> str | None:
     yes_no = words.get("yes_no", ())
     if (spaced and first in yes_no) or (not spaced and any(low.rstrip("?？").endswith(w)
                                                            for w in yes_no)):
+        # "Was A or B born first?" asks which, not whether
+        if any(_has_phrase(low, w, spaced) for w in words.get("alternatives", ())):
+            return None
         return "yes_no"
+    if not spaced:
+        return None
+    if definition_form(question, rd) is not None:
+        return "definition"
+    toks = _TOKEN.findall(low)
+    content = {w.casefold() for w in rd.content_words(question)}
+    if len(toks) > 1 and toks[0] not in content and toks[1] in content:
+        return "value"
     return None
 
 
-def holds_kind(sentence: str, question: str, kind: str | None, rd: Reading) -> bool:
-    """The sentence holds something of the asked kind that the question does not."""
+def definition_form(question: str, rd: Reading) -> tuple[list[str], list[str]] | None:
+    """For "<interrogative> <auxiliary> <subject> [<verb>] …?", the subject's stemmed terms and
+    the predicates a defining sentence would put after it (the auxiliary; the last word, when
+    the question ends on a verb of its own: "What does X mean?")."""
+    aux = _kind_words(rd.code).get("yes_no", ())
+    toks = _TOKEN.findall(question.casefold())
+    if len(toks) < 3 or toks[1] not in aux or toks[0] in aux:
+        return None
+    content = {w.casefold() for w in rd.content_words(question)}
+    articles = set(vocabulary(rd.code).words("articles")) | \
+        set(vocabulary(rd.code).words("indefinite_articles"))
+    subject: list[str] = []
+    end = len(toks)
+    for k, t in enumerate(toks[2:], start=2):
+        if t in content:
+            subject.append(t)
+        elif t in articles and not subject:
+            continue
+        else:
+            end = k
+            break
+    if not subject or len(subject) > DEFINITION_SUBJECT or toks[0] in content:
+        return None
+    predicates = [stem(toks[1])]
+    if end == len(toks) - 1:  # one word after the subject ends the question: its verb
+        predicates.append(stem(toks[-1]))
+    elif end == len(toks) and len(subject) > 1:  # the subject's last word may be the verb
+        predicates.append(stem(subject[-1]))
+    return [stem(t) for t in subject], predicates
+
+
+def defines(sentence: str, form: tuple[list[str], list[str]]) -> bool:
+    """The sentence puts the subject right before the question's predicate ("In this case,
+    OpenAPI is a specification …"; not "The last middleware added is …"), early in it."""
+    subject, predicates = form
+    toks = [stem(t.strip("'’.-")) for t in _TOKEN.findall(sentence.casefold())]
+    for pred in predicates:
+        want = [t for t in subject if t != pred]
+        for k, t in enumerate(toks[:DEFINITION_OPENING + len(want) + 1]):
+            if t == pred and k >= len(want) and set(toks[k - len(want):k]) == set(want):
+                return True
+    return False
+
+
+def polarity(sentence: str, question: str, rd: Reading) -> str | None:
+    """The language's word for yes or no: no when exactly one of the question and the sentence
+    is negative (a negation word of the language data)."""
+    words = _kind_words(rd.code)
+    answers = words.get("yes_no_answers", ())
+    if len(answers) != 2:
+        return None
+    spaced = vocabulary(rd.code).spaced if rd.code else True
+
+    def negative(text: str) -> bool:
+        low = text.casefold().replace("’", "'")
+        if not spaced:
+            return any(w in low for w in words.get("negation", ()))
+        toks = _TOKEN.findall(low)
+        return any(t == w or (w.startswith("n'") and t.endswith(w))
+                   for t in toks for w in words.get("negation", ()))
+
+    return answers[1] if negative(sentence) != negative(question) else answers[0]
+
+
+def holds_kind(sentence: str, question: str, kind: str | None, rd: Reading,
+               common: frozenset[str] = frozenset()) -> bool:
+    """The sentence holds something of the asked kind that the question does not; for a
+    "value", a name or identifier whose terms are all `common` (in many of the evidence's
+    sentences: the product a whole manual names) is not one."""
     if kind == "number":
         return bool(_DIGITS.search(sentence)) and not _same_digits(sentence, question)
     if kind == "date":
@@ -106,10 +200,22 @@ def holds_kind(sentence: str, question: str, kind: str | None, rd: Reading) -> b
         return (bool(_YEAR.search(sentence)) and not _same_years(sentence, question)) or \
             any(_has_phrase(low, m, True) for m in _months(rd.code)) or \
             any(q.kind == "date" for q in rd.quantities(sentence))
-    if kind == "name":
+    if kind in ("name", "value"):
         asked = {w.casefold() for w in term_set(question)}
-        return any(not {w.casefold() for w in term_set(n)} <= asked
-                   for n in rd.name_spans(sentence))
+        known = asked | (common if kind == "value" else frozenset())
+        if any(not {w.casefold() for w in term_set(n)} <= known
+               for n in rd.name_spans(sentence)):
+            return True
+        if kind == "name":
+            return False
+        low = question.casefold()
+        return (bool(_DIGITS.search(sentence)) and not _same_digits(sentence, question)) or \
+            any(m.group(0).casefold().rstrip(".") not in low
+                and not {w.casefold() for w in term_set(m.group(0))} <= common
+                for m in _IDENT.finditer(sentence))
+    if kind == "definition":
+        form = definition_form(question, rd)
+        return form is not None and defines(sentence, form)
     return False
 
 
@@ -132,6 +238,18 @@ def idf(sentences: Sequence[str]) -> dict[str, float]:
     return {t: math.log(1 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
 
 
+def common_words(sentences: Sequence[str]) -> frozenset[str]:
+    """The words (case-folded) in at least COMMON_SHARE of `sentences` (of COMMON_MIN or
+    more): the name every page of a manual repeats tells no sentence apart."""
+    if len(sentences) < COMMON_MIN:
+        return frozenset()
+    df: dict[str, int] = {}
+    for s in sentences:
+        for w in {w.casefold() for w in term_set(s)}:
+            df[w] = df.get(w, 0) + 1
+    return frozenset(w for w, d in df.items() if d >= COMMON_SHARE * len(sentences))
+
+
 @dataclass
 class Choice:
     """The per-question readings shared by every candidate sentence."""
@@ -141,6 +259,7 @@ class Choice:
     weights: dict[str, float]
     kind: str | None
     rd: Reading
+    common: frozenset[str] = frozenset()  # words in COMMON_SHARE of the evidence's sentences
 
     @classmethod
     def of(cls, question: str, sentences: Sequence[str], rd: Reading) -> Choice:
@@ -148,7 +267,7 @@ class Choice:
         table = idf(sentences)
         top = max(table.values(), default=1.0)
         return cls(question, terms, {t: table.get(t, top) for t in terms},
-                   asked_kind(question, rd), rd)
+                   asked_kind(question, rd), rd, common_words(sentences))
 
     def covered(self, sentence: str) -> set[str]:
         return self.terms & {stem(w) for w in term_set(sentence)}
@@ -165,7 +284,7 @@ class Choice:
                  if total else 0.0)
         own = {stem(w) for w in term_set(sentence)}
         new = min(1.0, len(own - self.terms) / NEW_TERMS_FULL)
-        kind = float(holds_kind(sentence, self.question, self.kind, self.rd))
+        kind = float(holds_kind(sentence, self.question, self.kind, self.rd, self.common))
         pointer = float(points_elsewhere(sentence, self.rd))
         return MEANING * meaning + TERMS * terms + NEW * new + KIND * kind - POINTER * pointer
 

@@ -2,7 +2,8 @@
 
 No generative model. A sentence may be stated when it supports the sub-question (the
 sub-question's content terms it contains plus embedding similarity: `_score`, against
-MIN_SUPPORT); among those, the one that answers leads (answer_choice.py: meaning, the
+MIN_SUPPORT); every sentence of the sections that support the part is a candidate, whatever
+its own overlap, and the one that answers leads (answer_choice.py: meaning, the
 question's terms weighed in the sentence's section, something new, the kind asked), and a
 second follows only when it holds question terms the first does not. Table rows are
 candidates of their own, with their column names (table_rows.py). Quoted with [n].
@@ -20,7 +21,7 @@ from ragloop.core.types import Usage
 from ragloop.embed.base import Embedder
 from ragloop.language.text import ENGLISH_READING, Quantity, Reading, stem, term_set
 from ragloop.language.vocabulary import ENGLISH_WORDS
-from ragloop.offline.answer_choice import CONTEXT_SHARE, Choice
+from ragloop.offline.answer_choice import CONTEXT_SHARE, Choice, asked_kind, polarity
 from ragloop.offline.table_rows import candidate_sentences, is_text
 
 # A sentence needs this much of the sub-question's terms (or meaning) to count as support:
@@ -55,6 +56,16 @@ SECOND_SHARE = 0.6
 NEAR_TIE = 0.95
 # When the question names a section, this many of its best sentences are weighed.
 NAMED_POOL = 8
+# The sentence that answers often shares few words with the question ("By default this value
+# is set to 25 steps" for "What is the default recursion limit?"): every sentence of the
+# sections that support the part is a candidate, whatever its own overlap, and is embedded so
+# that meaning can pick it. Bounded: the sentences of at most this many sections (the best by
+# support), at most SECTION_SENTENCES in all, embedded in one call.
+SUPPORTING_SECTIONS = 4
+SECTION_SENTENCES = 48
+# Among candidates, meaning reads the sentence itself at this share (the support score's
+# SENTENCE_SHARE reads it at 1/3): chosen on the tuning sets (benchmarks/RESULTS.md).
+RANK_SENTENCE_SHARE = 0.6
 
 
 class ExtractiveAnswerer:
@@ -108,9 +119,47 @@ class ExtractiveAnswerer:
         passages = list(dict.fromkeys(cands[i][0] for i in best))[:PASSAGES_EMBEDDED]
         around = dict(zip(passages, (float(c) for c in np.asarray(self.embedder.embed(
             [self._passage[n] for n in passages])) @ vecs[0]), strict=True))
+        self._query, self._own, self._around = vecs[0], own, around
         cos = {i: SENTENCE_SHARE * c + (1 - SENTENCE_SHARE) * around.get(cands[i][0], c)
                for i, c in own.items()}
         return [0.6 * lex + 0.4 * cos.get(i, 0.0) for i, lex in enumerate(lexical)], cos
+
+    def _rank_meaning(self, i: int, cands: list[tuple[int, str]]) -> float:
+        """Meaning for choosing among candidates: the sentence's own similarity weighs more
+        than in the support score (RANK_SENTENCE_SHARE), since the sentences of one section
+        share its passage's."""
+        c = self._own[i]
+        return RANK_SENTENCE_SHARE * c + (1 - RANK_SENTENCE_SHARE) * \
+            self._around.get(cands[i][0], c)
+
+    def _section_pool(self, choice: Choice, cands: list[tuple[int, str]],
+                      support: list[float], meaning: dict[int, float]) -> list[int]:
+        """Every sentence of the sections that support the part (a sentence of theirs passes
+        the threshold, its passage's terms counted half), embedded so that meaning, not
+        overlap, weighs it: the sentence that answers need not share the question's words."""
+        best: dict[int, float] = {}
+        for i, (n, _s) in enumerate(cands):
+            score = max(support[i], self._in_context(choice, i, cands, meaning))
+            if score >= self.min_support:
+                best[n] = max(best.get(n, 0.0), score)
+        sections = sorted(best, key=lambda n: -best[n])[:SUPPORTING_SECTIONS]
+        pool = [i for n in sections for i, c in enumerate(cands) if c[0] == n]
+        pool = pool[:SECTION_SENTENCES]
+        if self.embedder is None or getattr(self, "_query", None) is None:
+            return pool
+        todo = [i for i in pool if i not in self._own]
+        fresh = [n for n in sections if n not in self._around]
+        if todo or fresh:
+            vecs = np.asarray(self.embedder.embed(
+                [cands[i][1] for i in todo] + [self._passage[n] for n in fresh]))
+            sims = [float(c) for c in vecs @ self._query] if len(vecs) else []
+            self._own.update(zip(todo, sims[:len(todo)], strict=True))
+            self._around.update(zip(fresh, sims[len(todo):], strict=True))
+        for i in pool:
+            c = self._own[i]
+            meaning[i] = SENTENCE_SHARE * c + (1 - SENTENCE_SHARE) * \
+                self._around.get(cands[i][0], c)
+        return pool
 
     def write(self, question: str, sub_questions: list[str], evidence: list[Evidence]
               ) -> Writing:
@@ -137,6 +186,7 @@ class ExtractiveAnswerer:
                 # evidence mentions: the nearest sentences would answer another question
                 missing.append(f"{part.rstrip('?. ')} (no source mentions {', '.join(absent)})")
                 continue
+            self._query = None
             support, meaning = self._scores(part, cands) if cands else ([], {})
             # the question asks what a section it names says ("under section 4.3 of the
             # Information Security Policy, …"): that section's best sentences answer it, even
@@ -152,6 +202,11 @@ class ExtractiveAnswerer:
                 continue
             chosen_all.extend(chosen)
             body = " ".join(f"{s.rstrip()} [{n}]" for n, s in chosen)
+            if asked_kind(part, rd) == "yes_no":
+                # a yes/no question is answered yes or no first, read from the lead's
+                # polarity against the question's; the quoted sentence says why
+                word = polarity(chosen[0][1], part, rd)
+                body = f"{word}: {body}" if word else body
             lines.append(f"{part.rstrip('?')}: {body}" if len(parts) > 1 else body)
         # a part nothing confirmed answers is declined in the answer and cites nothing; the
         # nearest unconfirmed passages go beside the answer, never into it
@@ -180,9 +235,7 @@ class ExtractiveAnswerer:
             # the part is supported; a sentence may answer it with its passage's help (the
             # question's terms in its heading or the sentences around it count half): the
             # sentence that answers seldom repeats the words its section is titled with
-            pool = [i for i in order
-                    if max(support[i], self._in_context(choice, i, cands, meaning))
-                    >= self.min_support]
+            pool = self._section_pool(choice, cands, support, meaning)
         # one of each sentence; a run of numbers and symbols (a binary layout) is no answer
         first: dict[str, int] = {}
         for i in pool:
@@ -192,7 +245,9 @@ class ExtractiveAnswerer:
         if not pool:
             return []
         rank = {i: choice.score(cands[i][1], self._title[cands[i][0]],
-                                self._passage[cands[i][0]], meaning.get(i, support[i]))
+                                self._passage[cands[i][0]], self._rank_meaning(i, cands)
+                                if getattr(self, "_query", None) is not None and i in self._own
+                                else meaning.get(i, support[i]))
                 for i in pool}
         ranked = sorted(pool, key=lambda i: -rank[i])
         lead = ranked[0]
