@@ -13,7 +13,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache, lru_cache
 
+from ragloop.core import script
 from ragloop.core.types import Hit
+from ragloop.language.amounts import AMOUNT as _AMOUNT
+from ragloop.language.amounts import amount_value
 from ragloop.language.vocabulary import ENGLISH_WORDS, Vocabulary, alternation, vocabulary
 from ragloop.retrieval.languages import (
     CJK_CHARS,
@@ -34,7 +37,7 @@ STOP = STOP_WORDS | QUESTION_WORDS
 
 # Latin-script words as before, plus the words of scripts with no Latin letters at all
 # (Hebrew, Arabic; CJK runs become character bigrams in words()): Latin text tokenizes as it did.
-_OTHER_SCRIPT = "\u0590-\u05ff\u0600-\u06ff" + CJK_CHARS
+_OTHER_SCRIPT = script.HEBREW + script.ARABIC + CJK_CHARS
 _WORD = re.compile(r"\d+(?:[.,]\d+)+|[A-Za-z0-9][A-Za-z0-9\-'’]*"
                    f"|[{_OTHER_SCRIPT}][{_OTHER_SCRIPT}\"'׳״]*")
 _CJK_ONLY = re.compile(f"^[{CJK_CHARS}]+$")
@@ -140,8 +143,10 @@ def code_family(code: str) -> str:
 
 # ". " before a capital (or a digit, a currency), as in English; ". " before a Hebrew letter
 # (Hebrew has no capitals); after 。！？ (and a closing quote), with or without a space; sof pasuq.
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9£$€\u05d0-\u05ea])"
-                           r"|(?<=[。！？])(?![”」』）])\s*|(?<=[。！？][”」』）])\s*|(?<=\u05c3)\s*")
+_LATIN, _FULL, _CLOSE = script.LATIN_ENDS, script.FULL_WIDTH_ENDS, script.FULL_WIDTH_CLOSERS
+_SENTENCE_END = re.compile(rf"(?<=[{_LATIN}])\s+(?=[\"'(\[]?[A-Z0-9£$€\u05d0-\u05ea])"
+                           rf"|(?<=[{_FULL}])(?![{_CLOSE}])\s*|(?<=[{_FULL}][{_CLOSE}])\s*"
+                           rf"|(?<={script.SOF_PASUQ})\s*")
 
 
 
@@ -155,16 +160,9 @@ class Quantity:
     text: str  # as written
 
 
-_AMOUNT = r"(\d(?:[\d,]*\d)?(?:\.\d+)?)"
 _DATE = re.compile(rf"\b(?:(\d{{1,2}})\s+({_MONTH_RE})\.?,?\s+((?:19|20)\d\d)"
                    rf"|({_MONTH_RE})\.?\s+(\d{{1,2}}),?\s+((?:19|20)\d\d)"
                    r"|((?:19|20)\d\d)-(\d\d)-(\d\d))\b")
-
-
-def _num(s: str) -> float:
-    return float(s.replace(",", ""))
-
-
 
 
 # --- section references ------------------------------------------------------------------
@@ -437,8 +435,8 @@ class Reading:
         for m in r.money.finditer(text):
             cur = m.group(1) or m.group(4).upper()
             cur = r.currency.get(cur, cur)
-            amount = _num(m.group(2) or m.group(5)) * r.scale.get((m.group(3) or m.group(6) or "")
-                                                                  .lower(), 1.0)
+            scale = r.scale.get((m.group(3) or m.group(6) or "").lower(), 1.0)
+            amount = amount_value(m.group(2) or m.group(5)) * scale
             out.append(Quantity(f"money:{cur}", f"{amount:g}", m.group(0).strip()))
         for m in r.percent.finditer(text):
             out.append(Quantity("percent", f"{float(m.group(1)):g}", m.group(0)))

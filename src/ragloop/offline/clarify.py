@@ -44,6 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ragloop.core.conversation import Clarification
+from ragloop.core.script import ends_sentence
 from ragloop.core.types import Hit
 from ragloop.language.text import ENGLISH_READING, Reading, code_family, stem, words
 from ragloop.language.vocabulary import Vocabulary
@@ -58,7 +59,6 @@ MAX_TITLE_WORDS = 8
 # An option is a name a user could type: a few adjacent words of its title ("Edge G2",
 # "Q1 FY2024"), never what is left of a title once the shared words are taken out.
 MAX_NAME_WORDS = 3
-_SENTENCE_END = (".", "!", "?", "。", "！", "？")
 # Two titles are siblings when, without their codes, this share of the shorter one's words
 # is in the other ("Pulse Release Notes" / "Edge G2 Firmware Release Notes": 2 of 3).
 SIBLING_OVERLAP = 0.6
@@ -91,7 +91,7 @@ def _label(title: str) -> bool:
     reads as a sentence or a headline: those are about one thing each, and two that share
     words ("… antiretroviral therapy …") are no kind of thing with several named members."""
     t = title.strip()
-    return bool(t) and not t.endswith(_SENTENCE_END) and len(t.split()) <= MAX_TITLE_WORDS
+    return bool(t) and not ends_sentence(t) and len(t.split()) <= MAX_TITLE_WORDS
 
 
 def _siblings(a: _Doc, b: _Doc, rd: Reading) -> bool:

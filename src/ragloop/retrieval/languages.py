@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ragloop.core import script
 from ragloop.core.errors import ConfigError
 
 ENGLISH = "en"
@@ -102,7 +103,7 @@ def month_pattern(code: str | None = ENGLISH, *, short: bool = True) -> str:
 
 # -- CJK character bigrams ----------------------------------------------------------------
 
-CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+CJK_CHARS = script.CJK_CHARS
 _CJK_RUN = re.compile(f"[{CJK_CHARS}]+")
 
 
@@ -468,7 +469,7 @@ def stop_words(code: str | None) -> frozenset[str]:
 
 _SCRIPT_STOPS = [
     (re.compile(f"[{CJK_CHARS}]"), STOP_WORDS["zh"] | STOP_WORDS["ja"]),
-    (re.compile("[\u0590-\u05ff]"), STOP_WORDS["he"]),
+    (re.compile(f"[{script.HEBREW}]"), STOP_WORDS["he"]),
 ]
 
 
@@ -486,11 +487,11 @@ def script_stop_words(text: str) -> frozenset[str]:
 # -- detection ---------------------------------------------------------------------------
 
 _SCRIPTS = [
-    ("ja", re.compile("[\u3040-\u30ff]")),
-    ("ko", re.compile("[\uac00-\ud7af]")),
-    ("zh", re.compile("[\u3400-\u4dbf\u4e00-\u9fff]")),
-    ("he", re.compile("[\u0590-\u05ff]")),
-    ("ar", re.compile("[\u0600-\u06ff]")),
+    ("ja", re.compile(f"[{script.KANA}]")),
+    ("ko", re.compile(f"[{script.HANGUL}]")),
+    ("zh", re.compile(f"[{script.HAN}]")),
+    ("he", re.compile(f"[{script.HEBREW}]")),
+    ("ar", re.compile(f"[{script.ARABIC}]")),
     ("ru", re.compile("[\u0400-\u04ff]")),
     ("el", re.compile("[\u0370-\u03ff]")),
     ("latin", re.compile("[A-Za-z\u00c0-\u024f]")),
