@@ -49,9 +49,11 @@ def test_the_splitter_reads_english_italian_and_chinese_sentence_ends():
     it = reading("it").split_sentences(SAMPLES[1])
     assert it[0] == "Il treno parte alle 7.30 dalla stazione."  # a decimal is no end
     assert it[1:] == ["Il biglietto costa 3,50 euro.", "Chi lo approva?",
-                      "Il Dott. Rossi, cfr. art. 5!", "Vedi l'articolo 5."]  # its abbreviations
+                      "Il Dott. Rossi, cfr. art. 5!",  # its abbreviations
+                      "Vedi l'articolo 5."]
     zh = reading("zh").split_sentences(SAMPLES[2])
-    assert zh == ["差旅需要首席财务官批准。", "机票需提前14天预订！", "“好的。”", "谁来审批？", "财务部"]
+    assert zh == ["差旅需要首席财务官批准。", "机票需提前14天预订！", "“好的。”",
+                  "谁来审批？", "财务部"]
 
 
 @pytest.mark.parametrize("text", [*SAMPLES, "The CFO approves [1]. Flights: 14 days [2][3]!\nOk"])
@@ -68,7 +70,8 @@ def test_streamed_pieces_join_back_and_cut_latin_text_where_they_did(text):
 
 def test_a_chinese_answer_streams_a_sentence_at_a_time():
     # before, a Chinese answer had no cut (。 takes no space after it) and streamed whole
-    assert sentence_pieces("批准[1]。预订！“好的。”最后") == ["批准[1]。", "预订！", "“好的。”", "最后"]
+    pieces = sentence_pieces("批准[1]。预订！“好的。”最后")
+    assert pieces == ["批准[1]。", "预订！", "“好的。”", "最后"]
 
 
 def test_one_definition_of_cjk_text():

@@ -45,8 +45,6 @@ _CJK_ONLY = re.compile(f"^[{CJK_CHARS}]+$")
 _CODE = re.compile(r"^(?=.*\d)(?=.*[a-z])[a-z0-9\-]+$", re.IGNORECASE)
 _YEAR = re.compile(r"^(?:19|20)\d\d$")
 
-MONTHS = month_names()
-_MONTH_RE = month_pattern()
 
 
 # A dash other than "-" joining two words (Norse–Gaels): read as a hyphen.
@@ -160,9 +158,13 @@ class Quantity:
     text: str  # as written
 
 
-_DATE = re.compile(rf"\b(?:(\d{{1,2}})\s+({_MONTH_RE})\.?,?\s+((?:19|20)\d\d)"
-                   rf"|({_MONTH_RE})\.?\s+(\d{{1,2}}),?\s+((?:19|20)\d\d)"
-                   r"|((?:19|20)\d\d)-(\d\d)-(\d\d))\b")
+
+
+def _date(months: str) -> re.Pattern[str]:
+    """ "5 Sept 2024", "Sep 9, 2024", "2024-10-01", with a language's month names."""
+    return re.compile(rf"\b(?:(\d{{1,2}})\s+({months})\.?,?\s+((?:19|20)\d\d)"
+                      rf"|({months})\.?\s+(\d{{1,2}}),?\s+((?:19|20)\d\d)"
+                      r"|((?:19|20)\d\d)-(\d\d)-(\d\d))\b")
 
 
 # --- section references ------------------------------------------------------------------
@@ -278,6 +280,8 @@ class TextRules:
     unit_synonyms: dict[str, str]
     section_ref: re.Pattern[str]
     name_connectors: frozenset[str]
+    months: tuple[str, ...]  # full names, January first
+    date: re.Pattern[str]
 
     @classmethod
     def of(cls, v: Vocabulary) -> TextRules:
@@ -311,6 +315,8 @@ class TextRules:
             unit_synonyms=v.table("unit_synonyms"),
             section_ref=_section_ref(v),
             name_connectors=frozenset(v.words("name_connectors")),
+            months=month_names(v.code),
+            date=_date(month_pattern(v.code)),
         )
 
 
@@ -440,15 +446,16 @@ class Reading:
             out.append(Quantity(f"money:{cur}", f"{amount:g}", m.group(0).strip()))
         for m in r.percent.finditer(text):
             out.append(Quantity("percent", f"{float(m.group(1)):g}", m.group(0)))
-        for m in _DATE.finditer(text):
+        months = r.months
+        for m in r.date.finditer(text):
             if m.group(1):
                 d, mon, y = m.group(1), m.group(2), m.group(3)
             elif m.group(4):
                 mon, d, y = m.group(4), m.group(5), m.group(6)
             else:
-                y, mon, d = m.group(7), MONTHS[int(m.group(8)) - 1] if 0 < int(m.group(8)) <= 12 \
+                y, mon, d = m.group(7), months[int(m.group(8)) - 1] if 0 < int(m.group(8)) <= 12 \
                     else "?", m.group(9)
-            mon_n = next((i for i, name in enumerate(MONTHS)
+            mon_n = next((i for i, name in enumerate(months)
                           if name.startswith(mon.lower()[:3])), -1)
             out.append(Quantity("date", f"{y}-{mon_n + 1:02d}-{int(d):02d}", m.group(0)))
         for m in r.duration.finditer(text):
