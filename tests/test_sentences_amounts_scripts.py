@@ -101,3 +101,22 @@ def test_one_amount_parser():
     # the eval matches an answer's figure however its thousands are written
     assert metrics.exact_match("3,350", "It is 3.350 km long.")
     assert metrics.normalize_answer("£2,500") == "£ 2500"
+
+
+def test_stop_words_and_detection_words_are_the_language_files():
+    import json
+    from importlib import resources
+
+    from ragloop.retrieval.languages import stop_words
+    from ragloop.retrieval.query_text import STOP_WORDS, query_terms
+
+    folder = resources.files("ragloop.language") / "lang"
+    for code in ("en", "it", "fr", "zh", "ja", "he"):
+        data = json.loads((folder / f"{code}.json").read_text(encoding="utf-8"))
+        assert stop_words(code) == frozenset(data["search"]["stop_words"]), code
+    assert STOP_WORDS == stop_words("en") and "the" in STOP_WORDS
+    assert query_terms("Qual è la capitale della Francia?", "it") == ["qual", "capitale",
+                                                                      "francia"]
+    assert query_terms("What is the capital of France?", None) == ["capital", "france"]
+    assert detect_language(["Il treno della mattina parte per la città e il mare"]) == "it"
+    assert detect_language(["Le train du matin part pour la ville et les plages"]) == "fr"

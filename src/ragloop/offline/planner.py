@@ -73,7 +73,7 @@ class PlannerGrammar:
         fy = words.year_code
         self.date = (
             rf"(?:{qh}\s*(?:{fy}\s?)?'?\d{{2,4}}|{qh}\s+{of}\s+(?:{fy}\s?)?\d{{2,4}}"
-            rf"|{fy}\s?'?\d{{2,4}}|{month_pattern()}\s+(?:\d{{1,2}},?\s+)?(?:19|20)\d\d"
+            rf"|{fy}\s?'?\d{{2,4}}|{month_pattern(words.code)}\s+(?:\d{{1,2}},?\s+)?(?:19|20)\d\d"
             rf"|(?:19|20)\d\d{re.escape(words.periods['year_suffix'])})"
         )
         year = rf"(?P<year>(?:{fy}\s?)?(?:19|20)\d\d)"

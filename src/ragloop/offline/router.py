@@ -32,7 +32,7 @@ class Cues:
     @classmethod
     def of(cls, words: Vocabulary) -> Cues:
         quarter, fy = words.period_code("quarter"), words.year_code
-        months = month_pattern(short=False)
+        months = month_pattern(words.code, short=False)
         b = words.edge  # none between Chinese words
         return cls(
             compare=re.compile(
