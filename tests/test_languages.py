@@ -278,8 +278,8 @@ def test_a_beir_corpus_sets_the_language_of_a_new_kb(tmp_path: Path) -> None:
 
 def test_month_names_come_from_one_table_for_every_date_rule() -> None:
     """The quantities reader, the planner's date split and the router's date cue all read the
-    months of language/lang/en.json (through retrieval/languages.py); "Sept", which the planner read and quantities did not,
-    is now a month for both."""
+    months of language/lang/en.json (through retrieval/languages.py); "Sept", which the
+    planner read and quantities did not, is now a month for both."""
     from ragloop.language import text
     from ragloop.offline import planner, router
     from ragloop.retrieval.languages import month_names, month_pattern
