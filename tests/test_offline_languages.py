@@ -19,6 +19,9 @@ from ragloop.kb import KnowledgeBase
 from ragloop.language.text import ENGLISH_READING, reading
 from ragloop.language.vocabulary import vocabulary
 
+# the knowledge base's language, passed explicitly (no reader defaults to English)
+EN_RD = ENGLISH_READING
+
 ITALIAN = {
     "relazione.md": "# Relazione trimestrale\n\n## Fatturato\n"
     "Nel Q3 2024 il fatturato di Lumetra è stato di euro 12 milioni, in crescita rispetto al"
@@ -165,7 +168,8 @@ def test_an_italian_kb_is_graded_alike_through_mcp_and_ask(italian_kb: Path) -> 
         tools = KnowledgeBaseTools(base, settings)
         found = tools.engine().graded_search(tools.toolbox, question)
         text = tools.search(question)
-        english = search_and_grade(tools.toolbox, LocalGrader(base.embedder), question, question)
+        english = search_and_grade(tools.toolbox, LocalGrader(base.embedder, reading=EN_RD),
+                                   question, question)
 
     def verdicts(grade) -> list[tuple[int, str, float | None]]:
         return [(h.chunk_id, h.verdict, h.grade_score) for h in [*grade.kept, *grade.discarded]]

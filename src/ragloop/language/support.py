@@ -30,7 +30,7 @@ import numpy as np
 from ragloop.core.script import SENTENCE_ENDS
 from ragloop.embed.base import Embedder
 from ragloop.language.amounts import FIGURE, without_thousands
-from ragloop.language.text import ENGLISH_READING, Reading, stem, term_set, words
+from ragloop.language.text import Reading, stem, term_set, words
 from ragloop.language.vocabulary import vocabulary
 
 # Tuned on the dev half of examples/evals/citation_support.jsonl only (see RESULTS.md).
@@ -262,7 +262,7 @@ class SupportChecker:
 
     def __init__(self, embedder: Embedder | None = None, *, min_coverage: float = MIN_COVERAGE,
                  min_similarity: float = MIN_SIMILARITY,
-                 reading: Reading = ENGLISH_READING) -> None:
+                 reading: Reading) -> None:
         self.embedder = embedder
         self.reading = reading  # the knowledge base's language
         self.min_coverage = min_coverage

@@ -120,7 +120,7 @@ def as_list(value: str | list[str]) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
-def vocabulary(code: str | None = ENGLISH) -> Vocabulary:
+def vocabulary(code: str | None) -> Vocabulary:
     """The vocabulary of a language; English's when the language has no file."""
     return _load((code or ENGLISH).strip().lower())
 

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from ragloop.core.conversation import Clarification
 from ragloop.core.script import ends_sentence
 from ragloop.core.types import Hit
-from ragloop.language.text import ENGLISH_READING, Reading, code_family, stem, words
+from ragloop.language.text import Reading, code_family, stem, words
 from ragloop.language.vocabulary import Vocabulary
 
 MIN_OPTIONS = 2
@@ -184,7 +184,7 @@ def _join(options: Sequence[str], words_: Vocabulary) -> str:
 
 
 def clarify(question: str, kept: Sequence[Hit], words_: Vocabulary,
-            rd: Reading = ENGLISH_READING) -> Clarification | None:
+            rd: Reading) -> Clarification | None:
     """A clarifying question when `kept` (the graded evidence of `question`) answers several
     readings the question does not choose between; None when it does not. `words_` and `rd`:
     the knowledge base's language's vocabulary and reading."""
@@ -232,7 +232,7 @@ class RuleClarifier:
     """The `core.decisions.Clarifier` of an offline run: `clarify` above, in the knowledge
     base's language."""
 
-    def __init__(self, words_: Vocabulary, reading_: Reading = ENGLISH_READING) -> None:
+    def __init__(self, words_: Vocabulary, reading_: Reading) -> None:
         self.words = words_
         self.reading = reading_
 

@@ -18,7 +18,7 @@ import re
 
 from ragloop.core.decisions import Plan
 from ragloop.core.types import Usage
-from ragloop.language.text import ENGLISH_READING, Reading
+from ragloop.language.text import Reading
 from ragloop.language.vocabulary import ENGLISH_WORDS, Vocabulary, alternation, as_list
 from ragloop.retrieval.languages import month_pattern
 
@@ -353,8 +353,9 @@ class LocalPlanner:
         self,
         scope: str | None = None,
         max_parts: int = MAX_PARTS,
-        words: Vocabulary = ENGLISH_WORDS,
-        reading: Reading = ENGLISH_READING,
+        *,
+        words: Vocabulary,
+        reading: Reading,
     ):
         self.scope = scope
         self.reading = reading  # the knowledge base's language (its stop words too)
