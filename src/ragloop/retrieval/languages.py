@@ -9,7 +9,8 @@ One code per KB (ISO 639-1, or "mixed"), recorded in the KB meta. What it decide
   analyzer sees them (the same function on the index and the query side), so a sentence is no
   longer one token; a lone character stays a unigram;
 - the Postgres text-search configuration (Chinese/Japanese/Korean/Hebrew: `simple`);
-- the query stop words.
+- the query stop words (`search.stop_words` of `language/lang/<code>.json`: the words are data,
+  this module only reads them).
 
 Detection is a script count plus stop-word hits: no model, no dependency, and it only has to
 tell apart the languages this module has an analyzer for (a wrong guess is a worse analyzer,
