@@ -32,6 +32,7 @@ import numpy as np
 
 from ragloop.core.types import Hit
 from ragloop.language.text import ENGLISH_READING, term_set
+from ragloop.language.vocabulary import ENGLISH_WORDS
 from ragloop.offline.grader import (
     LocalGrader,
     QuestionTerms,
@@ -41,6 +42,10 @@ from ragloop.offline.grader import (
     coverage,
     select,
 )
+
+# the knowledge base's language, passed explicitly (no reader defaults to English)
+EN_RD = ENGLISH_READING
+EN_WORDS = ENGLISH_WORDS
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -112,7 +117,7 @@ def rag_hard_pairs(kb_dir: Path, evals: Path, k: int) -> list[Pair]:
     pairs = []
     with KnowledgeBase.open(CACHE / "example-kb") as kb:
         kb.ingest([kb_dir])  # idempotent: unchanged documents are skipped
-        grader = LocalGrader(kb.embedder)
+        grader = LocalGrader(kb.embedder, reading=EN_RD)
         for i, row in enumerate(rows):
             gold = [tuple(p) for p in row.get("gold_pairs") or []]
             if not gold and row.get("gold_doc"):
@@ -170,7 +175,7 @@ def router_calibration(kb_dir: Path, evals: Path, n_off: int = 100) -> None:
         off += [q["text"] for q in random.Random(1).sample(qs, min(n_off, len(qs)))]
     with KnowledgeBase.open(CACHE / "example-kb") as kb:
         kb.ingest([kb_dir])
-        router = RuleRouter(kb)
+        router = RuleRouter(kb, words=EN_WORDS, reading=EN_RD)
         on_checks = [router.scope(r["q"]) for r in rows]
         off_checks = [router.scope(q) for q in off]
         print(f"\nout-of-scope floor: {len(rows)} on-topic (rag_hard) vs {len(off)} off-topic"
@@ -190,7 +195,7 @@ def router_calibration(kb_dir: Path, evals: Path, n_off: int = 100) -> None:
         lowest = min(c.best_cosine for c in on_checks)
         print(f"chosen OUT_OF_SCOPE_COSINE = {floor} (lowest on-topic nearest-chunk cosine"
               f" {lowest:.2f})")
-        router = RuleRouter(kb, out_of_scope_cosine=floor)
+        router = RuleRouter(kb, words=EN_WORDS, reading=EN_RD, out_of_scope_cosine=floor)
         by_type: dict[str, list[bool]] = {}
         for r in rows:
             want = {"simple": "single", "unanswerable": None}.get(r.get("type"), "agent")

@@ -31,6 +31,10 @@ from ragloop.eval.metrics import (
     recall_all,
     share,
 )
+from ragloop.language.text import ENGLISH_READING
+
+# the knowledge base's language, passed explicitly (no reader defaults to English)
+EN_RD = ENGLISH_READING
 
 
 def figures_of(text: str) -> set[str]:
@@ -134,7 +138,7 @@ def calibrate(argv: list[str]) -> int:
     rows: list[tuple[float, bool]] = []
     with KnowledgeBase.open(args.kb) as kb:
         resolve_gold(data, [d.doc_id for d in kb.documents()])
-        grader = LocalGrader(kb.embedder)
+        grader = LocalGrader(kb.embedder, reading=EN_RD)
         for q in data.questions:
             if not q.gold_docs:
                 continue

@@ -15,6 +15,7 @@ from ragloop.core.decisions import Evidence, Grade
 from ragloop.core.types import EventKind, Hit, RunStatus, Usage
 from ragloop.kb import KnowledgeBase
 from ragloop.language.text import ENGLISH_READING, TitleIndex
+from ragloop.language.vocabulary import ENGLISH_WORDS
 from ragloop.offline import answerer as answerer_local
 from ragloop.offline.answerer import ExtractiveAnswerer
 from ragloop.offline.follow_ups import LocalFollowUps
@@ -27,6 +28,10 @@ from ragloop.offline.rewriter import (
     looks_cut_off,
 )
 from ragloop.offline.router import RuleRouter, describe_scope
+
+# the knowledge base's language, passed explicitly (no reader defaults to English)
+EN_RD = ENGLISH_READING
+EN_WORDS = ENGLISH_WORDS
 
 DOCS = {
     "products/s200.md": """# S200 Sensor Datasheet
@@ -162,18 +167,20 @@ def _cited(text: str) -> set[int]:
     ("What was revenue last quarter?", ["What was revenue last quarter?"]),
 ])
 def test_planner_decomposes(question, parts) -> None:
-    plan = LocalPlanner().plan(question)
+    plan = LocalPlanner(words=EN_WORDS, reading=EN_RD).plan(question)
     assert plan.need_search
     assert plan.sub_questions == parts
 
 
 def test_planner_caps_parts_and_replies_to_small_talk() -> None:
-    plan = LocalPlanner().plan("What is the price of the S100, the S200, the S300 and the S400?")
+    plan = LocalPlanner(words=EN_WORDS, reading=EN_RD).plan(
+        "What is the price of the S100, the S200, the S300 and the S400?")
     assert len(plan.sub_questions) == 3
-    hello = LocalPlanner().plan("Hello there!")
+    hello = LocalPlanner(words=EN_WORDS, reading=EN_RD).plan("Hello there!")
     assert not hello.need_search and hello.sub_questions == []
     assert hello.reply and "knowledge base" in hello.reply
-    assert LocalPlanner().plan("thanks!").reply.startswith("You're welcome")
+    thanks = LocalPlanner(words=EN_WORDS, reading=EN_RD).plan("thanks!")
+    assert thanks.reply.startswith("You're welcome")
 
 
 # -- grader -----------------------------------------------------------------------------
@@ -181,7 +188,7 @@ def test_planner_caps_parts_and_replies_to_small_talk() -> None:
 def test_grader_keeps_the_right_chunk_and_discards_an_unrelated_one(kb) -> None:
     battery = _hit(kb, "S200 battery life", "products/s200.md", "5 years")
     meals = _hit(kb, "meal allowance Netherlands", "policies/travel.md", "€55")
-    grade = LocalGrader(kb.embedder).grade("How long does the S200 battery last?",
+    grade = LocalGrader(kb.embedder, reading=EN_RD).grade("How long does the S200 battery last?",
                                            [meals, battery])
     assert [h.doc_id for h in grade.kept][:1] == ["products/s200.md"]
     assert "policies/travel.md" in [h.doc_id for h in grade.discarded]
@@ -192,7 +199,8 @@ def test_grader_keeps_the_right_chunk_and_discards_an_unrelated_one(kb) -> None:
 
 def test_grader_reports_missing_terms_and_a_gap_query(kb) -> None:
     hits = kb.search("S200 warranty period", k=4)
-    grade = LocalGrader(kb.embedder).grade("What is the warranty period of the S200?", hits)
+    grade = LocalGrader(kb.embedder, reading=EN_RD).grade(
+        "What is the warranty period of the S200?", hits)
     assert not grade.enough
     assert "warranty" in grade.missing
     assert grade.next_query and "warranty" in grade.next_query
@@ -202,7 +210,7 @@ def test_grader_reports_missing_terms_and_a_gap_query(kb) -> None:
 def test_grader_requires_exact_codes(kb) -> None:
     s100 = _hit(kb, "S100 battery life", "products/s100.md", "3 years")
     s200 = _hit(kb, "S200 battery life", "products/s200.md", "5 years")
-    grader = LocalGrader(kb.embedder)
+    grader = LocalGrader(kb.embedder, reading=EN_RD)
     scores, _ = grader.scores("What is the battery life of the S100?", [s200, s100])
     assert scores[1] > scores[0]
     grade = grader.grade("What is the battery life of the S300?", [s200, s100])
@@ -215,7 +223,7 @@ def test_rewriter_follows_a_bridge_entity(kb) -> None:
     question = "What is the battery life of the sensor that raises error E102?"
     kept = [_hit(kb, "error E102", "products/s200.md", "E102")]
     grade = Grade(kept=kept, discarded=[], enough=False, missing="no kept chunk mentions: life")
-    queries = LocalRewriter().candidates(question, grade)
+    queries = LocalRewriter(reading=EN_RD).candidates(question, grade)
     assert any("S200" in q and "life" in q for q in queries)
     # bridge queries, then the gap; no pseudo-relevance terms (no measured effect, removed)
     assert queries == ["S200 life", "S200", "E102 life", "life"]
@@ -323,13 +331,14 @@ def test_answerer_reports_conflicting_sources(kb) -> None:
     ("Hello!", "agent"),
 ])
 def test_router(kb, question, route) -> None:
-    decision = RuleRouter(kb).route(question)
+    decision = RuleRouter(kb, words=EN_WORDS, reading=EN_RD).route(question)
     assert decision.route == route, decision.reason
     assert decision.reason
 
 
 def test_a_route_reason_shows_the_users_words_not_their_stems(kb) -> None:
-    decision = RuleRouter(kb).route("What is the daily meal allowance in the Netherlands?")
+    decision = RuleRouter(kb, words=EN_WORDS, reading=EN_RD).route(
+        "What is the daily meal allowance in the Netherlands?")
     assert decision.route == "single"
     # the stems are "daili", "allow", "netherland"
     assert decision.reason == ("short question with one topic (daily, meal, allowance,"
@@ -388,11 +397,11 @@ def test_bridge_entities_are_whole_names(kb) -> None:
     question = "Who, by name, approves a trip costing £3,000?"
     assert bridge_entities(question, [hit], ENGLISH_READING)[0] == "Chief Financial Officer"
     grade = Grade(kept=[hit], discarded=[], enough=False, missing="no kept chunk mentions: name")
-    assert "Chief Financial Officer" in LocalRewriter().candidates(question, grade)
+    assert "Chief Financial Officer" in LocalRewriter(reading=EN_RD).candidates(question, grade)
 
 
 def test_follow_ups_name_one_passage_documents(kb) -> None:
-    follow = LocalFollowUps(kb)
+    follow = LocalFollowUps(kb, EN_RD)
     album = _hit(kb, "Harrow Vale debut album", "wiki/harrow-vale.md", "Quiet Orchards")
     linked = [doc for doc, _ in follow(album)]
     assert "wiki/quiet-orchards.md" in linked
@@ -437,10 +446,11 @@ class _ForQuestionsNaming(_OnlyDocs):
 
 
 def _run(kb, question: str, grader, max_steps: int = 6, baseline: Toolbox | None = None):
-    driver = PipelineDriver(Toolbox(kb, k=4), LocalPlanner(), grader, LocalRewriter(),
-                            LocalFollowUps(kb))
+    driver = PipelineDriver(Toolbox(kb, k=4), LocalPlanner(words=EN_WORDS, reading=EN_RD), grader,
+                            LocalRewriter(reading=EN_RD), LocalFollowUps(kb, EN_RD),
+                            reading=EN_RD)
     template = RunTemplate(baseline or Toolbox(kb, k=4), grader,
-                           ExtractiveAnswerer(kb.embedder), 5)
+                           ExtractiveAnswerer(kb.embedder), 5, reading=EN_RD)
     ctx = RunContext(question, max_steps)
     outcome = drain(template.run(ctx, driver), ctx)
     return ctx, outcome
@@ -619,7 +629,7 @@ def test_driver_finds_the_restatement_at_single_shot_depth(tmp_path) -> None:
         (root / rel).write_text(text, encoding="utf-8")
     with KnowledgeBase.open(tmp_path / "kb") as base:
         base.ingest([root])
-        grader = LocalGrader(base.embedder)
+        grader = LocalGrader(base.embedder, reading=EN_RD)
         ctx, outcome = _run(base, "What was continental Europe's revenue in Q4 FY2024?",
                             grader, baseline=Toolbox(base, k=15))
         searches = [e.data for e in ctx.events if e.kind == EventKind.TOOL_CALL]

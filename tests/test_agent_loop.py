@@ -14,9 +14,13 @@ from ragloop.agent.tools_driver import ToolsDriver
 from ragloop.core.decisions import Grade
 from ragloop.core.errors import ModelRefused, ProviderError, ToolError
 from ragloop.core.types import Citation, EventKind, Hit, RunStatus, Usage
+from ragloop.language.text import ENGLISH_READING
 from ragloop.llm.base import ChatResponse, Finish, ModelTraits, ToolCall
 from ragloop.llm.scripted import ScriptedChat
 from ragloop.offline.answerer import ExtractiveAnswerer
+
+# the knowledge base's language, passed explicitly (no reader defaults to English)
+EN_RD = ENGLISH_READING
 
 
 class KeepDocs:
@@ -152,7 +156,7 @@ def test_a_driver_yields_its_events_and_the_engine_stores_and_streams_them(small
     chat = ScriptedChat([search_call("approval threshold"), ChatResponse(text="CFO [1].")])
     ctx = RunContext("Who approves?", 4)
     grader = KeepDocs("policies/travel.md")
-    template = RunTemplate(Toolbox(small_kb), grader, ExtractiveAnswerer(), 5)
+    template = RunTemplate(Toolbox(small_kb), grader, ExtractiveAnswerer(), 5, reading=EN_RD)
     steps = template.run(ctx, ToolsDriver(chat, Toolbox(small_kb), grader))
     # the run stores and streams nothing itself: its events come out as it goes
     assert inspect.isgenerator(steps) and not ctx.events and not chat.calls

@@ -20,8 +20,13 @@ from ragloop.core.events import AnswerEvent, event_from
 from ragloop.core.types import EventKind, Usage
 from ragloop.language.support import Passage, SupportChecker, claims
 from ragloop.language.text import ENGLISH_READING
+from ragloop.language.vocabulary import ENGLISH_WORDS
 from ragloop.llm.base import ChatResponse
 from ragloop.llm.scripted import ScriptedChat
+
+# the knowledge base's language, passed explicitly (no reader defaults to English)
+EN_RD = ENGLISH_READING
+EN_WORDS = ENGLISH_WORDS
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "kb"
@@ -64,7 +69,7 @@ def verdict(checker: SupportChecker, sentence: str, passage: Passage):
 
 
 def test_the_checker_on_real_passages_of_the_example_kb(example_kb) -> None:
-    checker = SupportChecker(example_kb.embedder)
+    checker = SupportChecker(example_kb.embedder, reading=EN_RD)
     battery = passage_of(example_kb, "products/s200-datasheet.md", "Battery")
     thresholds = passage_of(example_kb, "policies/travel-expense-policy.md",
                             "4.2 Approval thresholds")
@@ -94,7 +99,8 @@ def test_the_checker_on_real_passages_of_the_example_kb(example_kb) -> None:
 
 
 def test_the_checker_reads_other_languages() -> None:
-    checker = SupportChecker()  # lexical: the figures, names and CJK runs must be there
+    # lexical: the figures, names and CJK runs must be there
+    checker = SupportChecker(reading=EN_RD)
     etna = (LANG / "it" / "vulcani.md").read_text(encoding="utf-8").split("## Vesuvio")[0]
     vesuvio = (LANG / "it" / "vulcani.md").read_text(encoding="utf-8").split("## Vesuvio")[1]
     panda = (LANG / "zh" / "熊猫.md").read_text(encoding="utf-8")
@@ -117,10 +123,10 @@ def test_claims_pair_each_citation_with_the_words_it_follows() -> None:
         ("Trips above £2,500 need the CFO.", (5,)),
     ]
     assert uncited_claims("The S200 is rated IP67 [1]. It is blue. The knowledge base does not"
-                          " say: its colour.") == 1
-    assert uncited_claims("The S200 is rated IP67. [1] It weighs 180 g. [2]") == 0
+                          " say: its colour.", EN_WORDS, EN_RD) == 1
+    assert uncited_claims("The S200 is rated IP67. [1] It weighs 180 g. [2]", EN_WORDS, EN_RD) == 0
     assert uncited_claims("The knowledge base does not say clearly: Is it blue? Will it fit?"
-                          " The closest passages: It weighs 180 g. [1]") == 0
+                          " The closest passages: It weighs 180 g. [1]", EN_WORDS, EN_RD) == 0
 
 
 class FixedAnswer:

@@ -13,9 +13,13 @@ from model_server import CALL_TIMEOUT_S, MODEL_ALIAS, WireLog, explained
 from ragloop.agent.ask_user import ASK_USER, ASK_USER_SPEC, parse_ask_user
 from ragloop.agent.engine import Engine
 from ragloop.core.types import RunStatus
+from ragloop.language.text import ENGLISH_READING
 from ragloop.llm.base import ForceTool, Message
 from ragloop.llm.openai import OpenAIChat
 from ragloop.offline.grader import LocalGrader
+
+# the knowledge base's language, passed explicitly (no reader defaults to English)
+EN_RD = ENGLISH_READING
 
 ENDED = {RunStatus.ANSWERED, RunStatus.TRUNCATED, RunStatus.UNANSWERABLE,
          RunStatus.NEEDS_INPUT}
@@ -52,7 +56,7 @@ def test_a_tools_run_offers_ask_user_to_the_real_server(llama_server, small_kb):
     settings = small_kb.settings.with_(max_steps=3, loop_max_tokens=256, search_k=3,
                                        tool_result_chars=1200, citation_check="offline")
     engine = Engine(small_kb, settings, chat=_chat(llama_server, wire),
-                    grader=LocalGrader(small_kb.embedder))
+                    grader=LocalGrader(small_kb.embedder, reading=EN_RD))
     with explained():
         result = engine.ask("Is the T9 sensor waterproof?", route="agent", driver="tools")
     assert result.status in ENDED, result.answer

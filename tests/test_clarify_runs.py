@@ -21,11 +21,15 @@ from ragloop.agent.engine import Engine
 from ragloop.core.conversation import Turn, narrowed
 from ragloop.core.errors import ConfigError
 from ragloop.core.types import EventKind, RunStatus, Usage
+from ragloop.language.text import ENGLISH_READING
 from ragloop.language.vocabulary import vocabulary
 from ragloop.llm.base import ChatResponse, ToolCall
 from ragloop.llm.scripted import ScriptedChat
 from ragloop.offline.condense import condense
 from ragloop.offline.grader import LocalGrader
+
+# the knowledge base's language, passed explicitly (no reader defaults to English)
+EN_RD = ENGLISH_READING
 
 SENSORS = {
     f"products/{code.lower()}-datasheet.md": f"""# {code} {kind} Vibration Sensor Datasheet
@@ -133,7 +137,7 @@ def test_the_model_asks_back_through_the_ask_user_tool(sensors):
     chat = ScriptedChat([_ask_user("Which sensor?", ["T100", "T200", "T300"])])
     events = []
     result = Engine(sensors, sensors.settings.with_(citation_check="offline"), chat=chat,
-                    grader=LocalGrader(sensors.embedder)).ask(
+                    grader=LocalGrader(sensors.embedder, reading=EN_RD)).ask(
         AMBIGUOUS, route="agent", driver="tools", on_event=events.append)
     assert result.status is RunStatus.NEEDS_INPUT
     assert result.clarification is not None
@@ -148,7 +152,7 @@ def test_bad_ask_user_arguments_go_back_to_the_model_and_the_switch_hides_the_to
     chat = ScriptedChat([_ask_user("Which sensor?", ["T100"]),
                          ChatResponse(text="The knowledge base does not say.")])
     settings = sensors.settings.with_(citation_check="offline")
-    grader = LocalGrader(sensors.embedder)
+    grader = LocalGrader(sensors.embedder, reading=EN_RD)
     result = Engine(sensors, settings, chat=chat, grader=grader).ask(
         AMBIGUOUS, route="agent", driver="tools")
     assert result.status is not RunStatus.NEEDS_INPUT

@@ -38,8 +38,12 @@ from ragloop.eval.metrics import (
 )
 from ragloop.eval.report import answer_warnings, markdown, write_reports
 from ragloop.eval.runner import EvalOptions, grade_summary, parse_paths, run_eval
+from ragloop.language.text import ENGLISH_READING
 from ragloop.llm.base import ChatResponse, ToolCall
 from ragloop.llm.scripted import ScriptedChat
+
+# the knowledge base's language, passed explicitly (no reader defaults to English)
+EN_RD = ENGLISH_READING
 
 A, B, C, D = "a.md", "b.md", "c.md", "d.md"
 
@@ -915,7 +919,7 @@ def test_the_runs_status_and_the_evals_abstention_agree_on_every_record(tmp_path
                                ("The T9 sensor is rated IP67.", False)):
             engine = Engine(base, base.settings.with_(citation_check="offline"),
                             chat=ScriptedChat([ChatResponse(text=text)]),
-                            grader=LocalGrader(base.embedder))
+                            grader=LocalGrader(base.embedder, reading=EN_RD))
             result = engine.ask("What is the T9 rated?", route="agent", driver="tools")
             record = make_record(question, "agent", result, [])
             assert abstained(record) == declines == result.declined

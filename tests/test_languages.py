@@ -278,15 +278,18 @@ def test_a_beir_corpus_sets_the_language_of_a_new_kb(tmp_path: Path) -> None:
 
 def test_month_names_come_from_one_table_for_every_date_rule() -> None:
     """The quantities reader, the planner's date split and the router's date cue all read the
-    months of retrieval/languages.py; "Sept", which the planner read and quantities did not,
-    is now a month for both."""
+    months of language/lang/en.json (through retrieval/languages.py); "Sept", which the
+    planner read and quantities did not, is now a month for both."""
     from ragloop.language import text
     from ragloop.offline import planner, router
     from ragloop.retrieval.languages import month_names, month_pattern
 
-    assert month_names() == text.MONTHS and len(month_names()) == 12
-    assert month_pattern() in text._DATE.pattern and month_pattern() in planner.ENGLISH.date
-    assert month_pattern(short=False) in router.ENGLISH_CUES.date.pattern
+    en = text.ENGLISH_READING.rules
+    assert month_names("en") == en.months and len(month_names("en")) == 12
+    assert month_pattern("en") in en.date.pattern and month_pattern("en") in planner.ENGLISH.date
+    assert month_pattern("en", short=False) in router.ENGLISH_CUES.date.pattern
+    # a language whose data file has no month names reads English's (as before it had a file)
+    assert month_names("it") == month_names("en") == month_names(None)
     found = text.ENGLISH_READING.quantities("Due 5 Sept 2024, paid Sep 9, 2024 and 2024-10-01")
     dates = [q.value for q in found if q.kind == "date"]
     assert dates == ["2024-09-05", "2024-09-09", "2024-10-01"]

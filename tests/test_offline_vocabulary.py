@@ -9,10 +9,15 @@ import json
 from importlib import resources
 
 from ragloop.language import support, text
+from ragloop.language.text import ENGLISH_READING
 from ragloop.language.vocabulary import ENGLISH_WORDS, Vocabulary, vocabulary
 from ragloop.offline import planner
 from ragloop.offline.planner import LocalPlanner
 from ragloop.offline.router import ENGLISH_CUES, RuleRouter
+
+# the knowledge base's language, passed explicitly (no reader defaults to English)
+EN_RD = ENGLISH_READING
+EN_WORDS = ENGLISH_WORDS
 
 
 def _english() -> dict:
@@ -67,15 +72,17 @@ def test_every_small_talk_phrase_and_router_cue_of_the_file_is_read() -> None:
     talk = data["small_talk"]
     for kind in talk["kinds"]:
         for phrase in kind["phrases"]:
-            plan = LocalPlanner().plan(f"{phrase.capitalize()} there!")
+            plan = LocalPlanner(words=EN_WORDS, reading=EN_RD).plan(f"{phrase.capitalize()} there!")
             assert not plan.need_search and plan.reply == kind["reply"], phrase
     for phrase in talk["about_me"]:
-        plan = LocalPlanner(scope="Two documents.").plan(f"{phrase}?")
+        planner = LocalPlanner(scope="Two documents.", words=EN_WORDS, reading=EN_RD)
+        plan = planner.plan(f"{phrase}?")
         assert plan.reply == f"{talk['about_me_reply']} Two documents.", phrase
     for phrase in talk["greeting_prefixes"]:
-        plan = LocalPlanner().plan(f"{phrase}, what is the S200 price?")
+        plan = LocalPlanner(words=EN_WORDS, reading=EN_RD).plan(
+            f"{phrase}, what is the S200 price?")
         assert plan.sub_questions == ["What is the S200 price?"], phrase
-    assert LocalPlanner().plan("  ").reply == talk["empty_reply"]
+    assert LocalPlanner(words=EN_WORDS, reading=EN_RD).plan("  ").reply == talk["empty_reply"]
     for word in data["router_cues"]["comparison"]:
         assert ENGLISH_CUES.compare.search(f"the S100 {word} the S200"), word
     for phrase in data["router_cues"]["chain"]:
@@ -94,7 +101,8 @@ def test_the_planner_takes_its_words_from_the_language_file() -> None:
         data["grammar"]["clauses"]["openers"].append("outline")
         data["grammar"]["dates"]["connectors"].append("through")
 
-    english, more = LocalPlanner(), LocalPlanner(words=_with(add))
+    english = LocalPlanner(words=EN_WORDS, reading=EN_RD)
+    more = LocalPlanner(words=_with(add), reading=EN_RD)
     ahoy = more.plan("Ahoy there!")
     assert not ahoy.need_search and ahoy.reply == "Ahoy! Ask away."
     assert english.plan("Ahoy there!").need_search
@@ -120,22 +128,23 @@ def test_the_planner_takes_its_words_from_the_language_file() -> None:
         data["small_talk"]["kinds"] = [{"kind": "hello", "phrases": ["hallo"], "reply": "Hallo!"}]
         data["small_talk"]["addressees"] = ["zusammen"]
 
-    german = LocalPlanner(words=_with(german_greetings))
+    german = LocalPlanner(words=_with(german_greetings), reading=EN_RD)
     assert german.plan("Hallo zusammen!").reply == "Hallo!"
     assert german.plan("Hello there!").need_search
 
 
 def test_the_router_takes_its_cue_words_from_the_language_file(small_kb) -> None:
     question = "Who audits the T9 sensor?"
-    assert RuleRouter(small_kb).route(question).route == "single"
+    assert RuleRouter(small_kb, words=EN_WORDS, reading=EN_RD).route(question).route == "single"
 
     def add(data: dict) -> None:
         data["router_cues"]["chain"].append("who audits")
         data["router_cues"]["comparison"].append("outlast")
 
-    router = RuleRouter(small_kb, words=_with(add))
+    router = RuleRouter(small_kb, words=_with(add), reading=EN_RD)
     decision = router.route(question)
     assert decision.route == "agent" and "a chained entity" in decision.reason
     decision = router.route("Does the T9 battery outlast 5 years?")
     assert decision.route == "agent" and "a comparison" in decision.reason
-    assert RuleRouter(small_kb).route("Does the T9 battery outlast 5 years?").route == "single"
+    router = RuleRouter(small_kb, words=EN_WORDS, reading=EN_RD)
+    assert router.route("Does the T9 battery outlast 5 years?").route == "single"

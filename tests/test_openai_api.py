@@ -25,7 +25,11 @@ from ragloop.apps.server.openai_compat import (
 from ragloop.apps.server.openai_compat import ChatMessage as Msg
 from ragloop.core.conversation import Turn
 from ragloop.core.types import RunStatus, Usage
+from ragloop.language.text import ENGLISH_READING
 from ragloop.offline.grader import LocalGrader
+
+# the knowledge base's language, passed explicitly (no reader defaults to English)
+EN_RD = ENGLISH_READING
 
 KEY = "test-key-9f1c2"
 FIRST = "Who must approve travel expenses above £2,500?"
@@ -252,7 +256,7 @@ def _held_grader(kb) -> tuple[object, threading.Event, threading.Event]:
     """A grader that holds its run until `release` is set (`graded`: the run reached it),
     so a test can look at a run while it goes."""
     graded, release = threading.Event(), threading.Event()
-    inner = LocalGrader(kb.embedder)
+    inner = LocalGrader(kb.embedder, reading=EN_RD)
 
     class HeldGrader:
         usage = Usage()

@@ -17,10 +17,16 @@ from ragloop.core.decisions import Grade
 from ragloop.core.events import PlacementEvent, event_from
 from ragloop.core.types import EventKind, Hit, Usage
 from ragloop.kb import KnowledgeBase
+from ragloop.language.text import ENGLISH_READING
+from ragloop.language.vocabulary import ENGLISH_WORDS
 from ragloop.offline.answerer import ExtractiveAnswerer
 from ragloop.offline.follow_ups import LocalFollowUps
 from ragloop.offline.planner import LocalPlanner
 from ragloop.offline.rewriter import LocalRewriter
+
+# the knowledge base's language, passed explicitly (no reader defaults to English)
+EN_RD = ENGLISH_READING
+EN_WORDS = ENGLISH_WORDS
 
 # -- the policy alone ------------------------------------------------------------------------
 
@@ -153,9 +159,10 @@ def test_the_run_gives_a_place_to_the_second_hop_and_says_why(kb) -> None:
     question = "Where did the group behind the album Harrow Vale give its first concert?"
     single = Toolbox(kb, k=12)
     grader = _OnlyDocs({"harrow-vale.md"})
-    driver = PipelineDriver(Toolbox(kb, k=4), LocalPlanner(), grader, LocalRewriter(),
-                            LocalFollowUps(kb))
-    template = RunTemplate(single, grader, ExtractiveAnswerer(kb.embedder), 4)
+    driver = PipelineDriver(Toolbox(kb, k=4), LocalPlanner(words=EN_WORDS, reading=EN_RD), grader,
+                            LocalRewriter(reading=EN_RD), LocalFollowUps(kb, EN_RD),
+                            reading=EN_RD)
+    template = RunTemplate(single, grader, ExtractiveAnswerer(kb.embedder), 4, reading=EN_RD)
     ctx = RunContext(question, 6)
     drain(template.run(ctx, driver), ctx)
     single_docs = list(dict.fromkeys(h.doc_id for h in single.search(question)))[:4]

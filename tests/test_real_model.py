@@ -37,9 +37,13 @@ from ragloop.agent.llm_decisions import (
 from ragloop.core.decisions import Evidence, Grade
 from ragloop.core.events import AnswerDeltaEvent
 from ragloop.core.types import EventKind, Hit, RunStatus, Usage, usage_summary
+from ragloop.language.text import ENGLISH_READING
 from ragloop.llm.base import Message
 from ragloop.llm.openai import OpenAIChat
 from ragloop.offline.grader import LocalGrader
+
+# the knowledge base's language, passed explicitly (no reader defaults to English)
+EN_RD = ENGLISH_READING
 
 ENDED = {RunStatus.ANSWERED, RunStatus.TRUNCATED, RunStatus.UNANSWERABLE}
 # Small budgets and short results keep a 2-core CPU's prompt processing to seconds a call.
@@ -62,7 +66,7 @@ def test_tools_run_starts_from_single_shots_search_and_round_trips_a_real_tool_c
     # schema bounds (a 300-character query), which 128 tokens cut mid-string
     run = {**SMALL_RUN, "loop_max_tokens": 256}
     engine = Engine(small_kb, small_kb.settings.with_(max_steps=3, **run), chat=model,
-                    grader=LocalGrader(small_kb.embedder))
+                    grader=LocalGrader(small_kb.embedder, reading=EN_RD))
     events = []
     question = "Is the T9 sensor waterproof?"
     with explained():
@@ -246,7 +250,7 @@ def test_a_run_through_the_server_streams_its_steps(llama_server, small_kb):
                                        max_steps=2, kb=str(small_kb.store.folder),
                                        request_timeout_s=CALL_TIMEOUT_S, max_retries=0,
                                        **SMALL_RUN)
-    grader = LocalGrader(small_kb.embedder)
+    grader = LocalGrader(small_kb.embedder, reading=EN_RD)
     with LiveServer(create_app(settings, kb=small_kb, grader=grader)) as live, \
             live.client() as client, explained():
         started = client.post("/runs", json={"question": "Is the T9 sensor waterproof?",
@@ -299,7 +303,7 @@ def test_the_answer_streams_from_the_server_before_the_run_ends(llama_server, sm
     wire = WireLog()
     engine = Recording(small_kb, small_kb.settings.with_(**SMALL_RUN, citation_check="off"),
                        chat=chat(llama_server, wire, "llamacpp"),
-                       grader=LocalGrader(small_kb.embedder))
+                       grader=LocalGrader(small_kb.embedder, reading=EN_RD))
     seen: list[tuple[float, object]] = []
     with explained():
         result = engine.ask("Is the T9 sensor waterproof?", route="single",

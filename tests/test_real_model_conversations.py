@@ -23,11 +23,15 @@ from ragloop.core.conversation import Turn, TurnKind
 from ragloop.core.errors import ProviderError
 from ragloop.core.events import CondenseEvent
 from ragloop.core.types import RunStatus
+from ragloop.language.text import ENGLISH_READING
 from ragloop.language.vocabulary import vocabulary
 from ragloop.llm.base import Message
 from ragloop.llm.openai import OpenAIChat
 from ragloop.offline.condense import RuleCondenser
 from ragloop.offline.grader import LocalGrader
+
+# the knowledge base's language, passed explicitly (no reader defaults to English)
+EN_RD = ENGLISH_READING
 
 ENDED = {RunStatus.ANSWERED, RunStatus.TRUNCATED, RunStatus.UNANSWERABLE}
 SMALL_RUN = {"loop_max_tokens": 128, "decision_max_tokens": 128, "search_k": 3,
@@ -68,7 +72,8 @@ def test_the_condense_decision_is_schema_valid(llama_server) -> None:
 def test_a_two_turn_conversation_completes(llama_server, small_kb) -> None:
     wire = WireLog()
     engine = Engine(small_kb, small_kb.settings.with_(max_steps=2, **SMALL_RUN),
-                    chat=_chat(llama_server, wire), grader=LocalGrader(small_kb.embedder))
+                    chat=_chat(llama_server, wire),
+                    grader=LocalGrader(small_kb.embedder, reading=EN_RD))
     chat = engine.conversation()
     events: list = []
     with explained():

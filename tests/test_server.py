@@ -17,6 +17,10 @@ import uvicorn
 
 from ragloop.core.config import Settings
 from ragloop.core.types import Usage
+from ragloop.language.text import ENGLISH_READING
+
+# the knowledge base's language, passed explicitly (no reader defaults to English)
+EN_RD = ENGLISH_READING
 
 MULTI_HOP = "Who approves travel expenses above £2,500, and who is that person?"
 
@@ -115,7 +119,7 @@ class SlowGrader:
     def __init__(self, kb, delay: float = 0.4) -> None:
         from ragloop.offline.grader import LocalGrader
 
-        self.inner = LocalGrader(kb.embedder)
+        self.inner = LocalGrader(kb.embedder, reading=EN_RD)
         self.delay = delay
 
     def grade(self, question, hits):

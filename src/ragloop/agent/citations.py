@@ -28,8 +28,8 @@ from ragloop.language.support import (
     answer_sentences,
     claims,
 )
-from ragloop.language.text import ENGLISH_READING, Reading
-from ragloop.language.vocabulary import ENGLISH_WORDS, Vocabulary
+from ragloop.language.text import Reading
+from ragloop.language.vocabulary import Vocabulary
 
 
 @dataclass
@@ -40,8 +40,7 @@ class SupportOutcome:
     summary: dict[str, Any] = field(default_factory=dict)  # offline figures for the eval
 
 
-def uncited_claims(text: str, words: Vocabulary = ENGLISH_WORDS,
-                   rd: Reading = ENGLISH_READING) -> int:
+def uncited_claims(text: str, words: Vocabulary, rd: Reading) -> int:
     """Sentences of the answer that state something but cite nothing (a question, such as the
     part an offline answer could not answer, quoted, states nothing; nor does a sentence
     saying what the knowledge base lacks: `words.not_claims`), read in `rd`'s language."""
@@ -61,7 +60,7 @@ class CitationCheck:
     """The run template's support step, after the mechanical check of the citations."""
 
     def __init__(self, checker: SupportChecker, judge: LLMSupportJudge | None = None,
-                 words: Vocabulary = ENGLISH_WORDS) -> None:
+                 *, words: Vocabulary) -> None:
         """`words`: the knowledge base language's (what a decline says, `Vocabulary`)."""
         self.checker = checker
         self.judge = judge

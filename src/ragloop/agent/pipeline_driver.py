@@ -49,7 +49,7 @@ from ragloop.core.decisions import (
 )
 from ragloop.core.events import PlacementEvent, RewriteEvent, ToolCallEvent
 from ragloop.core.types import Hit
-from ragloop.language.text import ENGLISH_READING, Reading, term_set
+from ragloop.language.text import Reading, term_set
 
 # Follow-up reads per sub-question (fetching named documents or cut-off sections).
 MAX_FETCHES_PER_PART = 2
@@ -123,8 +123,8 @@ class PipelineDriver:
     grades_whole_page = True
 
     def __init__(self, toolbox: Toolbox, planner: Planner, grader: Grader, rewriter: Rewriter,
-                 follow_ups: FollowUps | None = None, baseline_docs: int = 5,
-                 reading: Reading = ENGLISH_READING) -> None:
+                 follow_ups: FollowUps | None = None, baseline_docs: int = 5, *,
+                 reading: Reading) -> None:
         """The first `baseline_docs` documents of step 1's search are single-shot's evidence,
         which the run's evidence keeps in place unless the grader found them irrelevant (see
         `_final_evidence`). `reading`: the knowledge base's language."""

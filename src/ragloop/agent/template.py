@@ -39,7 +39,7 @@ from ragloop.core.events import (
     PlanEvent,
 )
 from ragloop.core.types import Hit, RunStatus
-from ragloop.language.text import ENGLISH_READING, Reading
+from ragloop.language.text import Reading
 from ragloop.language.vocabulary import ENGLISH_WORDS
 
 # Single-shot searches this many chunks per document it may read (documents span chunks).
@@ -124,7 +124,7 @@ class RunTemplate:
                  citation_check: CitationCheck | None = None,
                  declined_phrases: Sequence[str] = (),
                  clarifier: Clarifier | None = None,
-                 reading: Reading = ENGLISH_READING) -> None:
+                 reading: Reading) -> None:
         """`first_search` searches at single-shot's depth; the first `k` documents of its
         result are single-shot's evidence. `declined_phrases` are the KB language's words for
         what the knowledge base lacks (language/lang/*.json, `decline`); `reading` is the KB

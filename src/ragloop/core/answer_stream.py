@@ -11,15 +11,22 @@ import re
 from collections.abc import Callable, Generator
 from typing import Any, TypeVar
 
+from ragloop.core import script
 from ragloop.core.decisions import Draft
 from ragloop.core.events import AnswerDeltaEvent
 
 Writing = Generator[AnswerDeltaEvent, None, Draft]
 R = TypeVar("R")
 
-# A sentence ends at . ! ? (and the citations right after it) or a line break, before the
-# space that follows; the space goes with the sentence it ends, so the pieces join back.
-_SENTENCE_END = re.compile(r"(?:[.!?]['\")\]]*(?:\s*\[\d+\])*|\n)\s+")
+# A sentence ends at a sentence-end mark (core/script.py; with the quotes and the citations
+# right after it) or a line break, before the space that follows; the space goes with the
+# sentence it ends, so the pieces join back. A full-width mark (。！？) needs no space after it.
+# This cuts a stream and never drops a character; reading sentences (abbreviations, lists) is
+# language/text.py `Reading.split_sentences`.
+_CITES = r"(?:\s*\[\d+\])*"
+_SENTENCE_END = re.compile(
+    rf"(?:[{script.LATIN_ENDS}]['\")\]]*{_CITES}|\n)\s+"
+    rf"|[{script.FULL_WIDTH_ENDS}][{script.FULL_WIDTH_CLOSERS}'\")\]]*{_CITES}\s*(?=\S)")
 
 
 def sentence_pieces(text: str) -> list[str]:

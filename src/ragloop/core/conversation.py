@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from ragloop.core import script
+
 
 class TurnKind(StrEnum):
     STANDALONE = "standalone"  # the question stands on its own (or there is no history)
@@ -84,7 +86,7 @@ def numbered(options: Sequence[str]) -> list[str]:
 
 
 # what ends a question, in the languages the offline rules read (stripped before a choice is added)
-_QUESTION_END = "?!.。？！ "
+_QUESTION_END = script.SENTENCE_ENDS + " "
 
 
 def narrowed(pending: str, choice: str) -> str:

@@ -53,16 +53,18 @@ import string
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ragloop.core import script
 from ragloop.eval.datasets import SINGLE_TYPES, UNANSWERABLE_TYPE
+from ragloop.language.amounts import without_thousands
 from ragloop.language.vocabulary import ENGLISH_WORDS
 
 _CITE = re.compile(r"\[\d+\]")
-_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3})")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _NON_WORD = re.compile(r"[^\w£$€%]+")
 _SYMBOL = re.compile(r"([£$€%])")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_FIRST_END = re.compile(r"(?:[.!?。！？]\s*)?\[\d+\]|[.!?。！？](?=\s|$)")
+_CJK = script.UNSPACED  # a script with no spaces between words: each character is a word
+_END = f"[{script.SENTENCE_ENDS}]"
+_FIRST_END = re.compile(rf"(?:{_END}\s*)?\[\d+\]|{_END}(?=\s|$)")
 _WORDS = re.compile(r"[^\W_]+")
 
 
@@ -116,7 +118,7 @@ def normalize_answer(text: str) -> str:
     """Lower case, no citation markers, thousands separators, punctuation or articles;
     currency and percent signs become words of their own ("£2,500" → "£ 2500")."""
     text = _CITE.sub(" ", text.lower())
-    text = _THOUSANDS.sub("", text)
+    text = without_thousands(text)
     text = "".join(" " if ch in string.punctuation and ch not in "£$€%" else ch for ch in text)
     text = _SYMBOL.sub(r" \1 ", _NON_WORD.sub(" ", text))
     text = _ARTICLES.sub(" ", text)

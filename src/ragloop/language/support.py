@@ -27,8 +27,10 @@ from functools import cache
 
 import numpy as np
 
+from ragloop.core.script import SENTENCE_ENDS
 from ragloop.embed.base import Embedder
-from ragloop.language.text import ENGLISH_READING, Reading, stem, term_set, words
+from ragloop.language.amounts import FIGURE, without_thousands
+from ragloop.language.text import Reading, stem, term_set, words
 from ragloop.language.vocabulary import vocabulary
 
 # Tuned on the dev half of examples/evals/citation_support.jsonl only (see RESULTS.md).
@@ -40,10 +42,7 @@ MIN_TERMS = 2
 # [3], [3, 5], [3-4]: as agent/evidence.py reads them.
 CITATION = re.compile(r"\[(\d+(?:\s*[,;–-]\s*\d+)*)\]")
 # "… fact. [1]" → "… fact [1]." so the citation stays with the sentence it follows.
-_AFTER_STOP = re.compile(r"([.!?。！？])(\s*)((?:\[\d+(?:\s*[,;–-]\s*\d+)*\]\s*)+)")
-_THOUSANDS = re.compile(r"(?<=\d)[,.\u00a0\u202f'’](?=\d{3}(?!\d))")
-# a number, not the digits of a code (S200, FY2025, E104)
-_FIGURE = re.compile(r"(?<![A-Za-z\d.])\d+(?:\.\d+)?")
+_AFTER_STOP = re.compile(rf"([{SENTENCE_ENDS}])(\s*)((?:\[\d+(?:\s*[,;–-]\s*\d+)*\]\s*)+)")
 @cache
 def _claim_numbers(code: str | None) -> tuple[dict[str, int], re.Pattern[str] | None]:
     """The number words a claim may state a figure with, in the knowledge base's language
@@ -115,7 +114,8 @@ def citation_numbers(group: str) -> list[int]:
 
 
 def _without_markers(text: str) -> str:
-    return re.sub(r"\s+([.,;:!?。！？])", r"\1", " ".join(CITATION.sub(" ", text).split()))
+    text = " ".join(CITATION.sub(" ", text).split())
+    return re.sub(rf"\s+([,;:{SENTENCE_ENDS}])", r"\1", text)
 
 
 def _strip_label(text: str, labels: Sequence[str]) -> str:
@@ -165,7 +165,7 @@ def claims(answer: str, rd: Reading, labels: Sequence[str] = ()) -> list[Claim]:
 
 
 def _normalise(text: str, rd: Reading) -> str:
-    text = _THOUSANDS.sub("", text)
+    text = without_thousands(text)
     numbers, found = _claim_numbers(rd.code)
     return found.sub(lambda m: str(numbers[m.group(1).lower()]), text) if found else text
 
@@ -182,7 +182,7 @@ def _figures(text: str, rd: Reading) -> set[str]:
     """Numbers as values ("3,350" = "3.350" = "3350"), amounts of money with their currency
     and scale (£2.5m = £2,500,000), figures with their unit, runs of Chinese numerals."""
     text = _normalise(text, rd)
-    out = {f"{float(m.group()):g}" for m in _FIGURE.finditer(text)}
+    out = {f"{float(m.group()):g}" for m in FIGURE.finditer(text)}
     return out | _money(text, rd) | _units(text) | set(_CJK_NUMERALS.findall(text))
 
 
@@ -190,14 +190,14 @@ def _items(text: str, rd: Reading) -> _Items:
     items = _Items()
     norm = _normalise(text, rd)
     money = _money(norm, rd)
-    written = {_THOUSANDS.sub("", q.text) for q in rd.quantities(norm)
+    written = {without_thousands(q.text) for q in rd.quantities(norm)
                if q.kind.startswith("money")}
     units = _units(norm)
     # an amount must be there in its currency ("$45" is not "£45"), a measure with its unit
     items.figures = sorted(money) + sorted(units)
-    held = {f"{float(m.group()):g}" for w in written for m in _FIGURE.finditer(w)}
+    held = {f"{float(m.group()):g}" for w in written for m in FIGURE.finditer(w)}
     held |= {u.split()[0] for u in units}
-    items.figures += [f for f in (f"{float(m.group()):g}" for m in _FIGURE.finditer(norm))
+    items.figures += [f for f in (f"{float(m.group()):g}" for m in FIGURE.finditer(norm))
                       if f not in held]
     items.figures.extend(_CJK_NUMERALS.findall(norm))
     stop = rd.rules.stop
@@ -262,7 +262,7 @@ class SupportChecker:
 
     def __init__(self, embedder: Embedder | None = None, *, min_coverage: float = MIN_COVERAGE,
                  min_similarity: float = MIN_SIMILARITY,
-                 reading: Reading = ENGLISH_READING) -> None:
+                 reading: Reading) -> None:
         self.embedder = embedder
         self.reading = reading  # the knowledge base's language
         self.min_coverage = min_coverage

@@ -13,7 +13,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache, lru_cache
 
+from ragloop.core import script
 from ragloop.core.types import Hit
+from ragloop.language.amounts import AMOUNT as _AMOUNT
+from ragloop.language.amounts import amount_value
 from ragloop.language.vocabulary import ENGLISH_WORDS, Vocabulary, alternation, vocabulary
 from ragloop.retrieval.languages import (
     CJK_CHARS,
@@ -34,7 +37,7 @@ STOP = STOP_WORDS | QUESTION_WORDS
 
 # Latin-script words as before, plus the words of scripts with no Latin letters at all
 # (Hebrew, Arabic; CJK runs become character bigrams in words()): Latin text tokenizes as it did.
-_OTHER_SCRIPT = "\u0590-\u05ff\u0600-\u06ff" + CJK_CHARS
+_OTHER_SCRIPT = script.HEBREW + script.ARABIC + CJK_CHARS
 _WORD = re.compile(r"\d+(?:[.,]\d+)+|[A-Za-z0-9][A-Za-z0-9\-'’]*"
                    f"|[{_OTHER_SCRIPT}][{_OTHER_SCRIPT}\"'׳״]*")
 _CJK_ONLY = re.compile(f"^[{CJK_CHARS}]+$")
@@ -42,8 +45,6 @@ _CJK_ONLY = re.compile(f"^[{CJK_CHARS}]+$")
 _CODE = re.compile(r"^(?=.*\d)(?=.*[a-z])[a-z0-9\-]+$", re.IGNORECASE)
 _YEAR = re.compile(r"^(?:19|20)\d\d$")
 
-MONTHS = month_names()
-_MONTH_RE = month_pattern()
 
 
 # A dash other than "-" joining two words (Norse–Gaels): read as a hyphen.
@@ -140,8 +141,10 @@ def code_family(code: str) -> str:
 
 # ". " before a capital (or a digit, a currency), as in English; ". " before a Hebrew letter
 # (Hebrew has no capitals); after 。！？ (and a closing quote), with or without a space; sof pasuq.
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9£$€\u05d0-\u05ea])"
-                           r"|(?<=[。！？])(?![”」』）])\s*|(?<=[。！？][”」』）])\s*|(?<=\u05c3)\s*")
+_LATIN, _FULL, _CLOSE = script.LATIN_ENDS, script.FULL_WIDTH_ENDS, script.FULL_WIDTH_CLOSERS
+_SENTENCE_END = re.compile(rf"(?<=[{_LATIN}])\s+(?=[\"'(\[]?[A-Z0-9£$€\u05d0-\u05ea])"
+                           rf"|(?<=[{_FULL}])(?![{_CLOSE}])\s*|(?<=[{_FULL}][{_CLOSE}])\s*"
+                           rf"|(?<={script.SOF_PASUQ})\s*")
 
 
 
@@ -155,16 +158,13 @@ class Quantity:
     text: str  # as written
 
 
-_AMOUNT = r"(\d(?:[\d,]*\d)?(?:\.\d+)?)"
-_DATE = re.compile(rf"\b(?:(\d{{1,2}})\s+({_MONTH_RE})\.?,?\s+((?:19|20)\d\d)"
-                   rf"|({_MONTH_RE})\.?\s+(\d{{1,2}}),?\s+((?:19|20)\d\d)"
-                   r"|((?:19|20)\d\d)-(\d\d)-(\d\d))\b")
 
 
-def _num(s: str) -> float:
-    return float(s.replace(",", ""))
-
-
+def _date(months: str) -> re.Pattern[str]:
+    """ "5 Sept 2024", "Sep 9, 2024", "2024-10-01", with a language's month names."""
+    return re.compile(rf"\b(?:(\d{{1,2}})\s+({months})\.?,?\s+((?:19|20)\d\d)"
+                      rf"|({months})\.?\s+(\d{{1,2}}),?\s+((?:19|20)\d\d)"
+                      r"|((?:19|20)\d\d)-(\d\d)-(\d\d))\b")
 
 
 # --- section references ------------------------------------------------------------------
@@ -280,6 +280,8 @@ class TextRules:
     unit_synonyms: dict[str, str]
     section_ref: re.Pattern[str]
     name_connectors: frozenset[str]
+    months: tuple[str, ...]  # full names, January first
+    date: re.Pattern[str]
 
     @classmethod
     def of(cls, v: Vocabulary) -> TextRules:
@@ -313,6 +315,8 @@ class TextRules:
             unit_synonyms=v.table("unit_synonyms"),
             section_ref=_section_ref(v),
             name_connectors=frozenset(v.words("name_connectors")),
+            months=month_names(v.code),
+            date=_date(month_pattern(v.code)),
         )
 
 
@@ -437,20 +441,21 @@ class Reading:
         for m in r.money.finditer(text):
             cur = m.group(1) or m.group(4).upper()
             cur = r.currency.get(cur, cur)
-            amount = _num(m.group(2) or m.group(5)) * r.scale.get((m.group(3) or m.group(6) or "")
-                                                                  .lower(), 1.0)
+            scale = r.scale.get((m.group(3) or m.group(6) or "").lower(), 1.0)
+            amount = amount_value(m.group(2) or m.group(5)) * scale
             out.append(Quantity(f"money:{cur}", f"{amount:g}", m.group(0).strip()))
         for m in r.percent.finditer(text):
             out.append(Quantity("percent", f"{float(m.group(1)):g}", m.group(0)))
-        for m in _DATE.finditer(text):
+        months = r.months
+        for m in r.date.finditer(text):
             if m.group(1):
                 d, mon, y = m.group(1), m.group(2), m.group(3)
             elif m.group(4):
                 mon, d, y = m.group(4), m.group(5), m.group(6)
             else:
-                y, mon, d = m.group(7), MONTHS[int(m.group(8)) - 1] if 0 < int(m.group(8)) <= 12 \
+                y, mon, d = m.group(7), months[int(m.group(8)) - 1] if 0 < int(m.group(8)) <= 12 \
                     else "?", m.group(9)
-            mon_n = next((i for i, name in enumerate(MONTHS)
+            mon_n = next((i for i, name in enumerate(months)
                           if name.startswith(mon.lower()[:3])), -1)
             out.append(Quantity("date", f"{y}-{mon_n + 1:02d}-{int(d):02d}", m.group(0)))
         for m in r.duration.finditer(text):

@@ -6,22 +6,22 @@ sentence-final abbreviations live there, not in regexes in code, and so do the p
 small talk (greetings, "who are you", their replies), the words of its splits (date
 connectors, comparison openers, clause openers, conditions, pronouns) and the router's cue
 words; the helpers here turn them into the patterns `text.py`, `planner.py` and the router
-use. Month names and stop words live in `retrieval/languages.py`, which the index shares.
-English, Italian and Chinese are written; a language with no file reads English's (see
-offline/README.md). The engine reads the knowledge base's language (`agent/engine.py` `kb_words`).
+use. The same file's `search` section (query stop words, detection words) and `months` are read
+by `retrieval/languages.py`, which the index shares, with the same loader. English, Italian and
+Chinese rule words are written; a language with no file, or a file with its search words only,
+reads English's (see offline/README.md). The engine reads the knowledge base's language
+(`agent/engine.py` `kb_words`).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
-from ragloop.retrieval.languages import ENGLISH
+from ragloop.retrieval.languages import ENGLISH, language_data
 
 
 @dataclass(frozen=True)
@@ -120,18 +120,17 @@ def as_list(value: str | list[str]) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
-def vocabulary(code: str | None = ENGLISH) -> Vocabulary:
+def vocabulary(code: str | None) -> Vocabulary:
     """The vocabulary of a language; English's when the language has no file."""
     return _load((code or ENGLISH).strip().lower())
 
 
 @cache
 def _load(code: str) -> Vocabulary:
-    folder = resources.files("ragloop.language") / "lang"
-    path = folder / f"{code}.json"
-    if not path.is_file():
+    data = language_data(code)
+    if "spaced" not in data:  # no file, or one with its search words only: English's rules
         return _load(ENGLISH) if code != ENGLISH else _missing()
-    return Vocabulary(code, json.loads(path.read_text(encoding="utf-8")))
+    return Vocabulary(code, data)
 
 
 def _missing() -> Vocabulary:

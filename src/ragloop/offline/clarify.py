@@ -14,14 +14,10 @@ first that holds:
    variant). The question must not pin a variant: a word only one member's title has
    chose it (or several, to compare); a word some members share keeps those; a title word
    of a stronger group outside the family chose that group;
-2. an even *split*: the documents within SPLIT of the best document, when none of them
-   weighs DOMINANT times the next. The question chose when a word of it is in the
-   strongest document's title and in no other one's title or kept headings (a word the
-   others' evidence has too tells none apart);
-3. a family of sections (titled by their headings), as in 1, for readings that are
+2. a family of sections (titled by their headings), as in 1, for readings that are
    sections of one page or several; a section and one inside it (a page's top section
    holds them all) are one reading, the outer one answering.
-A family or split whose heaviest member weighs DOMINANT times the next is answered by it.
+A family whose heaviest member weighs DOMINANT times the next is answered by it.
 Words are the knowledge base's own content terms (its analyzer's stop words left out). The
 options are the titles or headings as written (a variant's codes alone when it has them:
 words with a digit, S200, Q3); two pages of one title are told apart by their best kept
@@ -38,7 +34,7 @@ from dataclasses import dataclass
 
 from ragloop.core.conversation import Clarification
 from ragloop.core.types import Hit
-from ragloop.language.text import ENGLISH_READING, Reading, stem
+from ragloop.language.text import Reading, stem
 from ragloop.language.vocabulary import Vocabulary
 
 MIN_OPTIONS = 2
@@ -49,10 +45,8 @@ COMPARABLE = 0.75
 SHARED = 0.5
 # A variant's own title words (what the user chooses by): more than this is no name.
 MAX_NAME_WORDS = 4
-# With no family: documents within this share of the best document's score are readings
-# (0.85-0.9 gave the same asks on the tuned sets; 0.9 halved SciFact's false ones),
-SPLIT = 0.9
-# unless the heaviest of them holds this many times the evidence of the next (it dominates).
+# A family whose heaviest member holds this many times the evidence of the next is answered
+# by that member (it dominates).
 DOMINANT = 2.0
 
 
@@ -104,7 +98,7 @@ def _strong(groups: list[_Group]) -> list[_Group]:
 def _family(strong: list[_Group]) -> list[_Group]:
     """The largest set of comparable groups kin with one of them (the strongest seed wins a
     tie), best first; empty when there is none or one member is only the common kind (a
-    general page beside its subtopics is no variant: the evidence split decides)."""
+    general page beside its subtopics is no variant)."""
     family: list[_Group] = []
     for seed in strong:
         f = [g for g in strong if g is seed or _kin(g, seed)]
@@ -116,20 +110,6 @@ def _family(strong: list[_Group]) -> list[_Group]:
     own = [len(g.terms - common) for g in family]
     # variants are told apart by a name; titles that differ by more are separate topics
     return family if common and all(0 < n <= MAX_NAME_WORDS for n in own) else []
-
-
-def _split(strong: list[_Group], kept: Sequence[Hit],
-           key: Callable[[Hit], tuple[str, str]]) -> list[_Group]:
-    """The groups the evidence splits into when no one dominates it: the groups of comparable
-    best score (within SPLIT of the best), best first, when the heaviest of them (the sum of
-    its kept hits' scores: strength and how much of the evidence it holds) weighs less than
-    DOMINANT times the next; empty otherwise."""
-    if not strong:
-        return []
-    close = [g for g in strong if g.best >= SPLIT * strong[0].best]
-    if len(close) < MIN_OPTIONS:
-        return []
-    return [] if _dominated(close, kept, key) else close
 
 
 def _dominated(groups: list[_Group], kept: Sequence[Hit],
@@ -188,21 +168,12 @@ def _narrow(asked: frozenset[str], family: list[_Group]) -> list[_Group] | None:
     return [g for g in family if shared <= g.terms]
 
 
-def _picks(asked: frozenset[str], g: _Group, others: Sequence[_Group],
-           headings: dict[str, frozenset[str]]) -> bool:
-    """The question names group `g`: a word of it is in g's title and in no other kept
-    document's title or kept section headings (a word the others' evidence has too tells
-    none apart)."""
-    rest = frozenset().union(*(o.terms | headings.get(o.key[0], frozenset())
-                               for o in others if o is not g))
-    # or the question holds its whole title ("Ed Sullivan" beside "The Ed Sullivan Show")
-    return bool(asked & (g.terms - rest)) or (bool(g.terms) and g.terms <= asked)
-
-
 def _decide(asked: frozenset[str], kept: Sequence[Hit], rd: Reading
             ) -> tuple[list[_Group], str, str] | None:
-    """(the readings, their level, how they differ), or None: a family of documents, else
-    documents of comparable strength none of which dominates, else a family of sections."""
+    """(the readings, their level, how they differ), or None: a family of documents, else a
+    family of sections. Documents of comparable strength that are no family are not readings:
+    two sources on one fact (a report and a press release) answer it together, and their
+    disagreement is stated as a conflict, not asked."""
     by_doc: Callable[[Hit], tuple[str, str]] = lambda h: (h.doc_id, "")  # noqa: E731
     docs = _strong(_groups(kept, by_doc, lambda h: h.doc_title, rd))
     if family := _family(docs):
@@ -213,15 +184,6 @@ def _decide(asked: frozenset[str], kept: Sequence[Hit], rd: Reading
         if not left or _dominated(left, kept, by_doc):
             return None  # the question chose, or one variant holds most of the evidence
         return left, "documents", "whose titles are variants of one kind"
-    if split := _split(docs, kept, by_doc):
-        headings: dict[str, frozenset[str]] = {}
-        for h in kept:
-            headings[h.doc_id] = headings.get(h.doc_id, frozenset()) | frozenset(
-                rd.content_terms(h.section_title))
-        if any(_picks(asked, g, docs, headings) for g in split):
-            return None  # it names one of them (or several, to compare, or to combine)
-        return split, "documents", (f"none of which holds {DOMINANT:g} times the evidence"
-                                    " of the next")
     by_section: Callable[[Hit], tuple[str, str]] = lambda h: (h.doc_id, h.section)  # noqa: E731
     secs = _strong(_groups(kept, by_section, lambda h: h.section_title, rd))
     if (family := _family(secs)) and not _nested(family):
@@ -232,18 +194,16 @@ def _decide(asked: frozenset[str], kept: Sequence[Hit], rd: Reading
 
 
 def clarify(question: str, kept: Sequence[Hit], words_: Vocabulary,
-            rd: Reading = ENGLISH_READING) -> Clarification | None:
+            rd: Reading) -> Clarification | None:
     """A clarifying question when `kept` (the graded evidence of `question`) splits into
     readings the question does not choose between: a family of comparable documents whose
-    titles are variants of one kind, else documents of comparable strength none of which
-    dominates the evidence, else a family of sections; None otherwise."""
+    titles are variants of one kind, else a family of sections; None otherwise."""
     decided = _decide(frozenset(rd.content_terms(question)), kept, rd)
     if decided is None:
         return None
     readings, level, how = decided
-    # codes are read off the variants' own words; a document split shares no kind
-    common = (frozenset.intersection(*(g.terms for g in readings)) if "variants" in how
-              else frozenset())
+    # codes are read off the variants' own words
+    common = frozenset.intersection(*(g.terms for g in readings))
     heading = {(h.doc_id, ""): h.section_title for h in sorted(kept, key=_score)}
     options = _options(readings, common, rd, heading)
     if len(options) < MIN_OPTIONS:
@@ -261,7 +221,7 @@ class RuleClarifier:
     """The `core.decisions.Clarifier` of an offline run: `clarify` above, with the knowledge
     base's vocabulary and reading (its stop words)."""
 
-    def __init__(self, words_: Vocabulary, reading_: Reading = ENGLISH_READING) -> None:
+    def __init__(self, words_: Vocabulary, reading_: Reading) -> None:
         self.words = words_
         self.reading = reading_
 

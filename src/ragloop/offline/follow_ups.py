@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ragloop.core.types import DocumentInfo, Hit
 from ragloop.kb import KnowledgeBase
-from ragloop.language.text import ENGLISH_READING, Reading, TitleIndex, stem
+from ragloop.language.text import Reading, TitleIndex, stem
 from ragloop.offline.content_cache import PerContent, documents
 from ragloop.offline.rewriter import fetch_targets
 
@@ -44,7 +44,7 @@ class LocalFollowUps:
     …" → the document titled "Tinted Windows"). `named` does the same for the question itself
     (the titles it names)."""
 
-    def __init__(self, kb: KnowledgeBase, reading: Reading = ENGLISH_READING) -> None:
+    def __init__(self, kb: KnowledgeBase, reading: Reading) -> None:
         self.kb = kb
         self.reading = reading  # the knowledge base's language
         self.cat = catalogue(kb, reading)

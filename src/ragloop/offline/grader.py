@@ -19,7 +19,7 @@ import numpy as np
 from ragloop.core.decisions import Grade
 from ragloop.core.types import Hit, Usage
 from ragloop.embed.base import Embedder
-from ragloop.language.text import ENGLISH_READING, Reading, code_family, stem, term_set
+from ragloop.language.text import Reading, code_family, stem, term_set
 from ragloop.retrieval.index_text import index_text
 
 # Calibrated by benchmarks/grader_calibration.py (its full table is printed there) on
@@ -157,7 +157,7 @@ class LocalGrader:
     def __init__(self, embedder: Embedder | None = None, threshold: float = THRESHOLD,
                  floor: float = FLOOR, w_vec: float = W_VEC, max_keep: int = 6,
                  enough_coverage: float = ENOUGH_COVERAGE,
-                 enough_cosine: float = ENOUGH_COSINE, reading: Reading = ENGLISH_READING):
+                 enough_cosine: float = ENOUGH_COSINE, *, reading: Reading):
         self.embedder = embedder
         self.reading = reading  # the knowledge base's language
         self.threshold = threshold

@@ -18,7 +18,7 @@ import re
 
 from ragloop.core.decisions import Plan
 from ragloop.core.types import Usage
-from ragloop.language.text import ENGLISH_READING, Reading
+from ragloop.language.text import Reading
 from ragloop.language.vocabulary import ENGLISH_WORDS, Vocabulary, alternation, as_list
 from ragloop.retrieval.languages import month_pattern
 
@@ -73,7 +73,7 @@ class PlannerGrammar:
         fy = words.year_code
         self.date = (
             rf"(?:{qh}\s*(?:{fy}\s?)?'?\d{{2,4}}|{qh}\s+{of}\s+(?:{fy}\s?)?\d{{2,4}}"
-            rf"|{fy}\s?'?\d{{2,4}}|{month_pattern()}\s+(?:\d{{1,2}},?\s+)?(?:19|20)\d\d"
+            rf"|{fy}\s?'?\d{{2,4}}|{month_pattern(words.code)}\s+(?:\d{{1,2}},?\s+)?(?:19|20)\d\d"
             rf"|(?:19|20)\d\d{re.escape(words.periods['year_suffix'])})"
         )
         year = rf"(?P<year>(?:{fy}\s?)?(?:19|20)\d\d)"
@@ -353,8 +353,9 @@ class LocalPlanner:
         self,
         scope: str | None = None,
         max_parts: int = MAX_PARTS,
-        words: Vocabulary = ENGLISH_WORDS,
-        reading: Reading = ENGLISH_READING,
+        *,
+        words: Vocabulary,
+        reading: Reading,
     ):
         self.scope = scope
         self.reading = reading  # the knowledge base's language (its stop words too)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ragloop.core.decisions import Grade
 from ragloop.core.types import Hit, Usage
-from ragloop.language.text import ENGLISH_READING, Reading, looks_cut_off, stem
+from ragloop.language.text import Reading, looks_cut_off, stem
 from ragloop.offline.grader import context_text, gap_terms
 
 __all__ = ["LocalRewriter", "bridge_entities", "fetch_targets", "looks_cut_off"]
@@ -62,7 +62,7 @@ def bridge_entities(question: str, kept: list[Hit], rd: Reading, limit: int = 3)
 
 
 class LocalRewriter:
-    def __init__(self, max_words: int = MAX_QUERY_WORDS, reading: Reading = ENGLISH_READING):
+    def __init__(self, max_words: int = MAX_QUERY_WORDS, *, reading: Reading):
         self.max_words = max_words
         self.reading = reading  # the knowledge base's language
         self.usage = Usage()  # no model calls

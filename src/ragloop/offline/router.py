@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ragloop.core.decisions import Route
 from ragloop.core.errors import EmptyQueryError
 from ragloop.kb import KnowledgeBase
-from ragloop.language.text import ENGLISH_READING, Reading
+from ragloop.language.text import Reading
 from ragloop.language.vocabulary import ENGLISH_WORDS, Vocabulary
 from ragloop.offline.planner import LocalPlanner
 from ragloop.retrieval.languages import month_pattern
@@ -32,7 +32,7 @@ class Cues:
     @classmethod
     def of(cls, words: Vocabulary) -> Cues:
         quarter, fy = words.period_code("quarter"), words.year_code
-        months = month_pattern(short=False)
+        months = month_pattern(words.code, short=False)
         b = words.edge  # none between Chinese words
         return cls(
             compare=re.compile(
@@ -69,9 +69,8 @@ class RuleRouter:
     `out_of_scope_cosine` the floor below which a question no chunk shares a term with is out
     of scope (benchmarks/grader_calibration.py --router measures it)."""
 
-    def __init__(self, kb: KnowledgeBase, words: Vocabulary = ENGLISH_WORDS,
-                 out_of_scope_cosine: float = OUT_OF_SCOPE_COSINE,
-                 reading: Reading = ENGLISH_READING) -> None:
+    def __init__(self, kb: KnowledgeBase, *, words: Vocabulary, reading: Reading,
+                 out_of_scope_cosine: float = OUT_OF_SCOPE_COSINE) -> None:
         self.kb = kb
         self.reading = reading  # the knowledge base's language (its stop words too)
         self.planner = LocalPlanner(words=words, reading=reading)

@@ -9,7 +9,8 @@ One code per KB (ISO 639-1, or "mixed"), recorded in the KB meta. What it decide
   analyzer sees them (the same function on the index and the query side), so a sentence is no
   longer one token; a lone character stays a unigram;
 - the Postgres text-search configuration (Chinese/Japanese/Korean/Hebrew: `simple`);
-- the query stop words.
+- the query stop words (`search.stop_words` of `language/lang/<code>.json`: the words are data,
+  this module only reads them).
 
 Detection is a script count plus stop-word hits: no model, no dependency, and it only has to
 tell apart the languages this module has an analyzer for (a wrong guess is a worse analyzer,
@@ -18,11 +19,16 @@ never lost data; `--language` overrides it).
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
 
+from ragloop.core import script
 from ragloop.core.errors import ConfigError
 
 ENGLISH = "en"
@@ -74,35 +80,55 @@ def get_language(code: str | None) -> Language:
     return LANGUAGES[key]
 
 
+# -- the language data ---------------------------------------------------------------------
+
+# Words live in language/lang/<code>.json, the one home of a language's data: this module reads
+# their `search` section (and English's months) here, below the layers that read the rest
+# through language/vocabulary.py (which loads the files with this same function).
+_DATA_PACKAGE = "ragloop.language"
+
+
+@cache
+def language_data(code: str) -> dict[str, Any]:
+    """The data file of a language (`lang/<code>.json`), parsed; {} when it has none."""
+    path = resources.files(_DATA_PACKAGE) / "lang" / f"{code}.json"
+    if not path.is_file():
+        return {}
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+def _search_words(code: str, key: str) -> frozenset[str]:
+    return frozenset(language_data(code).get("search", {}).get(key, ()))
+
+
 # -- month names --------------------------------------------------------------------------
 
 # The offline rules' date reading (quantities, the planner's date split, the router's date
-# cue) is English; each month's spellings, the full name first. Another language adds its row.
-_MONTHS: dict[str, tuple[tuple[str, ...], ...]] = {
-    ENGLISH: (("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"),
-              ("may",), ("june", "jun"), ("july", "jul"), ("august", "aug"),
-              ("september", "sept", "sep"), ("october", "oct"), ("november", "nov"),
-              ("december", "dec")),
-}
+# cue); each month's spellings, the full name first (`months` in the data file). A language
+# whose file has none reads English's, as the rules did before it had a file.
+def _months(code: str | None) -> list[list[str]]:
+    rows = language_data(get_language(code).code).get("months")
+    return rows if rows else language_data(ENGLISH)["months"]
 
 
-def month_names(code: str | None = ENGLISH) -> tuple[str, ...]:
-    """The twelve full month names, lower case, January first."""
-    return tuple(spellings[0] for spellings in _MONTHS[code or ENGLISH])
+def month_names(code: str | None = None) -> tuple[str, ...]:
+    """The twelve full month names, lower case, January first (None: the KB records no
+    language, English)."""
+    return tuple(spellings[0] for spellings in _months(code))
 
 
-def month_pattern(code: str | None = ENGLISH, *, short: bool = True) -> str:
+def month_pattern(code: str | None, *, short: bool = True) -> str:
     """A non-capturing regex group matching a month name, capitalised as written in running
     text (compile with IGNORECASE for any case); `short` adds the abbreviations (Jan, Sept),
     each tried after its month's longer spellings."""
-    rows = _MONTHS[code or ENGLISH]
-    names = [name for row in rows for name in (row if short else row[:1])]
+    names = [name for row in _months(code) for name in (row if short else row[:1])]
     return "(?:" + "|".join(name.capitalize() for name in names) + ")"
 
 
 # -- CJK character bigrams ----------------------------------------------------------------
 
-CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+CJK_CHARS = script.CJK_CHARS
 _CJK_RUN = re.compile(f"[{CJK_CHARS}]+")
 
 
@@ -160,315 +186,15 @@ def analyzer(code: str | None):  # -> tantivy.TextAnalyzer
 
 # -- stop words (query side) -------------------------------------------------------------
 
-STOP_WORDS: dict[str, frozenset[str]] = {
-    "it": frozenset(
-        [
-            "il",
-            "lo",
-            "la",
-            "i",
-            "gli",
-            "le",
-            "un",
-            "uno",
-            "una",
-            "di",
-            "del",
-            "dello",
-            "della",
-            "dei",
-            "degli",
-            "delle",
-            "a",
-            "al",
-            "allo",
-            "alla",
-            "ai",
-            "agli",
-            "alle",
-            "da",
-            "dal",
-            "dalla",
-            "dai",
-            "dalle",
-            "in",
-            "nel",
-            "nello",
-            "nella",
-            "nei",
-            "negli",
-            "nelle",
-            "su",
-            "sul",
-            "sulla",
-            "sui",
-            "sulle",
-            "con",
-            "per",
-            "tra",
-            "fra",
-            "e",
-            "ed",
-            "o",
-            "è",
-            "sono",
-            "era",
-            "erano",
-            "che",
-            "chi",
-            "cosa",
-            "quale",
-            "quali",
-            "quanto",
-            "quanti",
-            "quanta",
-            "quante",
-            "quando",
-            "dove",
-            "come",
-            "perché",
-            "non",
-            "si",
-            "ci",
-            "ne",
-            "anche",
-            "ma",
-            "se",
-            "questo",
-            "questa",
-            "questi",
-            "queste",
-            "quello",
-            "quella",
-            "essere",
-            "ha",
-            "hanno",
-        ]
-    ),
-    "fr": frozenset(
-        [
-            "le",
-            "la",
-            "les",
-            "un",
-            "une",
-            "des",
-            "de",
-            "du",
-            "d",
-            "l",
-            "à",
-            "au",
-            "aux",
-            "en",
-            "dans",
-            "sur",
-            "par",
-            "pour",
-            "avec",
-            "et",
-            "ou",
-            "est",
-            "sont",
-            "était",
-            "que",
-            "qui",
-            "quoi",
-            "quel",
-            "quelle",
-            "quels",
-            "quelles",
-            "quand",
-            "où",
-            "comment",
-            "pourquoi",
-            "ne",
-            "pas",
-            "se",
-            "ce",
-            "cette",
-            "ces",
-            "il",
-            "elle",
-            "ils",
-            "elles",
-        ]
-    ),
-    "de": frozenset(
-        [
-            "der",
-            "die",
-            "das",
-            "den",
-            "dem",
-            "des",
-            "ein",
-            "eine",
-            "einen",
-            "einem",
-            "einer",
-            "eines",
-            "und",
-            "oder",
-            "ist",
-            "sind",
-            "war",
-            "waren",
-            "in",
-            "im",
-            "an",
-            "am",
-            "auf",
-            "aus",
-            "bei",
-            "mit",
-            "von",
-            "vom",
-            "zu",
-            "zum",
-            "zur",
-            "für",
-            "über",
-            "was",
-            "wer",
-            "wie",
-            "wo",
-            "wann",
-            "warum",
-            "welche",
-            "welcher",
-            "welches",
-            "nicht",
-            "es",
-            "sie",
-            "er",
-        ]
-    ),
-    "es": frozenset(
-        [
-            "el",
-            "la",
-            "los",
-            "las",
-            "un",
-            "una",
-            "unos",
-            "unas",
-            "de",
-            "del",
-            "a",
-            "al",
-            "en",
-            "con",
-            "por",
-            "para",
-            "y",
-            "o",
-            "es",
-            "son",
-            "era",
-            "que",
-            "quién",
-            "quien",
-            "qué",
-            "cuál",
-            "cuáles",
-            "cuándo",
-            "dónde",
-            "cómo",
-            "por",
-            "qué",
-            "no",
-            "se",
-            "lo",
-            "su",
-            "sus",
-        ]
-    ),
-    "pt": frozenset(
-        [
-            "o",
-            "a",
-            "os",
-            "as",
-            "um",
-            "uma",
-            "de",
-            "do",
-            "da",
-            "dos",
-            "das",
-            "em",
-            "no",
-            "na",
-            "nos",
-            "nas",
-            "por",
-            "para",
-            "com",
-            "e",
-            "ou",
-            "é",
-            "são",
-            "era",
-            "que",
-            "quem",
-            "qual",
-            "quais",
-            "quando",
-            "onde",
-            "como",
-            "porque",
-            "não",
-            "se",
-        ]
-    ),
-    "he": frozenset(
-        [
-            "של",
-            "את",
-            "על",
-            "עם",
-            "הוא",
-            "היא",
-            "הם",
-            "הן",
-            "זה",
-            "זו",
-            "זאת",
-            "מה",
-            "מי",
-            "האם",
-            "איך",
-            "למה",
-            "מתי",
-            "איפה",
-            "כמה",
-            "אשר",
-            "או",
-            "גם",
-            "לא",
-            "כי",
-            "אם",
-            "יש",
-            "אין",
-        ]
-    ),
-    "zh": frozenset(
-        ["什么", "哪里", "哪个", "哪些", "怎么", "多少", "为什", "么是", "是什", "的是", "是哪"]
-    ),
-    "ja": frozenset(["なに", "なん", "どこ", "どの", "いつ", "だれ", "です", "ます"]),
-}
-
 
 def stop_words(code: str | None) -> frozenset[str]:
-    """The query stop words of a non-English language (English's live in query_text)."""
-    return STOP_WORDS.get(get_language(code).code, frozenset())
+    """The query stop words of a language (`search.stop_words` of its data file)."""
+    return _search_words(get_language(code).code, "stop_words")
 
 
 _SCRIPT_STOPS = [
-    (re.compile(f"[{CJK_CHARS}]"), STOP_WORDS["zh"] | STOP_WORDS["ja"]),
-    (re.compile("[\u0590-\u05ff]"), STOP_WORDS["he"]),
+    (re.compile(f"[{CJK_CHARS}]"), ("zh", "ja")),
+    (re.compile(f"[{script.HEBREW}]"), ("he",)),
 ]
 
 
@@ -477,152 +203,34 @@ def script_stop_words(text: str) -> frozenset[str]:
     Japanese bigrams, Hebrew): the offline rules add them to their English list, so a
     Latin-script text is read exactly as before."""
     found: frozenset[str] = frozenset()
-    for pattern, stops in _SCRIPT_STOPS:
+    for pattern, codes in _SCRIPT_STOPS:
         if pattern.search(text or ""):
-            found |= stops
+            for code in codes:
+                found |= stop_words(code)
     return found
 
 
 # -- detection ---------------------------------------------------------------------------
 
 _SCRIPTS = [
-    ("ja", re.compile("[\u3040-\u30ff]")),
-    ("ko", re.compile("[\uac00-\ud7af]")),
-    ("zh", re.compile("[\u3400-\u4dbf\u4e00-\u9fff]")),
-    ("he", re.compile("[\u0590-\u05ff]")),
-    ("ar", re.compile("[\u0600-\u06ff]")),
+    ("ja", re.compile(f"[{script.KANA}]")),
+    ("ko", re.compile(f"[{script.HANGUL}]")),
+    ("zh", re.compile(f"[{script.HAN}]")),
+    ("he", re.compile(f"[{script.HEBREW}]")),
+    ("ar", re.compile(f"[{script.ARABIC}]")),
     ("ru", re.compile("[\u0400-\u04ff]")),
     ("el", re.compile("[\u0370-\u03ff]")),
     ("latin", re.compile("[A-Za-z\u00c0-\u024f]")),
 ]
-_LATIN_STOPS = {
-    "en": frozenset(
-        [
-            "the",
-            "of",
-            "and",
-            "to",
-            "is",
-            "in",
-            "that",
-            "it",
-            "for",
-            "was",
-            "on",
-            "are",
-            "with",
-            "as",
-            "by",
-            "this",
-            "be",
-            "from",
-        ]
-    ),
-    "it": frozenset(
-        [
-            "il",
-            "di",
-            "che",
-            "la",
-            "per",
-            "non",
-            "una",
-            "sono",
-            "della",
-            "nel",
-            "del",
-            "gli",
-            "dei",
-            "alla",
-            "delle",
-            "anche",
-        ]
-    ),
-    "fr": frozenset(
-        [
-            "le",
-            "de",
-            "la",
-            "les",
-            "et",
-            "des",
-            "est",
-            "une",
-            "que",
-            "pour",
-            "dans",
-            "qui",
-            "par",
-            "sur",
-            "pas",
-            "du",
-            "au",
-        ]
-    ),
-    "de": frozenset(
-        [
-            "der",
-            "die",
-            "und",
-            "das",
-            "ist",
-            "nicht",
-            "mit",
-            "von",
-            "den",
-            "des",
-            "für",
-            "auf",
-            "ein",
-            "eine",
-            "sich",
-            "dem",
-        ]
-    ),
-    "es": frozenset(
-        [
-            "el",
-            "la",
-            "de",
-            "que",
-            "y",
-            "los",
-            "las",
-            "en",
-            "es",
-            "por",
-            "una",
-            "para",
-            "con",
-            "del",
-            "se",
-            "al",
-        ]
-    ),
-    "pt": frozenset(
-        [
-            "o",
-            "de",
-            "que",
-            "e",
-            "os",
-            "as",
-            "em",
-            "um",
-            "uma",
-            "para",
-            "com",
-            "não",
-            "da",
-            "do",
-            "dos",
-            "das",
-        ]
-    ),
-    "nl": frozenset(
-        ["de", "het", "een", "van", "en", "is", "dat", "op", "te", "zijn", "niet", "met", "voor"]
-    ),
-}
+
+
+def _latin_stops() -> dict[str, frozenset[str]]:
+    """The languages told apart by their commonest words (`search.detect_words`), in the
+    table's order (a tie goes to the first)."""
+    out = {lang.code: _search_words(lang.code, "detect_words") for lang in _TABLE}
+    return {code: words for code, words in out.items() if words}
+
+
 _LATIN_WORD = re.compile(r"[a-zà-ÿ]+")
 # a script must hold this share of the letters to decide alone; two above it: mixed
 _DOMINANT, _SECOND = 0.75, 0.25
@@ -657,6 +265,6 @@ def detect_language(texts: Iterable[str], max_chars: int = 200_000) -> str:
     if top != "latin":
         return top
     words = Counter(_LATIN_WORD.findall(joined.lower()))
-    hits = {code: sum(words[w] for w in stops) for code, stops in _LATIN_STOPS.items()}
+    hits = {code: sum(words[w] for w in stops) for code, stops in _latin_stops().items()}
     best = max(hits, key=lambda code: hits[code])
     return best if hits[best] else ENGLISH

@@ -14,70 +14,8 @@ from ragloop.retrieval import languages
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
-STOP_WORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "but",
-        "by",
-        "for",
-        "from",
-        "has",
-        "have",
-        "how",
-        "i",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "of",
-        "on",
-        "or",
-        "s",
-        "so",
-        "such",
-        "t",
-        "than",
-        "that",
-        "the",
-        "their",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "to",
-        "was",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "whom",
-        "why",
-        "will",
-        "with",
-        "would",
-        "does",
-        "do",
-        "did",
-        "can",
-        "could",
-        "should",
-        "about",
-        "not",
-        "no",
-        "near",
-    ]
-)
+# English's query stop words (`search.stop_words` of language/lang/en.json).
+STOP_WORDS = languages.stop_words(languages.ENGLISH)
 
 
 def query_terms(text: str, language: str | None = None) -> list[str]:
@@ -93,11 +31,9 @@ def query_terms(text: str, language: str | None = None) -> list[str]:
         raise EmptyQueryError(
             "The query is empty: give some words to search for (punctuation alone is not a query)."
         )
-    if language in (None, languages.ENGLISH):
-        stops = STOP_WORDS
-    else:
-        if languages.get_language(language).bigrams:
-            words = languages.bigram_text(" ".join(words)).split()
-        stops = languages.stop_words(language)
+    lang = languages.get_language(language)
+    if lang.bigrams:
+        words = languages.bigram_text(" ".join(words)).split()
+    stops = languages.stop_words(lang.code)
     kept = [w for w in words if w not in stops] or words
     return list(dict.fromkeys(kept))

@@ -1,0 +1,41 @@
+"""Writing systems, as characters: the one definition of CJK text and of the marks that end
+a sentence. Here, at the bottom of the layers, because the index (retrieval/languages.py), the
+streamed answer (core/answer_stream.py), the offline rules (language/text.py) and the eval
+(eval/metrics.py) all read them.
+
+Character classes are given as the inside of a regex `[...]`, so callers can combine them.
+"""
+
+from __future__ import annotations
+
+import re
+
+KANA = "\u3040-\u30ff"  # hiragana and katakana
+# CJK ideographs: extension A, unified, compatibility
+HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+HANGUL = "\uac00-\ud7af"
+HEBREW = "\u0590-\u05ff"
+ARABIC = "\u0600-\u06ff"
+
+# CJK text: its runs become character bigrams on the index and the query side.
+CJK_CHARS = KANA + HAN + HANGUL
+# Scripts written without spaces between words (Chinese, Japanese; Korean has spaces): a
+# reference answer in them is matched anywhere, and each character counts as a word.
+UNSPACED_CHARS = KANA + HAN
+
+CJK = re.compile(f"[{CJK_CHARS}]")
+UNSPACED = re.compile(f"[{UNSPACED_CHARS}]")
+
+# The marks that end a sentence: the Latin ones, and the full-width ones of Chinese and
+# Japanese (which need no space after them); the quotes and brackets that may close a
+# sentence after its mark; the Hebrew sof pasuq.
+LATIN_ENDS = ".!?"
+FULL_WIDTH_ENDS = "。！？"
+SENTENCE_ENDS = LATIN_ENDS + FULL_WIDTH_ENDS
+FULL_WIDTH_CLOSERS = "”」』）"
+SOF_PASUQ = "\u05c3"
+
+
+def ends_sentence(text: str) -> bool:
+    """`text` ends with a sentence-end mark (white space at its end ignored)."""
+    return text.rstrip().endswith(tuple(SENTENCE_ENDS))
