@@ -128,7 +128,7 @@ class Engine:
     def make_condenser(self, comps: Components) -> Condenser:
         """The model's JSON decision when there is a model (the offline rule its fallback),
         else the offline rule. benchmarks/conversations.py measures the one a run uses."""
-        rule = offline.condenser(self.kb, kb_words(self.kb))
+        rule = offline.condenser(self.kb)
         if comps.chat is not None:
             return LLMCondenser(comps.chat, rule, max_tokens=self.settings.decision_max_tokens)
         return rule

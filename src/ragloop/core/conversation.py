@@ -17,14 +17,15 @@ class TurnKind(StrEnum):
 
 @dataclass(frozen=True)
 class Turn:
-    """One finished turn, as a later turn reads it: what was typed, what was searched (the
-    standalone question), the answer, and the titles of what it cited ("S200 … Datasheet ›
-    Battery"): a follow-up's subject is looked for in all of them."""
+    """One finished turn, as a later turn reads it: facts, not text to parse again. What was
+    typed, what its first search searched (the standalone query), the answer, and the
+    documents it cited, in order (the conversation's documents a follow-up is held
+    against: offline/follow_up.py)."""
 
     question: str
     standalone: str = ""
     answer: str = ""
-    cited: tuple[str, ...] = ()
+    cited_docs: tuple[str, ...] = ()
     run_id: str | None = None
     # the run's status: "needs_input" when it ended with a clarifying question (`answer`),
     # which the next turn answers with one of its options (`narrowed`)
@@ -40,7 +41,7 @@ class Turn:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["cited"] = list(self.cited)
+        d["cited_docs"] = list(self.cited_docs)
         return d
 
 
