@@ -67,6 +67,7 @@ lint: $(LINT)
 	PYTHONPATH=src $(BIN)/lint-imports
 
 bench: $(STAMP)
+	$(BIN)/pip install -q -c requirements.lock -e '.[peers]'
 	$(BIN)/python benchmarks/embed.py
 	$(BIN)/python benchmarks/retrieval.py --sizes 100000
 

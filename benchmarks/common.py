@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = (ROOT / ".." / "shared" / "data").resolve()
+# RAGLOOP_BENCH_DATA: the shared data folder when the checkout is not beside it (a worktree)
+DATA = Path(os.environ.get("RAGLOOP_BENCH_DATA") or ROOT / ".." / "shared" / "data").resolve()
 OUT = ROOT / "benchmarks" / "out"
 DATASETS = ("scifact-train", "hotpotqa-dev")
 EMBEDDER_SPEC = "local:all-MiniLM-L6-v2"

@@ -12,7 +12,12 @@ Measured per engine: build time, query p50/p95 (ms), size on disk, recall@10 of 
 part against exact (numpy) search. Engines: ragloop (write_documents in batches + flush;
 queries via ragloop.kb.search.hybrid_search and store.search_bm25 / search_vector), tantivy
 (raw BM25, OR query), SQLite FTS5 (bm25(), OR query), hnswlib (M=16, ef_construction=128,
-ef = 64, ragloop's ef_search and 128), usearch raw (ef 128), numpy exact kNN (matrix product).
+ef = 64, ragloop's ef_search and 128), usearch raw (ef 128), numpy exact kNN (matrix product),
+and the embedded stores users pick instead (the `peers` extra; skipped with a line when not
+installed): LanceDB (its native full-text index and IVF_HNSW_SQ vector index, hybrid fused by
+its RRFReranker at k = 60, each side as deep as ragloop's) and Chroma (HNSW; its local full
+text is a substring filter, timed beside). BM25 overlap@10 is each engine's share of raw
+tantivy's top 10. RSS is what building and opening an engine added to this process (rough).
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from common import (
 
 from ragloop.core.types import Chunk, ParsedDocument, SectionText
 from ragloop.kb.search import hybrid_search
+from ragloop.retrieval.fusion import candidate_depth
 from ragloop.retrieval.query_text import query_terms
 from ragloop.storage.protocols import DocumentWrite
 from ragloop.storage.sqlite.indexes import HNSW_EF_SEARCH
@@ -127,9 +133,12 @@ class Probes:
     def __init__(self) -> None:
         self.items: list[tuple[str, str, object, list, object]] = []
         self.closers: list = []
+        #: {(engine, metric): [each query's result as 0-based corpus ids]} of probes given `ids`
+        self.found: dict[tuple[str, str], list[list[int]]] = {}
 
     def add(self, engine: str, metric: str, fn, inputs: list, ids=None) -> None:
-        """`ids` maps a result to 0-based corpus ids for recall (vector probes only)."""
+        """`ids` maps a result to 0-based corpus ids: recall for a vector probe, overlap with
+        another engine's results for the others."""
         self.items.append((engine, metric, fn, list(inputs), ids))
 
     def run(self, res: dict, truth: np.ndarray, warm: int = 5) -> None:
@@ -153,7 +162,9 @@ class Probes:
         for j, (engine, metric, _, _, ids) in enumerate(self.items):
             res[engine][metric] = percentiles(ms[j])
             if ids is not None:
-                res[engine]["recall"] = recall([ids(o) for o in outs[j]], truth)
+                self.found[(engine, metric)] = [ids(o) for o in outs[j]]
+                if metric == "vector":
+                    res[engine]["recall"] = recall(self.found[(engine, metric)], truth)
         for close in self.closers:
             close()
 
@@ -212,24 +223,27 @@ def build_sqlite(folder: Path, vecs: np.ndarray, texts: list[str]) -> SqliteStor
 def run_ragloop(work: Path, vecs, texts, queries, qvecs, res: dict, probes: Probes) -> None:
     folder = work / "ragloop"
     shutil.rmtree(folder, ignore_errors=True)
+    before = rss()
     with Timer() as t:
         store = build_sqlite(folder, vecs, texts)
     build = t.seconds
     log(f"ragloop build {build:.1f} s")
     emb = FixedEmbedder(queries, qvecs)
     terms = [query_terms(q) for q in queries]
-    res["ragloop"] = {"build_s": build}
+    res["ragloop"] = {"build_s": build, "rss": rss() - before}
 
     def close() -> None:  # sizes after close, when the WAL is checkpointed into the file
         store.close()
         res["ragloop"].update(disk=dir_size(folder), disk_db=dir_size(folder / "ragloop.db"),
                               disk_index=dir_size(folder / "index"))
 
-    probes.add("ragloop", "bm25", lambda ts: store.search_bm25(ts, K), terms)
+    probes.add("ragloop", "bm25", lambda ts: store.search_bm25(ts, K), terms,
+               ids=lambda f: [c - 1 for c, _ in f])
     # chunk ids are 1-based AUTOINCREMENT in insertion order
     probes.add("ragloop", "vector", lambda q: [c for c, _ in store.search_vector(q, K)],
                list(qvecs), ids=lambda f: [c - 1 for c in f])
-    probes.add("ragloop", "hybrid", lambda q: hybrid_search(store, emb, q, K, "hybrid"), queries)
+    probes.add("ragloop", "hybrid", lambda q: hybrid_search(store, emb, q, K, "hybrid"), queries,
+               ids=lambda f: [h.chunk_id - 1 for h in f])
     probes.closers.append(close)
 
 
@@ -241,7 +255,7 @@ def run_tantivy(work: Path, texts, terms, res: dict, probes: Probes) -> None:
         index = tantivy_index(folder, enumerate(texts))
     log(f"tantivy build {t.seconds:.1f} s")
     res["tantivy"] = {"build_s": t.seconds, "disk": dir_size(folder)}
-    probes.add("tantivy", "bm25", tantivy_top(index, K), terms)
+    probes.add("tantivy", "bm25", tantivy_top(index, K), terms, ids=list)
 
 
 def run_fts5(work: Path, texts, terms, res: dict, max_queries: int, probes: Probes) -> None:
@@ -312,6 +326,113 @@ def run_usearch(work: Path, vecs, qvecs, res: dict, probes: Probes) -> None:
                list(qvecs), ids=list)
 
 
+def rss() -> int:
+    """This process's resident set, bytes (an engine's figure is what building and opening it
+    added: a rough share, since freed memory is not always returned to the system)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * PAGE
+
+
+PAGE = 4096
+# LanceDB's HNSW (one IVF partition: the setting its docs advise for HNSW) at ragloop's graph
+# settings and ef; hybrid = its full-text search and its vector search fused by its
+# RRFReranker (k = 60), each side searched as deep as ragloop's (candidate_depth)
+LANCE_DEPTH = candidate_depth(K)
+
+
+def missing_peer(name: str, module: str) -> bool:
+    try:
+        __import__(module)
+    except ImportError:
+        log(f"skip {name}: not installed (pip install -c requirements.lock '.[peers]')")
+        return True
+    return False
+
+
+def run_lancedb(work: Path, vecs, texts, queries, qvecs, terms, res: dict,
+                probes: Probes) -> None:
+    if missing_peer("lancedb", "lancedb"):
+        return
+    import lancedb
+    import pyarrow as pa
+    from lancedb.index import HnswSq
+    from lancedb.rerankers import RRFReranker
+
+    folder = work / "lancedb"
+    shutil.rmtree(folder, ignore_errors=True)
+    before = rss()
+    n = len(texts)
+    with Timer() as t:
+        db = lancedb.connect(str(folder))
+        table = db.create_table("chunks", pa.table({
+            "id": pa.array(np.arange(n), pa.int64()), "text": texts,
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vecs.ravel(), pa.float32()),
+                                                        DIM)}))
+        table.create_index("vector", config=HnswSq(distance_type="cosine", num_partitions=1,
+                                                   m=HNSW_M, ef_construction=HNSW_EF_C))
+        # its native full-text index: simple tokenizer, lower case, English stemmer, stop words
+        table.create_fts_index("text", language="English", stem=True)
+    log(f"lancedb build {t.seconds:.1f} s")
+    res["lancedb"] = {"build_s": t.seconds, "disk": dir_size(folder), "rss": rss() - before}
+    rrf_k = RRFReranker(K=60)
+
+    def ids(rows) -> list[int]:
+        return rows.column("id").to_pylist()
+
+    def vector(v):
+        return table.search(v).distance_type("cosine").ef(HNSW_EF_SEARCH).limit(K) \
+            .select(["id"]).to_arrow()
+
+    def fts(ts):
+        return table.search(" ".join(ts), query_type="fts").limit(K).select(["id"]).to_arrow()
+
+    def hybrid(i):
+        rows = (table.search(query_type="hybrid").vector(qvecs[i]).text(" ".join(terms[i]))
+                .distance_type("cosine").ef(HNSW_EF_SEARCH).rerank(rrf_k).limit(LANCE_DEPTH)
+                .select(["id"]).to_arrow())
+        return rows.slice(0, K)
+
+    probes.add("lancedb", "vector", vector, list(qvecs), ids=ids)
+    probes.add("lancedb", "bm25", fts, terms, ids=ids)
+    probes.add("lancedb", "hybrid", hybrid, list(range(len(queries))), ids=ids)
+
+
+def run_chroma(work: Path, vecs, texts, qvecs, terms, res: dict, probes: Probes) -> None:
+    if missing_peer("chroma", "chromadb"):
+        return
+    import chromadb
+
+    folder = work / "chroma"
+    shutil.rmtree(folder, ignore_errors=True)
+    before = rss()
+    n = len(texts)
+    with Timer() as t:
+        client = chromadb.PersistentClient(
+            path=str(folder), settings=chromadb.Settings(anonymized_telemetry=False))
+        col = client.create_collection("chunks", embedding_function=None, configuration={
+            "hnsw": {"space": "cosine", "max_neighbors": HNSW_M,
+                     "ef_construction": HNSW_EF_C, "ef_search": HNSW_EF_SEARCH}})
+        step = client.get_max_batch_size()
+        for s in range(0, n, step):
+            e = min(n, s + step)
+            col.add(ids=[str(i) for i in range(s, e)], embeddings=vecs[s:e], documents=texts[s:e])
+    log(f"chroma build {t.seconds:.1f} s")
+    res["chroma"] = {"build_s": t.seconds, "disk": dir_size(folder), "rss": rss() - before}
+
+    def ids(out) -> list[int]:
+        return [int(i) for i in out["ids"][0]]
+
+    probes.add("chroma", "vector",
+               lambda v: col.query(query_embeddings=[v], n_results=K, include=[]),
+               list(qvecs), ids=ids)
+    # Chroma's local full text is a filter (substring, unranked), not BM25: the vector search
+    # among the chunks holding the query's first term; timed, no overlap figure
+    probes.add("chroma", "filtered",
+               lambda i: col.query(query_embeddings=[qvecs[i]], n_results=K, include=[],
+                                   where_document={"$contains": terms[i][0]}),
+               [i for i in range(len(terms)) if terms[i]])
+
+
 def run_numpy(vecs, qvecs, res: dict, probes: Probes) -> None:
     def q(v):
         s = vecs @ v
@@ -324,6 +445,23 @@ def run_numpy(vecs, qvecs, res: dict, probes: Probes) -> None:
 
 # -- report ----------------------------------------------------------------------------------
 
+def overlap(a: list[list[int]], b: list[list[int]]) -> float:
+    """Mean share of b's top K that a's top K holds (queries where b found nothing skipped)."""
+    shares = [len(set(x[:K]) & set(y[:K])) / len(y[:K]) for x, y in zip(a, b, strict=True) if y]
+    return float(np.mean(shares)) if shares else float("nan")
+
+
+def overlaps(res: dict, found: dict[tuple[str, str], list[list[int]]]) -> None:
+    """BM25 overlap@10 with raw tantivy, and LanceDB's hybrid overlap with ragloop's."""
+    truth = found.get(("tantivy", "bm25"))
+    for (engine, metric), got in found.items():
+        if metric == "bm25" and truth is not None and engine != "tantivy":
+            res[engine]["bm25_overlap"] = overlap(got, truth)
+    if ("lancedb", "hybrid") in found and ("ragloop", "hybrid") in found:
+        res["lancedb"]["hybrid_overlap"] = overlap(found[("lancedb", "hybrid")],
+                                                   found[("ragloop", "hybrid")])
+
+
 def fmt(pair) -> str:
     return f"{pair[0]:.2f} / {pair[1]:.2f}" if pair else "–"
 
@@ -331,24 +469,32 @@ def fmt(pair) -> str:
 def report(n: int, nq: int, res: dict) -> str:
     rows = []
     hnsw_keys = [f"hnswlib-ef{ef}" for ef in HNSW_EFS]
-    order = ["ragloop", "postgres", "tantivy", "fts5", *hnsw_keys, "usearch", "numpy"]
+    order = ["ragloop", "postgres", "lancedb", "chroma", "tantivy", "fts5", *hnsw_keys,
+             "usearch", "numpy"]
     names = {"ragloop": f"ragloop SqliteStore (tantivy+hnswlib ef{HNSW_EF_SEARCH}+SQLite)",
              "postgres": "ragloop PostgresStore (pgvector+BM25 postings)",
              "tantivy": "tantivy raw", "fts5": "SQLite FTS5",
              **{f"hnswlib-ef{ef}": f"hnswlib raw M{HNSW_M} efC{HNSW_EF_C} ef{ef}"
                 for ef in HNSW_EFS},
-             "usearch": f"usearch raw M{HNSW_M} efC{HNSW_EF_C} ef128", "numpy": "numpy exact"}
+             "usearch": f"usearch raw M{HNSW_M} efC{HNSW_EF_C} ef128", "numpy": "numpy exact",
+             "lancedb": f"LanceDB (FTS + IVF_HNSW_SQ M{HNSW_M} efC{HNSW_EF_C} ef{HNSW_EF_SEARCH},"
+                        " RRF reranker)",
+             "chroma": f"Chroma (HNSW M{HNSW_M} efC{HNSW_EF_C} ef{HNSW_EF_SEARCH})"}
     for key in order:
         r = res.get(key)
         if not r:
             continue
         rec = r.get("recall")
+        over = r.get("bm25_overlap")
         rows.append([names[key], f"{r['build_s']:.1f}", fmt(r.get("bm25")), fmt(r.get("vector")),
                      fmt(r.get("hybrid")), f"{rec:.3f}" if rec is not None else "–",
-                     mb(r["disk"]) if "disk" in r else "–"])
+                     f"{over:.3f}" if over is not None else "–",
+                     mb(r["disk"]) if "disk" in r else "–",
+                     mb(r["rss"]) if "rss" in r else "–"])
     text = [f"### N = {n:,} chunks, {nq} queries (k = {K})", "",
             table(["engine", "build s", "bm25 p50 / p95 ms", "vector p50 / p95 ms",
-                   "hybrid p50 / p95 ms", "vector recall@10", "disk MB"], rows), ""]
+                   "hybrid p50 / p95 ms", "vector recall@10", "bm25 overlap@10 vs tantivy",
+                   "disk MB", "RSS added MB"], rows), ""]
     text.append("Query timings are interleaved across engines (query i on every engine before"
                 " query i+1); each engine's query runs single-threaded. Builds use both cores.")
     if "fts5" in res and res["fts5"]["nq"] != nq:
@@ -378,6 +524,17 @@ def report(n: int, nq: int, res: dict) -> str:
                         " (the SQLite record and embedding cache are the difference)")
         text.append(f"- ragloop disk: {mb(rg['disk'])} MB (SQLite {mb(rg['disk_db'])} MB incl."
                     f" float32 vectors, indexes {mb(rg['disk_index'])} MB)")
+    ld = res.get("lancedb")
+    if rg and ld and "hybrid" in ld:
+        text.append(f"- ragloop hybrid p50 / LanceDB hybrid p50: "
+                    f"{rg['hybrid'][0] / ld['hybrid'][0]:.2f}x (p95"
+                    f" {rg['hybrid'][1] / ld['hybrid'][1]:.2f}x); their hybrid top 10 share"
+                    f" {ld.get('hybrid_overlap', float('nan')):.3f} of ragloop's")
+    ch = res.get("chroma")
+    if ch and "filtered" in ch:
+        text.append(f"- Chroma vector search within the chunks holding the query's first term"
+                    f" (`where_document` $contains, its local full-text filter: unranked):"
+                    f" p50 / p95 {fmt(ch['filtered'])} ms")
     pg = res.get("postgres")
     if rg and pg and "hybrid" in pg:
         text.append(f"- Postgres vs SQLite default: build {pg['build_s']:.1f} s vs"
@@ -394,11 +551,12 @@ def main() -> None:
                     help="FTS5 OR queries are slow at 1M; cap how many are timed")
     ap.add_argument("--out", type=Path, default=OUT / "retrieval")
     ap.add_argument("--only", nargs="*", default=None,
-                    help="subset of: ragloop tantivy fts5 hnswlib usearch numpy")
+                    help="subset of: ragloop tantivy fts5 hnswlib usearch numpy lancedb chroma")
     ap.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite",
                     help="postgres: also build a PostgresStore (embedded server) beside SQLite")
     args = ap.parse_args()
-    engines = set(args.only or ["ragloop", "tantivy", "fts5", "hnswlib", "usearch", "numpy"])
+    engines = set(args.only or ["ragloop", "tantivy", "fts5", "hnswlib", "usearch", "numpy",
+                                "lancedb", "chroma"])
     if args.backend == "postgres":
         engines.add("postgres")
     base = base_set()
@@ -426,6 +584,10 @@ def main() -> None:
             run_tantivy(work, texts, terms, res, probes)
         if "usearch" in engines:
             run_usearch(work, vecs, qvecs, res, probes)
+        if "lancedb" in engines:
+            run_lancedb(work, vecs, texts, queries, qvecs, terms, res, probes)
+        if "chroma" in engines:
+            run_chroma(work, vecs, texts, qvecs, terms, res, probes)
         gc.collect()
         if "hnswlib" in engines:
             run_hnswlib(work, vecs, qvecs, res, probes)
@@ -435,6 +597,7 @@ def main() -> None:
             run_fts5(work, texts, terms, res, args.fts5_queries, probes)
         log("timing queries (interleaved) ...")
         probes.run(res, truth)
+        overlaps(res, probes.found)
         text = report(n, len(queries), res)
         print(text, flush=True)
         (args.out / f"n{n}.md").write_text(f"{machine_note()}\n\n{text}")

@@ -95,7 +95,7 @@ def test_a_question_that_names_a_reading_is_answered(sensors):
 def test_clarifying_can_be_switched_off_and_a_bad_switch_is_a_clear_error(sensors):
     result = Engine(sensors, sensors.settings.with_(clarify="off")).ask(AMBIGUOUS)
     assert result.status is not RunStatus.NEEDS_INPUT and result.clarification is None
-    with pytest.raises(ConfigError, match="RAGLOOP_CLARIFY must be one of auto, off"):
+    with pytest.raises(ConfigError, match=r"RAGLOOP_CLARIFY=.never.: must be one of auto, off"):
         Engine(sensors, sensors.settings.with_(clarify="never")).ask(AMBIGUOUS)
 
 

@@ -4,6 +4,7 @@ type is a ConfigError that names the variable (the command prints it, no traceba
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -46,7 +47,7 @@ def test_the_model_follows_the_keys_that_are_set(env) -> None:
 
 def test_a_bad_value_names_its_variable(env) -> None:
     env.setenv("RAGLOOP_MAX_STEPS", "six")
-    with pytest.raises(ConfigError, match="RAGLOOP_MAX_STEPS='six'"):
+    with pytest.raises(ConfigError, match=r"RAGLOOP_MAX_STEPS=.six."):
         Settings.from_env()
     res = subprocess.run(
         [sys.executable, "-m", "ragloop", "docs"],
@@ -57,3 +58,51 @@ def test_a_bad_value_names_its_variable(env) -> None:
     )
     assert res.returncode == 2 and "RAGLOOP_MAX_STEPS" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("values, says", [
+    ({"clarify": "never"}, "RAGLOOP_CLARIFY='never': must be one of auto, off"),
+    ({"citation_check": "model"}, "RAGLOOP_CITATION_CHECK='model': must be one of auto, offline"),
+    ({"strictness": 1.5}, "RAGLOOP_STRICTNESS=1.5 (--strict): must be a number from 0 to 1"),
+    ({"max_steps": 1}, "RAGLOOP_MAX_STEPS=1 (--max-steps): must be a whole number, at least 2"),
+    ({"stop_on_disconnect": "maybe"}, "RAGLOOP_STOP_ON_DISCONNECT='maybe'"),
+    ({"hidden_text": "show"}, "RAGLOOP_HIDDEN_TEXT='show': must be one of drop, keep"),
+    ({"serach_k": 3}, "'serach_k': not a setting"),
+])
+def test_a_bad_value_is_refused_where_settings_are_made(values, says) -> None:
+    """Python, the environment and a per-call override meet the same check and the same text."""
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        Settings(**values)
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        Settings().with_(**values)
+
+
+def test_the_same_error_from_the_environment(env) -> None:
+    env.setenv("RAGLOOP_CLARIFY", "never")
+    with pytest.raises(ConfigError, match=re.escape("RAGLOOP_CLARIFY='never': must be one of")):
+        Settings.from_env()
+    env.setenv("RAGLOOP_CLARIFY", " OFF ")  # a choice is a word, as before
+    assert Settings.from_env().clarify == "off"
+
+
+def test_a_run_option_is_checked_by_its_model() -> None:
+    from ragloop.core.config import RunOptions
+
+    with pytest.raises(ConfigError, match=re.escape("route='both' (--route): must be one of"
+                                                    " auto, single, agent")):
+        RunOptions(route="both")
+    with pytest.raises(ConfigError, match="driver='loop'"):
+        RunOptions(driver="loop")
+
+
+def test_the_readme_table_is_the_models() -> None:
+    """README's settings table is generated: `ragloop settings --markdown --into README.md`."""
+    from pathlib import Path
+
+    from ragloop.core.config import TABLE_END, TABLE_START, settings_table
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    table = readme.split(TABLE_START, 1)[1].split(TABLE_END, 1)[0].lstrip("\n")
+    assert table == settings_table(), "run `ragloop settings --markdown --into README.md`"
+    for name in Settings.model_fields:
+        assert f"`{Settings.setting_name(name)}`" in table

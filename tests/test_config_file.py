@@ -124,3 +124,15 @@ def test_docs_shows_whole_doc_ids_on_a_narrow_terminal(small_kb_template, tmp_pa
     assert "\t" not in done.stdout  # the table, not the piped TSV
     for doc_id in ids:
         assert doc_id in done.stdout
+
+
+def test_a_value_the_setting_does_not_take_names_the_file(clean_env) -> None:
+    """The file's values meet the settings model's check (core/config.py), file named; a
+    misspelt RAGLOOP_ name is refused too (it used to pass, silently doing nothing)."""
+    (clean_env / "ragloop.toml").write_text('RAGLOOP_CITATION_CHECK = "model"\n')
+    with pytest.raises(ConfigError, match=r"ragloop\.toml: Bad setting"
+                                          r" RAGLOOP_CITATION_CHECK='model': must be one of"):
+        settings()
+    (clean_env / "ragloop.toml").write_text("RAGLOOP_MAX_STEP = 3\n")
+    with pytest.raises(ConfigError, match="'RAGLOOP_MAX_STEP' is not a setting"):
+        settings()

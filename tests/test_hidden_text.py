@@ -166,10 +166,10 @@ def test_a_bad_hidden_text_setting_is_refused_before_reading(tmp_path, embedder,
                                                              monkeypatch) -> None:
     monkeypatch.setenv("RAGLOOP_HIDDEN_TEXT", "maybe")
     (tmp_path / "a.html").write_text(_page(), encoding="utf-8")
-    with KnowledgeBase.open(tmp_path / "kb", Settings.from_env(), embedder=embedder) as kb:
-        with pytest.raises(ConfigError, match="RAGLOOP_HIDDEN_TEXT"):
-            kb.ingest([tmp_path / "a.html"])
-        assert kb.store.chunk_count() == 0
+    # refused where the settings are made (core/config.py), before any KB is opened
+    with pytest.raises(ConfigError, match="RAGLOOP_HIDDEN_TEXT='maybe': must be one of drop"):
+        Settings.from_env()
+    assert not (tmp_path / "kb").exists()
 
 
 def test_a_hidden_word_run_is_not_indexed(tmp_path, embedder) -> None:

@@ -11,11 +11,9 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ragloop.agent.citation_judge import LLMSupportJudge
+from ragloop.agent import decisions
 from ragloop.agent.citations import CitationCheck
 from ragloop.agent.conversations import EngineConversation, new_conversation_id, turns_of
-from ragloop.agent.llm_condense import LLMCondenser
-from ragloop.agent.llm_decisions import LLMAnswerer, LLMGrader, LLMPlanner, LLMRewriter
 from ragloop.agent.pipeline_driver import PipelineDriver
 from ragloop.agent.run import DriverOutcome, RunContext, RunResult, Steps, drain
 from ragloop.agent.search_grade import GradedSearch, search_and_grade
@@ -23,7 +21,7 @@ from ragloop.agent.template import SINGLE_DEPTH_PER_DOC, Driver, RunTemplate, Si
 from ragloop.agent.tools import Toolbox
 from ragloop.agent.tools_driver import ToolsDriver
 from ragloop.agent.tracing import observed, traced_runs
-from ragloop.core.config import Settings
+from ragloop.core.config import RunOptions, Settings
 from ragloop.core.conversation import Condensed, Turn
 from ragloop.core.decisions import Answerer, Condenser, Grader, Planner, Rewriter, Route
 from ragloop.core.errors import ConfigError, NotFoundError
@@ -38,11 +36,6 @@ from ragloop.llm.base import ChatModel
 from ragloop.offline import factory as offline
 from ragloop.retrieval.filters import Filter
 from ragloop.storage.protocols import RunStore
-
-ROUTES = ("auto", "single", "agent")
-DRIVERS = ("tools", "pipeline")
-CITATION_CHECKS = ("auto", "offline", "off")
-CLARIFY = ("auto", "off")
 
 # A decision component whose model calls (usage) count toward the run.
 Decision = Planner | Grader | Rewriter | Answerer | Condenser
@@ -63,9 +56,8 @@ class Components:
         chat = observed(chat or make_chat_model(settings.model, settings))
         grader_chat = observed(grader_chat or (make_chat_model(settings.grader_model, settings)
                                                if settings.grader_model else chat))
-        driver = driver or ("tools" if chat is not None else "pipeline")
-        if driver not in DRIVERS:
-            raise ConfigError(f"--driver must be one of {', '.join(DRIVERS)}, not {driver!r}")
+        # the choice itself is checked by the model (core/config.py RunOptions)
+        driver = RunOptions(driver=driver).driver or ("tools" if chat is not None else "pipeline")
         if driver == "tools" and chat is None:
             raise ConfigError("The tools driver needs a chat model: pass --model"
                               " anthropic:<model> / openai:<model> (or set RAGLOOP_MODEL),"
@@ -83,7 +75,8 @@ def kb_words(kb: KnowledgeBase) -> Vocabulary:
 def _route(question: str, kb: KnowledgeBase, route: str) -> Route:
     if route == "agent":
         return Route("agent", "forced by --route agent")
-    router = offline.router(kb, kb_words(kb))
+    # the router reads what this run searches (several KBs: the run's view of them)
+    router = decisions.make("router", decisions.Build(kb, kb.settings))
     if route == "single":
         # single-shot declines what is plainly outside the knowledge base, as routing does
         why = router.out_of_scope(question)
@@ -120,27 +113,28 @@ class Engine:
 
     # -- components ---------------------------------------------------------------------
 
-    def _answerer(self, chat: ChatModel | None) -> Answerer:
-        if chat is not None:
-            return LLMAnswerer(chat, max_tokens=self.settings.loop_max_tokens)
-        return offline.answerer(self.kb, self.settings.strictness)
+    def _build(self, comps: Components) -> decisions.Build:
+        """What the registry (agent/decisions.py) builds this run's decisions from."""
+        return decisions.Build(self.kb, self.settings, comps.chat, comps.grader_chat)
+
+    def _answerer(self, comps: Components) -> Answerer:
+        answerer: Answerer = decisions.make("answerer", self._build(comps))
+        return answerer
 
     def make_condenser(self, comps: Components) -> Condenser:
-        """The model's JSON decision when there is a model (the offline rule its fallback),
-        else the offline rule. benchmarks/conversations.py measures the one a run uses."""
-        rule = offline.condenser(self.kb)
-        if comps.chat is not None:
-            return LLMCondenser(comps.chat, rule, max_tokens=self.settings.decision_max_tokens)
-        return rule
+        """The model's JSON decision when there is a model (the offline one its fallback),
+        else the offline one (`offline/follow_up.py`), through the registry.
+        benchmarks/conversations.py measures the one a run uses."""
+        condenser: Condenser = decisions.make("condenser", self._build(comps))
+        return condenser
 
     def make_grader(self, comps: Components) -> Grader:
         """The run's grader: the one given, else the grader model's, else the offline one.
         The MCP server's graded search takes its grader from here too."""
         if self.grader is not None:
             return self.grader
-        if comps.grader_chat is not None:
-            return LLMGrader(comps.grader_chat, max_tokens=self.settings.decision_max_tokens)
-        return offline.grader(self.kb)
+        grader: Grader = decisions.make("grader", self._build(comps))
+        return grader
 
     def _run_kb(self, sources: RunSources) -> KnowledgeBase | KnowledgeBases:
         """What one run searches: several KBs, a view that makes each query's choice of KB
@@ -165,13 +159,9 @@ class Engine:
             return ToolsDriver(comps.chat, toolbox, grader,
                                max_tokens=self.settings.loop_max_tokens,
                                ask_user=settings.clarify != "off"), []
-        if comps.chat is not None:
-            budget = self.settings.decision_max_tokens
-            planner = LLMPlanner(comps.chat, max_tokens=budget)
-            rewriter = LLMRewriter(comps.chat, max_tokens=budget)
-        else:
-            planner = offline.planner(kb_words(self.kb), reading)
-            rewriter = offline.rewriter(reading)
+        build = self._build(comps)
+        planner: Planner = decisions.make("planner", build)
+        rewriter: Rewriter = decisions.make("rewriter", build)
         driver = PipelineDriver(toolbox, planner, grader, rewriter, offline.follow_ups(kb),
                                 baseline_docs=settings.single_k,
                                 reading=reading)
@@ -179,13 +169,8 @@ class Engine:
 
     def _citation_check(self, comps: Components) -> CitationCheck | None:
         """Checks every citation of the answer against its passage (agent/citations.py)."""
-        mode = self.settings.citation_check
-        if mode == "off":
-            return None
-        judge_chat = comps.grader_chat if mode == "auto" else None
-        judge = LLMSupportJudge(judge_chat, max_tokens=self.settings.decision_max_tokens) \
-            if judge_chat is not None else None
-        return CitationCheck(offline.support_checker(self.kb), judge, words=kb_words(self.kb))
+        check: CitationCheck | None = decisions.make("citation_check", self._build(comps))
+        return check
 
     def graded_search(self, toolbox: Toolbox, query: str, page: int = 1,
                       search_filter: Filter | None = None) -> GradedSearch:
@@ -215,11 +200,10 @@ class Engine:
         run.route = _route(ctx.question, kb, route)
         yield RouteEvent(route=run.route.route, reason=run.route.reason)
         grader = self.make_grader(comps)
-        answerer = self._answerer(comps.chat)
+        answerer = self._answerer(comps)
         # the offline rule asks back after step 1, except where the model may (ask_user)
         model_asks = comps.driver == "tools" and run.route.route == "agent"
-        clarifier = None if settings.clarify == "off" or model_asks else \
-            offline.clarifier(self.kb, kb_words(self.kb))
+        clarifier = None if model_asks else decisions.make("clarifier", self._build(comps))
         template = RunTemplate(self._single_toolbox(kb, settings, run.sources), grader, answerer,
                                settings.single_k, citation_check=run.citation_check,
                                declined_phrases=kb_words(self.kb).declined,
@@ -272,20 +256,10 @@ class Engine:
         `knowledge_bases`: several served, the ones this run searches (none: it chooses).
         Returns a `RunResult`; raises `UserError` subclasses for bad arguments and
         `RunFailed` only where the run could not end with an answer."""
-        if route not in ROUTES:
-            raise ConfigError(f"--route must be one of {', '.join(ROUTES)}, not {route!r}")
+        # every value was checked when the settings were made; the per-call ones by the same
+        # models (core/config.py): a bad one is a ConfigError naming it
+        route = RunOptions(route=route).route
         settings = self.settings.with_(max_steps=max_steps)
-        if settings.citation_check not in CITATION_CHECKS:
-            raise ConfigError(f"RAGLOOP_CITATION_CHECK must be one of"
-                              f" {', '.join(CITATION_CHECKS)}, not {settings.citation_check!r}")
-        if settings.strictness is not None and not 0.0 <= settings.strictness <= 1.0:
-            raise ConfigError(f"--strict (RAGLOOP_STRICTNESS) must be between 0 and 1, not"
-                              f" {settings.strictness}")
-        if settings.clarify not in CLARIFY:
-            raise ConfigError(f"RAGLOOP_CLARIFY must be one of {', '.join(CLARIFY)}, not"
-                              f" {settings.clarify!r}")
-        if settings.max_steps < 2:
-            raise ConfigError("--max-steps must be at least 2 (one search and the answer)")
         question = clean_text(question)  # undecodable bytes of a command-line argument
         comps = Components.from_settings(settings, driver, self.chat, self.grader_chat)
         model_name = comps.chat.name if comps.chat is not None else "offline"

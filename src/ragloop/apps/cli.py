@@ -17,7 +17,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from ragloop.apps.kb_options import CatalogOpt, KbsOpt, Served
 from ragloop.apps.terminal import json_visible, one_line, shown, tsv_field, visible
-from ragloop.core.config import Settings
+from ragloop.core.config import MIN_STEPS, RunOptions, Settings, option_help
 from ragloop.core.config_file import apply_config_files
 from ragloop.core.conversation import numbered
 from ragloop.core.errors import RagloopError, UserError
@@ -111,10 +111,25 @@ DescriptionOpt = Annotated[str | None, typer.Option(
     "--description", metavar="TEXT",
     help="One line saying what the knowledge base holds (shown to the agent when several"
          " are served); default: drafted from the documents' titles.")]
+
+
+def setting_hint(name: str) -> str:
+    """" [env RAGLOOP_X, default D]" from the settings model (core/config.py)."""
+    field = Settings.model_fields[name]
+    shown = (field.json_schema_extra or {}).get("shown")  # type: ignore[union-attr]
+    value = shown if shown is not None else field.default
+    return env_hint(Settings.setting_name(name), None if value is None else str(value))
+
+
+# Options that set a setting or a run's choice take their help and choices from the model that
+# checks them (core/config.py); a bad value is that model's error, the same as anywhere.
 StrictOpt = Annotated[float | None, typer.Option(
-    "--strict", min=0.0, max=1.0,
-    help="Offline answers: how closely a sentence must match a part before it is stated"
-         " (0..1; higher declines more) [env RAGLOOP_STRICTNESS, default 0.34].")]
+    "--strict", help="0..1: " + option_help(Settings, "strictness").split(", see")[0] + "."
+    + setting_hint("strictness"))]
+DriverOpt = Annotated[str | None, typer.Option(help=option_help(RunOptions, "driver") + ".")]
+RouteOpt = Annotated[str, typer.Option(help=option_help(RunOptions, "route") + ".")]
+MaxStepsOpt = Annotated[int | None, typer.Option(
+    help=f"Step ceiling, at least {MIN_STEPS}." + setting_hint("max_steps"))]
 
 
 def settings_for(kb: str | Path | None, **changes: object) -> Settings:
@@ -536,9 +551,8 @@ def print_run(result: dict[str, Any], streamed: str | None = None) -> None:
 @command()
 def chat(model: ModelOpt = None,
          grader_model: GraderModelOpt = None,
-         driver: Annotated[str | None, typer.Option(help="tools | pipeline")] = None,
-         max_steps: Annotated[int | None, typer.Option(
-             help="Step ceiling." + env_hint("RAGLOOP_MAX_STEPS", "6"))] = None,
+         driver: DriverOpt = None,
+         max_steps: MaxStepsOpt = None,
          base_url: BaseUrlOpt = None,
          kb: KbOpt = None,
          debug: Annotated[bool, typer.Option(
@@ -586,10 +600,9 @@ ConversationOpt = Annotated[str | None, typer.Option(
 def ask(question: str,
         model: ModelOpt = None,
         grader_model: GraderModelOpt = None,
-        driver: Annotated[str | None, typer.Option(help="tools | pipeline")] = None,
-        max_steps: Annotated[int | None, typer.Option(
-            help="Step ceiling." + env_hint("RAGLOOP_MAX_STEPS", "6"))] = None,
-        route: Annotated[str, typer.Option(help="auto | single | agent")] = "auto",
+        driver: DriverOpt = None,
+        max_steps: MaxStepsOpt = None,
+        route: RouteOpt = "auto",
         base_url: BaseUrlOpt = None,
         kb: KbsOpt = None, as_json: JsonOpt = False,
         debug: Annotated[bool, typer.Option(
@@ -737,9 +750,8 @@ def eval_(dataset: Annotated[Path, typer.Argument(
           k: Annotated[int, typer.Option("-k", help="Documents counted for recall@k / MRR.")] = 10,
           model: ModelOpt = None,
           grader_model: GraderModelOpt = None,
-          driver: Annotated[str | None, typer.Option(help="tools | pipeline")] = None,
-          max_steps: Annotated[int | None, typer.Option(
-            help="Step ceiling." + env_hint("RAGLOOP_MAX_STEPS", "6"))] = None,
+          driver: DriverOpt = None,
+          max_steps: MaxStepsOpt = None,
           base_url: BaseUrlOpt = None,
           limit: Annotated[int | None, typer.Option(help="Only the first N questions.")] = None,
           out_dir: Annotated[Path | None, typer.Option(
@@ -959,6 +971,36 @@ def mcp(model: Annotated[str | None, typer.Option(
 
     served = Served(kb, catalog)
     run_mcp(settings_for(served.location, model=model), served.entries)
+
+
+@command(name="settings")
+def settings_(markdown: Annotated[bool, typer.Option(
+                  "--markdown", metavar="", help="The README's table of every setting.")]
+              = False,
+              into: Annotated[Path | None, typer.Option(
+                  "--into", metavar="FILE", help="With --markdown: replace the table between"
+                  " its two markers in FILE (the README's).")] = None,
+              kb: KbOpt = None) -> None:
+    """Every setting: its variable (also a ragloop.toml key), default, what it accepts and
+    what it means; without --markdown, the values in force here."""
+    from ragloop.core.config import TABLE_END, TABLE_START, settings_table
+
+    if markdown and into is not None:
+        text = into.read_text(encoding="utf-8")
+        if TABLE_START not in text or TABLE_END not in text:
+            raise UserError(f"{into}: no settings table markers ({TABLE_START} … {TABLE_END})")
+        head, rest = text.split(TABLE_START, 1)
+        into.write_text(head + TABLE_START + "\n" + settings_table() + TABLE_END
+                        + rest.split(TABLE_END, 1)[1], encoding="utf-8")
+        return
+    if markdown:
+        sys.stdout.write(settings_table())
+        return
+    current = settings_for(kb)
+    for name in Settings.model_fields:
+        value = getattr(current, name)
+        shown_value = "***" if name == "api_key" and value is not None else value
+        out.print(f"{Settings.setting_name(name)}={'' if value is None else shown_value}")
 
 
 def main() -> None:

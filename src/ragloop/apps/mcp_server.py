@@ -31,7 +31,7 @@ from ragloop.agent.run import RunResult
 from ragloop.agent.search_grade import graded_result
 from ragloop.agent.tools import FETCH, LIST, SEARCH, TOOLS, SearchArgs, Sources, Toolbox, ToolDef
 from ragloop.apps.kb_options import Served
-from ragloop.core.config import Settings
+from ragloop.core.config import MAX_STEPS_LIMIT, MIN_STEPS, Settings
 from ragloop.core.config_file import apply_config_files
 from ragloop.core.conversation import narrowed, numbered
 from ragloop.core.data_block import BLOCK_END, data_block
@@ -264,7 +264,8 @@ def build_server(kb: KnowledgeBase | KnowledgeBases, settings: Settings) -> MCPS
     async def ask(question: Annotated[str, Field(description="The question, in plain words.")],
                   ctx: Context,
                   max_steps: Annotated[int | None, Field(
-                      ge=2, le=50, description="Step ceiling; default from settings (6).")]
+                      ge=MIN_STEPS, le=MAX_STEPS_LIMIT,
+                      description="Step ceiling; default from settings (6).")]
                   = None,
                   conversation_id: Annotated[str | None, Field(
                       pattern=ID_PATTERN,

@@ -1,9 +1,29 @@
-"""Settings, read from RAGLOOP_* environment variables, overridable per call."""
+"""Settings: one typed model (pydantic-settings) of every `RAGLOOP_*` variable and `ragloop.toml`
+key, validated once where settings are made, overridable per call through the same model.
+
+`Settings(...)` takes only what it is given (its defaults otherwise); `Settings.from_env()` reads
+`RAGLOOP_<FIELD>` through pydantic-settings' `EnvSettingsSource` with `env_prefix="RAGLOOP_"`
+(docs.pydantic.dev/latest/concepts/pydantic_settings, "Environment variable names" and
+"Customise settings sources": a source is a callable returning the field values it found).
+`ragloop.toml` keys are the variables' own names, so the file is read by core/config_file.py
+into the environment's defaults (a `TomlConfigSettingsSource` matches keys to field names, and
+the variables no setting object reaches, read where they are used, must see the file too); its
+values are checked against this model there, naming the file.
+
+Every bad value, from the environment, a file, a CLI option, an HTTP or MCP argument or Python,
+is one `ConfigError` (a `UserError`: exit 2 on the CLI, 400 on HTTP, a tool error on MCP) that
+names the setting, the value and what is allowed (`describe_error`).
+"""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields, replace
+import types
+from typing import Any, Literal, Union, get_args, get_origin
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
 from ragloop.core.errors import ConfigError
 
@@ -13,6 +33,19 @@ MULTILINGUAL_EMBEDDER = "local:multilingual-e5-small"
 # Current, not deprecated, in the installed SDKs' model lists (tests/test_llm_defaults.py).
 DEFAULT_ANTHROPIC_MODEL = "anthropic:claude-sonnet-5-5"
 DEFAULT_OPENAI_MODEL = "openai:gpt-5.4-mini"
+ENV_PREFIX = "RAGLOOP_"
+# The least step ceiling that can answer: one search and the answer.
+MIN_STEPS = 2
+# The most a client (HTTP, MCP) may ask for in one run.
+MAX_STEPS_LIMIT = 50
+
+CitationCheckMode = Literal["auto", "offline", "off"]
+ClarifyMode = Literal["auto", "off"]
+OnOff = Literal["on", "off"]
+HiddenTextMode = Literal["drop", "keep"]
+EmbedPrecision = Literal["auto", "fp32", "bf16"]
+RouteChoice = Literal["auto", "single", "agent"]
+DriverChoice = Literal["tools", "pipeline"]
 
 
 def _default_model() -> str:
@@ -25,95 +58,324 @@ def _default_model() -> str:
     return "offline"
 
 
-@dataclass(frozen=True)
-class Settings:
-    kb: str = "kb"
+def _doc(value: Any, meaning: str, *, shown: str | None = None, flag: str | None = None,
+         **limits: Any) -> Any:
+    """A field with its line of the settings table: `meaning`, the default as `shown` there
+    (when the default itself says too little), the CLI option that sets it per call."""
+    extra: dict[str, Any] = {}
+    if shown is not None:
+        extra["shown"] = shown
+    if flag is not None:
+        extra["flag"] = flag
+    return Field(value, description=meaning, json_schema_extra=extra or None, **limits)
+
+
+def choices(field: FieldInfo) -> tuple[str, ...]:
+    """A choice field's allowed values, from its Literal type (empty for any other field)."""
+    found: list[str] = []
+    stack = [field.annotation]
+    while stack:
+        kind = stack.pop()
+        if get_origin(kind) is Literal:
+            found += [str(v) for v in get_args(kind)]
+        elif get_origin(kind) in (Union, types.UnionType):
+            stack += list(reversed(get_args(kind)))
+    return tuple(found)
+
+
+def _bounds(field: FieldInfo) -> tuple[Any, Any, Any]:
+    """(at least, more than, at most) from the field's Field(ge=, gt=, le=)."""
+    found: dict[str, Any] = {}
+    for m in field.metadata:
+        for key in ("ge", "gt", "le"):
+            if getattr(m, key, None) is not None:
+                found[key] = getattr(m, key)
+    return found.get("ge"), found.get("gt"), found.get("le")
+
+
+def allowed(field: FieldInfo) -> str:
+    """What a field accepts, in words (the error text and the settings table say the same)."""
+    options = choices(field)
+    if options:
+        return "one of " + ", ".join(options)
+    low, above, high = _bounds(field)
+    kind = "a whole number" if _is(field, int) else "a number" if _is(field, float) else "text"
+    if low is not None and high is not None:
+        return f"{kind} from {low:g} to {high:g}"
+    if low is not None:
+        return f"{kind}, at least {low:g}"
+    if above is not None:
+        return f"{kind} above {above:g}"
+    return kind
+
+
+def _is(field: FieldInfo, kind: type) -> bool:
+    ann = field.annotation
+    return ann is kind or kind in get_args(ann)
+
+
+class _Validated(BaseModel):
+    """Raises ConfigError (one text per bad value) instead of pydantic's ValidationError."""
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise ConfigError(describe_error(type(self), exc)) from None
+
+    @classmethod
+    def setting_name(cls, field: str) -> str:
+        return field
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _choice_words(cls, value: Any, info: Any) -> Any:
+        """A choice is read as a word: " OFF" is off (as the hand-written checks read it)."""
+        field = cls.model_fields.get(info.field_name)
+        if isinstance(value, str) and field is not None and choices(field):
+            return value.strip().lower()
+        return value
+
+
+def describe_error(model: type[_Validated], exc: ValidationError) -> str:
+    """"Bad setting RAGLOOP_CLARIFY='never': must be one of auto, off" (each bad value)."""
+    parts = []
+    for error in exc.errors():
+        name = str(error["loc"][0]) if error["loc"] else "?"
+        field = model.model_fields.get(name)
+        if field is None:
+            parts.append(f"{name!r}: not a setting")
+            continue
+        flag = (field.json_schema_extra or {}).get("flag")  # type: ignore[union-attr]
+        value = error.get("input")
+        shown = "***" if field.annotation in (SecretStr, SecretStr | None) else repr(value)
+        also = f" ({flag})" if flag else ""
+        parts.append(f"{model.setting_name(name)}={shown}{also}: must be {allowed(field)}")
+    return "Bad setting " + "; ".join(parts)
+
+
+class Settings(_Validated, BaseSettings):
+    """Every setting, typed. `Settings(max_steps=3)`; `Settings.from_env()`; `s.with_(...)`."""
+
+    # env_prefix: RAGLOOP_<FIELD> (the docs' "Environment variable names"); extra="forbid": a
+    # misspelt keyword is an error, not a silent default.
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_ignore_empty=True,
+                                      frozen=True, extra="forbid", validate_default=False)
+
+    kb: str = _doc('kb', "knowledge base folder, or a `postgresql://` URL (see"
+                   " [Postgres](docs/postgres.md))", flag="--kb")
+    model: str = _doc(
+        'offline',
+        "`anthropic:<model>`, `openai:<model>`, `ollama:<model>`, `llamacpp:<model>`,"
+        " `offline`", flag="--model",
+        shown=f"`offline`, or `{DEFAULT_ANTHROPIC_MODEL}` / `{DEFAULT_OPENAI_MODEL}` when"
+              " `ANTHROPIC_API_KEY` / `OPENAI_API_KEY` is set")
+    grader_model: str | None = _doc(None, "a cheaper model for grading; `offline` grades locally",
+                                    shown="the main model", flag="--grader-model")
+    base_url: str | None = _doc(
+        None,
+        "OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio); `OPENAI_BASE_URL` too;"
+        " `ANTHROPIC_BASE_URL` (read by the SDK) for an Anthropic gateway", flag="--base-url")
     # None means "whatever the knowledge base records" (LOCAL_EMBEDDER for a new one).
-    embedder: str | None = None
-    embed_base_url: str | None = None
+    embedder: str | None = _doc(
+        None,
+        "or `openai:<embedding model>`", flag="--embedder",
+        shown=f"what the KB records (for a new one `{LOCAL_EMBEDDER}` in English,"
+              f" `{MULTILINGUAL_EMBEDDER}` in any other language)")
+    embed_base_url: str | None = _doc(None, "OpenAI-compatible embeddings endpoint")
+    embed_batch_size: int = _doc(32, "texts per embedding call", ge=1)
+    # read by embed/local.py from the environment (the embedder is made below any settings)
+    embed_precision: EmbedPrecision = _doc(
+        'auto',
+        "the torch path (ingest): `auto` (bf16 where the CPU has it and a probe matches fp32 at"
+        " cos ≥ 0.999), `fp32`, `bf16`")
+    embed_threads: int | None = _doc(None, "threads of the local embedder",
+                                     shown="the CPUs available", ge=1)
     # the KB's language (retrieval/languages.py); None: recorded in the KB, else detected
-    language: str | None = None
-    embed_batch_size: int = 32
-    chunk_tokens: int = 200
-    chunk_overlap: int = 40
-    model: str = "offline"
-    grader_model: str | None = None
-    base_url: str | None = None
-    max_steps: int = 6
-    search_k: int = 8
-    # documents single-shot RAG answers from (the eval sets it to its k)
-    single_k: int = 5
-    tool_result_chars: int = 6000
+    language: str | None = _doc(
+        None,
+        "`en`, `it`, `fr`, `de`, `es`, `pt`, `zh`, `ja`, `he`, … or `mixed`",
+        flag="--language",
+        shown="what the KB records; for a new one, detected from its first documents")
+    chunk_tokens: int = _doc(200, "chunk size (tokens of the embedding model)", ge=1)
+    chunk_overlap: int = _doc(40, "tokens two neighbouring chunks share", ge=0)
+    max_steps: int = _doc(6, "step ceiling of a run", flag="--max-steps", ge=MIN_STEPS)
+    search_k: int = _doc(8, "chunks per search", ge=1)
+    single_k: int = _doc(5, "documents single-shot RAG answers from (`ragloop eval` uses its `-k`)",
+                         ge=1)
+    tool_result_chars: int = _doc(6000, "character budget of one tool result", ge=1)
     # A thinking model on a long prompt can take minutes; the SDKs' own default is 10.
-    request_timeout_s: float = 300.0
-    max_retries: int = 3
+    request_timeout_s: float = _doc(300.0, "seconds per model call", gt=0)
+    max_retries: int = _doc(3, "retries per model call; the SDKs retry 408/409/429/5xx themselves",
+                            ge=0)
     # Output budgets; thinking tokens count against them on current models.
-    loop_max_tokens: int = 8192  # a tools-loop step and an LLM answer
-    decision_max_tokens: int = 2048  # planner, grader, rewriter
-    # Who checks that a cited passage supports its sentence: "auto" (the model, in one
-    # batched call, when one is configured; else offline), "offline", or "off".
-    citation_check: str = "auto"
-    # How much of a part's words (or meaning) a sentence must share before the offline
-    # answerer states it (0..1): higher declines more, lower answers more. The curve it trades
-    # (abstained vs wrongly declined on the example hard splits) is in docs/evaluation.md. None: the
-    # answerer's own default (offline/answerer.py MIN_SUPPORT, 0.34).
-    strictness: float | None = None
-    # Ask the user back when a question has several readings the knowledge base answers
-    # differently (issue 30): "auto" (the offline rule, or the model's ask_user tool) or "off"
-    # (always answer; RAGLOOP_CLARIFY=off).
-    clarify: str = "auto"
-    # A sync (`ingest --sync`, `serve --sync`) that would remove more than this many of a
-    # folder's documents AND more than this share of them stops and removes nothing unless
-    # confirmed (`--allow-mass-delete`): an emptied folder (an unmounted share) or a folder
-    # moved away mid-sync looks like mass deletion (issue 39).
-    sync_max_remove_count: int = 5
-    # The longest question or search query a client (MCP) may send, in characters: a 5 MB
-    # query kept the MCP server busy 58 s (issue 39). HTTP's /ask, /search and /v1 have the
-    # same bound in their request schemas (apps/server/app.py MAX_QUESTION_CHARS).
-    max_query_chars: int = 4000
-    # "on": a run whose reply streams to its client (the /v1 stream) stops at its next event
-    # once that client disconnects (a paid model is not called for no one), ending `failed`
-    # with "cancelled: …" as its error; "off": it runs to the end. POST /runs is meant to
-    # outlive its client and always does.
-    stop_on_disconnect: str = "on"
-    sync_max_remove_share: float = 0.5
+    loop_max_tokens: int = _doc(8192, "output budget of a loop step or an answer (thinking counts"
+                                " against it)", ge=1)
+    decision_max_tokens: int = _doc(
+        2048, "output budget of a planner, grader or rewriter call", ge=1)
+    citation_check: CitationCheckMode = _doc(
+        'auto',
+        "who checks that a cited passage supports its sentence: `auto` (the model, in one"
+        " batched call, when one is configured; else offline), `offline`, `off`")
+    # None: the answerer's own default (offline/answerer.py MIN_SUPPORT). The curve it trades is
+    # in docs/evaluation.md.
+    strictness: float | None = _doc(
+        None,
+        "offline answers: how much of a part's words (or meaning) a sentence must share before"
+        " it is stated; higher declines more, see [Strictness](docs/evaluation.md#strictness)",
+        shown="0.34", flag="--strict", ge=0.0, le=1.0)
+    clarify: ClarifyMode = _doc(
+        'auto',
+        "ask the user back when a question has several readings the KB answers differently"
+        " (status `needs_input`; issue 30): `auto` (the offline rule, or the model's `ask_user`"
+        " tool) or `off`")
+    hidden_text: HiddenTextMode = _doc(
+        'drop',
+        "text a reader of the file cannot see (HTML `hidden`/`display:none`/white on white, a"
+        " Word hidden run, invisible PDF text) is `drop`ped from the index, or `keep` reads it;"
+        " see [Hidden text](docs/search-and-ingest.md#hidden-text)")
+    # An emptied folder (an unmounted share) or one moved away mid-sync looks like mass
+    # deletion (issue 39).
+    sync_max_remove_count: int = _doc(
+        5,
+        "a sync that would remove more than this many of a folder's documents and more than"
+        " the share below removes nothing unless `--allow-mass-delete` ([Folders kept in"
+        " sync](docs/search-and-ingest.md#folders-kept-in-sync))", ge=0)
+    sync_max_remove_share: float = _doc(0.5, "the share of a folder's documents, see above",
+                                        ge=0.0, le=1.0)
+    # A 5 MB query kept the MCP server busy 58 s (issue 39).
+    max_query_chars: int = _doc(
+        4000,
+        "longest query or question an MCP client may send (HTTP's `/ask`, `/search` and `/v1`"
+        " have the same bound)", ge=1)
+    # A paid model is not called for no one.
+    stop_on_disconnect: OnOff = _doc(
+        'on',
+        "a `/v1` streamed run stops when its client disconnects (status `failed`, error"
+        " `cancelled: …`); `off` lets it finish. `POST /runs` runs always outlive their client")
     # What reading one file, or one download, may cost (ingest/limits.py); past a limit the
     # file is refused with an error that names the setting, and the ingest goes on.
-    read_max_bytes: int = 100_000_000  # a file read whole (text formats); one download
-    read_max_member_bytes: int = 25_000_000  # one XML/XHTML part of a docx/pptx/xlsx/epub
-    read_max_inflated_bytes: int = 300_000_000  # all parts of one such archive, inflated
-    read_max_cells: int = 2_000_000  # cells of one spreadsheet or CSV
-    read_max_columns: int = 2_000  # columns of one row
-    read_max_text_chars: int = 20_000_000  # text of one document
-    read_timeout_s: float = 120.0  # wall time to read one file
-    download_timeout_s: float = 60.0  # wall time of one download, connect to last byte
-    # Text a reader of the file cannot see (HTML display:none, white on white, a Word hidden
-    # run, invisible PDF text): "drop" (not indexed, so it cannot reach an answer; issue 39)
-    # or "keep" (RAGLOOP_HIDDEN_TEXT=keep). ingest/readers/visibility.py.
-    hidden_text: str = "drop"
+    read_max_bytes: int = _doc(
+        100_000_000,
+        "a file read whole, or one download ([read limits](docs/search-and-ingest.md"
+        "#read-limits-and-addresses))", ge=1)
+    read_max_member_bytes: int = _doc(
+        25_000_000,
+        "an .html or .md file, or one XML part of a docx, pptx, xlsx or epub, inflated", ge=1)
+    read_max_inflated_bytes: int = _doc(
+        300_000_000, "all parts of one such archive, inflated", ge=1)
+    read_max_cells: int = _doc(2_000_000, "cells of one spreadsheet or CSV", ge=1)
+    read_max_columns: int = _doc(2000, "columns of one row", ge=1)
+    read_max_text_chars: int = _doc(20_000_000, "text of one document", ge=1)
+    read_timeout_s: float = _doc(120.0, "wall time to read one file", gt=0)
+    download_timeout_s: float = _doc(
+        60.0, "wall time of one download, connect to last byte (not per"
+                                     " read)", gt=0)
+    # read from the environment where they are used (the server, the SQLite lock, the
+    # Postgres store), below any settings object; validated here with the rest
+    api_key: SecretStr | None = _doc(
+        None,
+        "required on every HTTP data path when set (`Authorization: Bearer <key>` or"
+        " `X-API-Key`); `ragloop serve` refuses a non-loopback address without one")
+    max_upload_mb: float = _doc(20.0, "largest upload the server takes, in MB", gt=0)
+    lock_wait: float = _doc(120.0, "seconds a writer waits for another one to finish", ge=0)
+    pg_pool_size: int = _doc(4, "connections per Postgres store", ge=1)
+    pg_ef_search: int | None = _doc(
+        None, "pgvector HNSW `ef_search`", shown="by the KB's size", ge=1)
+    pg_fts_budget: int | None = _doc(None, "full-text candidates read per search",
+                                     shown="by the KB's size", ge=1)
+    pg_ts_config: str | None = _doc(None, "Postgres text search configuration",
+                                    shown="the KB's language's")
+    pg_prepare: OnOff | Literal["1", "0", "true", "false", "yes", "no"] = _doc(
+        '1',
+        "prepared statements (off behind a pooler in transaction mode)")
+    pg_maintenance_work_mem: str = _doc(
+        '512MB', "`maintenance_work_mem` while an HNSW index is built")
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: Any,
+                                   **_others: Any) -> tuple[Any, ...]:
+        """Only what the caller passes: `from_env` reads the environment explicitly, so a
+        `Settings(...)` in a test or a program never picks up a stray variable."""
+        return (init_settings,)
+
+    @classmethod
+    def setting_name(cls, field: str) -> str:
+        return ENV_PREFIX + field.upper()
 
     @classmethod
     def from_env(cls) -> Settings:
-        """Each field from RAGLOOP_<FIELD>; a number that does not parse is a ConfigError
-        naming the variable. (Hand-written: pydantic-settings costs more, see docs/layout.md,
-        Dependencies.)"""
-        env = os.environ
-        kwargs: dict[str, object] = {"model": _default_model()}
-        for f in fields(cls):
-            name = f"RAGLOOP_{f.name.upper()}"
-            raw = env.get(name)
-            if raw is None or f.name == "model":
-                continue
-            kind = f.type if isinstance(f.type, str) else f.type.__name__
-            parse = int if kind.startswith("int") else float if kind.startswith("float") else str
-            try:
-                kwargs[f.name] = parse(raw)
-            except ValueError:
-                what = "a whole number" if parse is int else "a number"
-                raise ConfigError(
-                    f"Bad setting in the environment: {name}={raw!r} is not {what}"
-                ) from None
-        return cls(**kwargs)  # type: ignore[arg-type]
+        """Each field from RAGLOOP_<FIELD> (an empty variable counts as unset); a value that
+        does not fit is a ConfigError naming the variable."""
+        try:
+            values = EnvSettingsSource(cls)()  # reads the model_config's env_prefix
+        except Exception as exc:  # a value pydantic-settings itself cannot decode
+            raise ConfigError(f"Bad setting in the environment: {exc}") from None
+        values["model"] = _default_model()
+        return cls(**values)
 
     def with_(self, **changes: object) -> Settings:
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+        """A copy with `changes` (None: keep the current value), validated like the rest."""
+        given = {k: v for k, v in changes.items() if v is not None}
+        if not given:
+            return self
+        return Settings(**{**self.model_dump(), **given})
+
+    @classmethod
+    def env_names(cls) -> dict[str, str]:
+        """RAGLOOP_<FIELD> → field, for every setting."""
+        return {cls.setting_name(name): name for name in cls.model_fields}
+
+
+
+
+def default(name: str) -> Any:
+    """A setting's default value (ingest/limits.py reads its limits' from here)."""
+    return Settings.model_fields[name].default
+
+
+class RunOptions(_Validated):
+    """What one call of `Engine.ask` chooses beside the settings, checked the same way."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    route: RouteChoice = _doc(
+        "auto", "the router decides (auto), one search (single) or the loop (agent)",
+        flag="--route")
+    driver: DriverChoice | None = _doc(
+        None, "tools (the model calls the tools; needs a chat model) or pipeline (plan, search,"
+        " grade, rewrite; runs offline)", flag="--driver")
+
+
+def option_help(model: type[BaseModel], name: str) -> str:
+    """A CLI option's help from the model: the field's meaning and its choices."""
+    field = model.model_fields[name]
+    options = choices(field)
+    said = " | ".join(options) + ": " if options else ""
+    return said + (field.description or "")
+
+
+TABLE_START = "<!-- settings table: `ragloop settings --markdown` writes it from core/config.py -->"
+TABLE_END = "<!-- end of settings table -->"
+
+
+def _shown_default(field: FieldInfo) -> str:
+    shown = (field.json_schema_extra or {}).get("shown")  # type: ignore[union-attr]
+    if shown is not None:
+        return str(shown) if "`" in str(shown) or " " in str(shown) else f"`{shown}`"
+    value = field.default
+    if value is None:
+        return "—"
+    return f"`{value:g}`" if isinstance(value, float) else f"`{value}`"
+
+
+def settings_table() -> str:
+    """The docs' table of every setting (README, Configuration), made from the model: its
+    variable, default, what it accepts and what it means."""
+    rows = ["| variable | default | accepts | meaning |", "| --- | --- | --- | --- |"]
+    for name, field in Settings.model_fields.items():
+        flag = (field.json_schema_extra or {}).get("flag")  # type: ignore[union-attr]
+        also = f" (also `{flag}`)" if flag else ""
+        rows.append(f"| `{Settings.setting_name(name)}` | {_shown_default(field)} |"
+                    f" {allowed(field)} | {field.description}{also} |")
+    return "\n".join(rows) + "\n"

@@ -10,18 +10,17 @@ server) sees the same value without knowing about the file.
 from __future__ import annotations
 
 import os
-import re
 import tomllib
 from pathlib import Path
 from typing import Any
 
+from ragloop.core.config import Settings
 from ragloop.core.errors import ConfigError
 
 FILE_NAME = "ragloop.toml"
 CATALOG_TABLE = "knowledge_bases"
 # provider variables a user may keep beside ragloop's own (their SDKs read them)
 _OTHER_NAMES = frozenset({"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL"})
-_NAME = re.compile(r"RAGLOOP_[A-Z0-9_]+")
 
 
 def read_toml(path: Path) -> dict[str, Any]:
@@ -34,19 +33,27 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 
 def read_config_file(path: Path) -> dict[str, str]:
-    """The file's variables as strings; a file that does not parse, a table, or a name that is
-    not a ragloop (or provider) variable is a ConfigError naming the file."""
+    """The file's variables as strings; a file that does not parse, a table, a name that is
+    not a setting (core/config.py) or provider variable, or a value the setting does not take
+    is a ConfigError naming the file."""
     data = read_toml(path)
     out: dict[str, str] = {}
+    fields = Settings.env_names()
     for name, value in data.items():
         if name == CATALOG_TABLE:  # several knowledge bases: read by kb/catalog.py
             continue
-        if not (_NAME.fullmatch(name) or name in _OTHER_NAMES):
+        if not (name in fields or name in _OTHER_NAMES):
             raise ConfigError(f"{path}: {name!r} is not a setting; keys are the environment"
-                              " variables' names, e.g. RAGLOOP_MODEL or RAGLOOP_KB")
+                              " variables' names, e.g. RAGLOOP_MODEL or RAGLOOP_KB"
+                              " (`ragloop settings` lists them)")
         if isinstance(value, dict | list):
             raise ConfigError(f"{path}: {name} must be a single value, not a table or list")
         out[name] = str(value).lower() if isinstance(value, bool) else str(value)
+    # each value as the environment will hold it, checked by the same model
+    try:
+        Settings(**{fields[n]: v for n, v in out.items() if n in fields})
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     return out
 
 

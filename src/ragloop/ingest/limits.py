@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from ragloop.core.config import Settings
+from ragloop.core.config import Settings, default
 from ragloop.core.errors import ReaderError
 
 _ROW = TypeVar("_ROW", bound=Sequence[object])
@@ -36,14 +36,14 @@ _TIME_EVERY = 256  # rows between clock reads
 
 @dataclass(frozen=True)
 class ReadLimits:
-    max_bytes: int = Settings.read_max_bytes
-    max_member_bytes: int = Settings.read_max_member_bytes
-    max_inflated_bytes: int = Settings.read_max_inflated_bytes
-    max_cells: int = Settings.read_max_cells
-    max_columns: int = Settings.read_max_columns
-    max_text_chars: int = Settings.read_max_text_chars
-    timeout_s: float = Settings.read_timeout_s
-    download_timeout_s: float = Settings.download_timeout_s
+    max_bytes: int = default("read_max_bytes")
+    max_member_bytes: int = default("read_max_member_bytes")
+    max_inflated_bytes: int = default("read_max_inflated_bytes")
+    max_cells: int = default("read_max_cells")
+    max_columns: int = default("read_max_columns")
+    max_text_chars: int = default("read_max_text_chars")
+    timeout_s: float = default("read_timeout_s")
+    download_timeout_s: float = default("download_timeout_s")
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ReadLimits:

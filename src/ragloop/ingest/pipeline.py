@@ -26,7 +26,7 @@ from ragloop.ingest.fetch import Reach
 from ragloop.ingest.limits import ReadLimits
 from ragloop.ingest.metadata import with_tags
 from ragloop.ingest.readers import SUPPORTED_SUFFIXES, read_file
-from ragloop.ingest.readers.visibility import check_mode, hidden_text
+from ragloop.ingest.readers.visibility import hidden_text
 from ragloop.ingest.readers.web import is_sitemap, is_url, read_url, sitemap_urls
 from ragloop.retrieval.index_text import index_text
 from ragloop.storage.protocols import DocumentWrite, Store
@@ -346,7 +346,7 @@ def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: It
     paths = [str(p) if isinstance(p, str) else p for p in paths]
     limits = ReadLimits.from_settings(settings)
     reach = Reach(private=private_urls, link_local=link_local_urls)
-    hidden = check_mode(settings.hidden_text)  # a bad setting stops before any file is read
+    hidden = settings.hidden_text  # checked when the settings were made (core/config.py)
     for url in [p for p in paths if isinstance(p, str) and is_url(p)]:
         with hidden_text(hidden):
             for doc in _web_documents(writer, url, reach, limits):

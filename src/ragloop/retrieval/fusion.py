@@ -4,6 +4,7 @@ the one definition every store and mode uses."""
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping
+from itertools import pairwise
 from typing import Literal
 
 from ragloop.core.types import Hit
@@ -46,18 +47,57 @@ def term_level_ranks(bm25: list[tuple[int, float]], matched: Mapping[int, Hashab
     keeps its rank."""
     position = positions(vector)
     groups: dict[Hashable, list[tuple[int, int]]] = {}
-    ranks: dict[int, int] = {}
     for rank, (cid, _) in enumerate(bm25, start=1):
-        key = matched.get(cid)
-        if key is None:
-            ranks[cid] = rank
-        else:
-            groups.setdefault(key, []).append((rank, cid))
+        # a chunk with no entry is a group of its own, in its place: the ranks come out in
+        # the order of the groups' first members, the order RRF's equal scores keep
+        groups.setdefault(matched.get(cid, (_ALONE, cid)), []).append((rank, cid))
+    ranks: dict[int, int] = {}
     for members in groups.values():
         by_vector = sorted(members, key=lambda m: (position.get(m[1], len(position) + 1), m[0]))
         for (rank, _), (_, cid) in zip(members, by_vector, strict=True):
             ranks[cid] = rank
     return ranks
+
+
+_ALONE = object()
+
+
+def shared_documents(bm25: list[tuple[int, float]], doc_of: Mapping[int, str]) -> list[int]:
+    """The BM25 candidates whose document has two or more candidates: the only ones whose
+    group (document and terms held) can hold more than one chunk."""
+    count: dict[str, int] = {}
+    for cid, _ in bm25:
+        if cid in doc_of:
+            count[doc_of[cid]] = count.get(doc_of[cid], 0) + 1
+    return [cid for cid, _ in bm25 if count.get(doc_of.get(cid, ""), 0) > 1]
+
+
+def reordered(bm25: list[tuple[int, float]], doc_of: Mapping[int, str],
+              vector: list[tuple[int, float]]) -> list[int]:
+    """The BM25 candidates whose rank term_level_ranks may change: those of a document with
+    two or more candidates that the vector side orders otherwise than BM25. In any other
+    document each group's members are already in vector order, so every chunk keeps its
+    rank whatever terms it holds, and its text need not be read or analysed."""
+    position = positions(vector)
+    missing = len(position) + 1
+    by_doc: dict[str, list[int]] = {}
+    for cid in shared_documents(bm25, doc_of):
+        by_doc.setdefault(doc_of[cid], []).append(cid)
+    out: list[int] = []
+    for members in by_doc.values():
+        keys = [position.get(cid, missing) for cid in members]
+        # members are in BM25 order; term_level_ranks sorts by (vector position, BM25 rank)
+        if any(a > b for a, b in pairwise(keys)):
+            out += members
+    return out
+
+
+def tied(bm25_ranks: dict[int, int], vector: list[tuple[int, float]]) -> bool:
+    """Whether two BM25 candidates get the same fused score: their order (and which of
+    them makes the top k) is then the order of `bm25_ranks`, that is of the groups."""
+    fused = rrf([bm25_ranks, positions(vector)])
+    scores = [fused[cid] for cid in bm25_ranks]
+    return len(set(scores)) < len(scores)
 
 
 def fused_top(fused: dict[int, float], firsts: list[int], k: int) -> list[int]:

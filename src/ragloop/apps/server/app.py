@@ -16,7 +16,7 @@ import re
 import threading
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from importlib.metadata import version
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -49,10 +49,16 @@ from ragloop.apps.server.json_errors import rewrite_errors
 from ragloop.apps.server.openai_compat import (
     OpenAIErrorShape,
     add_openai_api,
-    stop_on_disconnect,
 )
+from ragloop.apps.server.state import ServerState
 from ragloop.apps.server.uploads import ingest_uploads
-from ragloop.core.config import Settings
+from ragloop.core.config import (
+    MAX_STEPS_LIMIT,
+    MIN_STEPS,
+    DriverChoice,
+    RouteChoice,
+    Settings,
+)
 from ragloop.core.decisions import Grader
 from ragloop.core.errors import ConfigError, NotFoundError, UserError
 from ragloop.core.events import AnswerDeltaEvent, BaseEvent, Event
@@ -67,7 +73,6 @@ from ragloop.storage.protocols import (
     DASHBOARD_SOURCES,
     TRUNCATED_WARN_PCT,
     RunRecord,
-    RunStore,
 )
 
 log = logging.getLogger("ragloop.apps.server")
@@ -80,7 +85,6 @@ MAX_QUESTION_CHARS = 4000
 MAX_JSON_BYTES = 1 << 20
 MAX_UPLOAD_MB_ENV = "RAGLOOP_MAX_UPLOAD_MB"
 DEFAULT_MAX_UPLOAD_MB = 20
-MAX_STEPS_LIMIT = 50
 MAX_FILENAME_CHARS = 200
 # Open without a key: the static shell of the pages (no data), health, the OpenAPI schema.
 PUBLIC_PATHS = {"/", "/dashboard", "/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect",
@@ -125,11 +129,12 @@ class AskRequest(BaseModel):
 
     question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS,
                           description="The question, in plain words.")
-    route: Literal["auto", "single", "agent"] = Field(
+    # the choices and the least ceiling are the settings model's (core/config.py)
+    route: RouteChoice = Field(
         "auto", description="auto: the router decides; single: one search; agent: the loop.")
-    driver: Literal["tools", "pipeline"] | None = Field(
+    driver: DriverChoice | None = Field(
         None, description="tools (needs a chat model) or pipeline (runs offline).")
-    max_steps: int | None = Field(None, ge=2, le=MAX_STEPS_LIMIT,
+    max_steps: int | None = Field(None, ge=MIN_STEPS, le=MAX_STEPS_LIMIT,
                                   description="Step ceiling (default from settings).")
     conversation_id: str | None = Field(
         None, pattern=CONVERSATION_ID_PATTERN,
@@ -231,19 +236,6 @@ class RagloopAPI(FastAPI):
 # -- the app --------------------------------------------------------------------------------
 
 
-@dataclass
-class ServerState:
-    kb: KnowledgeBase | KnowledgeBases  # several: a catalog served as one (kb/multi.py)
-    runs: RunStore
-    engine: Engine
-    jobs: JobRunner
-    settings: Settings
-    upload_limit: int
-    ingest_lock: threading.Lock
-    owns_kb: bool
-    sync: FolderSync | None = None  # the scheduled sync of folders, if any
-
-
 def _suffixes() -> tuple[str, ...]:
     from ragloop.ingest.readers import SUPPORTED_SUFFIXES
 
@@ -290,7 +282,6 @@ def create_app(settings: Settings | None = None, *,
     names = ([e.name for e in catalog] if catalog
              else kb.names() if isinstance(kb, KnowledgeBases) else None)
     targets = sync_targets(sync_folders or [], names)
-    stop_on_disconnect(settings)  # a bad RAGLOOP_STOP_ON_DISCONNECT: said at start
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -53,7 +53,7 @@ from ragloop.agent.conversations import turn_of
 from ragloop.agent.run import RunResult
 from ragloop.apps.server.json_errors import rewrite_errors
 from ragloop.core.conversation import Turn, TurnKind, numbered
-from ragloop.core.errors import ConfigError, NotFoundError, RunFailed, UserError
+from ragloop.core.errors import NotFoundError, RunFailed, UserError
 from ragloop.core.events import (
     AnswerDeltaEvent,
     ClarifyEvent,
@@ -71,7 +71,7 @@ from ragloop.storage.location import is_postgres_url
 from ragloop.storage.protocols import RunRecord
 
 if TYPE_CHECKING:
-    from ragloop.apps.server.app import ServerState
+    from ragloop.apps.server.state import ServerState
     from ragloop.core.config import Settings
 
 log = logging.getLogger("ragloop.apps.server")
@@ -477,11 +477,7 @@ def stream(state: ServerState, run: Completion, body: ChatRequest) -> EventSourc
 
 
 def stop_on_disconnect(settings: Settings) -> bool:
-    value = settings.stop_on_disconnect.strip().lower()
-    if value not in ("on", "off"):
-        raise ConfigError(f"RAGLOOP_STOP_ON_DISCONNECT must be on or off, not"
-                          f" {settings.stop_on_disconnect!r}")
-    return value == "on"
+    return settings.stop_on_disconnect == "on"  # checked when the settings were made
 
 
 async def _pieces(state: ServerState, run: Completion, future: Future[RunResult],

@@ -16,10 +16,12 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import get_args
 
+from ragloop.core.config import HiddenTextMode
 from ragloop.core.errors import ConfigError
 
-MODES = ("drop", "keep")
+MODES: tuple[str, ...] = get_args(HiddenTextMode)  # the setting's own choices
 _MODE: ContextVar[str] = ContextVar("ragloop_hidden_text", default="drop")
 
 

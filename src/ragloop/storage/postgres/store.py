@@ -418,6 +418,14 @@ class PostgresStore:
         return {r[0]: Hit(chunk_id=r[0], doc_id=r[1], section=r[2], section_title=r[3],
                           text=r[4], doc_title=r[5]) for r in rows}
 
+    def chunk_docs(self, ids: Iterable[int]) -> dict[int, str]:
+        ids = [int(i) for i in ids]
+        if not ids:
+            return {}
+        with self._conn() as conn:
+            return dict(conn.execute("SELECT id, doc_id FROM chunks WHERE id = ANY(%s)",
+                                     (ids,)).fetchall())
+
     @staticmethod
     def _section(row: tuple) -> SectionInfo:
         path = row[3] if isinstance(row[3], list) else json.loads(row[3])

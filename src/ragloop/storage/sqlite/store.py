@@ -278,6 +278,14 @@ class SqliteStore:
             return {r[0]: Hit(chunk_id=r[0], doc_id=r[1], section=r[2], section_title=r[3],
                               text=r[4], doc_title=r[5]) for r in rows}
 
+    def chunk_docs(self, ids: Iterable[int]) -> dict[int, str]:
+        ids = list(ids)
+        if not ids:
+            return {}
+        with self.lock:
+            return dict(self.db.execute("SELECT id, doc_id FROM chunks WHERE id IN"
+                                        f" ({','.join('?' * len(ids))})", ids))
+
     def _section(self, row: tuple) -> SectionInfo:
         return SectionInfo(doc_id=row[0], section=row[1], title=row[2],
                            title_path=tuple(json.loads(row[3])), text=row[4], ord=row[5])

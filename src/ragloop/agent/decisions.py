@@ -1,0 +1,133 @@
+"""Which implementation of each decision a run uses: one registry, by kind and name.
+
+Every decision kind (router, planner, grader, rewriter, condenser, clarifier, answerer, citation
+check) maps a name to a factory that builds it from what a run has (`Build`: the knowledge
+base, its words and reading, the settings, the chat models). `choose` says which name a run's
+settings pick: the setting's own value where the kind has one (`RAGLOOP_CLARIFY`,
+`RAGLOOP_CITATION_CHECK`), else "model" when a chat model is configured for it and "offline"
+when not. Adding an implementation is one new file (its class) and one `register(...)` line
+below; the engine only asks `make(kind, build)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ragloop.agent.citation_judge import LLMSupportJudge
+from ragloop.agent.citations import CitationCheck
+from ragloop.agent.llm_condense import LLMCondenser
+from ragloop.agent.llm_decisions import LLMAnswerer, LLMGrader, LLMPlanner, LLMRewriter
+from ragloop.core.config import Settings
+from ragloop.core.errors import ConfigError
+from ragloop.kb import KnowledgeBase
+from ragloop.language.text import Reading
+from ragloop.language.vocabulary import Vocabulary, vocabulary
+from ragloop.llm.base import ChatModel
+from ragloop.offline import factory as offline
+
+Kind = Literal["router", "planner", "grader", "rewriter", "condenser", "clarifier", "answerer",
+               "citation_check"]
+# the name of a kind switched off for the run (`make` returns None)
+OFF = "off"
+
+
+@dataclass
+class Build:
+    """What a decision is built from, for one run over one knowledge base."""
+
+    kb: KnowledgeBase  # several served: the run's view of them (KnowledgeBases) for the router
+    settings: Settings
+    chat: ChatModel | None = None  # the main model (None: offline)
+    grader_chat: ChatModel | None = None  # the grader's and support judge's model
+
+    @property
+    def words(self) -> Vocabulary:
+        """The KB's language's words; the language is passed in, never ambient."""
+        return vocabulary(self.kb.language)
+
+    @property
+    def reading(self) -> Reading:
+        return offline.reading(self.kb)
+
+
+Factory = Callable[[Build], Any]
+_REGISTRY: dict[str, dict[str, Factory]] = {}
+
+
+def register(kind: Kind, name: str, factory: Factory) -> None:
+    _REGISTRY.setdefault(kind, {})[name] = factory
+
+
+def names(kind: Kind) -> tuple[str, ...]:
+    return tuple(_REGISTRY.get(kind, {}))
+
+
+def choose(kind: Kind, build: Build) -> str:
+    """The name the run's settings pick for `kind`."""
+    s = build.settings
+    if kind == "citation_check":
+        if s.citation_check == "auto":
+            return "model" if build.grader_chat is not None else "offline"
+        return s.citation_check
+    if kind == "clarifier":
+        return OFF if s.clarify == OFF else "offline"
+    if kind == "grader":
+        return "model" if build.grader_chat is not None else "offline"
+    if kind == "router":
+        return "offline"
+    return "model" if build.chat is not None else "offline"
+
+
+def make(kind: Kind, build: Build, name: str | None = None) -> Any:
+    """The `kind` decision named `name` (default: the settings' choice); None when "off"."""
+    name = name or choose(kind, build)
+    if name == OFF:
+        return None
+    try:
+        factory = _REGISTRY[kind][name]
+    except KeyError:
+        raise ConfigError(f"No {kind} named {name!r}; there are: {', '.join(names(kind))}"
+                          ) from None
+    return factory(build)
+
+
+def _budget(build: Build) -> int:
+    return build.settings.decision_max_tokens
+
+
+def _model(build: Build) -> ChatModel:
+    assert build.chat is not None, "a model decision without a chat model"
+    return build.chat
+
+
+def _grader_model(build: Build) -> ChatModel:
+    assert build.grader_chat is not None, "a model grader without a grader model"
+    return build.grader_chat
+
+
+def _support_check(build: Build, judge: LLMSupportJudge | None) -> CitationCheck:
+    return CitationCheck(offline.support_checker(build.kb), judge, words=build.words)
+
+
+# -- the registrations: kind, name, factory (one line per implementation) ------------------
+
+register("router", "offline", lambda b: offline.router(b.kb, b.words))
+register("planner", "offline", lambda b: offline.planner(b.words, b.reading))
+register("planner", "model", lambda b: LLMPlanner(_model(b), max_tokens=_budget(b)))
+register("grader", "offline", lambda b: offline.grader(b.kb))
+register("grader", "model", lambda b: LLMGrader(_grader_model(b), max_tokens=_budget(b)))
+register("rewriter", "offline", lambda b: offline.rewriter(b.reading))
+register("rewriter", "model", lambda b: LLMRewriter(_model(b), max_tokens=_budget(b)))
+# the model's condenser falls back on the offline one (a bad reply never ends a run)
+register("condenser", "offline", lambda b: offline.condenser(b.kb))
+register("condenser", "model", lambda b: LLMCondenser(
+    _model(b), offline.condenser(b.kb), max_tokens=_budget(b)))
+register("clarifier", "offline", lambda b: offline.clarifier(b.kb, b.words))
+register("answerer", "offline", lambda b: offline.answerer(b.kb, b.settings.strictness))
+register("answerer", "model", lambda b: LLMAnswerer(
+    _model(b), max_tokens=b.settings.loop_max_tokens))
+register("citation_check", "offline", lambda b: _support_check(b, None))
+register("citation_check", "model", lambda b: _support_check(
+    b, LLMSupportJudge(_grader_model(b), max_tokens=_budget(b))))
