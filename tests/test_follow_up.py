@@ -88,7 +88,29 @@ def test_a_follow_up_finds_the_previous_turns_document_and_says_what_it_searched
                                 " last?"
     assert condensed.reason.startswith("searched: the follow-up + turn 1's query")
     assert [c.doc_id for c in second.citations][:1] == ["products/t9.md"]
-    assert "ten seconds" in second.answer
+    # what was typed is answered, not what was searched (the previous question again)
+    assert second.question == "And how do I reset it?"
+    assert "ten seconds" in second.answer and "five years" not in second.answer
+
+
+def test_the_offline_answerer_reads_a_follow_up_with_what_it_searched(small_kb):
+    """The typed words pick the sentence, the carried query says which passages are the
+    conversation's: "Is it waterproof?" alone shares no word with any sentence."""
+    from ragloop.core.decisions import Evidence
+    from ragloop.offline.answerer import ExtractiveAnswerer
+
+    searched = "Is it waterproof? What battery does the T9 sensor use?"
+    evidence = [Evidence(n, h.doc_id, h.section, h.section_title, h.text, 1)
+                for n, h in enumerate(small_kb.search(searched, k=6), 1)]
+    answerer = ExtractiveAnswerer(small_kb.embedder)
+    alone = answerer.answer("Is it waterproof?", [], evidence)
+    assert alone.unanswerable  # without its subject the follow-up is no question of the KB's
+    draft = answerer.answer("Is it waterproof?", [], evidence, context=searched)
+    assert not draft.unanswerable and "IP67" in draft.text and "CR123A" not in draft.text
+    # the subject carried does not make a question the sources do not answer answered
+    other = answerer.answer("Is it certified for hazardous areas?", [], evidence,
+                            context=f"Is it certified for hazardous areas? {searched}")
+    assert other.unanswerable
 
 
 def test_a_topic_switch_does_not_carry_the_old_subject(en_kb):

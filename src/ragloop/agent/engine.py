@@ -195,7 +195,13 @@ class Engine:
             run.condensed = condenser.condense(run.history, ctx.question)
             yield CondenseEvent(typed=ctx.question, standalone=run.condensed.question,
                                 turn_kind=str(run.condensed.kind), reason=run.condensed.reason)
-            ctx.question = run.condensed.question  # what every step searches and answers
+            ctx.searched = run.condensed.question
+            if comps.chat is not None and not run.condensed.fell_back:
+                # the model's condenser wrote a standalone question: it is also what is answered
+                ctx.question = run.condensed.question
+            # offline the condensed text is a search query, not a question: the typed
+            # follow-up stays what is planned and answered (a joined query re-answered the
+            # previous question)
         kb = self._run_kb(run.sources)
         run.route = _route(ctx.question, kb, route)
         yield RouteEvent(route=run.route.route, reason=run.route.reason)

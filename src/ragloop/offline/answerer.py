@@ -84,19 +84,30 @@ class ExtractiveAnswerer:
     def _score(self, question: str, cands: list[tuple[int, str]]) -> list[float]:
         return self._scores(question, cands)[0]
 
-    def _scores(self, question: str, cands: list[tuple[int, str]]
+    def _scores(self, question: str, cands: list[tuple[int, str]], context: str = ""
                 ) -> tuple[list[float], dict[int, float]]:
         """Per candidate, its support score; and, for the candidates embedded, their meaning
-        score (sentence and passage against the question)."""
+        score (sentence and passage against the question).
+
+        A follow-up's `context` (what was searched: the typed words with the previous turn's
+        query) says which passages are about the conversation's subject: its terms beyond
+        the question's count at CONTEXT_SHARE, found in the sentence or its passage, and the
+        passage's meaning is read against it. The sentence's own meaning is read against the
+        question as typed: the typed words pick the sentence ("Is it waterproof?" after a
+        question on the T9's battery: the T9's passages, its water rating)."""
         rd = self.reading
         terms = {stem(t) for t in rd.content_terms(question)}
+        carried = {stem(t) for t in rd.content_terms(context)} - terms if context else set()
         # no separate check that a sentence names the question's codes and names: it cost
         # HotpotQA answers (the answer sentence of a second hop seldom names the question's
         # entities) and helped on no other set (offline/README.md)
         lexical = []
-        for _n, sentence in cands:
+        whole = len(terms) + CONTEXT_SHARE * len(carried)
+        for n, sentence in cands:
             have = {stem(t) for t in term_set(sentence)}
-            lexical.append(len(terms & have) / len(terms) if terms else 0.0)
+            about = carried & (have | {stem(t) for t in term_set(self._passage[n])})
+            lexical.append((len(terms & have) + CONTEXT_SHARE * len(about)) / whole
+                           if whole else 0.0)
         if self.embedder is None or not cands:
             return lexical, {}
         best = sorted((i for i, lex in enumerate(lexical) if lex > 0),
@@ -106,18 +117,21 @@ class ExtractiveAnswerer:
         vecs = np.asarray(self.embedder.embed([question, *[cands[i][1] for i in best]]))
         own = dict(zip(best, (float(c) for c in vecs[1:] @ vecs[0]), strict=True))
         passages = list(dict.fromkeys(cands[i][0] for i in best))[:PASSAGES_EMBEDDED]
+        subject = np.asarray(self.embedder.embed([context]))[0] if carried else vecs[0]
         around = dict(zip(passages, (float(c) for c in np.asarray(self.embedder.embed(
-            [self._passage[n] for n in passages])) @ vecs[0]), strict=True))
+            [self._passage[n] for n in passages])) @ subject), strict=True))
         cos = {i: SENTENCE_SHARE * c + (1 - SENTENCE_SHARE) * around.get(cands[i][0], c)
                for i, c in own.items()}
         return [0.6 * lex + 0.4 * cos.get(i, 0.0) for i, lex in enumerate(lexical)], cos
 
-    def write(self, question: str, sub_questions: list[str], evidence: list[Evidence]
-              ) -> Writing:
+    def write(self, question: str, sub_questions: list[str], evidence: list[Evidence],
+              context: str = "") -> Writing:
         """The answer, chosen whole, then streamed a sentence at a time."""
-        return (yield from in_pieces(self.answer(question, sub_questions, evidence)))
+        return (yield from in_pieces(self.answer(question, sub_questions, evidence, context)))
 
-    def answer(self, question: str, sub_questions: list[str], evidence: list[Evidence]) -> Draft:
+    def answer(self, question: str, sub_questions: list[str], evidence: list[Evidence],
+               context: str = "") -> Draft:
+        """`context`: a follow-up's search query (core.decisions.Answerer; `_scores`)."""
         rd = self.reading
         parts = sub_questions or [question]
         cands = self._candidates(evidence)
@@ -137,7 +151,7 @@ class ExtractiveAnswerer:
                 # evidence mentions: the nearest sentences would answer another question
                 missing.append(f"{part.rstrip('?. ')} (no source mentions {', '.join(absent)})")
                 continue
-            support, meaning = self._scores(part, cands) if cands else ([], {})
+            support, meaning = self._scores(part, cands, context) if cands else ([], {})
             # the question asks what a section it names says ("under section 4.3 of the
             # Information Security Policy, …"): that section's best sentences answer it, even
             # when they share no words with the question ("a stronger pound" for "a
