@@ -78,6 +78,9 @@ def test_a_follow_up_finds_the_previous_turns_document_and_says_what_it_searched
     first = chat.ask("How long does the T9 sensor's battery last?")
     assert {c.doc_id for c in first.citations} == {"products/t9.md"}
     assert chat.turns[0].cited_docs == ("products/t9.md",)  # a fact of the stored run
+    # the sections and evidence numbers it cited too, as the run recorded them
+    assert chat.turns[0].cited_sections == tuple((c.doc_id, c.section) for c in first.citations)
+    assert chat.turns[0].cited_evidence == tuple(dict.fromkeys(c.n for c in first.citations))
 
     seen: list = []
     second = chat.ask("And how do I reset it?", on_event=seen.append)
@@ -113,15 +116,17 @@ def test_the_offline_answerer_reads_a_follow_up_with_what_it_searched(small_kb):
     assert other.unanswerable
 
 
-def test_a_topic_switch_does_not_carry_the_old_subject(en_kb):
+def test_a_topic_switch_finds_and_answers_from_its_own_documents(en_kb):
+    """No switch rule: the question as typed is one of the fused searches, so a switch's own
+    document leads, and the answer cites only it."""
     history = [Turn("How long does the T9 sensor's battery last?",
                     cited_docs=("products/t9.md",))]
-    c = RetrievalCondenser(en_kb).condense(history, "Who is the Chief Financial Officer of"
-                                                    " Northwind Labs?")
-    assert c.kind is TurnKind.NEW_TOPIC
-    assert c.question == "Who is the Chief Financial Officer of Northwind Labs?"
-    r = Engine(en_kb).ask(c.question, history=history)
-    assert r.standalone == r.question and "T9" not in r.standalone
+    switch = "Who is the Chief Financial Officer of Northwind Labs?"
+    c = RetrievalCondenser(en_kb).condense(history, switch)
+    assert c.queries == (f"{switch} How long does the T9 sensor's battery last?", switch)
+    assert c.prior == ("products/t9.md",) and "fused" in c.reason
+    r = Engine(en_kb).ask(switch, history=history)
+    assert r.question == switch and "Dana Reyes" in r.answer
     assert [d.doc_id for d in r.citations] == ["org/leadership.md"]
 
 
@@ -154,9 +159,7 @@ def test_italian_and_chinese_follow_ups_work_the_same_way(tmp_path, docs, langua
         s = condenser.condense(history, switch)
         # the switch's own document is found whether or not it was called a new topic (the
         # Chinese one is not: the previous query's exact match leads the joined search)
-        assert own in ranked_documents(kb, s.question)[:2]
-        if s.kind is TurnKind.NEW_TOPIC:
-            assert s.question == switch
+        assert own in ranked_documents(kb, s.question)[:2] and switch in s.searches
 
 
 def test_a_chat_clients_history_is_read_as_the_runs_that_wrote_its_answers(en_kb):
@@ -172,4 +175,21 @@ def test_a_chat_clients_history_is_read_as_the_runs_that_wrote_its_answers(en_kb
     question, turns = conversation(messages, engine.runs.answered)
     assert question == "And how do I reset it?"
     assert turns[0].run_id == run.run_id and turns[0].cited_docs == ("products/t9.md",)
+    assert turns[0].cited_sections == tuple((c.doc_id, c.section) for c in run.citations)
     assert turns[1] == Turn(question="Who wrote this?", answer="Some text no run wrote.")
+
+
+def test_fused_pages_keep_each_chunk_once_and_the_prior_lifts_its_documents():
+    from ragloop.core.types import Hit
+    from ragloop.retrieval.fusion import fused_pages
+
+    def hit(cid, doc):
+        return Hit(cid, doc, "1", "", "")
+
+    typed = [hit(1, "a.md"), hit(2, "b.md")]
+    joined = [hit(3, "c.md"), hit(1, "a.md")]
+    assert [h.chunk_id for h in fused_pages([typed, joined])] == [1, 3]  # in both: first
+    assert [h.chunk_id for h in fused_pages([typed, joined], prior=("b.md",))][:1] == [1]
+    pages = [[hit(3, "c.md"), hit(2, "b.md")], [hit(4, "d.md"), hit(2, "b.md")]]
+    assert [h.chunk_id for h in fused_pages(pages)] == [2, 3]  # found twice leads
+    assert [h.chunk_id for h in fused_pages(pages, prior=("d.md",))] == [4, 2]

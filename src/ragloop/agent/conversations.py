@@ -2,7 +2,8 @@
 its next turn, and the handle `Engine.conversation()` returns.
 
 A turn's history holds facts of each earlier turn, read from its stored run: what it searched
-(its standalone query), its answer, the documents it cited, and its status (a turn that ended
+(its standalone query), its answer, the documents and sections it cited and the evidence
+numbers its answer cited, and its status (a turn that ended
 needs_input asked back: the next turn may be the user's choice). Never its evidence as
 evidence: a later turn searches and grades again, so nothing an earlier turn found is cited
 unless this turn's grader kept it."""
@@ -56,9 +57,13 @@ def cited_documents(citations: Sequence[dict[str, Any]]) -> tuple[str, ...]:
 
 def turn_of(r: RunRecord) -> Turn:
     """A stored run as a turn of history."""
+    cites = [c for c in r["citations"] if c.get("doc_id")]
     return Turn(question=r["question"], standalone=r["standalone"] or "",
-                answer=r["answer"] or "", cited_docs=cited_documents(r["citations"]),
-                run_id=r["run_id"], status=str(r["status"]))
+                answer=r["answer"] or "", cited_docs=cited_documents(cites),
+                run_id=r["run_id"], status=str(r["status"]),
+                cited_sections=tuple(dict.fromkeys((str(c["doc_id"]), str(c.get("section", "")))
+                                                   for c in cites)),
+                cited_evidence=tuple(dict.fromkeys(int(c["n"]) for c in cites if "n" in c)))
 
 
 def turns_of(records: Sequence[RunRecord], store: Store | None = None) -> list[Turn]:

@@ -195,7 +195,8 @@ class Engine:
             run.condensed = condenser.condense(run.history, ctx.question)
             yield CondenseEvent(typed=ctx.question, standalone=run.condensed.question,
                                 turn_kind=str(run.condensed.kind), reason=run.condensed.reason)
-            ctx.searched = run.condensed.question
+            ctx.searched, *also = run.condensed.searches
+            ctx.also, ctx.prior = tuple(also), run.condensed.prior
             if comps.chat is not None and not run.condensed.fell_back:
                 # the model's condenser wrote a standalone question: it is also what is answered
                 ctx.question = run.condensed.question

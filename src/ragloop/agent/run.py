@@ -133,6 +133,10 @@ class RunContext:
         # what the first search searches: the typed question, or the offline condenser's
         # query for a follow-up (the typed follow-up + the previous turn's query, issue 40)
         self.searched = question
+        # a follow-up searched several ways and fused (offline/follow_up.py): the queries, the
+        # first of them `searched`, and the documents ranked as a prior; () when one search
+        self.also: tuple[str, ...] = ()
+        self.prior: tuple[str, ...] = ()
         self.max_steps = max_steps
         self.step = 0
         self.seq = 0

@@ -42,6 +42,7 @@ from ragloop.core.events import (
 from ragloop.core.types import Hit, RunStatus
 from ragloop.language.text import ENGLISH_READING, Reading
 from ragloop.language.vocabulary import ENGLISH_WORDS
+from ragloop.retrieval.fusion import fused_pages
 
 # Single-shot searches this many chunks per document it may read (documents span chunks).
 SINGLE_DEPTH_PER_DOC = 3
@@ -148,6 +149,9 @@ class RunTemplate:
         ctx.step += 1
         try:
             page = self.first_search.search(ctx.searched)
+            if ctx.also or ctx.prior:  # a follow-up's searches, fused (offline/follow_up.py)
+                page = fused_pages([page, *(self.first_search.search(q) for q in ctx.also)],
+                             ctx.prior)
         except CONTINUES as exc:  # no words to search for ("?!", an emoji): nothing found
             yield ToolCallEvent(tool=SEARCH, query=ctx.searched, error=str(exc))
             ctx.first = FirstSearch(ctx.searched, against, [], Grade([], [], False), str(exc))

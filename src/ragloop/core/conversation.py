@@ -30,6 +30,10 @@ class Turn:
     # the run's status: "needs_input" when it ended with a clarifying question (`answer`),
     # which the next turn answers with one of its options (`narrowed`)
     status: str = ""
+    # the sections it cited, as (doc_id, section), in order, and the evidence numbers its
+    # answer cited ([n]): the run's own facts, never re-read from the answer's text
+    cited_sections: tuple[tuple[str, str], ...] = ()
+    cited_evidence: tuple[int, ...] = ()
 
     @property
     def searched(self) -> str:
@@ -42,6 +46,8 @@ class Turn:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["cited_docs"] = list(self.cited_docs)
+        d["cited_sections"] = [list(x) for x in self.cited_sections]
+        d["cited_evidence"] = list(self.cited_evidence)
         return d
 
 
@@ -57,9 +63,20 @@ class Condensed:
     # a model's decision was unreadable and the offline rule's stands in (the reason says so
     # in words; this is what a benchmark or a check counts)
     fell_back: bool = False
+    # several queries searched and fused (offline/follow_up.py), `question` the first shown;
+    # () when `question` alone is searched. `prior`: documents whose chunks the fusion
+    # ranks as one more list (the previous turn's cited documents, best first)
+    queries: tuple[str, ...] = ()
+    prior: tuple[str, ...] = ()
+
+    @property
+    def searches(self) -> tuple[str, ...]:
+        return self.queries or (self.question,)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d["queries"], d["prior"] = list(self.queries), list(self.prior)
+        return d
 
 
 @dataclass(frozen=True)
