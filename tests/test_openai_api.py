@@ -153,6 +153,8 @@ def test_a_two_turn_conversation_streamed_and_not(sdk) -> None:
     reasoning = second.choices[0].message.model_extra["reasoning_content"]
     searched = reasoning.splitlines()[0]
     assert searched.startswith("Follow-up, searched as") and "T9" in searched, reasoning
+    # the queries themselves: the follow-up with the previous one, and as typed, fused
+    assert searched.endswith(f'"{FOLLOW_UP}", fused'), searched
     content = second.choices[0].message.content or ""
     assert "IP67" in content, content
     cited = {(c["doc_id"], c["section"])

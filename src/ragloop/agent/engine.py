@@ -194,7 +194,8 @@ class Engine:
             run.decisions.append(condenser)
             run.condensed = condenser.condense(run.history, ctx.question)
             yield CondenseEvent(typed=ctx.question, standalone=run.condensed.question,
-                                turn_kind=str(run.condensed.kind), reason=run.condensed.reason)
+                                turn_kind=str(run.condensed.kind), reason=run.condensed.reason,
+                                queries=list(run.condensed.queries))
             ctx.searched, *also = run.condensed.searches
             ctx.also, ctx.prior = tuple(also), run.condensed.prior
             if comps.chat is not None and not run.condensed.fell_back:

@@ -297,7 +297,10 @@ def step_line(event: Event) -> str | None:
     error. Grades (their counts are on the search line), placements and the answer give none."""
     match event:
         case CondenseEvent(turn_kind=TurnKind.FOLLOW_UP):
-            return f"Follow-up, searched as \"{_short(event.standalone)}\""
+            # the queries themselves, as searched (several: their rankings fused)
+            queries = event.queries or [event.standalone]
+            return "Follow-up, searched as " + " and ".join(
+                f"\"{_short(q)}\"" for q in queries) + (", fused" if len(queries) > 1 else "")
         case CondenseEvent(turn_kind=TurnKind.NEW_TOPIC):
             return "New topic: the earlier turns set aside"
         case RouteEvent():
