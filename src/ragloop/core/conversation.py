@@ -108,7 +108,7 @@ _QUESTION_END = "?!.。？！ "
 def narrowed(pending: str, choice: str) -> str:
     """The question a turn that asked back (`pending`) becomes once the user chose a reading:
     the choice added as the question's subject ("What is the battery life (S200)?"). A choice
-    the question already holds leaves it as it is. Shared by the offline condense rule and a
+    the question already holds leaves it as it is. Shared by the offline follow-up and a
     model's condense step, so both search the same narrowed question."""
     choice = " ".join(choice.split()).strip(_QUESTION_END)
     question = " ".join(pending.split())
