@@ -71,6 +71,7 @@ from ragloop.llm.base import ChatModel, ChatResponse, ChatStream, Message
 from ragloop.offline.clarify import clarify
 from ragloop.offline.follow_up import RetrievalCondenser
 from ragloop.offline.grader import LocalGrader
+from ragloop.retrieval.fusion import fused_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 CONVERSATIONS = ROOT / "examples" / "evals" / "conversations.jsonl"
@@ -199,6 +200,9 @@ def run_conversations(kb: KnowledgeBase, conversations: list[Conversation], show
                 queries["model"] = (model.condense(model_history, t.q, conv.split, t.type,
                                                    c.kind) if model_history else t.q)
             hits = {way: kb.search(q, SEARCH_K) for way, q in queries.items()}
+            if c.queries or c.prior:  # the offline follow-up's searches, fused as the engine's
+                hits["history"] = fused_pages([kb.search(q, SEARCH_K) for q in c.searches],
+                                              c.prior)
             if t.gold_docs:  # unanswerable turns: no gold, not scored here
                 records += [{"path": "search", "split": conv.split, "type": t.type,
                              "conversation": conv.id, "turn": i, "way": way,
