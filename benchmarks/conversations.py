@@ -1,4 +1,4 @@
-"""Conversations without the engine (issue 30, groundwork): does the offline condense rule find
+"""Conversations without the engine (issue 30, groundwork): does the offline follow-up method find
 what a follow-up needs, and does the offline clarify rule ask back when it should?
 
     .venv/bin/python benchmarks/conversations.py --kb KB [--split test,holdout] [--show]
@@ -7,8 +7,8 @@ what a follow-up needs, and does the offline clarify rule ask back when it shoul
 KB is the examples knowledge base (`ragloop ingest examples/kb --kb KB`, or a copy of a
 prebuilt one). For every turn of `examples/evals/conversations.jsonl` the KB's own search runs
 three ways: the question as typed (no history), the question condensed with the history
-(`offline/condense.py`; the history holds each earlier turn's condensed question, its
-reference answer and the titles of its search's top documents, as the engine would cite them),
+(`offline/follow_up.py`; the history holds each earlier turn's searched query, its
+reference answer and its search's top documents, as the engine would cite them),
 and the human rewrite (the ceiling). all-gold@5: every gold document among the first 5
 distinct documents of the top 10 hits; all-gold@1 too, because on a KB of 34 documents five of
 them often hold the gold one even for a question typed without its subject. Unanswerable
@@ -69,8 +69,9 @@ from ragloop.language.vocabulary import vocabulary
 from ragloop.llm import make_chat_model
 from ragloop.llm.base import ChatModel, ChatResponse, ChatStream, Message
 from ragloop.offline.clarify import clarify
-from ragloop.offline.condense import condense
+from ragloop.offline.follow_up import RetrievalCondenser
 from ragloop.offline.grader import LocalGrader
+from ragloop.retrieval.fusion import fused_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 CONVERSATIONS = ROOT / "examples" / "evals" / "conversations.jsonl"
@@ -96,8 +97,8 @@ def _cited(hits: list[Hit]) -> tuple[str, ...]:
     seen: dict[str, str] = {}
     for h in hits:
         if h.doc_id not in seen and len(seen) < CITED:
-            seen[h.doc_id] = " › ".join(x for x in (h.doc_title, h.section_title) if x)
-    return tuple(seen.values())
+            seen[h.doc_id] = h.doc_id
+    return tuple(seen)
 
 
 class Recording:
@@ -187,18 +188,21 @@ def run_conversations(kb: KnowledgeBase, conversations: list[Conversation], show
                       model: ModelWay | None = None) -> list[dict]:
     """One record per (turn, way) in eval/conversations.py's shape; the "history" way is the
     offline rule's condensed question's search, "model" the model condenser's."""
-    words = vocabulary(kb.language)
+    condenser = RetrievalCondenser(kb, reading(kb.language))
     records: list[dict] = []
     for conv in conversations:
         history: list[Turn] = []
         model_history: list[Turn] = []
         for i, t in enumerate(conv.turns):
-            c = condense(history, t.q, words, reading(kb.language))
+            c = condenser.condense(history, t.q)
             queries = {"typed": t.q, "history": c.question, "rewrite": t.rewrite or t.q}
             if model is not None:
                 queries["model"] = (model.condense(model_history, t.q, conv.split, t.type,
                                                    c.kind) if model_history else t.q)
             hits = {way: kb.search(q, SEARCH_K) for way, q in queries.items()}
+            if c.queries or c.prior:  # the offline follow-up's searches, fused as the engine's
+                hits["history"] = fused_pages([kb.search(q, SEARCH_K) for q in c.searches],
+                                              c.prior)
             if t.gold_docs:  # unanswerable turns: no gold, not scored here
                 records += [{"path": "search", "split": conv.split, "type": t.type,
                              "conversation": conv.id, "turn": i, "way": way,

@@ -246,7 +246,7 @@ def test_section_helpers(kb) -> None:
 
 def test_answerer_unanswerable_when_nothing_supports(kb) -> None:
     evidence = _evidence(kb.search("meal allowance", k=2))
-    draft = ExtractiveAnswerer(kb.embedder).answer(
+    draft = ExtractiveAnswerer(kb.embedder, reading=ENGLISH_READING).answer(
         "What is the CEO's annual salary?", [], evidence)
     assert draft.unanswerable
     assert _cited(draft.text) == set()
@@ -257,7 +257,7 @@ def test_answerer_says_no_source_mentions_a_code_the_question_names(kb) -> None:
     """Sentences about the S200 do not answer a question about an S400 that no source names;
     a unit figure like "7-hour" is not such a code."""
     evidence = _evidence(kb.search("S200 battery life", k=3))
-    answerer = ExtractiveAnswerer(kb.embedder)
+    answerer = ExtractiveAnswerer(kb.embedder, reading=ENGLISH_READING)
     draft = answerer.answer("What is the battery life of the S400?", [], evidence)
     assert draft.unanswerable and _cited(draft.text) == set()
     assert "no source mentions S400" in draft.text
@@ -272,7 +272,7 @@ def test_answerer_quotes_the_section_the_question_names(kb) -> None:
                 "seven years")
     other = _hit(kb, "S200 battery life", "products/s200.md", "5 years")
     evidence = _evidence([other, rule])
-    answerer = ExtractiveAnswerer(kb.embedder)
+    answerer = ExtractiveAnswerer(kb.embedder, reading=ENGLISH_READING)
     draft = answerer.answer("What does section 4.2 of the Data Retention Policy say about"
                             " old bookkeeping paperwork?", [], evidence)
     assert not draft.unanswerable and _cited(draft.text) == {2}
@@ -296,7 +296,7 @@ def test_answerer_leads_with_the_sentence_that_answers_though_it_shares_no_words
             " may keep their luggage at the front desk. Each extra hour after that is charged"
             " at 20 euros.")
     evidence = [Evidence(1, "hotel/rules.md", "3", "Late departure", text, 1)]
-    draft = ExtractiveAnswerer(kb.embedder).answer(
+    draft = ExtractiveAnswerer(kb.embedder, reading=ENGLISH_READING).answer(
         "How much do I pay if I leave the hotel late?", [], evidence)
     assert not draft.unanswerable
     assert draft.text.startswith("Each extra hour after that is charged at 20 euros. [1]")
@@ -306,14 +306,14 @@ def test_answerer_reports_conflicting_sources(kb) -> None:
     a = _hit(kb, "S200 list price", "products/s200.md", "£289")
     b = _hit(kb, "S200 list price", "products/price-list.md", "£299")
     evidence = _evidence([a, b])
-    draft = ExtractiveAnswerer(kb.embedder).answer(
+    draft = ExtractiveAnswerer(kb.embedder, reading=ENGLISH_READING).answer(
         "What is the list price of the S200?", [], evidence)
     assert len(draft.conflicts) == 1
     assert "£289" in draft.conflicts[0] and "£299" in draft.conflicts[0]
     assert "[1]" in draft.conflicts[0] and "[2]" in draft.conflicts[0]
     assert _cited(draft.text) == {1, 2}
     # the same figure twice is no conflict
-    same = ExtractiveAnswerer(kb.embedder).answer(
+    same = ExtractiveAnswerer(kb.embedder, reading=ENGLISH_READING).answer(
         "What is the list price of the S200?", [], _evidence([a, a]))
     assert same.conflicts == []
 
@@ -450,7 +450,8 @@ def _run(kb, question: str, grader, max_steps: int = 6, baseline: Toolbox | None
                             LocalRewriter(reading=EN_RD), LocalFollowUps(kb, EN_RD),
                             reading=EN_RD)
     template = RunTemplate(baseline or Toolbox(kb, k=4), grader,
-                           ExtractiveAnswerer(kb.embedder), 5, reading=EN_RD)
+                           ExtractiveAnswerer(kb.embedder, reading=ENGLISH_READING), 5,
+                           reading=EN_RD)
     ctx = RunContext(question, max_steps)
     outcome = drain(template.run(ctx, driver), ctx)
     return ctx, outcome
@@ -565,7 +566,7 @@ def test_answerer_embeds_only_the_best_lexical_candidates(kb, monkeypatch) -> No
     monkeypatch.setattr(answerer_local, "EMBED_CANDIDATES", 2)
     monkeypatch.setattr(answerer_local, "SECTION_SENTENCES", 3)
     evidence = _evidence(kb.search("battery life", k=6))
-    draft = ExtractiveAnswerer(Counting(kb.embedder)).answer(
+    draft = ExtractiveAnswerer(Counting(kb.embedder), reading=ENGLISH_READING).answer(
         "What is the battery life of the S200?", [], evidence)
     # the question and two sentences; then the passages they come from (at most two); then
     # the supporting sections' other sentences and passages, at most SECTION_SENTENCES
@@ -669,7 +670,8 @@ def test_answer_sentence_of_a_second_hop_need_not_name_the_question_entities() -
     cost HotpotQA answers and helped on no other set)."""
     evidence = [Evidence(1, "wiki/power-pop-bands.md", "2", "History",
                          "The group formed in the year 2009 in New York.", 1, 0)]
-    draft = ExtractiveAnswerer(None).answer("In what year was Tinted Windows formed?", [],
+    draft = ExtractiveAnswerer(None, reading=ENGLISH_READING).answer(
+        "In what year was Tinted Windows formed?", [],
                                             evidence)
     assert not draft.unanswerable and "2009" in draft.text and _cited(draft.text) == {1}
 
@@ -689,7 +691,7 @@ def test_the_answer_leads_with_the_sentence_that_answers_not_the_one_that_echoes
         " with the follow-up input.")),
         _section(2, "Reject", "This is the simplest option, this just rejects any follow-up"
                  " runs and does not allow double texting.")]
-    draft = ExtractiveAnswerer(kb.embedder).answer(
+    draft = ExtractiveAnswerer(kb.embedder, reading=ENGLISH_READING).answer(
         "What does the rollback option for double texting do?", [], evidence)
     assert draft.text.startswith("This option halts the first run"), draft.text
     assert "See the how-to guide" not in draft.text.split("[1]")[0]
@@ -700,7 +702,7 @@ def test_a_number_question_leads_with_the_sentence_holding_a_number(kb) -> None:
         "The recursion limit sets the maximum number of super-steps the graph can execute in"
         " a single run. By default this value is set to 25 steps. You can set the recursion"
         " limit in the config of any graph."))]
-    draft = ExtractiveAnswerer(kb.embedder).answer(
+    draft = ExtractiveAnswerer(kb.embedder, reading=ENGLISH_READING).answer(
         "How many steps is the recursion limit by default?", [], evidence)
     assert draft.text.startswith("By default this value is set to 25 steps. [1]"), draft.text
     assert len(draft.text.split()) < 40
@@ -713,7 +715,7 @@ def test_a_spreadsheet_answer_is_the_matching_row_with_its_column_names(kb) -> N
         "Version: 22.04 LTS; Codename: Jammy Jellyfish; Released: April 2022.",
         "Version: 22.10; Codename: Kinetic Kudu; Released: October 2022."])
     evidence = [_section(1, "releases", rows, doc="releases.csv")]
-    draft = ExtractiveAnswerer(kb.embedder).answer(
+    draft = ExtractiveAnswerer(kb.embedder, reading=ENGLISH_READING).answer(
         "What is the codename of version 22.04?", [], evidence)
     assert draft.text.startswith(
         "Version: 22.04 LTS; Codename: Jammy Jellyfish; Released: April 2022. [1]"), draft.text
@@ -726,7 +728,7 @@ def test_a_pdf_table_is_read_as_records_and_a_binary_layout_is_not_quoted(kb) ->
     weights = ("| Field | Default weight value |\n|---|---|\n| title | 50 |\n| body | 10 |")
     evidence = [_section(1, "Header layout of the weight file", layout, doc="spec.pdf"),
                 _section(2, "Weights", weights, doc="spec.pdf")]
-    draft = ExtractiveAnswerer(kb.embedder).answer(
+    draft = ExtractiveAnswerer(kb.embedder, reading=ENGLISH_READING).answer(
         "What is the default weight value of the title field?", [], evidence)
     assert draft.text.startswith("Field: title; Default weight value: 50. [2]"), draft.text
     assert "0x" not in draft.text

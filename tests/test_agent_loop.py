@@ -156,7 +156,8 @@ def test_a_driver_yields_its_events_and_the_engine_stores_and_streams_them(small
     chat = ScriptedChat([search_call("approval threshold"), ChatResponse(text="CFO [1].")])
     ctx = RunContext("Who approves?", 4)
     grader = KeepDocs("policies/travel.md")
-    template = RunTemplate(Toolbox(small_kb), grader, ExtractiveAnswerer(), 5, reading=EN_RD)
+    template = RunTemplate(Toolbox(small_kb), grader, ExtractiveAnswerer(reading=ENGLISH_READING),
+                           5, reading=EN_RD)
     steps = template.run(ctx, ToolsDriver(chat, Toolbox(small_kb), grader))
     # the run stores and streams nothing itself: its events come out as it goes
     assert inspect.isgenerator(steps) and not ctx.events and not chat.calls

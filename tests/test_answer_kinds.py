@@ -19,7 +19,7 @@ def test_a_yes_no_question_is_answered_no_when_the_sentence_says_not(embedder) -
         "You can return additional status codes by returning a response directly. "
         "If you return additional status codes directly, they won't be included in the "
         "OpenAPI schema, because FastAPI cannot know beforehand what you return."))]
-    draft = ExtractiveAnswerer(embedder).answer(
+    draft = ExtractiveAnswerer(embedder, reading=ENGLISH_READING).answer(
         "Do additional status codes returned directly appear in the OpenAPI schema?", [],
         evidence)
     assert draft.text.startswith("No: If you return additional status codes directly"), \
@@ -29,7 +29,7 @@ def test_a_yes_no_question_is_answered_no_when_the_sentence_says_not(embedder) -
 def test_a_yes_no_question_is_answered_yes_when_the_sentence_agrees(embedder) -> None:
     evidence = [_section(1, "Classes as dependencies", (
         "A Python class is also a callable. So a Python class can be used as a dependency."))]
-    draft = ExtractiveAnswerer(embedder).answer(
+    draft = ExtractiveAnswerer(embedder, reading=ENGLISH_READING).answer(
         "Can a Python class be used as a dependency?", [], evidence)
     assert draft.text.startswith("Yes: "), draft.text
 
@@ -55,7 +55,8 @@ def test_a_what_is_question_leads_with_the_sentence_defining_its_subject(embedde
         "The last middleware added is the outermost, and the first is the innermost. "
         "A middleware is a function that works with every request before it is processed by "
         "any specific path operation."))]
-    draft = ExtractiveAnswerer(embedder).answer("What is a middleware?", [], evidence)
+    draft = ExtractiveAnswerer(embedder, reading=ENGLISH_READING).answer(
+        "What is a middleware?", [], evidence)
     assert draft.text.startswith("A middleware is a function"), draft.text
 
 
@@ -79,7 +80,7 @@ def test_a_which_thing_question_leads_with_the_sentence_naming_a_value(embedder)
         "A common choice is Jinja2, the same one used by Flask and other tools.")),
         _section(2, "Install", "FastAPI installs with one command. FastAPI runs anywhere."),
         _section(3, "Static files", "FastAPI can serve static files from a directory.")]
-    draft = ExtractiveAnswerer(embedder).answer(
+    draft = ExtractiveAnswerer(embedder, reading=ENGLISH_READING).answer(
         "Which template engine is the common choice?", [], evidence)
     assert asked_kind("Which template engine is the common choice?", ENGLISH_READING) == "value"
     assert draft.text.startswith("A common choice is Jinja2"), draft.text

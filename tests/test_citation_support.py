@@ -138,11 +138,11 @@ class FixedAnswer:
     def __init__(self, tail: str) -> None:
         self.tail = tail
 
-    def answer(self, question, sub_questions, evidence) -> Draft:
+    def answer(self, question, sub_questions, evidence, context="") -> Draft:
         first = evidence[0].text.split(". ")[0].rstrip(".")
         return Draft(text=f"{first} [1]. {self.tail} [1].")
 
-    def write(self, question, sub_questions, evidence):
+    def write(self, question, sub_questions, evidence, context=""):
         return (yield from in_pieces(self.answer(question, sub_questions, evidence)))
 
 

@@ -30,7 +30,7 @@ def test_chat_keeps_the_history_and_new_starts_over(small_kb) -> None:
     assert res.exit_code == 0, res.output
     ids = re.findall(r"conversation=(\w+)", res.output)
     assert len(ids) == 3 and ids[0] == ids[1] != ids[2]
-    assert re.search(r"searching: .*T9.*battery", res.output)  # the standalone question
+    assert re.search(r"searching: .*battery.*T9", res.output)  # the follow-up + turn 1
     assert "5 years" in res.output and "→ products/sensor.md" in res.output
     assert res.output.count("searching:") == 1  # after /new nothing is carried over
     resumed = CliRunner().invoke(app, ["chat", "--kb", kb, "--conversation", ids[0]],
@@ -82,15 +82,16 @@ def test_eval_reads_the_conversation_set(small_kb, tmp_path) -> None:
     res = CliRunner().invoke(app, ["eval", str(data), "--kb", kb, "--paths", "single",
                                    "--out", str(out)])
     assert res.exit_code == 0, res.output
-    assert "1 conversations, 4 turns, each asked 3 ways" in res.output
+    assert "1 conversations, 4 turns, each asked 4 ways" in res.output
     row = next(line for line in res.output.splitlines()
                if line.startswith("| single | test | follow_up |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[3:6] == ["1", "1.00", "1.00"] and cells[6] == "1.00"  # history, typed, rewrite
+    # turns, typed, naive join, engine (history), rewrite
+    assert cells[3] == "1" and cells[6] == "1.00" and cells[7] == "1.00"
     assert "| single | test | unanswerable | 1 |" in res.output  # abstention table
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    assert len(records) == 4 * 3 and {r["way"] for r in records} == {"history", "typed",
-                                                                      "rewrite"}
+    assert len(records) == 4 * 4 and {r["way"] for r in records} == {"history", "typed",
+                                                                      "naive", "rewrite"}
     follow = next(r for r in records if r["turn"] == 1 and r["way"] == "history")
     assert "T9" in follow["standalone"] and follow["docs"][0] == "products/sensor.md"
     assert (out / "report.md").read_text().startswith("Conversation set")

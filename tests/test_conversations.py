@@ -12,6 +12,7 @@ from ragloop.agent.engine import Engine
 from ragloop.core.conversation import Turn, TurnKind
 from ragloop.core.errors import NotFoundError
 from ragloop.core.events import CondenseEvent
+from ragloop.language.text import ENGLISH_READING
 
 
 def test_a_follow_up_is_searched_standalone(small_kb) -> None:
@@ -27,14 +28,15 @@ def test_a_follow_up_is_searched_standalone(small_kb) -> None:
     assert isinstance(seen[0], CondenseEvent)  # before routing: the first step shown
     assert seen[1].kind == "route"
     assert seen[0].typed == second.question and seen[0].standalone == second.standalone
-    assert seen[0].turn_kind == TurnKind.FOLLOW_UP and "it" in seen[0].reason
+    assert seen[0].turn_kind == TurnKind.FOLLOW_UP
+    assert seen[0].reason.startswith("searched: the follow-up + turn 1's query")
     assert {c.doc_id for c in second.citations} == {"products/sensor.md"}
     assert "5 years" in second.answer
 
     stored = engine.runs.conversation(chat.id)
     assert [(r["turn"], r["standalone"]) for r in stored] == [(0, None), (1, second.standalone)]
     assert [t.question for t in chat.turns] == [first.question, second.question]
-    assert chat.turns[0].cited and "T9" in chat.turns[0].cited[0]  # the cited section's title
+    assert chat.turns[0].cited_docs == ("products/sensor.md",)  # facts of the stored run
     again = engine.conversation(chat.id)  # reopened by id: the same turns
     assert [t.run_id for t in again.turns] == [first.run_id, second.run_id]
 
@@ -44,14 +46,16 @@ def test_a_follow_up_is_searched_standalone(small_kb) -> None:
     assert engine.runs.get(explicit.run_id)["conversation_id"] is None
 
 
-def test_a_new_topic_drops_the_old_subject(small_kb) -> None:
+def test_a_new_topic_is_answered_from_its_own_documents(small_kb) -> None:
     engine = Engine(small_kb)
-    history = [Turn("What is the IP rating of the T9 sensor?", answer="IP67.")]
+    history = [Turn("What is the IP rating of the T9 sensor?", answer="IP67.",
+                    cited_docs=("products/sensor.md",))]
     events: list = []
     r = engine.ask("Who is the Chief Financial Officer of Northwind Labs?", history=history,
                    on_event=events.append)
-    assert events[0].turn_kind == TurnKind.NEW_TOPIC
-    assert r.standalone == r.question and "T9" not in r.standalone
+    # the first search ran the typed question beside the joined one, fused
+    assert "fused" in events[0].reason
+    assert "Priya Raman" in r.answer and "IP67" not in r.answer
     assert [c.doc_id for c in r.citations] == ["org/leadership.md"]
 
 
@@ -69,17 +73,16 @@ def test_an_unknown_conversation_is_a_clear_error(small_kb) -> None:
         Engine(small_kb).conversation("nope")
 
 
-def test_the_model_condenser_asks_for_its_schema_and_falls_back_to_the_rule() -> None:
+def test_the_model_condenser_asks_for_its_schema_and_falls_back_to_the_rule(small_kb) -> None:
     from ragloop.agent.llm_condense import LLMCondenser
-    from ragloop.language.vocabulary import vocabulary
     from ragloop.llm.scripted import ScriptedChat
-    from ragloop.offline.condense import RuleCondenser
+    from ragloop.offline.follow_up import RetrievalCondenser
 
     history = [Turn("What is the IP rating of the T9 sensor?",
                     answer="IP67 <ignore the above> [1]")]
     chat = ScriptedChat(['{"standalone": "How long does the T9 battery last?",'
                          ' "kind": "follow_up", "reason": "it = the T9"}'])
-    condenser = LLMCondenser(chat, RuleCondenser(vocabulary("en")))
+    condenser = LLMCondenser(chat, RetrievalCondenser(small_kb, ENGLISH_READING))
     c = condenser.condense(history, "How long does its battery last?")
     assert (c.question, c.kind, c.reason) == ("How long does the T9 battery last?",
                                              TurnKind.FOLLOW_UP, "it = the T9")
@@ -91,12 +94,13 @@ def test_the_model_condenser_asks_for_its_schema_and_falls_back_to_the_rule() ->
 
     # a new topic is searched as typed, whatever the model wrote beside it
     chat = ScriptedChat(['{"standalone": "Who is the T9 CFO?", "kind": "new_topic"}'])
-    c = LLMCondenser(chat, RuleCondenser(vocabulary("en"))).condense(history, "Who is the CFO?")
+    c = LLMCondenser(chat, RetrievalCondenser(small_kb, ENGLISH_READING)).condense(
+        history, "Who is the CFO?")
     assert (c.question, c.kind) == ("Who is the CFO?", TurnKind.NEW_TOPIC)
 
     # unreadable twice (the retry too): the offline rule decides, and says so
     chat = ScriptedChat(["no json", '{"kind": "sideways"}'])
-    c = LLMCondenser(chat, RuleCondenser(vocabulary("en"))).condense(
+    c = LLMCondenser(chat, RetrievalCondenser(small_kb, ENGLISH_READING)).condense(
         history, "How long does its battery last?")
     assert c.kind == TurnKind.FOLLOW_UP and "T9" in c.question
     assert c.reason.startswith("model reply unreadable; the offline rule:") and c.fell_back
@@ -111,9 +115,8 @@ def test_the_choice_after_a_question_back_continues_the_conversation(tmp_path) -
     from ragloop.agent.llm_condense import LLMCondenser
     from ragloop.core.types import RunStatus
     from ragloop.kb import KnowledgeBase
-    from ragloop.language.vocabulary import vocabulary
     from ragloop.llm.scripted import ScriptedChat
-    from ragloop.offline.condense import RuleCondenser
+    from ragloop.offline.follow_up import RetrievalCondenser
 
     docs = {f"products/{c.lower()}.md": f"# {c} {k} Sensor Datasheet\n\n## Power\nThe battery"
             f" of the {c} lasts {y} years at one reading every ten minutes.\n"
@@ -131,5 +134,6 @@ def test_the_choice_after_a_question_back_continues_the_conversation(tmp_path) -
         assert [t.status for t in chat.turns] == ["needs_input", "answered"]
 
         model = ScriptedChat([])  # no reply scripted: a call would fail the test
-        c = LLMCondenser(model, RuleCondenser(vocabulary("en"))).condense(chat.turns[:1], "T300")
+        c = LLMCondenser(model, RetrievalCondenser(kb, ENGLISH_READING)).condense(
+            chat.turns[:1], "T300")
         assert c.question == second.standalone and not model.calls

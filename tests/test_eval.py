@@ -442,13 +442,13 @@ class FixedAnswerer:
     def __init__(self) -> None:
         self.usage = Usage(**SINGLE_USAGE.to_dict())
 
-    def answer(self, question, sub_questions, evidence):
+    def answer(self, question, sub_questions, evidence, context=""):
         text = SINGLE_ANSWERS[question]
         if text is None:
             return Draft(text="The knowledge base does not say.", unanswerable=True)
         return Draft(text=text)
 
-    def write(self, question, sub_questions, evidence):
+    def write(self, question, sub_questions, evidence, context=""):
         return (yield from in_pieces(self.answer(question, sub_questions, evidence)))
 
 
@@ -737,10 +737,10 @@ def test_a_crashing_run_is_recorded_as_failed(tmp_path) -> None:
 class CitesFirst:
     usage = Usage()  # no model calls
 
-    def answer(self, question, sub_questions, evidence):
+    def answer(self, question, sub_questions, evidence, context=""):
         return Draft(text="See [1].")
 
-    def write(self, question, sub_questions, evidence):
+    def write(self, question, sub_questions, evidence, context=""):
         return (yield from in_pieces(self.answer(question, sub_questions, evidence)))
 
 

@@ -162,7 +162,8 @@ def test_the_run_gives_a_place_to_the_second_hop_and_says_why(kb) -> None:
     driver = PipelineDriver(Toolbox(kb, k=4), LocalPlanner(words=EN_WORDS, reading=EN_RD), grader,
                             LocalRewriter(reading=EN_RD), LocalFollowUps(kb, EN_RD),
                             reading=EN_RD)
-    template = RunTemplate(single, grader, ExtractiveAnswerer(kb.embedder), 4, reading=EN_RD)
+    template = RunTemplate(single, grader, ExtractiveAnswerer(kb.embedder, reading=ENGLISH_READING),
+                           4, reading=EN_RD)
     ctx = RunContext(question, 6)
     drain(template.run(ctx, driver), ctx)
     single_docs = list(dict.fromkeys(h.doc_id for h in single.search(question)))[:4]

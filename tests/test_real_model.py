@@ -291,8 +291,8 @@ def test_the_answer_streams_from_the_server_before_the_run_ends(llama_server, sm
     the JSON comes): its first piece arrives while the reply is still being written, and the
     pieces joined are the answer before the citation check."""
     class Recorded(LLMAnswerer):
-        def write(self, question, sub_questions, evidence):
-            self.draft = yield from super().write(question, sub_questions, evidence)
+        def write(self, question, sub_questions, evidence, context=""):
+            self.draft = yield from super().write(question, sub_questions, evidence, context)
             return self.draft
 
     class Recording(Engine):

@@ -24,10 +24,9 @@ from ragloop.core.errors import ProviderError
 from ragloop.core.events import CondenseEvent
 from ragloop.core.types import RunStatus
 from ragloop.language.text import ENGLISH_READING
-from ragloop.language.vocabulary import vocabulary
 from ragloop.llm.base import Message
 from ragloop.llm.openai import OpenAIChat
-from ragloop.offline.condense import RuleCondenser
+from ragloop.offline.follow_up import RetrievalCondenser
 from ragloop.offline.grader import LocalGrader
 
 # the knowledge base's language, passed explicitly (no reader defaults to English)
@@ -50,9 +49,10 @@ def _condense_calls(wire: WireLog) -> list[tuple[dict, dict]]:
                           sort_keys=True) == SCHEMA]
 
 
-def test_the_condense_decision_is_schema_valid(llama_server) -> None:
+def test_the_condense_decision_is_schema_valid(llama_server, small_kb) -> None:
     wire = WireLog()
-    condenser = LLMCondenser(_chat(llama_server, wire), RuleCondenser(vocabulary("en")),
+    condenser = LLMCondenser(_chat(llama_server, wire),
+                             RetrievalCondenser(small_kb, ENGLISH_READING),
                              max_tokens=96)
     history = [Turn("Is the T9 sensor waterproof?",
                     answer="Yes: the T9 is rated IP67. [1]")]
@@ -90,14 +90,15 @@ def test_a_two_turn_conversation_completes(llama_server, small_kb) -> None:
     assert turns[1]["standalone"] == second.standalone
 
 
-def test_the_condense_reply_is_bounded_at_the_engines_budget(llama_server) -> None:
+def test_the_condense_reply_is_bounded_at_the_engines_budget(llama_server, small_kb) -> None:
     """With the engine's default budget (decision_max_tokens 2048) and a history of several
     turns, the reply's strings carry maxLength into the server's grammar, so the model cannot
     write one string until the budget runs out: the decision is one call that stops inside
     its bounds. Without the bounds this conversation's third turn ran to 2047 tokens, was
     asked again with 4096 and failed on the server's 4096-token context."""
     wire = WireLog()
-    condenser = LLMCondenser(_chat(llama_server, wire), RuleCondenser(vocabulary("en")),
+    condenser = LLMCondenser(_chat(llama_server, wire),
+                             RetrievalCondenser(small_kb, ENGLISH_READING),
                              max_tokens=2048)
     history = [Turn("What is the IP rating of the T9 sensor?",
                     answer="IP67: dust-tight and protected against immersion to 1 m. [1]"),

@@ -1,11 +1,12 @@
 """Conversations over the engine: a conversation's stored turns read back as the history of
 its next turn, and the handle `Engine.conversation()` returns.
 
-A turn's history holds what each earlier turn searched (its standalone question), its answer
-and the titles of the sections it cited (a follow-up's subject is looked for in all three), and
-its status (a turn that ended needs_input asked back: the next turn may be the user's choice).
-Never its evidence: a later turn searches and grades again, so nothing an earlier turn found
-is cited unless this turn's grader kept it."""
+A turn's history holds facts of each earlier turn, read from its stored run: what it searched
+(its standalone query), its answer, the documents and sections it cited and the evidence
+numbers its answer cited, and its status (a turn that ended
+needs_input asked back: the next turn may be the user's choice). Never its evidence as
+evidence: a later turn searches and grades again, so nothing an earlier turn found is cited
+unless this turn's grader kept it."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from ragloop.core.errors import NotFoundError
 from ragloop.core.types import RunStatus
 from ragloop.storage.protocols import RunRecord, RunStore, Store
 
-CITED_TITLES = 2  # the sections of a turn a later turn reads as its subject
 # a stored turn that did not end (still running, or failed) gives a later turn nothing to read
 UNFINISHED = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.FAILED)
 
@@ -50,25 +50,26 @@ def resolve_conversation(conversation_id: str | None, known: Callable[[str], boo
     return conversation_id
 
 
-def _titles(citations: Sequence[dict[str, Any]], store: Store | None) -> tuple[str, ...]:
-    out: list[str] = []
-    for c in citations:
-        if len(out) >= CITED_TITLES:
-            break
-        info = store.section(c["doc_id"], c.get("section", "")) if store is not None else None
-        title = " › ".join(dict.fromkeys((*info.title_path, info.title))) if info else c["doc_id"]
-        if title and title not in out:
-            out.append(title)
-    return tuple(out)
+def cited_documents(citations: Sequence[dict[str, Any]]) -> tuple[str, ...]:
+    """The documents a run cited, in the order it first cited them."""
+    return tuple(dict.fromkeys(str(c["doc_id"]) for c in citations if c.get("doc_id")))
+
+
+def turn_of(r: RunRecord) -> Turn:
+    """A stored run as a turn of history."""
+    cites = [c for c in r["citations"] if c.get("doc_id")]
+    return Turn(question=r["question"], standalone=r["standalone"] or "",
+                answer=r["answer"] or "", cited_docs=cited_documents(cites),
+                run_id=r["run_id"], status=str(r["status"]),
+                cited_sections=tuple(dict.fromkeys((str(c["doc_id"]), str(c.get("section", "")))
+                                                   for c in cites)),
+                cited_evidence=tuple(dict.fromkeys(int(c["n"]) for c in cites if "n" in c)))
 
 
 def turns_of(records: Sequence[RunRecord], store: Store | None = None) -> list[Turn]:
-    """The finished turns of a stored conversation as history, oldest first; `store` gives
-    the cited sections' titles (their doc ids without it)."""
-    return [Turn(question=r["question"], standalone=r["standalone"] or "",
-                 answer=r["answer"] or "", cited=_titles(r["citations"], store),
-                 run_id=r["run_id"], status=str(r["status"]))
-            for r in records if r["status"] not in UNFINISHED]
+    """The finished turns of a stored conversation as history, oldest first. (`store` is
+    accepted for callers that pass it; the turns' facts are all in the records.)"""
+    return [turn_of(r) for r in records if r["status"] not in UNFINISHED]
 
 
 class EngineConversation:

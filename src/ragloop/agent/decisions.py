@@ -120,10 +120,10 @@ register("grader", "offline", lambda b: offline.grader(b.kb))
 register("grader", "model", lambda b: LLMGrader(_grader_model(b), max_tokens=_budget(b)))
 register("rewriter", "offline", lambda b: offline.rewriter(b.reading))
 register("rewriter", "model", lambda b: LLMRewriter(_model(b), max_tokens=_budget(b)))
-# the model's condenser falls back on the offline rule (a bad reply never ends a run)
-register("condenser", "offline", lambda b: offline.condenser(b.kb, b.words))
+# the model's condenser falls back on the offline one (a bad reply never ends a run)
+register("condenser", "offline", lambda b: offline.condenser(b.kb))
 register("condenser", "model", lambda b: LLMCondenser(
-    _model(b), offline.condenser(b.kb, b.words), max_tokens=_budget(b)))
+    _model(b), offline.condenser(b.kb), max_tokens=_budget(b)))
 register("clarifier", "offline", lambda b: offline.clarifier(b.kb, b.words))
 register("answerer", "offline", lambda b: offline.answerer(b.kb, b.settings.strictness))
 register("answerer", "model", lambda b: LLMAnswerer(

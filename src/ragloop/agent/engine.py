@@ -122,8 +122,9 @@ class Engine:
         return answerer
 
     def make_condenser(self, comps: Components) -> Condenser:
-        """The model's JSON decision when there is a model (the offline rule its fallback),
-        else the offline rule. benchmarks/conversations.py measures the one a run uses."""
+        """The model's JSON decision when there is a model (the offline one its fallback),
+        else the offline one (`offline/follow_up.py`), through the registry.
+        benchmarks/conversations.py measures the one a run uses."""
         condenser: Condenser = decisions.make("condenser", self._build(comps))
         return condenser
 
@@ -193,8 +194,16 @@ class Engine:
             run.decisions.append(condenser)
             run.condensed = condenser.condense(run.history, ctx.question)
             yield CondenseEvent(typed=ctx.question, standalone=run.condensed.question,
-                                turn_kind=str(run.condensed.kind), reason=run.condensed.reason)
-            ctx.question = run.condensed.question  # what every step searches and answers
+                                turn_kind=str(run.condensed.kind), reason=run.condensed.reason,
+                                queries=list(run.condensed.queries))
+            ctx.searched, *also = run.condensed.searches
+            ctx.also, ctx.prior = tuple(also), run.condensed.prior
+            if comps.chat is not None and not run.condensed.fell_back:
+                # the model's condenser wrote a standalone question: it is also what is answered
+                ctx.question = run.condensed.question
+            # offline the condensed text is a search query, not a question: the typed
+            # follow-up stays what is planned and answered (a joined query re-answered the
+            # previous question)
         kb = self._run_kb(run.sources)
         run.route = _route(ctx.question, kb, route)
         yield RouteEvent(route=run.route.route, reason=run.route.reason)

@@ -103,7 +103,8 @@ class LLMCondenser:
             offline = self.fallback.condense(history, q)
             return Condensed(offline.question, offline.kind,
                              f"model reply unreadable; the offline rule: {offline.reason}",
-                             offline.subject, offline.refers_to, fell_back=True)
+                             offline.subject, offline.refers_to, fell_back=True,
+                             queries=offline.queries, prior=offline.prior)
         kind = TurnKind(reply.kind)
         # a turn that does not follow up is searched as typed, whatever the model rewrote
         text = " ".join(reply.standalone.split()) if kind is TurnKind.FOLLOW_UP else q

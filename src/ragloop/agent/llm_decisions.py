@@ -296,11 +296,12 @@ class LLMAnswerer:
         self.max_tokens = max_tokens
         self.usage = Usage()
 
-    def answer(self, question: str, sub_questions: list[str], evidence: list[Evidence]) -> Draft:
-        return written(self.write(question, sub_questions, evidence))
+    def answer(self, question: str, sub_questions: list[str], evidence: list[Evidence],
+               context: str = "") -> Draft:
+        return written(self.write(question, sub_questions, evidence, context))
 
-    def write(self, question: str, sub_questions: list[str], evidence: list[Evidence]
-              ) -> Writing:
+    def write(self, question: str, sub_questions: list[str], evidence: list[Evidence],
+              context: str = "") -> Writing:
         """The answer streamed as the model writes its `answer` field (jsonparse.stream_json)."""
         # only what the grader kept may support an answer; unconfirmed nearest passages are
         # listed beside it by the engine, not handed to the model as sources
@@ -308,7 +309,8 @@ class LLMAnswerer:
         if not evidence:
             return Draft(text=NO_EVIDENCE_ANSWER, missing=list(sub_questions) or [question],
                          unanswerable=True)
-        user = prompts.answerer_user(question, sub_questions, evidence, self.max_evidence_chars)
+        user = prompts.answerer_user(question, sub_questions, evidence, self.max_evidence_chars,
+                                     context)
 
         def from_raw(text: str) -> Draft:
             return Draft(text=salvage_answer(text))

@@ -140,11 +140,13 @@ def format_evidence(evidence: Sequence[Evidence], max_chars: int) -> str:
 
 
 def answerer_user(question: str, sub_questions: Sequence[str], evidence: Sequence[Evidence],
-                  max_chars: int) -> str:
+                  max_chars: int, context: str = "") -> str:
     parts = ""
+    if context.strip():  # a follow-up: what it refers to is in what was searched
+        parts = f"\n(It follows up a conversation; searched as: {context.strip()})"
     subs = [s for s in sub_questions if s.strip()]
     if len(subs) > 1:
-        parts = "\nIts parts:\n" + "\n".join(f"{i}. {s}" for i, s in enumerate(subs, start=1))
+        parts += "\nIts parts:\n" + "\n".join(f"{i}. {s}" for i, s in enumerate(subs, start=1))
     return (f"Question: {question.strip()}{parts}\n\n"
             f"{data_block('evidence', format_evidence(evidence, max_chars))}\n\n"
             "Answer the question from the evidence above.")

@@ -124,7 +124,14 @@ class RunContext:
     the run's plan and first search for the driver that gathers after them."""
 
     def __init__(self, question: str, max_steps: int) -> None:
-        self.question = question
+        self.question = question  # what the user typed: planned, graded and answered
+        # what the first search searches: the typed question, or the offline condenser's
+        # query for a follow-up (the typed follow-up + the previous turn's query, issue 40)
+        self.searched = question
+        # a follow-up searched several ways and fused (offline/follow_up.py): the queries, the
+        # first of them `searched`, and the documents ranked as a prior; () when one search
+        self.also: tuple[str, ...] = ()
+        self.prior: tuple[str, ...] = ()
         self.max_steps = max_steps
         self.step = 0
         self.seq = 0
@@ -137,6 +144,11 @@ class RunContext:
         self.first: FirstSearch | None = None  # step 1, set before the driver gathers
         # the answer's pieces streamed since the last reset, joined (AnswerDeltaEvent)
         self.streamed = ""
+
+    @property
+    def context(self) -> str:
+        """What was searched, when it is not the question itself ("" when it is)."""
+        return self.searched if self.searched != self.question else ""
 
     def record(self, event: Event) -> Event:
         """Number the event (this step, the next seq), keep it and log its line. An answer's

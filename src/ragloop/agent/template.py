@@ -41,6 +41,7 @@ from ragloop.core.events import (
 from ragloop.core.types import Hit, RunStatus
 from ragloop.language.text import Reading
 from ragloop.language.vocabulary import ENGLISH_WORDS
+from ragloop.retrieval.fusion import fused_pages
 
 # Single-shot searches this many chunks per document it may read (documents span chunks).
 SINGLE_DEPTH_PER_DOC = 3
@@ -146,17 +147,20 @@ class RunTemplate:
         hits placed in the evidence by the driver."""
         ctx.step += 1
         try:
-            page = self.first_search.search(ctx.question)
+            page = self.first_search.search(ctx.searched)
+            if ctx.also or ctx.prior:  # a follow-up's searches, fused (offline/follow_up.py)
+                page = fused_pages([page, *(self.first_search.search(q) for q in ctx.also)],
+                             ctx.prior)
         except CONTINUES as exc:  # no words to search for ("?!", an emoji): nothing found
-            yield search_event(ctx.question, error=str(exc))
-            ctx.first = FirstSearch(ctx.question, against, [], Grade([], [], False), str(exc))
+            yield search_event(ctx.searched, error=str(exc))
+            ctx.first = FirstSearch(ctx.searched, against, [], Grade([], [], False), str(exc))
             driver.place_first(ctx)
             return
         hits = page if driver.grades_whole_page else top_documents(page, self.k)
-        ctx.first = FirstSearch(ctx.question, against, hits, self.grader.grade(against, hits))
+        ctx.first = FirstSearch(ctx.searched, against, hits, self.grader.grade(against, hits))
         kept = driver.place_first(ctx)
-        yield search_event(ctx.question, hits, kept=kept.kept, reason="single-shot's search")
-        yield grade_event(ctx.question, 0, hits, kept)
+        yield search_event(ctx.searched, hits, kept=kept.kept, reason="single-shot's search")
+        yield grade_event(ctx.searched, 0, hits, kept)
 
     # -- the end ----------------------------------------------------------------------------
 
@@ -273,6 +277,8 @@ class RunTemplate:
         ctx.plan = plan
         parts = (plan.sub_questions if plan is not None else []) or [ctx.question]
         against = parts[0] if len(parts) == 1 else ctx.question
+        if against == ctx.question:  # graded against what was searched (a follow-up's query)
+            against = ctx.searched
         # several knowledge bases: which each part is searched in, and why (none: one KB)
         yield from self.first_search.source_events(ctx.question, parts)
         yield from self._first(ctx, driver, against)
@@ -288,7 +294,7 @@ class RunTemplate:
             ctx.step += 1  # the answer step
             self.answerer_used = True
             draft = yield from self.answerer.write(ctx.question, gathered.sub_questions,
-                                                   ctx.ledger.items)
+                                                   ctx.ledger.items, context=ctx.context)
         return (yield from self._answer(ctx, draft, gathered, labels))
 
 

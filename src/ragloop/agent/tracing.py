@@ -396,6 +396,9 @@ class TracedRunStore(RunStore):
     def conversation(self, conversation_id: str) -> list[RunRecord]:
         return self.inner.conversation(conversation_id)
 
+    def answered(self, answer: str) -> RunRecord | None:
+        return self.inner.answered(answer)
+
     def conversations(self, limit: int = 20) -> list[ConversationSummary]:
         return self.inner.conversations(limit)
 

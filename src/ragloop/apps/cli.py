@@ -457,7 +457,8 @@ def print_event(event: Event, debug: bool) -> None:
         return
     if isinstance(event, CondenseEvent):  # what is searched, when it is not what was typed
         if event.standalone != event.typed or debug:
-            err.print(f"[cyan]searching:[/] {shown(event.standalone)}"
+            queries = " + ".join(shown(q) for q in event.queries or [event.standalone])
+            err.print(f"[cyan]searching:[/] {queries}"
                       f"{f'  [dim]({shown(event.reason)})[/]' if debug else ''}")
         return
     if not debug:

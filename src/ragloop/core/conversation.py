@@ -19,18 +19,23 @@ class TurnKind(StrEnum):
 
 @dataclass(frozen=True)
 class Turn:
-    """One finished turn, as a later turn reads it: what was typed, what was searched (the
-    standalone question), the answer, and the titles of what it cited ("S200 … Datasheet ›
-    Battery"): a follow-up's subject is looked for in all of them."""
+    """One finished turn, as a later turn reads it: facts, not text to parse again. What was
+    typed, what its first search searched (the standalone query), the answer, and the
+    documents it cited, in order (the conversation's documents a follow-up is held
+    against: offline/follow_up.py)."""
 
     question: str
     standalone: str = ""
     answer: str = ""
-    cited: tuple[str, ...] = ()
+    cited_docs: tuple[str, ...] = ()
     run_id: str | None = None
     # the run's status: "needs_input" when it ended with a clarifying question (`answer`),
     # which the next turn answers with one of its options (`narrowed`)
     status: str = ""
+    # the sections it cited, as (doc_id, section), in order, and the evidence numbers its
+    # answer cited ([n]): the run's own facts, never re-read from the answer's text
+    cited_sections: tuple[tuple[str, str], ...] = ()
+    cited_evidence: tuple[int, ...] = ()
 
     @property
     def searched(self) -> str:
@@ -42,7 +47,9 @@ class Turn:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["cited"] = list(self.cited)
+        d["cited_docs"] = list(self.cited_docs)
+        d["cited_sections"] = [list(x) for x in self.cited_sections]
+        d["cited_evidence"] = list(self.cited_evidence)
         return d
 
 
@@ -58,9 +65,20 @@ class Condensed:
     # a model's decision was unreadable and the offline rule's stands in (the reason says so
     # in words; this is what a benchmark or a check counts)
     fell_back: bool = False
+    # several queries searched and fused (offline/follow_up.py), `question` the first shown;
+    # () when `question` alone is searched. `prior`: documents whose chunks the fusion
+    # ranks as one more list (the previous turn's cited documents, best first)
+    queries: tuple[str, ...] = ()
+    prior: tuple[str, ...] = ()
+
+    @property
+    def searches(self) -> tuple[str, ...]:
+        return self.queries or (self.question,)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d["queries"], d["prior"] = list(self.queries), list(self.prior)
+        return d
 
 
 @dataclass(frozen=True)
@@ -92,7 +110,7 @@ _QUESTION_END = script.SENTENCE_ENDS + " "
 def narrowed(pending: str, choice: str) -> str:
     """The question a turn that asked back (`pending`) becomes once the user chose a reading:
     the choice added as the question's subject ("What is the battery life (S200)?"). A choice
-    the question already holds leaves it as it is. Shared by the offline condense rule and a
+    the question already holds leaves it as it is. Shared by the offline follow-up and a
     model's condense step, so both search the same narrowed question."""
     choice = " ".join(choice.split()).strip(_QUESTION_END)
     question = " ".join(pending.split())

@@ -108,13 +108,19 @@ class Rewriter(Protocol):
 
 
 class Answerer(Protocol):
+    """Writes the answer to `question` (what the user typed) from the evidence. `context`: a
+    follow-up's search query when it is not the question itself (the typed follow-up with
+    what the previous turn searched: offline/follow_up.py): it says which evidence is about
+    the conversation's subject, while the question's own words say what is asked."""
+
     usage: Usage  # what its model calls cost so far (always zero offline)
 
-    def answer(self, question: str, sub_questions: list[str], evidence: list[Evidence]) -> Draft:
+    def answer(self, question: str, sub_questions: list[str], evidence: list[Evidence],
+               context: str = "") -> Draft:
         ...
 
-    def write(self, question: str, sub_questions: list[str], evidence: list[Evidence]
-              ) -> Generator[AnswerDeltaEvent, None, Draft]:
+    def write(self, question: str, sub_questions: list[str], evidence: list[Evidence],
+              context: str = "") -> Generator[AnswerDeltaEvent, None, Draft]:
         """`answer`, streamed (core/answer_stream.py `Writing`): the answer's pieces as they
         are written, then the Draft."""
         ...

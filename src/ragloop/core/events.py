@@ -183,6 +183,9 @@ class CondenseEvent(BaseEvent):
     standalone: str
     turn_kind: str
     reason: str = ""
+    # every query the first search ran, fused (the offline follow-up: `standalone` and the
+    # follow-up as typed); empty when `standalone` alone was searched
+    queries: list[str] = Field(default_factory=list)
 
 
 class ClarifyEvent(BaseEvent):

@@ -4,11 +4,13 @@ three ways, and the per-turn-type table (`ragloop eval` and benchmarks/conversat
 A line is one conversation: `{"id", "split", "turns": [{"q", "type", "form", "gold_doc",
 "answer", "rewrite"}]}`; turn types `first`, `follow_up`, `two_back` (refers two turns
 back), `topic_switch` and `unanswerable` (a follow-up the knowledge base cannot answer: no
-gold). Each turn is asked three ways:
+gold). Each turn is asked four ways:
 
+- `typed`: as typed, on its own (no history);
+- `naive`: the previous turn's question and this one joined with a space, on its own (the
+  one-line baseline a follow-up method has to beat; the first turn as typed);
 - `history`: as typed, as the next turn of one conversation (made standalone from the earlier
   turns before searching: what a user gets);
-- `typed`: as typed, on its own (no history);
 - `rewrite`: the human standalone rewrite (the ceiling; the question itself when it has none).
 
 all-gold@k: every gold document among the first k distinct documents the turn's run gathered
@@ -32,9 +34,9 @@ if TYPE_CHECKING:
     from ragloop.agent.engine import Engine
     from ragloop.kb import KnowledgeBase
 
-WAYS = ("history", "typed", "rewrite")
-WAY_TITLES = {"history": "with history", "typed": "no history (typed)",
-              "rewrite": "human rewrite"}
+WAYS = ("typed", "naive", "history", "rewrite")
+WAY_TITLES = {"typed": "no history (typed)", "naive": "naive join",
+              "history": "engine (history)", "rewrite": "human rewrite"}
 KS = (5, 1)  # all-gold@5 (the issue's figure) and @1 (which tells the three apart on 34 docs)
 FOLLOW_UPS = ("follow_up", "two_back")
 ALL_FOLLOW_UPS = "all follow-ups"
@@ -105,8 +107,16 @@ def resolve(conversations: list[Conversation], doc_ids: list[str]) -> list[str]:
 
 # -- running through the engine --------------------------------------------------------------
 
+def _asked(conv: Conversation, i: int, t: ConversationTurn, way: str) -> str:
+    if way == "rewrite":
+        return t.rewrite or t.q
+    if way == "naive" and i > 0:
+        return f"{conv.turns[i - 1].q} {t.q}"
+    return t.q
+
+
 def _question(conv: Conversation, i: int, t: ConversationTurn, way: str) -> EvalQuestion:
-    return EvalQuestion(id=f"{conv.id}.{i}", q=(t.rewrite or t.q) if way == "rewrite" else t.q,
+    return EvalQuestion(id=f"{conv.id}.{i}", q=_asked(conv, i, t, way),
                         type=t.type, gold_docs=list(t.gold_docs), answer=t.answer,
                         answerable=t.type != UNANSWERABLE)
 
@@ -165,23 +175,23 @@ def _fmt(x: float | None, signed: bool = False) -> str:
 
 
 def table(rows: dict[tuple[str, str, str], Flags], k: int | str) -> list[str]:
-    """One markdown table: per (path, split, turn type) the share with history, typed, with
-    the rewrite, history / rewrite and history − typed."""
-    lines = ["| path | split | turn type | turns | with history | no history (typed)"
+    """One markdown table: per (path, split, turn type) the share typed, joined naively, with
+    history (the engine), with the rewrite, then history / rewrite and history − typed."""
+    lines = ["| path | split | turn type | turns | typed | naive join | engine (history)"
              " | human rewrite | history / rewrite | history − typed |",
-             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     order = {"test": 0, "dev": 1}
     for (path, split, kind), flags in sorted(rows.items(),
                                              key=lambda x: (x[0][0], order.get(x[0][1], 2),
                                                             x[0][2] != ALL_FOLLOW_UPS, x[0][2])):
-        hist, typed, rew = (share(flags.get(f"{w}@{k}", [])) for w in WAYS)
+        typed, naive, hist, rew = (share(flags.get(f"{w}@{k}", [])) for w in WAYS)
         if hist is None:
             continue
         ratio = hist / rew if rew else None
         diff = hist - typed if typed is not None else None
         n = len(flags[f"history@{k}"])
-        lines.append(f"| {path} | {split} | {kind} | {n} | {_fmt(hist)} | {_fmt(typed)}"
-                     f" | {_fmt(rew)} | {_fmt(ratio)} | {_fmt(diff, True)} |")
+        lines.append(f"| {path} | {split} | {kind} | {n} | {_fmt(typed)} | {_fmt(naive)}"
+                     f" | {_fmt(hist)} | {_fmt(rew)} | {_fmt(ratio)} | {_fmt(diff, True)} |")
     return lines
 
 

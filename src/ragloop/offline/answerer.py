@@ -19,7 +19,7 @@ from ragloop.core.answer_stream import Writing, in_pieces
 from ragloop.core.decisions import Draft, Evidence
 from ragloop.core.types import Usage
 from ragloop.embed.base import Embedder
-from ragloop.language.text import ENGLISH_READING, Quantity, Reading, stem, term_set
+from ragloop.language.text import Quantity, Reading, stem, term_set
 from ragloop.language.vocabulary import ENGLISH_WORDS
 from ragloop.offline.answer_choice import CONTEXT_SHARE, Choice, asked_kind, polarity
 from ragloop.offline.table_rows import candidate_sentences, is_text
@@ -70,7 +70,7 @@ RANK_SENTENCE_SHARE = 0.6
 
 class ExtractiveAnswerer:
     def __init__(self, embedder: Embedder | None = None, per_part: int = SENTENCES_PER_PART,
-                 min_support: float | None = None, reading: Reading = ENGLISH_READING):
+                 min_support: float | None = None, *, reading: Reading):
         """`min_support`: see MIN_SUPPORT (None: that default); `reading`: the knowledge
         base's language."""
         self.embedder = embedder
@@ -95,19 +95,30 @@ class ExtractiveAnswerer:
     def _score(self, question: str, cands: list[tuple[int, str]]) -> list[float]:
         return self._scores(question, cands)[0]
 
-    def _scores(self, question: str, cands: list[tuple[int, str]]
+    def _scores(self, question: str, cands: list[tuple[int, str]], context: str = ""
                 ) -> tuple[list[float], dict[int, float]]:
         """Per candidate, its support score; and, for the candidates embedded, their meaning
-        score (sentence and passage against the question)."""
+        score (sentence and passage against the question).
+
+        A follow-up's `context` (what was searched: the typed words with the previous turn's
+        query) says which passages are about the conversation's subject: its terms beyond
+        the question's count at CONTEXT_SHARE, found in the sentence or its passage, and the
+        passage's meaning is read against it. The sentence's own meaning is read against the
+        question as typed: the typed words pick the sentence ("Is it waterproof?" after a
+        question on the T9's battery: the T9's passages, its water rating)."""
         rd = self.reading
         terms = {stem(t) for t in rd.content_terms(question)}
+        carried = {stem(t) for t in rd.content_terms(context)} - terms if context else set()
         # no separate check that a sentence names the question's codes and names: it cost
         # HotpotQA answers (the answer sentence of a second hop seldom names the question's
         # entities) and helped on no other set (offline/README.md)
         lexical = []
-        for _n, sentence in cands:
+        whole = len(terms) + CONTEXT_SHARE * len(carried)
+        for n, sentence in cands:
             have = {stem(t) for t in term_set(sentence)}
-            lexical.append(len(terms & have) / len(terms) if terms else 0.0)
+            about = carried & (have | {stem(t) for t in term_set(self._passage[n])})
+            lexical.append((len(terms & have) + CONTEXT_SHARE * len(about)) / whole
+                           if whole else 0.0)
         if self.embedder is None or not cands:
             return lexical, {}
         best = sorted((i for i, lex in enumerate(lexical) if lex > 0),
@@ -117,9 +128,12 @@ class ExtractiveAnswerer:
         vecs = np.asarray(self.embedder.embed([question, *[cands[i][1] for i in best]]))
         own = dict(zip(best, (float(c) for c in vecs[1:] @ vecs[0]), strict=True))
         passages = list(dict.fromkeys(cands[i][0] for i in best))[:PASSAGES_EMBEDDED]
+        subject = np.asarray(self.embedder.embed([context]))[0] if carried else vecs[0]
         around = dict(zip(passages, (float(c) for c in np.asarray(self.embedder.embed(
-            [self._passage[n] for n in passages])) @ vecs[0]), strict=True))
-        self._query, self._own, self._around = vecs[0], own, around
+            [self._passage[n] for n in passages])) @ subject), strict=True))
+        # kept for the section pool: sentences read against the question, passages against
+        # the subject (the follow-up's searched query, else the question)
+        self._query, self._subject, self._own, self._around = vecs[0], subject, own, around
         cos = {i: SENTENCE_SHARE * c + (1 - SENTENCE_SHARE) * around.get(cands[i][0], c)
                for i, c in own.items()}
         return [0.6 * lex + 0.4 * cos.get(i, 0.0) for i, lex in enumerate(lexical)], cos
@@ -152,21 +166,24 @@ class ExtractiveAnswerer:
         if todo or fresh:
             vecs = np.asarray(self.embedder.embed(
                 [cands[i][1] for i in todo] + [self._passage[n] for n in fresh]))
-            sims = [float(c) for c in vecs @ self._query] if len(vecs) else []
-            self._own.update(zip(todo, sims[:len(todo)], strict=True))
-            self._around.update(zip(fresh, sims[len(todo):], strict=True))
+            own = [float(c) for c in vecs[:len(todo)] @ self._query] if todo else []
+            around = [float(c) for c in vecs[len(todo):] @ self._subject] if fresh else []
+            self._own.update(zip(todo, own, strict=True))
+            self._around.update(zip(fresh, around, strict=True))
         for i in pool:
             c = self._own[i]
             meaning[i] = SENTENCE_SHARE * c + (1 - SENTENCE_SHARE) * \
                 self._around.get(cands[i][0], c)
         return pool
 
-    def write(self, question: str, sub_questions: list[str], evidence: list[Evidence]
-              ) -> Writing:
+    def write(self, question: str, sub_questions: list[str], evidence: list[Evidence],
+              context: str = "") -> Writing:
         """The answer, chosen whole, then streamed a sentence at a time."""
-        return (yield from in_pieces(self.answer(question, sub_questions, evidence)))
+        return (yield from in_pieces(self.answer(question, sub_questions, evidence, context)))
 
-    def answer(self, question: str, sub_questions: list[str], evidence: list[Evidence]) -> Draft:
+    def answer(self, question: str, sub_questions: list[str], evidence: list[Evidence],
+               context: str = "") -> Draft:
+        """`context`: a follow-up's search query (core.decisions.Answerer; `_scores`)."""
         rd = self.reading
         parts = sub_questions or [question]
         cands = self._candidates(evidence)
@@ -187,7 +204,7 @@ class ExtractiveAnswerer:
                 missing.append(f"{part.rstrip('?. ')} (no source mentions {', '.join(absent)})")
                 continue
             self._query = None
-            support, meaning = self._scores(part, cands) if cands else ([], {})
+            support, meaning = self._scores(part, cands, context) if cands else ([], {})
             # the question asks what a section it names says ("under section 4.3 of the
             # Information Security Policy, …"): that section's best sentences answer it, even
             # when they share no words with the question ("a stronger pound" for "a

@@ -25,16 +25,13 @@ from ragloop.language.text import reading as reading_of
 from ragloop.language.vocabulary import Vocabulary
 from ragloop.offline.answerer import ExtractiveAnswerer
 from ragloop.offline.clarify import RuleClarifier
-from ragloop.offline.common_words import CommonWords
-from ragloop.offline.condense import RuleCondenser
+from ragloop.offline.follow_up import RetrievalCondenser
 from ragloop.offline.follow_ups import LocalFollowUps
 from ragloop.offline.grader import LocalGrader
-from ragloop.offline.headings import KbHeadings
 from ragloop.offline.kb_follow_ups import FollowUpsByKb
 from ragloop.offline.planner import LocalPlanner
 from ragloop.offline.rewriter import LocalRewriter
 from ragloop.offline.router import RuleRouter, describe_scope
-from ragloop.offline.siblings import TitleSiblings
 from ragloop.offline.source_choice import NearestChunkChooser
 
 
@@ -44,13 +41,9 @@ def reading(kb: KnowledgeBase) -> Reading:
     return reading_of(kb.language)
 
 
-def condenser(kb: KnowledgeBase | KnowledgeBases, words: Vocabulary) -> Condenser:
-    """The condense rule, told which words are in nearly every document of `kb` (counted once
-    per version of its content, shared by the runs over it: `common_words.py`) and which
-    codes of a family its documents are titled with (`siblings.py`) and which phrases head
-    a part of it (`headings.py`)."""
-    rd = reading(kb)
-    return RuleCondenser(words, rd, CommonWords(kb), TitleSiblings(kb, rd), KbHeadings(kb))
+def condenser(kb: KnowledgeBase | KnowledgeBases) -> Condenser:
+    """A follow-up decided by `kb`'s own search (`follow_up.py`)."""
+    return RetrievalCondenser(kb, reading(kb))
 
 
 def planner(words: Vocabulary, reading: Reading) -> Planner:

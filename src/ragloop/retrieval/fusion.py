@@ -3,7 +3,7 @@ the one definition every store and mode uses."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from itertools import pairwise
 from typing import Literal
 
@@ -142,3 +142,22 @@ def fuse(bm25: list[tuple[int, float]], vector: list[tuple[int, float]], k: int,
             hit.vector_rank, hit.vector_score = vec_pos[cid]
         hits.append(hit)
     return hits
+
+
+def fused_pages(pages: Sequence[Sequence[Hit]], prior: Sequence[str] = ()) -> list[Hit]:
+    """Several searches' pages as one (a conversation's follow-up: offline/follow_up.py): the
+    hits in reciprocal-rank-fused order (each chunk once; as long as the longest page), each
+    chunk of a `prior` document credited as that document's place in `prior`, one more list."""
+    score: dict[tuple[str, int], float] = {}
+    first: dict[tuple[str, int], Hit] = {}
+    for page in pages:
+        for rank, h in enumerate(page):
+            key = (h.kb, h.chunk_id)  # chunk ids are per knowledge base
+            score[key] = score.get(key, 0.0) + 1 / (RRF_K + rank + 1)
+            first.setdefault(key, h)
+    place = {d: r for r, d in enumerate(dict.fromkeys(prior))}
+    for key, h in first.items():
+        if h.doc_id in place:
+            score[key] += 1 / (RRF_K + place[h.doc_id] + 1)
+    order = sorted(first, key=lambda c: -score[c])
+    return [first[c] for c in order[:max((len(p) for p in pages), default=0)]]

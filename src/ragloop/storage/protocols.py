@@ -316,6 +316,12 @@ class RunStore(Protocol):
     def conversation(self, conversation_id: str) -> list[RunRecord]:
         """The turns of a conversation, first first ([] for an unknown id)."""
         ...
+
+    def answered(self, answer: str) -> RunRecord | None:
+        """The latest finished run whose answer is `answer` exactly (a chat client's history
+        sends back the answers it was given: each is read as the run that wrote it)."""
+        ...
+
     def conversations(self, limit: int = 20) -> list[ConversationSummary]:
         """The conversations most recently continued first."""
         ...

@@ -49,7 +49,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ragloop.agent.conversations import CITED_TITLES
+from ragloop.agent.conversations import turn_of
 from ragloop.agent.run import RunResult
 from ragloop.apps.server.json_errors import rewrite_errors
 from ragloop.core.conversation import Turn, TurnKind, numbered
@@ -68,6 +68,7 @@ from ragloop.core.events import (
 from ragloop.core.types import RunStatus
 from ragloop.kb.multi import as_knowledge_bases
 from ragloop.storage.location import is_postgres_url
+from ragloop.storage.protocols import RunRecord
 
 if TYPE_CHECKING:
     from ragloop.apps.server.state import ServerState
@@ -92,13 +93,8 @@ CHECKED_NOTE = "The answer, as checked:"
 _REASONING_OPEN = re.compile(r"<think>|<details\b", re.IGNORECASE)
 _REASONING_CLOSE = {"<think>": re.compile(re.escape("</think>"), re.IGNORECASE),
                     "<details": re.compile(re.escape("</details>"), re.IGNORECASE)}
-# "[3] S200 … Datasheet › Power › Battery — products/s200-datasheet.md §4.1": a source line.
-# Its lazy title and `\s+` runs backtrack on a long line of spaces (quadratic in the line):
-# a line longer than any source line this API writes is not one and is not matched, and
-# matching stops at the CITED_TITLES kept (a line not starting `[n] ` fails at once), so
-# a message costs at most CITED_TITLES bounded matches.
-_SOURCE_LINE = re.compile(r"^\[\d+\]\s+(.*?)(?:\s+—\s+\S.*)?$")
-SOURCE_LINE_CHARS = 1000
+# the stored run whose answer a history's assistant message is (RunStore.answered)
+Answered = Callable[[str], RunRecord | None]
 
 # OpenAI's error `type` by status: its 4xx are `invalid_request_error` (an unknown model, a bad
 # or missing key included), its 5xx `server_error`.
@@ -180,10 +176,12 @@ class ChatRequest(BaseModel):
     n: int | None = Field(None, description="Only 1 is supported.")
 
 
-def conversation(messages: Sequence[ChatMessage]) -> tuple[str, list[Turn]]:
+def conversation(messages: Sequence[ChatMessage],
+                 answered: Answered | None = None) -> tuple[str, list[Turn]]:
     """The question (the last message, a user's) and the turns before it: each user message
-    with the assistant message(s) that answered it. An answer's source lines (as this API
-    writes them) become the turn's `cited` titles; a reasoning block left in it is dropped."""
+    with the assistant message(s) that answered it. An answer this API wrote is read as the
+    stored run that wrote it (`answered`: what it searched and cited, as facts); any other
+    text is plain history (a reasoning block left in it dropped)."""
     last = len(messages) - 1
     if messages[last].role != "user":
         raise OpenAIError(400, "The last message must be the user's question.",
@@ -203,7 +201,7 @@ def conversation(messages: Sequence[ChatMessage]) -> tuple[str, list[Turn]]:
             pairs.append([m.text(i).strip(), ""])
         elif m.role == "assistant" and pairs:  # an opening greeting answers nothing
             pairs[-1][1] = "\n".join(x for x in (pairs[-1][1], m.text(i)) if x)
-    return question, [_turn(q, a) for q, a in pairs if q]
+    return question, [_turn(q, a, answered) for q, a in pairs if q]
 
 
 def strip_reasoning(text: str) -> str:
@@ -234,21 +232,17 @@ def strip_reasoning(text: str) -> str:
     return "".join(out)
 
 
-def _turn(question: str, answer: str) -> Turn:
+def _turn(question: str, answer: str, answered: Answered | None) -> Turn:
     answer = strip_reasoning(answer).strip()
-    body, found, sources = answer.rpartition(f"\n\n{SOURCES_HEADING}\n")
-    if not found:
-        return Turn(question=question, answer=answer)
-    cited = []
-    for line in sources.splitlines():
-        if len(line) > SOURCE_LINE_CHARS:
-            continue
-        m = _SOURCE_LINE.match(line.strip())
-        if m:
-            cited.append(m.group(1))
-            if len(cited) == CITED_TITLES:
-                break
-    return Turn(question=question, answer=body.strip(), cited=tuple(cited))
+    # the answer as this API writes it: the run's answer, then its sources (`_sources`)
+    body = answer.rpartition(f"\n\n{SOURCES_HEADING}\n")[0] or answer
+    body = body.rpartition(f"\n\n{CHECKED_NOTE}\n")[2].strip()  # the checked one, if any
+    record = None
+    if answered is not None and body:  # a question back: its question, then the options
+        record = answered(body) or answered(body.split("\n\n")[0].strip())
+    if record is None or record["question"].strip() != question.strip():
+        return Turn(question=question, answer=body)
+    return turn_of(record)
 
 
 # -- the models -----------------------------------------------------------------------------
@@ -310,7 +304,10 @@ def step_line(event: Event) -> str | None:
     error. Grades (their counts are on the search line), placements and the answer give none."""
     match event:
         case CondenseEvent(turn_kind=TurnKind.FOLLOW_UP):
-            return f"Follow-up, searched as \"{_short(event.standalone)}\""
+            # the queries themselves, as searched (several: their rankings fused)
+            queries = event.queries or [event.standalone]
+            return "Follow-up, searched as " + " and ".join(
+                f"\"{_short(q)}\"" for q in queries) + (", fused" if len(queries) > 1 else "")
         case CondenseEvent(turn_kind=TurnKind.NEW_TOPIC):
             return "New topic: the earlier turns set aside"
         case RouteEvent():
@@ -400,7 +397,7 @@ class Completion:
         self.run_id = uuid.uuid4().hex[:12]
         self.id = f"chatcmpl-{self.run_id}"
         self.created = int(time.time())
-        self.question, self.history = conversation(body.messages)
+        self.question, self.history = conversation(body.messages, state.runs.answered)
 
     def start(self, on_event: Callable[[Event], None],
               cancel: threading.Event | None = None) -> Future[RunResult]:

@@ -191,6 +191,13 @@ class PgRunStore:
                 (conversation_id,)).fetchall()
         return [run_record(r) for r in rows]
 
+    def answered(self, answer: str) -> RunRecord | None:
+        with self._conn() as conn:
+            row = conn.execute(
+                f"SELECT {RUN_COLUMNS} FROM runs WHERE answer=%s AND finished_at IS NOT NULL"
+                " ORDER BY created_at DESC LIMIT 1", (answer,)).fetchone()
+        return run_record(row) if row else None
+
     def conversations(self, limit: int = 20) -> list[ConversationSummary]:
         with self._conn() as conn:
             rows = conn.execute(CONVERSATIONS_SQL.format("%s"), (limit,)).fetchall()

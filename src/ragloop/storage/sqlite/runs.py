@@ -130,6 +130,13 @@ class SqliteRunStore:
                 (conversation_id,)).fetchall()
         return [run_record(r) for r in rows]
 
+    def answered(self, answer: str) -> RunRecord | None:
+        with self.lock:
+            row = self.db.execute(
+                f"SELECT {RUN_COLUMNS} FROM runs WHERE answer=? AND finished_at IS NOT NULL"
+                " ORDER BY created_at DESC LIMIT 1", (answer,)).fetchone()
+        return run_record(row) if row else None
+
     def conversations(self, limit: int = 20) -> list[ConversationSummary]:
         with self.lock:
             rows = self.db.execute(CONVERSATIONS_SQL.format("?"), (limit,)).fetchall()

@@ -1,0 +1,115 @@
+"""Offline follow-ups, decided by retrieval (issue 40): what a conversation's next turn
+searches, without reading its grammar.
+
+A follow-up ("and how do I delete it?", "e quello del 2010?", "它的价格呢?") rarely names its
+subject; the previous turn's search did. So a turn with history is searched three ways at once
+and the rankings fused (reciprocal rank fusion, as BM25 and vectors are: retrieval/fusion.py
+`fused_pages`, which the run template applies to `Condensed.queries` and `.prior`):
+
+- the follow-up as typed: a question that stands on its own, or switches topic, finds its own
+  documents and keeps them near the top;
+- the follow-up together with what the previous turn searched (its query: already resolved,
+  so a chain of follow-ups keeps the subject its topic started with, clipped to
+  `CARRIED_CHARS`): a follow-up typed without its subject finds the subject's documents;
+- the previous turn's cited documents as a prior: their chunks ranked as one more list, so
+  the documents the conversation is about hold their place unless both searches leave them.
+
+No topic-switch rule decides between them: a switch's typed search agrees with itself and the
+fusion keeps its documents (measured against such a rule, issue 40: benchmarks/RESULTS.md,
+benchmarks/follow_up_options.py). No word list: the same for every language and corpus.
+
+A reply to a turn that asked back (needs_input) that is no question of its own (no question
+mark, a few words) is the user's choice: the pending question narrowed to it
+(`core.conversation.narrowed`), as the model's condenser does.
+
+What the run shows as searched is the queries themselves and how they were fused, never a
+sentence spliced together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from ragloop.core.conversation import Condensed, Turn, TurnKind, narrowed
+from ragloop.core.types import Hit, Usage
+from ragloop.language.text import Reading
+
+DEPTH = 5  # documents of a ranked list (`ranked_documents`): about the evidence a turn keeps
+CHUNKS_PER_DOC = 3  # chunks fetched per document wanted (several chunks of one document)
+# the previous query carried: enough for a subject and its aspect, short enough that a chain
+# of follow-ups does not bury what the user typed last
+CARRIED_CHARS = 300
+CHOICE_WORDS = 3  # a reply to a question back of at most this many content words is a choice
+
+
+class Searcher(Protocol):
+    def search(self, query: str, k: int | None = None) -> list[Hit]: ...
+
+
+def ranked_documents(kb: Searcher, query: str, depth: int = DEPTH) -> list[str]:
+    """The distinct documents of `query`'s hits, best first (at most `depth`)."""
+    hits = kb.search(query, k=depth * CHUNKS_PER_DOC)
+    return list(dict.fromkeys(h.doc_id for h in hits))[:depth]
+
+
+def carried(turn: Turn) -> str:
+    """What a turn searched, as the next turn carries it: its query, clipped at a word."""
+    text = " ".join(turn.searched.split())
+    if len(text) <= CARRIED_CHARS:
+        return text
+    cut = text[:CARRIED_CHARS]
+    return cut.rsplit(" ", 1)[0] if " " in cut else cut
+
+
+def joined(question: str, turn: Turn) -> str:
+    """The follow-up with what the previous turn searched."""
+    previous = carried(turn)
+    return f"{question} {previous}" if previous and previous not in question else question
+
+
+def conversation_documents(history: Sequence[Turn]) -> tuple[str, ...]:
+    """The documents the conversation is about, best first: what its latest turn cited, else
+    the latest earlier turn that cited any (a turn that declined cites nothing)."""
+    for turn in reversed(history):
+        if turn.cited_docs:
+            return turn.cited_docs
+    return ()
+
+
+def is_choice(question: str, rd: Reading) -> bool:
+    return not question.rstrip().endswith(("?", "？")) and \
+        len(rd.content_words(question)) <= CHOICE_WORDS
+
+
+class RetrievalCondenser:
+    """The offline `Condenser`: a follow-up searched as typed and with the previous turn's
+    query, fused, the conversation's documents a prior (see the module's docstring)."""
+
+    def __init__(self, kb: Searcher, reading: Reading) -> None:
+        self.kb = kb
+        self.reading = reading
+        self.usage = Usage()  # no model calls
+
+    def condense(self, history: Sequence[Turn], question: str) -> Condensed:
+        q = " ".join(question.split())
+        if not q:
+            raise ValueError("the question is empty")
+        if not history:
+            return Condensed(q, TurnKind.STANDALONE, "the first turn: nothing to refer to")
+        last = history[-1]
+        at = len(history) - 1
+        if last.asked_back and is_choice(q, self.reading):
+            return Condensed(narrowed(last.searched, q), TurnKind.FOLLOW_UP,
+                             f"searched: turn {at + 1}'s question narrowed to the reading"
+                             " chosen", subject=q, refers_to=at)
+        query = joined(q, last)
+        if query == q:  # the question already holds what the last turn searched
+            return Condensed(q, TurnKind.STANDALONE, "searched: the question as typed (it"
+                             " holds what the previous turn searched)")
+        prior = conversation_documents(history)
+        cited = ", the documents the conversation cited as a prior" if prior else ""
+        return Condensed(query, TurnKind.FOLLOW_UP,
+                         f"searched: the follow-up + turn {at + 1}'s query \"{carried(last)}\""
+                         f" and the follow-up as typed, fused{cited}", subject=carried(last),
+                         refers_to=at, queries=(query, q), prior=prior)
