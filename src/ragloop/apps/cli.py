@@ -1003,6 +1003,18 @@ def settings_(markdown: Annotated[bool, typer.Option(
         out.print(f"{Settings.setting_name(name)}={'' if value is None else shown_value}")
 
 
+def _add_access_commands() -> None:
+    """`ragloop users …` and `ragloop keys …` (apps/access_cli.py, which reads this module's
+    options: imported once they are all defined)."""
+    from ragloop.apps.access_cli import keys_app, users_app
+
+    app.add_typer(users_app, name="users")
+    app.add_typer(keys_app, name="keys")
+
+
+_add_access_commands()
+
+
 def main() -> None:
     try:
         app()
