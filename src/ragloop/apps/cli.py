@@ -17,6 +17,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from ragloop.apps.kb_options import CatalogOpt, KbsOpt, Served
 from ragloop.apps.terminal import json_visible, one_line, shown, tsv_field, visible
+from ragloop.core.access import ACCESS_KEY
 from ragloop.core.config import MIN_STEPS, RunOptions, Settings, option_help
 from ragloop.core.config_file import apply_config_files
 from ragloop.core.conversation import numbered
@@ -172,7 +173,13 @@ def ingest(paths: Annotated[list[str], typer.Argument(
                "--link-local-urls", help="Allow URLs on link-local addresses (169.254.0.0/16,"
                " fe80::/10, cloud metadata services); refused by default, even with"
                " --private-urls.")] = False,
-           description: DescriptionOpt = None) -> None:
+           description: DescriptionOpt = None,
+           access: Annotated[list[str] | None, typer.Option(
+               "--access", metavar="NAMES",
+               help="Users or groups who may read what is ingested (repeatable, or"
+               " comma-separated), where the file says nothing itself (front matter `access:`,"
+               " a .ragloop-access file in its folder or above); default everyone.")] = None,
+           ) -> None:
     """Add or update documents; unchanged files are skipped by content hash."""
     from ragloop.ingest.pipeline import IngestInterrupted
     from ragloop.kb.catalog import describe
@@ -193,12 +200,12 @@ def ingest(paths: Annotated[list[str], typer.Argument(
                 report = None
                 for folder in paths:
                     one = base.sync(folder, progress=progress, tags=tag or [],
-                                    allow_mass_delete=allow_mass_delete)
+                                    allow_mass_delete=allow_mass_delete, access=access)
                     report = one if report is None else _merged(report, one)
             else:
                 report = base.ingest(paths, progress=progress, tags=tag or [],
                                      private_urls=private_urls,
-                                     link_local_urls=link_local_urls)
+                                     link_local_urls=link_local_urls, access=access)
             # the one line a catalog shows of this KB: the user's, else drafted from titles
             describe(base, description)
     except IngestInterrupted as exc:  # the knowledge base was closed (its indexes saved) first
@@ -413,11 +420,17 @@ def docs(kb: KbsOpt = None, catalog: CatalogOpt = None, as_json: JsonOpt = False
         table.add_column("source", overflow="fold")
     for name in ("sections", "chunks"):
         table.add_column(name, justify="right", no_wrap=True)
+    # who may read each document (ingest/access.py), when any document says
+    ruled = any(ACCESS_KEY in d.metadata for d in documents)
+    if ruled:
+        table.add_column("access", overflow="fold")
     for d in documents:
         source = [Text(one_line(d.source))] if with_source else []
         where = [Text(one_line(d.kb))] if several else []
+        readers = [Text(one_line(", ".join(d.metadata.get(ACCESS_KEY, ["everyone"]))
+                                 or "admins only"))] if ruled else []
         table.add_row(*where, Text(one_line(d.doc_id)), Text(one_line(d.title)), *source,
-                      str(d.sections), str(d.chunks))
+                      str(d.sections), str(d.chunks), *readers)
     out.print(table)
     out.print(summary)
 

@@ -58,9 +58,9 @@ def parse_names(values: Iterable[Any] | str) -> list[str]:
 
 def stored_access(names: Iterable[str]) -> list[str] | None:
     """What a document keeps: None (everyone; nothing stored, so a KB without rules is
-    written exactly as before) or its sorted names."""
+    written exactly as before) or its sorted names (none: admins only)."""
     names = sorted(set(names))
-    return None if not names or EVERYONE in names else names
+    return None if EVERYONE in names else names
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ragloop.core.access import parse_names
 from ragloop.core.config import LOCAL_EMBEDDER, MULTILINGUAL_EMBEDDER, Settings
 from ragloop.core.errors import (
     EmbedderMismatchError,
@@ -115,7 +116,8 @@ class KnowledgeBase:
     def ingest(self, paths: Iterable[str | Path] | str | Path,
                progress: bool = False, admit: Admit | None = None,
                tags: Iterable[str] = (), private_urls: bool = False,
-               link_local_urls: bool = False) -> IngestReport:
+               link_local_urls: bool = False,
+               access: Iterable[str] | None = None) -> IngestReport:
         """Read, chunk, embed and index files, folders (Markdown, text, HTML, PDF, Office,
         e-books, …) and web page URLs. Idempotent by content hash: an unchanged file is skipped,
         a changed one replaced. `admit`: see ingest_paths (which existing documents this ingest
@@ -123,17 +125,21 @@ class KnowledgeBase:
         match); `private_urls`: allow URLs on loopback and private addresses (an intranet),
         which are refused by default; `link_local_urls`: allow link-local ones
         (169.254.0.0/16, fe80::/10, where cloud metadata services answer), refused even with
-        `private_urls`."""
+        `private_urls`. `access`: the users and groups who may read what is ingested where
+        the source says nothing itself (front matter `access:`, a `.ragloop-access` file:
+        ingest/access.py); default everyone."""
         from ragloop.ingest.pipeline import ingest_paths
 
         if isinstance(paths, str | Path):
             paths = [paths]
         return ingest_paths(self.store, self.embedder_for_write, paths, self.settings, progress,
                             admit, before_write=self.settle_language, tags=list(tags),
-                            private_urls=private_urls, link_local_urls=link_local_urls)
+                            private_urls=private_urls, link_local_urls=link_local_urls,
+                            access=None if access is None else parse_names(access))
 
     def sync(self, folder: str | Path, progress: bool = False,
-             tags: Iterable[str] = (), allow_mass_delete: bool = False) -> IngestReport:
+             tags: Iterable[str] = (), allow_mass_delete: bool = False,
+             access: Iterable[str] | None = None) -> IngestReport:
         """Make the knowledge base hold what `folder` holds now: new files added, changed
         ones updated (as `ingest`), and documents whose files are gone from it removed
         (`report.removed`); documents from other folders and uploads stay, and so do those
@@ -158,7 +164,8 @@ class KnowledgeBase:
             raise UserError(f"{folder}: --sync needs a folder (it removes the documents of"
                             " files gone from it)")
         problem = folder_problem(path)
-        report = IngestReport() if problem else self.ingest([folder], progress, tags=tags)
+        report = IngestReport() if problem else self.ingest([folder], progress, tags=tags,
+                                                            access=access)
         problem = problem or folder_problem(path)  # gone while it was read
         if problem is None:  # a subfolder that cannot be listed: failed, not deleted
             report.failed += [(shown(d), why) for d, why in unlistable_folders(path)]
