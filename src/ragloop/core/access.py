@@ -86,6 +86,20 @@ class Principal:
         return EVERYONE in names or not self.names.isdisjoint(names)
 
 
+def principal_to_dict(principal: Principal | None) -> dict[str, Any] | None:
+    """A principal as JSON (a queued run carries its asker's to the worker)."""
+    if principal is None:
+        return None
+    return {"user": principal.user, "groups": sorted(principal.groups), "admin": principal.admin}
+
+
+def principal_from_dict(data: Any) -> Principal | None:
+    if not isinstance(data, dict):
+        return None
+    return Principal(user=str(data["user"]), groups=frozenset(data.get("groups") or ()),
+                     admin=bool(data.get("admin")))
+
+
 #: the single RAGLOOP_API_KEY, the keyless loopback server, the CLI and Python by default
 ADMIN = Principal(user=":admin", admin=True)
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import copy
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ragloop.core.access import parse_names
+from ragloop.core.access import Principal, parse_names
 from ragloop.core.config import LOCAL_EMBEDDER, MULTILINGUAL_EMBEDDER, Settings
 from ragloop.core.errors import (
     EmbedderMismatchError,
@@ -28,6 +30,9 @@ from ragloop.storage.protocols import Backend, Store
 if TYPE_CHECKING:
     # imported where used: the readers (markdown-it, pypdf, …) cost a cold search 0.3 s
     from ragloop.ingest.pipeline import Admit, IngestReport
+
+
+_VIEWS_LOCK = threading.Lock()
 
 
 def _same_embedder(a: str, b: str) -> bool:
@@ -243,6 +248,27 @@ class KnowledgeBase:
     def remove(self, doc_id: str) -> bool:
         """Delete a document, its sections, chunks and index entries; False if it was not there."""
         return self.store.remove_document(doc_id)
+
+    def for_principal(self, principal: Principal | None) -> KnowledgeBase:
+        """This knowledge base as `principal` sees it: the documents it may not read are not
+        there, for every search, listing and fetch (kb/access.py). An admin (or None) sees
+        it all: the knowledge base itself. One view per principal, kept, so what is made from
+        its content (offline/content_cache.py) is made once per principal and version."""
+        if principal is None or principal.admin:
+            return self
+        with _VIEWS_LOCK:
+            views = self.__dict__.setdefault("_views", {})
+            view = views.get(principal)
+            if view is None:
+                from ragloop.kb.access import ReadableStore
+
+                view = copy.copy(self)
+                view.__dict__.pop("_views", None)
+                view.store = ReadableStore(self.store, principal)  # type: ignore[assignment]
+                view._embedder = None  # its cache reads through the view (same vectors)
+                view.close = lambda: None  # type: ignore[method-assign]  # the KB's to close
+                views[principal] = view
+            return view
 
     def close(self) -> None:
         """Closes the backend: the store and, if one was borrowed, the run store."""

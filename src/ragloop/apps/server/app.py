@@ -41,6 +41,7 @@ from ragloop.apps.server.access_guard import (
     AccessGuard,
     config_for,
     keys_required,
+    principal_of,
 )
 from ragloop.apps.server.api_docs import add_api_docs
 from ragloop.apps.server.conversations import add_conversation_routes, resolve_http_conversation
@@ -349,6 +350,11 @@ def _state(request: Request) -> ServerState:
     return request.app.state.ragloop
 
 
+def _kb(request: Request) -> KnowledgeBase | KnowledgeBases:
+    """The served knowledge base(s) as the request's principal sees them (kb/access.py)."""
+    return _state(request).kb.for_principal(principal_of(request))
+
+
 def _check_components(state: ServerState, body: AskRequest) -> None:
     """Fail in the request (400) for what the engine would refuse in the worker."""
     from ragloop.agent.engine import Components
@@ -411,7 +417,8 @@ def _add_run_routes(app: FastAPI) -> None:
         _check_components(state, body)
         conversation_id = resolve_http_conversation(state.jobs, body.conversation_id)
         run_id = state.jobs.submit(body.question, route=body.route, driver=body.driver,
-                                   max_steps=body.max_steps, conversation_id=conversation_id)
+                                   max_steps=body.max_steps, conversation_id=conversation_id,
+                                   principal=principal_of(request))
         return {"run_id": run_id, "status": RunStatus.QUEUED, "events": f"/runs/{run_id}/events",
                 "run": f"/runs/{run_id}", "conversation_id": conversation_id}
 
@@ -486,7 +493,8 @@ def _add_run_routes(app: FastAPI) -> None:
         _check_components(state, body)
         conversation_id = resolve_http_conversation(state.jobs, body.conversation_id)
         future = state.jobs.ask(body.question, route=body.route, driver=body.driver,
-                                max_steps=body.max_steps, conversation_id=conversation_id)
+                                max_steps=body.max_steps, conversation_id=conversation_id,
+                                principal=principal_of(request))
         result = await asyncio.wrap_future(future)
         return result.to_dict()
 
@@ -496,13 +504,13 @@ def _add_document_routes(app: FastAPI, upload_limit: int) -> None:
     @app.get("/documents", tags=["documents"])
     def list_documents(request: Request) -> dict[str, Any]:
         """Every document: doc_id, title, source, number of sections and chunks."""
-        return {"documents": [d.to_dict() for d in _state(request).kb.documents()]}
+        return {"documents": [d.to_dict() for d in _kb(request).documents()]}
 
     @app.get("/knowledge_bases", tags=["documents"])
     def knowledge_bases(request: Request) -> dict[str, Any]:
         """The knowledge bases served: name, description and document count of each (one,
         unnamed, when a single --kb is served)."""
-        return {"knowledge_bases": served_catalog(_state(request).kb)}
+        return {"knowledge_bases": served_catalog(_kb(request))}
 
     @app.get("/documents/{doc_id:path}/sections/{section}", tags=["documents"])
     def get_section(doc_id: str, section: str, request: Request,
@@ -511,7 +519,7 @@ def _add_document_routes(app: FastAPI, upload_limit: int) -> None:
                                     " is in (needed when the doc id is in several).")] = None,
                     ) -> dict[str, Any]:
         """The full text of one section (doc ids may contain slashes)."""
-        return _state(request).kb.section(doc_id, section, knowledge_base).to_dict()
+        return _kb(request).section(doc_id, section, knowledge_base).to_dict()
 
     @app.get("/documents/{doc_id:path}", tags=["documents"])
     def get_document(doc_id: str, request: Request,
@@ -520,7 +528,7 @@ def _add_document_routes(app: FastAPI, upload_limit: int) -> None:
                                      " is in (needed when the doc id is in several).")] = None,
                      ) -> dict[str, Any]:
         """One document and the ids and titles of its sections."""
-        served = _state(request).kb
+        served = _kb(request)
         kb: KnowledgeBase | KnowledgeBases = served
         if isinstance(served, KnowledgeBases):  # the one holding it, else a 404 saying so
             knowledge_base = served.holder(doc_id, knowledge_base)
@@ -543,10 +551,11 @@ def _add_document_routes(app: FastAPI, upload_limit: int) -> None:
         """Delete one document: its sections, chunks and index entries."""
         state = _state(request)
         with state.ingest_lock:  # not while an upload writes
-            if isinstance(state.kb, KnowledgeBases):
-                removed = state.kb.remove(doc_id, knowledge_base)
+            served = _kb(request)  # a document the asker may not read is not there
+            if isinstance(served, KnowledgeBases):
+                removed = served.remove(doc_id, knowledge_base)
             else:
-                removed = write_target(state.kb, knowledge_base, NAME_KB).remove(doc_id)
+                removed = write_target(served, knowledge_base, NAME_KB).remove(doc_id)
         if not removed:
             raise NotFoundError(f"No document {doc_id!r}; GET /documents lists the doc_ids.")
         return {"doc_id": doc_id, "deleted": True}
@@ -638,7 +647,7 @@ def _add_search_route(app: FastAPI) -> None:
         flt = make_filter(source=source or [], doc_id_prefix=doc_id_prefix or [],
                           metadata=metadata or [], tag=tag or [], date_from=date_from,
                           date_to=date_to, knowledge_base=knowledge_base or [])
-        hits = _state(request).kb.search(q, k, mode, filter=flt)
+        hits = _kb(request).search(q, k, mode, filter=flt)
         return {"query": q, "mode": mode, "k": k, "filter": flt.to_dict() if flt else None,
                 "hits": [h.to_dict() for h in hits]}
 
