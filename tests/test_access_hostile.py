@@ -130,3 +130,21 @@ def test_python_engine_with_a_principal(shared_kb):
     _clean(json.dumps(result.to_dict(), default=str))
     # no principal (or an admin) reads everything, as before
     assert len(kb.documents()) == 5
+
+
+def test_a_principal_sees_the_same_on_both_stores(location, embedder, tmp_path):
+    """The view filters inside both backends' indexes: k readable hits, hidden ids missing."""
+    with KnowledgeBase.open(location, embedder=embedder) as kb:
+        kb.ingest([_write(tmp_path / "docs")])
+        kb.backend.principals.add_user("bob")
+        seen = kb.for_principal(kb.backend.principals.principal_of("bob"))
+        for mode in ("hybrid", "bm25", "vector"):
+            hits = seen.search("salary review bands code", k=3, mode=mode)
+            assert len(hits) == 3 and all(h.doc_id.startswith("public") for h in hits), mode
+        assert len(seen.documents()) == 3 and seen.sections("hr/bands.md") == []
+        with pytest.raises(NotFoundError):
+            seen.section("hr/bands.md", "1")
+        alice = kb.for_principal(kb.backend.principals.principal_of(
+            kb.backend.principals.add_user("alice", ["hr"])))
+        assert {h.doc_id for h in alice.search("salary bands engineers", k=5)} >= {
+            "alice.md", "hr/bands.md"}
