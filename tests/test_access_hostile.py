@@ -148,3 +148,19 @@ def test_a_principal_sees_the_same_on_both_stores(location, embedder, tmp_path):
             kb.backend.principals.add_user("alice", ["hr"])))
         assert {h.doc_id for h in alice.search("salary bands engineers", k=5)} >= {
             "alice.md", "hr/bands.md"}
+
+
+def test_cli_as_user(shared_kb):
+    from test_access_principals import ragloop
+
+    kb, _ = shared_kb
+    folder = str(kb.store.folder)
+    for args in (["search", "salary review bands code", "-k", "3"], ["docs"]):
+        as_bob = ragloop(*args, "--as", "bob", "--json", "--kb", folder)
+        assert as_bob.returncode == 0, as_bob.stderr
+        _clean(as_bob.stdout)
+        assert PUBLIC in as_bob.stdout or "public0.md" in as_bob.stdout
+        admin = ragloop(*args, "-k", "5", "--json", "--kb", folder) if args[0] == "search" \
+            else ragloop(*args, "--json", "--kb", folder)
+        assert "alice.md" in admin.stdout
+    assert ragloop("docs", "--as", "nobody", "--kb", folder).returncode == 2

@@ -133,6 +133,19 @@ MaxStepsOpt = Annotated[int | None, typer.Option(
     help=f"Step ceiling, at least {MIN_STEPS}." + setting_hint("max_steps"))]
 
 
+AsUserOpt = Annotated[str | None, typer.Option(
+    "--as", metavar="USER", help="See only what USER may read (`ragloop users`); default:"
+    " everything, as an admin.")]
+
+
+def as_principal(base: KnowledgeBase | KnowledgeBases, user: str | None
+                 ) -> KnowledgeBase | KnowledgeBases:
+    """`base` as `user` sees it (kb/access.py); None: all of it."""
+    if user is None:
+        return base
+    return base.for_principal(base.backend.principals.principal_of(user))
+
+
 def settings_for(kb: str | Path | None, **changes: object) -> Settings:
     """Options over the environment over ragloop.toml files (core/config_file.py)."""
     apply_config_files(str(kb) if kb else None)
@@ -351,7 +364,7 @@ def search(query: str, k: Annotated[int, typer.Option("-k", help="Number of hits
            as_json: JsonOpt = False,
            source: SourceOpt = None, doc_prefix: DocPrefixOpt = None, where: WhereOpt = None,
            tag: TagOpt = None, date_from: DateFromOpt = None,
-           date_to: DateToOpt = None) -> None:
+           date_to: DateToOpt = None, as_user: AsUserOpt = None) -> None:
     """Hybrid search (BM25 + vectors, fused by reciprocal rank fusion), optionally within the
     documents a filter selects; several knowledge bases: all of them, merged by rank."""
     from ragloop.retrieval.filters import make_filter
@@ -365,7 +378,7 @@ def search(query: str, k: Annotated[int, typer.Option("-k", help="Number of hits
     served = Served(kb, catalog)
     settings = settings_for(served.location, embedder=embedder)
     with served.open(settings) as base:
-        hits = base.search(query, k, mode, filter=flt)  # type: ignore[arg-type]
+        hits = as_principal(base, as_user).search(query, k, mode, filter=flt)  # type: ignore[arg-type]
     if as_json:
         emit_json([h.to_dict() for h in hits])
         return
@@ -382,12 +395,13 @@ def search(query: str, k: Annotated[int, typer.Option("-k", help="Number of hits
 
 
 @command()
-def docs(kb: KbsOpt = None, catalog: CatalogOpt = None, as_json: JsonOpt = False) -> None:
+def docs(kb: KbsOpt = None, catalog: CatalogOpt = None, as_json: JsonOpt = False,
+         as_user: AsUserOpt = None) -> None:
     """List documents with their section and chunk counts; several knowledge bases: each
     one's, with its name."""
     served = Served(kb, catalog)
     with served.open(settings_for(served.location)) as base:
-        documents = base.documents()
+        documents = as_principal(base, as_user).documents()
     if as_json:
         emit_json([d.to_dict() for d in documents])
         return
