@@ -90,6 +90,9 @@ class KnowledgeBase:
     @property
     def embedder(self) -> CachedEmbedder:
         """The (cached) embedder, loaded on first use: BM25-only work never loads a model."""
+        base = self.__dict__.get("_base")
+        if base is not None:  # a principal's view (for_principal)
+            return base.embedder
         if self._embedder is None:
             from ragloop.embed import make_embedder
 
@@ -265,7 +268,7 @@ class KnowledgeBase:
                 view = copy.copy(self)
                 view.__dict__.pop("_views", None)
                 view.store = ReadableStore(self.store, principal)  # type: ignore[assignment]
-                view._embedder = None  # its cache reads through the view (same vectors)
+                view._base = self  # the embedder is the KB's own (one model, one cache)
                 view.close = lambda: None  # type: ignore[method-assign]  # the KB's to close
                 views[principal] = view
             return view
