@@ -8,6 +8,7 @@ and the listener (SSE, CLI, eval)."""
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -21,6 +22,7 @@ from ragloop.agent.template import SINGLE_DEPTH_PER_DOC, Driver, RunTemplate, Si
 from ragloop.agent.tools import Toolbox
 from ragloop.agent.tools_driver import ToolsDriver
 from ragloop.agent.tracing import observed, traced_runs
+from ragloop.core.access import Principal
 from ragloop.core.config import RunOptions, Settings
 from ragloop.core.conversation import Condensed, Turn
 from ragloop.core.decisions import Answerer, Condenser, Grader, Planner, Rewriter, Route
@@ -84,6 +86,13 @@ def _route(question: str, kb: KnowledgeBase, route: str) -> Route:
     return router.route(question)
 
 
+def _with_chooser(kb: KnowledgeBase | KnowledgeBases) -> None:
+    """Several KBs: a chooser of which to search per part, over what `kb` holds."""
+    catalog = as_knowledge_bases(kb)
+    if catalog is not None and catalog.chooser is None:
+        catalog.chooser = offline.source_chooser(catalog)
+
+
 class Engine:
     """Answers questions against one knowledge base and records every run.
 
@@ -93,11 +102,14 @@ class Engine:
     def __init__(self, kb: KnowledgeBase | KnowledgeBases, settings: Settings | None = None,
                  runs: RunStore | None = None, *, chat: ChatModel | None = None,
                  grader_chat: ChatModel | None = None, grader: Grader | None = None,
-                 source: str = "api") -> None:
+                 source: str = "api", principal: Principal | None = None) -> None:
         """`chat`, `grader_chat` and `grader` override what the settings name (tests, embedding).
         `source` is recorded on every run (cli, api, eval, mcp): the dashboard leaves eval's
-        runs out."""
-        self.kb = kb
+        runs out. `principal`: who asks; every run searches, lists and fetches only the
+        documents it may read (kb/access.py; None: everything, as an admin)."""
+        self.principal = principal
+        self.kb = kb.for_principal(principal)
+        self._views: dict[Principal, Engine] = {}
         self.chat = chat
         self.grader_chat = grader_chat
         self.grader = grader
@@ -107,9 +119,23 @@ class Engine:
         self.runs: RunStore = traced_runs(runs if runs is not None else kb.backend.runs)
         self.source = source
         self._search_grader: Grader | None = None
-        catalog = as_knowledge_bases(kb)
-        if catalog is not None and catalog.chooser is None:  # several KBs: choose per part
-            catalog.chooser = offline.source_chooser(catalog)
+        _with_chooser(self.kb)
+
+    def for_principal(self, principal: Principal | None) -> Engine:
+        """This engine for `principal`'s questions (the server's: each request's key), sharing
+        its models and run store; kept per principal."""
+        if principal is None or principal == self.principal or (
+                principal.admin and self.principal is None):
+            return self
+        view = self._views.get(principal)
+        if view is None:
+            view = copy.copy(self)
+            view.principal = principal
+            view.kb = self.kb.for_principal(principal)
+            _with_chooser(view.kb)
+            view._views = {}
+            self._views[principal] = view
+        return view
 
     # -- components ---------------------------------------------------------------------
 

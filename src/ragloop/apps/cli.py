@@ -17,6 +17,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from ragloop.apps.kb_options import CatalogOpt, KbsOpt, Served
 from ragloop.apps.terminal import json_visible, one_line, shown, tsv_field, visible
+from ragloop.core.access import ACCESS_KEY
 from ragloop.core.config import MIN_STEPS, RunOptions, Settings, option_help
 from ragloop.core.config_file import apply_config_files
 from ragloop.core.conversation import numbered
@@ -132,6 +133,19 @@ MaxStepsOpt = Annotated[int | None, typer.Option(
     help=f"Step ceiling, at least {MIN_STEPS}." + setting_hint("max_steps"))]
 
 
+AsUserOpt = Annotated[str | None, typer.Option(
+    "--as", metavar="USER", help="See only what USER may read (`ragloop users`); default:"
+    " everything, as an admin.")]
+
+
+def as_principal(base: KnowledgeBase | KnowledgeBases, user: str | None
+                 ) -> KnowledgeBase | KnowledgeBases:
+    """`base` as `user` sees it (kb/access.py); None: all of it."""
+    if user is None:
+        return base
+    return base.for_principal(base.backend.principals.principal_of(user))
+
+
 def settings_for(kb: str | Path | None, **changes: object) -> Settings:
     """Options over the environment over ragloop.toml files (core/config_file.py)."""
     apply_config_files(str(kb) if kb else None)
@@ -172,7 +186,13 @@ def ingest(paths: Annotated[list[str], typer.Argument(
                "--link-local-urls", help="Allow URLs on link-local addresses (169.254.0.0/16,"
                " fe80::/10, cloud metadata services); refused by default, even with"
                " --private-urls.")] = False,
-           description: DescriptionOpt = None) -> None:
+           description: DescriptionOpt = None,
+           access: Annotated[list[str] | None, typer.Option(
+               "--access", metavar="NAMES",
+               help="Users or groups who may read what is ingested (repeatable, or"
+               " comma-separated), where the file says nothing itself (front matter `access:`,"
+               " a .ragloop-access file in its folder or above); default everyone.")] = None,
+           ) -> None:
     """Add or update documents; unchanged files are skipped by content hash."""
     from ragloop.ingest.pipeline import IngestInterrupted
     from ragloop.kb.catalog import describe
@@ -193,12 +213,12 @@ def ingest(paths: Annotated[list[str], typer.Argument(
                 report = None
                 for folder in paths:
                     one = base.sync(folder, progress=progress, tags=tag or [],
-                                    allow_mass_delete=allow_mass_delete)
+                                    allow_mass_delete=allow_mass_delete, access=access)
                     report = one if report is None else _merged(report, one)
             else:
                 report = base.ingest(paths, progress=progress, tags=tag or [],
                                      private_urls=private_urls,
-                                     link_local_urls=link_local_urls)
+                                     link_local_urls=link_local_urls, access=access)
             # the one line a catalog shows of this KB: the user's, else drafted from titles
             describe(base, description)
     except IngestInterrupted as exc:  # the knowledge base was closed (its indexes saved) first
@@ -344,7 +364,7 @@ def search(query: str, k: Annotated[int, typer.Option("-k", help="Number of hits
            as_json: JsonOpt = False,
            source: SourceOpt = None, doc_prefix: DocPrefixOpt = None, where: WhereOpt = None,
            tag: TagOpt = None, date_from: DateFromOpt = None,
-           date_to: DateToOpt = None) -> None:
+           date_to: DateToOpt = None, as_user: AsUserOpt = None) -> None:
     """Hybrid search (BM25 + vectors, fused by reciprocal rank fusion), optionally within the
     documents a filter selects; several knowledge bases: all of them, merged by rank."""
     from ragloop.retrieval.filters import make_filter
@@ -358,7 +378,7 @@ def search(query: str, k: Annotated[int, typer.Option("-k", help="Number of hits
     served = Served(kb, catalog)
     settings = settings_for(served.location, embedder=embedder)
     with served.open(settings) as base:
-        hits = base.search(query, k, mode, filter=flt)  # type: ignore[arg-type]
+        hits = as_principal(base, as_user).search(query, k, mode, filter=flt)  # type: ignore[arg-type]
     if as_json:
         emit_json([h.to_dict() for h in hits])
         return
@@ -375,12 +395,13 @@ def search(query: str, k: Annotated[int, typer.Option("-k", help="Number of hits
 
 
 @command()
-def docs(kb: KbsOpt = None, catalog: CatalogOpt = None, as_json: JsonOpt = False) -> None:
+def docs(kb: KbsOpt = None, catalog: CatalogOpt = None, as_json: JsonOpt = False,
+         as_user: AsUserOpt = None) -> None:
     """List documents with their section and chunk counts; several knowledge bases: each
     one's, with its name."""
     served = Served(kb, catalog)
     with served.open(settings_for(served.location)) as base:
-        documents = base.documents()
+        documents = as_principal(base, as_user).documents()
     if as_json:
         emit_json([d.to_dict() for d in documents])
         return
@@ -413,11 +434,17 @@ def docs(kb: KbsOpt = None, catalog: CatalogOpt = None, as_json: JsonOpt = False
         table.add_column("source", overflow="fold")
     for name in ("sections", "chunks"):
         table.add_column(name, justify="right", no_wrap=True)
+    # who may read each document (ingest/access.py), when any document says
+    ruled = any(ACCESS_KEY in d.metadata for d in documents)
+    if ruled:
+        table.add_column("access", overflow="fold")
     for d in documents:
         source = [Text(one_line(d.source))] if with_source else []
         where = [Text(one_line(d.kb))] if several else []
+        readers = [Text(one_line(", ".join(d.metadata.get(ACCESS_KEY, ["everyone"]))
+                                 or "admins only"))] if ruled else []
         table.add_row(*where, Text(one_line(d.doc_id)), Text(one_line(d.title)), *source,
-                      str(d.sections), str(d.chunks))
+                      str(d.sections), str(d.chunks), *readers)
     out.print(table)
     out.print(summary)
 
@@ -1002,6 +1029,18 @@ def settings_(markdown: Annotated[bool, typer.Option(
         value = getattr(current, name)
         shown_value = "***" if name == "api_key" and value is not None else value
         out.print(f"{Settings.setting_name(name)}={'' if value is None else shown_value}")
+
+
+def _add_access_commands() -> None:
+    """`ragloop users …` and `ragloop keys …` (apps/access_cli.py, which reads this module's
+    options: imported once they are all defined)."""
+    from ragloop.apps.access_cli import keys_app, users_app
+
+    app.add_typer(users_app, name="users")
+    app.add_typer(keys_app, name="keys")
+
+
+_add_access_commands()
 
 
 def main() -> None:

@@ -30,6 +30,7 @@ import anyio
 
 from ragloop.agent.engine import Engine
 from ragloop.agent.run import RunResult
+from ragloop.core.access import Principal
 from ragloop.core.errors import RunCancelled
 from ragloop.core.events import AnswerDeltaEvent, Event
 from ragloop.core.types import RunStatus
@@ -81,18 +82,21 @@ class JobRunner:
     # -- running ------------------------------------------------------------------------
 
     def submit(self, question: str, *, route: str = "auto", driver: str | None = None,
-               max_steps: int | None = None, conversation_id: str | None = None) -> str:
+               max_steps: int | None = None, conversation_id: str | None = None,
+               principal: Principal | None = None) -> str:
+        """`principal`: who asks; the run reads only what it may (None: everything)."""
         run_id = uuid.uuid4().hex[:12]
         with self.lock:
             self.pending[run_id] = Pending(run_id, question, conversation_id)
             self.futures[run_id] = self.executor.submit(
-                self._run, run_id, question, route, driver, max_steps, conversation_id)
+                self._run, run_id, question, route, driver, max_steps, conversation_id,
+                principal)
         return run_id
 
     def ask(self, question: str, *, run_id: str | None = None,
             on_event: Callable[[Event], None] | None = None,
             conversation_id: str | None = None, cancel: threading.Event | None = None,
-            **options: Any) -> Future[RunResult]:
+            principal: Principal | None = None, **options: Any) -> Future[RunResult]:
         """A run whose caller waits for its result (POST /ask, the OpenAI endpoint), in the
         same pool and the same lists as a background run: queued, then live (its events to
         the followers of /runs/{id}/events, counted in `active`) until it ends. `on_event`
@@ -112,8 +116,9 @@ class JobRunner:
 
         def run() -> RunResult:
             try:
-                return self.engine.ask(question, on_event=heard, run_id=run_id,
-                                       conversation_id=conversation_id, **options)
+                return self.engine.for_principal(principal).ask(
+                    question, on_event=heard, run_id=run_id, conversation_id=conversation_id,
+                    **options)
             finally:
                 self._ended(run_id)
 
@@ -123,14 +128,16 @@ class JobRunner:
         return future
 
     def _run(self, run_id: str, question: str, route: str, driver: str | None,
-             max_steps: int | None, conversation_id: str | None = None) -> None:
+             max_steps: int | None, conversation_id: str | None = None,
+             principal: Principal | None = None) -> None:
         def on_event(event: Event) -> None:
             self._pop_pending(run_id)
             self.heard(run_id, event)
 
         try:
-            self.engine.ask(question, route=route, driver=driver, max_steps=max_steps,
-                            on_event=on_event, run_id=run_id, conversation_id=conversation_id)
+            self.engine.for_principal(principal).ask(
+                question, route=route, driver=driver, max_steps=max_steps, on_event=on_event,
+                run_id=run_id, conversation_id=conversation_id)
         except Exception as exc:  # the engine has marked the run failed if it had started it
             log.exception("run %s failed", run_id)
             if self.runs.get(run_id) is None:

@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 from ragloop.agent.engine import Engine
 from ragloop.apps.jobs import JobRunner
+from ragloop.core.access import Principal, principal_from_dict, principal_to_dict
 from ragloop.core.config import Settings
 from ragloop.core.errors import UserError
 from ragloop.core.events import Event
@@ -97,10 +98,11 @@ class Worker:
         beater = threading.Thread(target=beat, name=f"ragloop-lease-{run_id}", daemon=True)
         beater.start()
         try:
-            self.engine.ask(job["question"], route=opts.get("route") or "auto",
-                            driver=opts.get("driver"), max_steps=opts.get("max_steps"),
-                            on_event=on_event, run_id=run_id,
-                            conversation_id=opts.get("conversation_id"))
+            engine = self.engine.for_principal(principal_from_dict(opts.get("principal")))
+            engine.ask(job["question"], route=opts.get("route") or "auto",
+                       driver=opts.get("driver"), max_steps=opts.get("max_steps"),
+                       on_event=on_event, run_id=run_id,
+                       conversation_id=opts.get("conversation_id"))
         except Exception as exc:  # the engine marked the run failed if it had started it
             log.exception("run %s failed", run_id)
             run = self.runs.get(run_id)
@@ -173,10 +175,13 @@ class QueueJobRunner(JobRunner):
         self._listener_thread.start()
 
     def submit(self, question: str, *, route: str = "auto", driver: str | None = None,
-               max_steps: int | None = None, conversation_id: str | None = None) -> str:
+               max_steps: int | None = None, conversation_id: str | None = None,
+               principal: Principal | None = None) -> str:
+        # the asker goes with the run: the worker that claims it reads only what it may
         return self.queue.enqueue(question, {"route": route, "driver": driver,
                                              "max_steps": max_steps,
-                                             "conversation_id": conversation_id})
+                                             "conversation_id": conversation_id,
+                                             "principal": principal_to_dict(principal)})
 
     def get(self, run_id: str) -> RunRecord | None:
         return self.runs.get(run_id)

@@ -21,6 +21,7 @@ from ragloop.core.errors import DiskFullError, ReaderError, UserError
 from ragloop.core.types import Chunk, DocumentInfo, ParsedDocument
 from ragloop.core.unicode import clean_text, is_text
 from ragloop.embed.cache import CachedEmbedder, text_hash
+from ragloop.ingest.access import FolderAccess, signature, with_access
 from ragloop.ingest.chunking import chunk_document
 from ragloop.ingest.fetch import Reach
 from ragloop.ingest.limits import ReadLimits
@@ -328,7 +329,8 @@ def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: It
                  settings: Settings, progress: bool = False, admit: Admit | None = None,
                  before_write: Callable[[list[ParsedDocument]], None] | None = None,
                  tags: list[str] | None = None, private_urls: bool = False,
-                 link_local_urls: bool = False) -> IngestReport:
+                 link_local_urls: bool = False,
+                 access: list[str] | None = None) -> IngestReport:
     """Ingest files and web pages (URLs; a sitemap URL: its pages); `embedder` is called only
     when some chunk actually needs a vector. `tags`: added to each document's `tags`
     metadata; `private_urls`: allow URLs on loopback and private addresses;
@@ -337,12 +339,17 @@ def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: It
 
     `admit(doc, content_hash)`, when given, sees every parsed document first; a reason it
     returns skips the document into `report.conflicts` (the server's uploads use it).
-    `before_write` sees each batch's documents first (the KB settles its language there)."""
+    `before_write` sees each batch's documents first (the KB settles its language there).
+    `access`: who may read what this ingest reads where the source itself says nothing
+    (ingest/access.py)."""
     started = time.perf_counter()
     writer = _Writer(store, embedder, settings, admit, before_write)
     report = writer.report
     # an upload's `admit` must see every document, so uploads never skip by stat
-    stats = writer.stats = None if admit else FileStats.load(store, settings, tags)
+    # the --access option is part of what an unchanged file was read with, as tags are
+    shaped_by = (tags or []) + ([f"access={','.join(access)}"] if access is not None else [])
+    stats = writer.stats = None if admit else FileStats.load(store, settings, shaped_by)
+    rules = FolderAccess()
     paths = [str(p) if isinstance(p, str) else p for p in paths]
     limits = ReadLimits.from_settings(settings)
     reach = Reach(private=private_urls, link_local=link_local_urls)
@@ -350,7 +357,7 @@ def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: It
     for url in [p for p in paths if isinstance(p, str) and is_url(p)]:
         with hidden_text(hidden):
             for doc in _web_documents(writer, url, reach, limits):
-                writer.add(_tagged(doc, tags), doc.source)
+                _add(writer, _tagged(doc, tags), doc.source, None, access)
     files = list(iter_files(p for p in paths if not (isinstance(p, str) and is_url(p))))
     with _progress("ingest", True, progress) as bar, _interruptible(writer):
         task = bar.add_task("files", total=len(files), name="")
@@ -362,7 +369,11 @@ def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: It
             if path.suffix.lower() not in SUPPORTED_SUFFIXES:
                 report.unsupported.append(shown(path))
                 continue
+            rule = rules.for_file(path)
             before = stats.stat(path) if stats is not None else None
+            if before is not None and (rule is not None or access is not None):
+                # an edited access file (or option) reads the files it covers again
+                before = [*before, signature(rule, access)]
             if stats is not None and stats.unchanged(writer, path, before):
                 continue
             try:
@@ -375,10 +386,11 @@ def ingest_paths(store: Store, embedder: Callable[[], CachedEmbedder], paths: It
                 continue
             failed = len(report.failed)
             for doc in docs:
-                writer.add(_tagged(doc, tags), path)
+                _add(writer, _tagged(doc, tags), path, rule, access)
             if stats is not None:  # a document that failed: read again next time
                 stats.record(path, before if len(report.failed) == failed else None,
-                             {d.doc_id: writer.hashes[d.doc_id] for d in docs})
+                             {d.doc_id: writer.hashes[d.doc_id] for d in docs
+                              if d.doc_id in writer.hashes})
         return writer.finish(started)
 
 
@@ -455,6 +467,17 @@ class FileStats:
             # only speed is lost if this cannot be written (a full disk): not the ingest
             with contextlib.suppress(DiskFullError):
                 store.set_meta(FILE_STATS_KEY, json.dumps(kept, sort_keys=True))
+
+
+def _add(writer: _Writer, doc: ParsedDocument, where: str | Path,
+         rule: list[str] | str | None, access: list[str] | None) -> None:
+    """Queue `doc` with its access list; a bad one fails the document (never opens it)."""
+    try:
+        doc = with_access(doc, rule, access)
+    except UserError as exc:
+        writer.fail(where, str(exc))
+        return
+    writer.add(doc, where)
 
 
 def _tagged(doc: ParsedDocument, tags: list[str] | None) -> ParsedDocument:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import copy
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ragloop.core.access import Principal, parse_names
 from ragloop.core.config import LOCAL_EMBEDDER, MULTILINGUAL_EMBEDDER, Settings
 from ragloop.core.errors import (
     EmbedderMismatchError,
@@ -27,6 +30,9 @@ from ragloop.storage.protocols import Backend, Store
 if TYPE_CHECKING:
     # imported where used: the readers (markdown-it, pypdf, …) cost a cold search 0.3 s
     from ragloop.ingest.pipeline import Admit, IngestReport
+
+
+_VIEWS_LOCK = threading.Lock()
 
 
 def _same_embedder(a: str, b: str) -> bool:
@@ -84,6 +90,9 @@ class KnowledgeBase:
     @property
     def embedder(self) -> CachedEmbedder:
         """The (cached) embedder, loaded on first use: BM25-only work never loads a model."""
+        base = self.__dict__.get("_base")
+        if base is not None:  # a principal's view (for_principal)
+            return base.embedder
         if self._embedder is None:
             from ragloop.embed import make_embedder
 
@@ -115,7 +124,8 @@ class KnowledgeBase:
     def ingest(self, paths: Iterable[str | Path] | str | Path,
                progress: bool = False, admit: Admit | None = None,
                tags: Iterable[str] = (), private_urls: bool = False,
-               link_local_urls: bool = False) -> IngestReport:
+               link_local_urls: bool = False,
+               access: Iterable[str] | None = None) -> IngestReport:
         """Read, chunk, embed and index files, folders (Markdown, text, HTML, PDF, Office,
         e-books, …) and web page URLs. Idempotent by content hash: an unchanged file is skipped,
         a changed one replaced. `admit`: see ingest_paths (which existing documents this ingest
@@ -123,17 +133,21 @@ class KnowledgeBase:
         match); `private_urls`: allow URLs on loopback and private addresses (an intranet),
         which are refused by default; `link_local_urls`: allow link-local ones
         (169.254.0.0/16, fe80::/10, where cloud metadata services answer), refused even with
-        `private_urls`."""
+        `private_urls`. `access`: the users and groups who may read what is ingested where
+        the source says nothing itself (front matter `access:`, a `.ragloop-access` file:
+        ingest/access.py); default everyone."""
         from ragloop.ingest.pipeline import ingest_paths
 
         if isinstance(paths, str | Path):
             paths = [paths]
         return ingest_paths(self.store, self.embedder_for_write, paths, self.settings, progress,
                             admit, before_write=self.settle_language, tags=list(tags),
-                            private_urls=private_urls, link_local_urls=link_local_urls)
+                            private_urls=private_urls, link_local_urls=link_local_urls,
+                            access=None if access is None else parse_names(access))
 
     def sync(self, folder: str | Path, progress: bool = False,
-             tags: Iterable[str] = (), allow_mass_delete: bool = False) -> IngestReport:
+             tags: Iterable[str] = (), allow_mass_delete: bool = False,
+             access: Iterable[str] | None = None) -> IngestReport:
         """Make the knowledge base hold what `folder` holds now: new files added, changed
         ones updated (as `ingest`), and documents whose files are gone from it removed
         (`report.removed`); documents from other folders and uploads stay, and so do those
@@ -158,7 +172,8 @@ class KnowledgeBase:
             raise UserError(f"{folder}: --sync needs a folder (it removes the documents of"
                             " files gone from it)")
         problem = folder_problem(path)
-        report = IngestReport() if problem else self.ingest([folder], progress, tags=tags)
+        report = IngestReport() if problem else self.ingest([folder], progress, tags=tags,
+                                                            access=access)
         problem = problem or folder_problem(path)  # gone while it was read
         if problem is None:  # a subfolder that cannot be listed: failed, not deleted
             report.failed += [(shown(d), why) for d, why in unlistable_folders(path)]
@@ -236,6 +251,27 @@ class KnowledgeBase:
     def remove(self, doc_id: str) -> bool:
         """Delete a document, its sections, chunks and index entries; False if it was not there."""
         return self.store.remove_document(doc_id)
+
+    def for_principal(self, principal: Principal | None) -> KnowledgeBase:
+        """This knowledge base as `principal` sees it: the documents it may not read are not
+        there, for every search, listing and fetch (kb/access.py). An admin (or None) sees
+        it all: the knowledge base itself. One view per principal, kept, so what is made from
+        its content (offline/content_cache.py) is made once per principal and version."""
+        if principal is None or principal.admin:
+            return self
+        with _VIEWS_LOCK:
+            views = self.__dict__.setdefault("_views", {})
+            view = views.get(principal)
+            if view is None:
+                from ragloop.kb.access import ReadableStore
+
+                view = copy.copy(self)
+                view.__dict__.pop("_views", None)
+                view.store = ReadableStore(self.store, principal)  # type: ignore[assignment]
+                view._base = self  # the embedder is the KB's own (one model, one cache)
+                view.close = lambda: None  # type: ignore[method-assign]  # the KB's to close
+                views[principal] = view
+            return view
 
     def close(self) -> None:
         """Closes the backend: the store and, if one was borrowed, the run store."""

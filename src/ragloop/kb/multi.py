@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from ragloop.core.access import Principal
 from ragloop.core.config import Settings
 from ragloop.core.decisions import SourceChoice, SourceChooser
 from ragloop.core.errors import NotFoundError, UserError
@@ -174,6 +175,23 @@ class KnowledgeBases:
             kb.warm_up()
 
     # -- searching ------------------------------------------------------------------------
+
+    def for_principal(self, principal: Principal | None) -> KnowledgeBases:
+        """These knowledge bases as `principal` sees them: each one's view (kb/access.py);
+        kept per principal. An admin (or None): these themselves."""
+        if principal is None or principal.admin:
+            return self
+        views = self.__dict__.setdefault("_views", {})
+        view = views.get(principal)
+        if view is None:
+            view = copy.copy(self)
+            view.__dict__.pop("_views", None)
+            view.kbs = {n: kb.for_principal(principal) for n, kb in self.kbs.items()}
+            view.store = _Stores(list(view.kbs.values()))
+            # the chooser reads what each KB holds: the view's own (the engine makes it)
+            view.chooser = None
+            views[principal] = view
+        return view
 
     def for_run(self, sources: RunSources) -> KnowledgeBases:
         """These knowledge bases as one run reads them: each query's choice is made once and

@@ -17,6 +17,7 @@ from ragloop.storage.protocols import Backend, RunQueue, RunStore, Store
 
 if TYPE_CHECKING:
     from ragloop.storage.postgres.runs import PgRunStore
+    from ragloop.storage.principals import PrincipalStore
 
 
 def open_backend(location: str | Path, create: bool = True) -> Backend:
@@ -36,12 +37,23 @@ class _Backend:
     def __init__(self) -> None:
         self._store: Store | None = None
         self._runs: RunStore | None = None
+        self._principals: PrincipalStore | None = None
 
     def _open_store(self) -> Store:
         raise NotImplementedError
 
     def _open_runs(self) -> RunStore:
         raise NotImplementedError
+
+    def _open_principals(self) -> PrincipalStore:
+        raise NotImplementedError
+
+    @property
+    def principals(self) -> PrincipalStore:
+        """The users, groups and API keys kept with this knowledge base (issue 43)."""
+        if self._principals is None:
+            self._principals = self._open_principals()
+        return self._principals
 
     @property
     def store(self) -> Store:
@@ -56,10 +68,10 @@ class _Backend:
         return self._runs
 
     def close(self) -> None:
-        for part in (self._runs, self._store):
+        for part in (self._principals, self._runs, self._store):
             if part is not None:
                 part.close()
-        self._runs = self._store = None
+        self._runs = self._store = self._principals = None
 
 
 class SqliteBackend(_Backend):
@@ -97,6 +109,23 @@ class SqliteBackend(_Backend):
 
         self._require_db()
         return SqliteRunStore(self.db_path)
+
+    def _open_principals(self) -> PrincipalStore:
+        """In the knowledge base's own file, on a connection of their own (closed with it)."""
+        import sqlite3
+        import threading
+
+        from ragloop.storage.principals import SCHEMA, PrincipalStore, sqlite_connection
+
+        self._require_db()
+        db = sqlite3.connect(str(self.db_path), check_same_thread=False, isolation_level=None,
+                             timeout=30)
+        db.execute("PRAGMA foreign_keys=ON")
+        for statement in SCHEMA:
+            db.execute(statement.replace("DOUBLE PRECISION", "REAL"))
+        store = PrincipalStore(sqlite_connection(db, threading.RLock()))
+        store.close = db.close  # type: ignore[method-assign]
+        return store
 
     @property
     def queue(self) -> RunQueue | None:
@@ -139,6 +168,12 @@ class PostgresBackend(_Backend):
     def _open_runs(self) -> RunStore:
         return self._pg()
 
+    def _open_principals(self) -> PrincipalStore:
+        """On the run store's pool (autocommit connections); its tables are migration 7."""
+        from ragloop.storage.principals import PrincipalStore
+
+        return PrincipalStore(self._pg().pool.connection, mark="%s")
+
     @property
     def queue(self) -> RunQueue:
         """The same PgRunStore as `runs`: its table is the queue."""
@@ -146,6 +181,7 @@ class PostgresBackend(_Backend):
 
     def close(self) -> None:
         self._runs = None  # the same PgRunStore, closed once below
+        self._principals = None  # borrows its pool
         super().close()
         if self._pg_runs is not None:
             self._pg_runs.close()

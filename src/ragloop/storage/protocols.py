@@ -11,13 +11,16 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypedDict
 
 import numpy as np
 
 from ragloop.core.errors import UserError
 from ragloop.core.events import Event
 from ragloop.core.types import Chunk, DocumentInfo, Hit, ParsedDocument, SectionInfo
+
+if TYPE_CHECKING:
+    from ragloop.storage.principals import PrincipalStore
 
 
 @dataclass
@@ -348,4 +351,8 @@ class Backend(Protocol):
     def runs(self) -> RunStore: ...
     @property
     def queue(self) -> RunQueue | None: ...
+    @property
+    def principals(self) -> PrincipalStore:
+        """Users, groups and API keys (storage/principals.py), beside the runs."""
+        ...
     def close(self) -> None: ...

@@ -8,7 +8,6 @@ connects late or reconnects with Last-Event-ID gets exactly the events it missed
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 import os
@@ -29,22 +28,25 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sse_starlette import EventSourceResponse, ServerSentEvent
-from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ragloop.agent.conversations import ID_PATTERN as CONVERSATION_ID_PATTERN
 from ragloop.agent.engine import Engine
 from ragloop.apps.jobs import JobRunner
+from ragloop.apps.server.access_guard import (
+    API_KEY_COOKIE as API_KEY_COOKIE,  # the page's cookie (tests name it from here)
+)
+from ragloop.apps.server.access_guard import (
+    AccessGuard,
+    config_for,
+    keys_required,
+    principal_of,
+)
 from ragloop.apps.server.api_docs import add_api_docs
 from ragloop.apps.server.conversations import add_conversation_routes, resolve_http_conversation
 from ragloop.apps.server.folder_sync import FolderSync, sync_targets
-from ragloop.apps.server.guard import (
-    LoopbackGuard,
-    cross_origin_write,
-    forbidden,
-    is_loopback,
-)
+from ragloop.apps.server.guard import is_loopback
 from ragloop.apps.server.json_errors import rewrite_errors
 from ragloop.apps.server.openai_compat import (
     OpenAIErrorShape,
@@ -80,16 +82,12 @@ log = logging.getLogger("ragloop.apps.server")
 
 STATIC_DIR = Path(__file__).parent / "static"
 API_KEY_ENV = "RAGLOOP_API_KEY"
-API_KEY_COOKIE = "ragloop_api_key"
 # A question is a sentence or a paragraph; a JSON body is never more than this.
 MAX_QUESTION_CHARS = 4000
 MAX_JSON_BYTES = 1 << 20
 MAX_UPLOAD_MB_ENV = "RAGLOOP_MAX_UPLOAD_MB"
 DEFAULT_MAX_UPLOAD_MB = 20
 MAX_FILENAME_CHARS = 200
-# Open without a key: the static shell of the pages (no data), health, the OpenAPI schema.
-PUBLIC_PATHS = {"/", "/dashboard", "/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect",
-                "/redoc", "/favicon.ico"}
 SSE_PING_S = 15
 # Event seqs are small step counters; anything past a 32-bit integer is not one we sent (and
 # would overflow SQLite's and Postgres's integer parameters).
@@ -103,14 +101,28 @@ ERROR_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "
                415: "unsupported_media_type", 422: "invalid_request", 500: "internal_error"}
 
 
-def check_bind(host: str, api_key: str | None) -> None:
-    """Refuse to serve beyond this machine without an API key."""
-    if not is_loopback(host) and not api_key:
+def check_bind(host: str, api_key: str | None, user_keys: bool = False) -> None:
+    """Refuse to serve beyond this machine without an API key (`user_keys`: users' keys are
+    stored, `ragloop keys add`)."""
+    if not is_loopback(host) and not api_key and not user_keys:
         raise ConfigError(
             f"Refusing to listen on {host} without an API key: anyone who can reach it could"
             f" read the knowledge base and spend model tokens. Set {API_KEY_ENV}=<a long random"
-            " string> (clients send `Authorization: Bearer <key>` or `X-API-Key: <key>`), or"
-            " bind to 127.0.0.1.")
+            " string> (clients send `Authorization: Bearer <key>` or `X-API-Key: <key>`), make"
+            " user keys (`ragloop users add`, `ragloop keys add`), or bind to 127.0.0.1.")
+
+
+def _user_keys(location: str) -> bool:
+    """Whether users' keys are stored with the knowledge base at `location` (the first one
+    served, which holds the runs too); False when there is none there yet."""
+    try:
+        backend = open_backend(location, create=False)
+    except UserError:
+        return False
+    try:
+        return backend.principals.has_keys()
+    finally:
+        backend.close()
 
 
 def max_upload_bytes() -> int:
@@ -149,56 +161,6 @@ class AskRequest(BaseModel):
         if not value:
             raise ValueError("the question is empty")
         return value
-
-
-# -- the API key ----------------------------------------------------------------------------
-
-
-class ApiKeyGuard:
-    """Requires the API key on every path but the public ones (plain ASGI: SSE-safe)."""
-
-    def __init__(self, app: ASGIApp, api_key: str) -> None:
-        self.app = app
-        self.api_key = api_key.encode()
-
-    def _presented(self, headers: Headers) -> tuple[str | None, bool]:
-        """The key sent, and whether it came from the page's cookie."""
-        auth = headers.get("authorization", "")
-        if auth.lower().startswith("bearer "):
-            return auth[7:].strip(), False
-        if headers.get("x-api-key"):
-            return headers["x-api-key"].strip(), False
-        for part in headers.get("cookie", "").split(";"):
-            name, _, value = part.strip().partition("=")
-            if name == API_KEY_COOKIE:
-                return value, True
-        return None, False
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS \
-                or scope["path"].startswith("/static/"):
-            await self.app(scope, receive, send)
-            return
-        headers = Headers(scope=scope)
-        presented, from_cookie = self._presented(headers)
-        if presented is not None and hmac.compare_digest(presented.encode(), self.api_key):
-            # A browser sends the cookie (SameSite=Strict) with requests from any page of the
-            # same site (another port, a sibling subdomain behind one proxy): a write must
-            # come from this server's own page, the keyless guard's rule. A key in a header
-            # is set by the client itself, so no other page can send it.
-            refused = cross_origin_write(scope, headers, "the page's cookie") \
-                if from_cookie else None
-            if refused is None:
-                await self.app(scope, receive, send)
-                return
-            for message in forbidden(refused):
-                await send(message)
-            return
-        message = ("A valid API key is required: send `Authorization: Bearer <key>` or"
-                   " `X-API-Key: <key>`." if presented is None else "The API key is wrong.")
-        response = JSONResponse(error_body(401, message), status_code=401,
-                                headers={"WWW-Authenticate": "Bearer"})
-        await response(scope, receive, send)
 
 
 class TooLargeAsJson:
@@ -303,10 +265,10 @@ def create_app(settings: Settings | None = None, *,
         description="Agentic RAG over a local knowledge base: runs, live events, documents,"
                     " search and metrics.",
         lifespan=lifespan, max_body_size=MAX_JSON_BYTES, docs_url=None, redoc_url=None)
-    if api_key:
-        app.add_middleware(ApiKeyGuard, api_key=api_key)
-    else:
-        app.add_middleware(LoopbackGuard, bind_host=bind_host)
+    # a key where one is required (the admin's, or a user's: apps/server/access_guard.py),
+    # else the loopback guard
+    app.state.ragloop_access = config_for(api_key, bind_host)
+    app.add_middleware(AccessGuard, config=app.state.ragloop_access, bind_host=bind_host)
     _add_error_handlers(app)
     _add_routes(app, limit)
     add_openai_api(app)  # /v1: chat completions and models, OpenAI's error shape
@@ -389,6 +351,11 @@ def _state(request: Request) -> ServerState:
     return request.app.state.ragloop
 
 
+def _kb(request: Request) -> KnowledgeBase | KnowledgeBases:
+    """The served knowledge base(s) as the request's principal sees them (kb/access.py)."""
+    return _state(request).kb.for_principal(principal_of(request))
+
+
 def _check_components(state: ServerState, body: AskRequest) -> None:
     """Fail in the request (400) for what the engine would refuse in the worker."""
     from ragloop.agent.engine import Components
@@ -443,7 +410,7 @@ def _add_page_routes(app: FastAPI) -> None:
         state = _state(request)
         return {"status": "ok", "chunks": state.kb.store.chunk_count(),
                 "active_runs": state.jobs.active(),
-                "auth_required": any(m.cls is ApiKeyGuard for m in app.user_middleware)}
+                "auth_required": keys_required(app.state.ragloop_access, app)}
 
 
 def _add_run_routes(app: FastAPI) -> None:
@@ -456,7 +423,8 @@ def _add_run_routes(app: FastAPI) -> None:
         _check_components(state, body)
         conversation_id = resolve_http_conversation(state.jobs, body.conversation_id)
         run_id = state.jobs.submit(body.question, route=body.route, driver=body.driver,
-                                   max_steps=body.max_steps, conversation_id=conversation_id)
+                                   max_steps=body.max_steps, conversation_id=conversation_id,
+                                   principal=principal_of(request))
         return {"run_id": run_id, "status": RunStatus.QUEUED, "events": f"/runs/{run_id}/events",
                 "run": f"/runs/{run_id}", "conversation_id": conversation_id}
 
@@ -531,7 +499,8 @@ def _add_run_routes(app: FastAPI) -> None:
         _check_components(state, body)
         conversation_id = resolve_http_conversation(state.jobs, body.conversation_id)
         future = state.jobs.ask(body.question, route=body.route, driver=body.driver,
-                                max_steps=body.max_steps, conversation_id=conversation_id)
+                                max_steps=body.max_steps, conversation_id=conversation_id,
+                                principal=principal_of(request))
         result = await asyncio.wrap_future(future)
         return result.to_dict()
 
@@ -541,13 +510,13 @@ def _add_document_routes(app: FastAPI, upload_limit: int) -> None:
     @app.get("/documents", tags=["documents"])
     def list_documents(request: Request) -> dict[str, Any]:
         """Every document: doc_id, title, source, number of sections and chunks."""
-        return {"documents": [d.to_dict() for d in _state(request).kb.documents()]}
+        return {"documents": [d.to_dict() for d in _kb(request).documents()]}
 
     @app.get("/knowledge_bases", tags=["documents"])
     def knowledge_bases(request: Request) -> dict[str, Any]:
         """The knowledge bases served: name, description and document count of each (one,
         unnamed, when a single --kb is served)."""
-        return {"knowledge_bases": served_catalog(_state(request).kb)}
+        return {"knowledge_bases": served_catalog(_kb(request))}
 
     @app.get("/documents/{doc_id:path}/sections/{section}", tags=["documents"])
     def get_section(doc_id: str, section: str, request: Request,
@@ -556,7 +525,7 @@ def _add_document_routes(app: FastAPI, upload_limit: int) -> None:
                                     " is in (needed when the doc id is in several).")] = None,
                     ) -> dict[str, Any]:
         """The full text of one section (doc ids may contain slashes)."""
-        return _state(request).kb.section(doc_id, section, knowledge_base).to_dict()
+        return _kb(request).section(doc_id, section, knowledge_base).to_dict()
 
     @app.get("/documents/{doc_id:path}", tags=["documents"])
     def get_document(doc_id: str, request: Request,
@@ -565,7 +534,7 @@ def _add_document_routes(app: FastAPI, upload_limit: int) -> None:
                                      " is in (needed when the doc id is in several).")] = None,
                      ) -> dict[str, Any]:
         """One document and the ids and titles of its sections."""
-        served = _state(request).kb
+        served = _kb(request)
         kb: KnowledgeBase | KnowledgeBases = served
         if isinstance(served, KnowledgeBases):  # the one holding it, else a 404 saying so
             knowledge_base = served.holder(doc_id, knowledge_base)
@@ -588,10 +557,11 @@ def _add_document_routes(app: FastAPI, upload_limit: int) -> None:
         """Delete one document: its sections, chunks and index entries."""
         state = _state(request)
         with state.ingest_lock:  # not while an upload writes
-            if isinstance(state.kb, KnowledgeBases):
-                removed = state.kb.remove(doc_id, knowledge_base)
+            served = _kb(request)  # a document the asker may not read is not there
+            if isinstance(served, KnowledgeBases):
+                removed = served.remove(doc_id, knowledge_base)
             else:
-                removed = write_target(state.kb, knowledge_base, NAME_KB).remove(doc_id)
+                removed = write_target(served, knowledge_base, NAME_KB).remove(doc_id)
         if not removed:
             raise NotFoundError(f"No document {doc_id!r}; GET /documents lists the doc_ids.")
         return {"doc_id": doc_id, "deleted": True}
@@ -683,7 +653,7 @@ def _add_search_route(app: FastAPI) -> None:
         flt = make_filter(source=source or [], doc_id_prefix=doc_id_prefix or [],
                           metadata=metadata or [], tag=tag or [], date_from=date_from,
                           date_to=date_to, knowledge_base=knowledge_base or [])
-        hits = _state(request).kb.search(q, k, mode, filter=flt)
+        hits = _kb(request).search(q, k, mode, filter=flt)
         return {"query": q, "mode": mode, "k": k, "filter": flt.to_dict() if flt else None,
                 "hits": [h.to_dict() for h in hits]}
 
@@ -717,7 +687,7 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000,
           allow_mass_delete: bool = False) -> None:
     import uvicorn
 
-    check_bind(host, api_key)
+    check_bind(host, api_key, _user_keys(catalog[0].location if catalog else settings.kb))
     # a mistyped --kb is an error here, before uvicorn starts (only `ingest` creates one)
     if not catalog:
         open_backend(settings.kb, create=False).close()

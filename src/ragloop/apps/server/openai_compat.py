@@ -51,7 +51,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ragloop.agent.conversations import turn_of
 from ragloop.agent.run import RunResult
+from ragloop.apps.server.access_guard import principal_of
 from ragloop.apps.server.json_errors import rewrite_errors
+from ragloop.core.access import Principal
 from ragloop.core.conversation import Turn, TurnKind, numbered
 from ragloop.core.errors import NotFoundError, RunFailed, UserError
 from ragloop.core.events import (
@@ -357,7 +359,8 @@ def full_content(result: RunResult, streamed: str | None, sources: list[dict[str
     return text
 
 
-def cited_sources(state: ServerState, result: RunResult) -> list[dict[str, Any]]:
+def cited_sources(state: ServerState, result: RunResult,
+                  principal: Principal | None = None) -> list[dict[str, Any]]:
     """The cited passages, each once by number: n, doc_id, section, its title path ("S200 …
     Datasheet › Power › Battery"), from the knowledge base (blocking: run in a thread)."""
     out: dict[int, dict[str, Any]] = {}
@@ -365,7 +368,8 @@ def cited_sources(state: ServerState, result: RunResult) -> list[dict[str, Any]]
         if c.n in out:
             continue
         try:
-            info = state.kb.section(c.doc_id, c.section, c.kb or None)
+            info = state.kb.for_principal(principal).section(c.doc_id, c.section,
+                                                             c.kb or None)
         except NotFoundError:  # removed since the run read it
             title = ""
         else:  # as a stored conversation's turns name what they cited (agent/conversations.py)
@@ -391,8 +395,10 @@ def usage_of(result: RunResult) -> dict[str, Any]:
 class Completion:
     """One request's run: its id and model, and the pieces both replies are made of."""
 
-    def __init__(self, state: ServerState, body: ChatRequest) -> None:
+    def __init__(self, state: ServerState, body: ChatRequest,
+                 principal: Principal | None = None) -> None:
         self.state = state
+        self.principal = principal  # who asks: the run reads only what it may
         self.model = body.model
         self.run_id = uuid.uuid4().hex[:12]
         self.id = f"chatcmpl-{self.run_id}"
@@ -407,7 +413,7 @@ class Completion:
         if self.model != DEFAULT_MODEL and as_knowledge_bases(self.state.kb) is not None:
             options["knowledge_bases"] = [self.model]  # a model named for one of several KBs
         return self.state.jobs.ask(self.question, on_event=on_event, run_id=self.run_id,
-                                   **options)
+                                   principal=self.principal, **options)
 
     def chunk(self, delta: dict[str, Any] | None, finish: str | None = None,
               **extra: Any) -> ServerSentEvent:
@@ -452,7 +458,7 @@ async def answer(state: ServerState, run: Completion) -> dict[str, Any]:
         result = await asyncio.wrap_future(run.start(on_event))
     except Exception as exc:
         raise _failure(exc) from exc
-    sources = await asyncio.to_thread(cited_sources, state, result)
+    sources = await asyncio.to_thread(cited_sources, state, result, run.principal)
     streamed = "".join(deltas) if deltas else None
     return run.completion(result, "".join(f"{x}\n" for x in lines),
                           full_content(result, streamed, sources), sources)
@@ -509,7 +515,7 @@ async def _pieces(state: ServerState, run: Completion, future: Future[RunResult]
         yield ServerSentEvent(data=json.dumps(_failure(exc).body, ensure_ascii=False))
         yield ServerSentEvent(data="[DONE]")
         return
-    sources = await asyncio.to_thread(cited_sources, state, result)
+    sources = await asyncio.to_thread(cited_sources, state, result, run.principal)
     streamed = "".join(deltas) if deltas else None
     rest = full_content(result, streamed, sources)[len(streamed or ""):]
     if rest:
@@ -586,7 +592,7 @@ def add_openai_api(app: FastAPI) -> None:
                                   code="model_not_found", param="model")
             # reading the messages is CPU work on client text: in a worker thread, so one
             # request's parsing never holds up another's (the event loop stays free)
-            run = await run_in_threadpool(Completion, state, body)
+            run = await run_in_threadpool(Completion, state, body, principal_of(request))
             if body.stream:
                 return stream(state, run, body)
             return await answer(state, run)

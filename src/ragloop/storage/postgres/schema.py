@@ -182,6 +182,14 @@ def _conversations(conn: psycopg.Connection, params: dict) -> None:
                  " WHERE conversation_id IS NOT NULL")
 
 
+def _principals(conn: psycopg.Connection, params: dict) -> None:
+    """Users, their groups and their API keys (hashed): storage/principals.py."""
+    from ragloop.storage.principals import SCHEMA
+
+    for statement in SCHEMA:
+        conn.execute(statement)
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "knowledge base: documents, sections, chunks (tsvector + vector), cache",
               _kb_tables),
@@ -191,6 +199,7 @@ MIGRATIONS: list[Migration] = [
     Migration(5, "documents.metadata (front matter, file properties, tags)",
               _document_metadata),
     Migration(6, "runs.conversation_id, turn, standalone: conversations", _conversations),
+    Migration(7, "users, groups and API keys (issue 43)", _principals),
 ]
 
 

@@ -1,0 +1,118 @@
+"""A store as one principal sees it (issue 43.3): the documents it may not read are not there.
+
+Every read a knowledge base, a run, a tool or an offline decision makes goes through its
+store; this view answers each as if the hidden documents had never been ingested. Searches
+get the readable doc ids as their `within` (intersected with a filter's), which each index
+applies while it searches (tantivy's and hnswlib's filters, Postgres's `doc_id = ANY`), so k
+hits come back whenever k readable chunks match; documents, sections and chunks of a hidden
+document read as missing ("not found", never "forbidden"); counts are of readable documents.
+Writes and the embedding cache go to the store itself.
+
+The readable set is worked out once per version of the content (`generation()`), so a
+re-ingest that changes a document's access takes effect at the next read.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from ragloop.core.access import Principal
+from ragloop.core.types import DocumentInfo, Hit, SectionInfo
+from ragloop.storage.protocols import Store
+
+
+class _Readable:
+    """What one principal may read of one version of the content."""
+
+    def __init__(self, generation: object, documents: list[DocumentInfo], everything: bool):
+        self.generation = generation
+        self.documents = documents
+        self.ids = [d.doc_id for d in documents]
+        self.allowed = frozenset(self.ids)
+        self.everything = everything  # nothing is hidden: searches run unfiltered
+        self.chunks = sum(d.chunks for d in documents)
+
+
+class ReadableStore:
+    """`store` as `principal` sees it; anything not listed here is the store's own."""
+
+    def __init__(self, store: Store, principal: Principal) -> None:
+        self._store = store
+        self.principal = principal
+        self._lock = threading.Lock()
+        self._seen: _Readable | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        # meta, language, generation, embeddings, writes, flush, location, folder
+        return getattr(self._store, name)
+
+    def readable(self) -> _Readable:
+        version = self._store.generation()  # before the read: see offline/content_cache.py
+        with self._lock:
+            seen = self._seen
+            if seen is None or seen.generation != version:
+                every = self._store.documents()
+                mine = [d for d in every if self.principal.may_read(d.metadata)]
+                seen = self._seen = _Readable(version, mine, len(mine) == len(every))
+            return seen
+
+    def _within(self, within: list[str] | None) -> list[str] | None:
+        seen = self.readable()
+        if seen.everything:
+            return within
+        if within is None:
+            return list(seen.ids)
+        return [d for d in within if d in seen.allowed]
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def documents(self) -> list[DocumentInfo]:
+        return list(self.readable().documents)
+
+    def document_fields(self) -> list[tuple[str, str, dict[str, Any]]]:
+        return [(d.doc_id, d.source, d.metadata) for d in self.readable().documents]
+
+    def chunk_count(self) -> int:
+        seen = self.readable()
+        return self._store.chunk_count() if seen.everything else seen.chunks
+
+    def search_bm25(self, terms: list[str], k: int,
+                    within: list[str] | None = None) -> list[tuple[int, float]]:
+        within = self._within(within)
+        return [] if within == [] else self._store.search_bm25(terms, k, within)
+
+    def search_vector(self, vector: np.ndarray, k: int,
+                      within: list[str] | None = None) -> list[tuple[int, float]]:
+        within = self._within(within)
+        return [] if within == [] else self._store.search_vector(vector, k, within)
+
+    def chunks(self, ids: Iterable[int]) -> dict[int, Hit]:
+        allowed = self.readable().allowed
+        return {c: h for c, h in self._store.chunks(ids).items() if h.doc_id in allowed}
+
+    def chunk_docs(self, ids: Iterable[int]) -> dict[int, str]:
+        allowed = self.readable().allowed
+        return {c: d for c, d in self._store.chunk_docs(ids).items() if d in allowed}
+
+    def section(self, doc_id: str, section: str) -> SectionInfo | None:
+        if doc_id not in self.readable().allowed:
+            return None
+        return self._store.section(doc_id, section)
+
+    def sections(self, doc_id: str) -> list[SectionInfo]:
+        if doc_id not in self.readable().allowed:
+            return []
+        return self._store.sections(doc_id)
+
+    def remove_document(self, doc_id: str) -> bool:
+        """A hidden document is not there to remove."""
+        if doc_id not in self.readable().allowed:
+            return False
+        return self._store.remove_document(doc_id)
+
+    def close(self) -> None:
+        """The store is its knowledge base's: a view closes nothing."""
