@@ -386,5 +386,6 @@ def test_only_the_run_template_writes_the_answer_and_the_first_search() -> None:
     folder = Path(ragloop.agent.__file__).parent
     answering = {p.name for p in folder.glob("*.py") if "AnswerEvent(" in p.read_text()}
     assert answering == {"template.py"}
-    first = {p.name for p in folder.glob("*.py") if ".search(ctx.question" in p.read_text()}
+    first = {p.name for p in folder.glob("*.py") if ".search(ctx.searched" in p.read_text()
+             or ".search(ctx.question" in p.read_text()}
     assert first == {"template.py"}

@@ -148,7 +148,7 @@ class FixedAnswer:
 
 def engine_with(kb, tail: str, **kw):
     class Fixed(engine_mod.Engine):
-        def _answerer(self, chat):
+        def _answerer(self, comps):
             return FixedAnswer(tail)
 
     return Fixed(kb, grader=KeepsAll(), **kw)  # the scripted chat is the citation judge's

@@ -500,7 +500,7 @@ def scripted(small_kb, tmp_path, monkeypatch):
                 if s.title == "Executive team")
 
     class ScriptedEngine(engine_mod.Engine):
-        def _answerer(self, chat):
+        def _answerer(self, comps):
             return FixedAnswerer()
 
     def factory():
@@ -755,7 +755,7 @@ def test_cli_eval_ingests_a_beir_corpus_and_resumes(tmp_path, monkeypatch) -> No
             super().__init__(kb, (settings or kb.settings).with_(citation_check="offline"),
                              chat=ScriptedChat([], name="scripted:cli"), grader=KeepsAll())
 
-        def _answerer(self, chat):
+        def _answerer(self, comps):
             return CitesFirst()
 
     monkeypatch.setattr(engine_mod, "Engine", CliEngine)

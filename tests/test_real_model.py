@@ -296,8 +296,8 @@ def test_the_answer_streams_from_the_server_before_the_run_ends(llama_server, sm
             return self.draft
 
     class Recording(Engine):
-        def _answerer(self, chat):
-            self.answerer = Recorded(chat, max_tokens=self.settings.loop_max_tokens)
+        def _answerer(self, comps):
+            self.answerer = Recorded(comps.chat, max_tokens=self.settings.loop_max_tokens)
             return self.answerer
 
     wire = WireLog()
