@@ -111,3 +111,25 @@ def test_the_readme_table_is_the_models() -> None:
     assert table == settings_table(), "run `ragloop settings --markdown --into README.md`"
     for name in Settings.model_fields:
         assert f"`{Settings.setting_name(name)}`" in table
+
+
+def test_a_decision_setting_names_a_registered_implementation(env, tmp_path) -> None:
+    """RAGLOOP_GRADER (one setting per decision kind) takes a name the registry knows: an
+    unknown one is the same ConfigError in Python and on the command line, whether the
+    registry was loaded before the settings were made or only when the run builds it."""
+    import ragloop.agent.decisions  # noqa: F401  the registry: names the settings check
+
+    says = "Bad setting RAGLOOP_GRADER='nope': must be one of offline, model"
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        Settings(grader="nope")
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        Settings().with_(grader="nope")
+    assert Settings(grader=" Offline ").grader == "offline"  # a name is a word
+    assert Settings().grader is None  # unset: the model's when configured, else offline
+    for command in (["settings"], ["ask", "How is the harvest stored?", "--kb",
+                                   str(tmp_path / "kb")]):
+        res = subprocess.run([sys.executable, "-m", "ragloop", *command], capture_output=True,
+                             text=True, timeout=120,
+                             env={**os.environ, "RAGLOOP_GRADER": "nope"})
+        assert res.returncode == 2 and says in res.stderr, (command, res.stderr)
+        assert "Traceback" not in res.stderr

@@ -3,10 +3,13 @@
 Every decision kind (router, planner, grader, rewriter, condenser, clarifier, answerer, citation
 check) maps a name to a factory that builds it from what a run has (`Build`: the knowledge
 base, its words and reading, the settings, the chat models). `choose` says which name a run's
-settings pick: the setting's own value where the kind has one (`RAGLOOP_CLARIFY`,
-`RAGLOOP_CITATION_CHECK`), else "model" when a chat model is configured for it and "offline"
-when not. Adding an implementation is one new file (its class) and one `register(...)` line
-below; the engine only asks `make(kind, build)`.
+settings pick: the kind's setting (`RAGLOOP_ROUTER`, `RAGLOOP_PLANNER`, `RAGLOOP_GRADER`,
+`RAGLOOP_REWRITER`, `RAGLOOP_CONDENSER`, `RAGLOOP_ANSWERER`: any registered name;
+`RAGLOOP_CLARIFY`, `RAGLOOP_CITATION_CHECK`: their own choices), else "model" when a chat model
+is configured for it and "offline" when not. Adding an implementation is one new file (its
+class) and one `register(...)` line below; its name is then a value of the kind's setting
+(checked where settings are made, core/config.py `DECISION_NAMES`); the engine only asks
+`make(kind, build)`.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from ragloop.agent.citation_judge import LLMSupportJudge
 from ragloop.agent.citations import CitationCheck
 from ragloop.agent.llm_condense import LLMCondenser
 from ragloop.agent.llm_decisions import LLMAnswerer, LLMGrader, LLMPlanner, LLMRewriter
-from ragloop.core.config import Settings
+from ragloop.core.config import DECISION_NAMES, Settings, decision_kind
 from ragloop.core.errors import ConfigError
 from ragloop.kb import KnowledgeBase
 from ragloop.language.text import Reading
@@ -58,15 +61,27 @@ _REGISTRY: dict[str, dict[str, Factory]] = {}
 
 def register(kind: Kind, name: str, factory: Factory) -> None:
     _REGISTRY.setdefault(kind, {})[name] = factory
+    known = DECISION_NAMES.setdefault(kind, [])  # what the kind's setting accepts
+    if name not in known:
+        known.append(name)
 
 
 def names(kind: Kind) -> tuple[str, ...]:
     return tuple(_REGISTRY.get(kind, {}))
 
 
+def _has_setting(kind: Kind) -> bool:
+    """Whether `kind` has a setting naming its implementation (`Settings.grader`, …)."""
+    field = Settings.model_fields.get(kind)
+    return field is not None and decision_kind(field) == kind
+
+
 def choose(kind: Kind, build: Build) -> str:
     """The name the run's settings pick for `kind`."""
     s = build.settings
+    own = getattr(s, kind) if _has_setting(kind) else None
+    if own is not None:
+        return own
     if kind == "citation_check":
         if s.citation_check == "auto":
             return "model" if build.grader_chat is not None else "offline"
@@ -82,12 +97,16 @@ def choose(kind: Kind, build: Build) -> str:
 
 def make(kind: Kind, build: Build, name: str | None = None) -> Any:
     """The `kind` decision named `name` (default: the settings' choice); None when "off"."""
+    chosen = name is None
     name = name or choose(kind, build)
     if name == OFF:
         return None
     try:
         factory = _REGISTRY[kind][name]
     except KeyError:
+        if chosen and _has_setting(kind):  # the settings were made before register
+            raise ConfigError(f"Bad setting {Settings.setting_name(kind)}={name!r}: must be"
+                              f" one of {', '.join(names(kind))}") from None
         raise ConfigError(f"No {kind} named {name!r}; there are: {', '.join(names(kind))}"
                           ) from None
     return factory(build)
@@ -98,12 +117,15 @@ def _budget(build: Build) -> int:
 
 
 def _model(build: Build) -> ChatModel:
-    assert build.chat is not None, "a model decision without a chat model"
+    if build.chat is None:  # RAGLOOP_PLANNER=model (say) with RAGLOOP_MODEL=offline
+        raise ConfigError("A model decision needs a chat model: set RAGLOOP_MODEL (--model)")
     return build.chat
 
 
 def _grader_model(build: Build) -> ChatModel:
-    assert build.grader_chat is not None, "a model grader without a grader model"
+    if build.grader_chat is None:
+        raise ConfigError("The model grader needs a chat model: set RAGLOOP_MODEL (--model)"
+                          " or RAGLOOP_GRADER_MODEL (--grader-model)")
     return build.grader_chat
 
 

@@ -1024,6 +1024,10 @@ def settings_(markdown: Annotated[bool, typer.Option(
     if markdown:
         sys.stdout.write(settings_table())
         return
+    # the decision registry, so a decision setting naming no implementation is refused here too
+    # (other commands load it only when they run a decision: core/config.py DECISION_NAMES)
+    import ragloop.agent.decisions  # noqa: F401
+
     current = settings_for(kb)
     for name in Settings.model_fields:
         value = getattr(current, name)

@@ -47,6 +47,12 @@ EmbedPrecision = Literal["auto", "fp32", "bf16"]
 RouteChoice = Literal["auto", "single", "agent"]
 DriverChoice = Literal["tools", "pipeline"]
 
+# The names each decision kind's implementations are registered under, filled by
+# agent/decisions.py's `register` (core cannot import agent). A decision setting (a field made
+# with `decision=KIND`) is checked against them when they are known; a Settings made before
+# agent/decisions.py is imported is checked by `decisions.make`, with the same text.
+DECISION_NAMES: dict[str, list[str]] = {}
+
 
 def _default_model() -> str:
     if os.environ.get("RAGLOOP_MODEL"):
@@ -59,14 +65,17 @@ def _default_model() -> str:
 
 
 def _doc(value: Any, meaning: str, *, shown: str | None = None, flag: str | None = None,
-         **limits: Any) -> Any:
+         decision: str | None = None, **limits: Any) -> Any:
     """A field with its line of the settings table: `meaning`, the default as `shown` there
-    (when the default itself says too little), the CLI option that sets it per call."""
+    (when the default itself says too little), the CLI option that sets it per call, the
+    decision kind whose registered implementation it names."""
     extra: dict[str, Any] = {}
     if shown is not None:
         extra["shown"] = shown
     if flag is not None:
         extra["flag"] = flag
+    if decision is not None:
+        extra["decision"] = decision
     return Field(value, description=meaning, json_schema_extra=extra or None, **limits)
 
 
@@ -93,8 +102,21 @@ def _bounds(field: FieldInfo) -> tuple[Any, Any, Any]:
     return found.get("ge"), found.get("gt"), found.get("le")
 
 
-def allowed(field: FieldInfo) -> str:
-    """What a field accepts, in words (the error text and the settings table say the same)."""
+def decision_kind(field: FieldInfo) -> str | None:
+    """The decision kind a field names an implementation of (None: not a decision setting)."""
+    return (field.json_schema_extra or {}).get("decision")  # type: ignore[union-attr,return-value]
+
+
+def allowed(field: FieldInfo, *, registered: bool = True) -> str:
+    """What a field accepts, in words (the error text and the settings table say the same).
+    `registered`: a decision setting lists the names registered now (the table does not: what
+    is registered depends on what a program imports)."""
+    kind = decision_kind(field)
+    if kind is not None:
+        names = DECISION_NAMES.get(kind)
+        if registered and names:
+            return "one of " + ", ".join(names)
+        return f"the name of a registered {kind.replace('_', ' ')}"
     options = choices(field)
     if options:
         return "one of " + ", ".join(options)
@@ -132,11 +154,22 @@ class _Validated(BaseModel):
     def _choice_words(cls, value: Any, info: Any) -> Any:
         """A choice is read as a word: " OFF" is off (as the hand-written checks read it)."""
         field = cls.model_fields.get(info.field_name)
-        if isinstance(value, str) and field is not None and choices(field):
+        if isinstance(value, str) and field is not None and (choices(field)
+                                                             or decision_kind(field)):
             return value.strip().lower()
         if isinstance(value, os.PathLike) and field is not None and _is(field, str):
             return os.fspath(value)  # a folder given as a Path, as Python callers write it
         return value
+
+
+def check_decision(field: FieldInfo, value: str | None) -> str | None:
+    """A decision setting's value, refused (ValueError) when its kind's names are known and it
+    is not one of them."""
+    kind = decision_kind(field)
+    names = DECISION_NAMES.get(kind or "")
+    if value is not None and names and value not in names:
+        raise ValueError(f"no {kind} named {value!r}")
+    return value
 
 
 def describe_error(model: type[_Validated], exc: ValidationError) -> str:
@@ -231,6 +264,22 @@ class Settings(_Validated, BaseSettings):
         "ask the user back when a question has several readings the KB answers differently"
         " (status `needs_input`; issue 30): `auto` (the offline rule, or the model's `ask_user`"
         " tool) or `off`")
+    # Which implementation of a decision runs, by its registered name (agent/decisions.py);
+    # None: the model's when a chat model is configured for it, else the offline one.
+    router: str | None = _doc(None, "the router's implementation", shown="`offline`",
+                              decision="router")
+    planner: str | None = _doc(None, "the planner's implementation", decision="planner",
+                               shown="`model` when a model is configured, else `offline`")
+    grader: str | None = _doc(None, "the grader's implementation (see [how to add one]"
+                              "(docs/layout.md#how-to-add-a-grader))", decision="grader",
+                              shown="`model` when a grader model is configured, else `offline`")
+    rewriter: str | None = _doc(None, "the rewriter's implementation", decision="rewriter",
+                                shown="`model` when a model is configured, else `offline`")
+    condenser: str | None = _doc(None, "the follow-up condenser's implementation",
+                                 decision="condenser",
+                                 shown="`model` when a model is configured, else `offline`")
+    answerer: str | None = _doc(None, "the answerer's implementation", decision="answerer",
+                                shown="`model` when a model is configured, else `offline`")
     hidden_text: HiddenTextMode = _doc(
         'drop',
         "text a reader of the file cannot see (HTML `hidden`/`display:none`/white on white, a"
@@ -293,6 +342,13 @@ class Settings(_Validated, BaseSettings):
         "prepared statements (off behind a pooler in transaction mode)")
     pg_maintenance_work_mem: str = _doc(
         '512MB', "`maintenance_work_mem` while an HNSW index is built")
+
+    @field_validator("*")
+    @classmethod
+    def _registered(cls, value: Any, info: Any) -> Any:
+        """A decision setting names a registered implementation (the others pass as they are)."""
+        field = cls.model_fields[info.field_name]
+        return check_decision(field, value) if decision_kind(field) else value
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: Any,
@@ -379,5 +435,5 @@ def settings_table() -> str:
         flag = (field.json_schema_extra or {}).get("flag")  # type: ignore[union-attr]
         also = f" (also `{flag}`)" if flag else ""
         rows.append(f"| `{Settings.setting_name(name)}` | {_shown_default(field)} |"
-                    f" {allowed(field)} | {field.description}{also} |")
+                    f" {allowed(field, registered=False)} | {field.description}{also} |")
     return "\n".join(rows) + "\n"
