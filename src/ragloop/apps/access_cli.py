@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import sys
 from contextlib import closing
 from typing import Annotated
 
 import typer
 
-from ragloop.apps.cli import JsonOpt, KbOpt, _Command, _Group, emit_json, open_backend, out
+from ragloop.apps.cli_base import JsonOpt, KbOpt, _Command, _Group, emit_json, open_backend, out
 from ragloop.apps.terminal import shown
 
 users_app = typer.Typer(cls=_Group, no_args_is_help=True,
@@ -83,7 +82,7 @@ def keys_list(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
     with closing(open_backend(kb)) as backend:
         keys = backend.principals.api_keys()
     if as_json:
-        sys.stdout.write(json.dumps(keys, indent=2) + "\n")
+        emit_json(keys)
         return
     for k in keys:
         state = f"revoked {_when(k['revoked_at'])}" if k["revoked_at"] else "active"

@@ -10,16 +10,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
-from typer.core import TyperCommand, TyperGroup
 
+from ragloop.apps.cli_base import (
+    JsonOpt,
+    KbOpt,
+    _Command,
+    _Group,
+    emit_json,
+    env_hint,
+    err,
+    open_backend,
+    out,
+    settings_for,
+)
 from ragloop.apps.kb_options import CatalogOpt, KbsOpt, Served
-from ragloop.apps.terminal import json_visible, one_line, shown, tsv_field, visible
+from ragloop.apps.terminal import one_line, shown, tsv_field, visible
 from ragloop.core.access import ACCESS_KEY
 from ragloop.core.config import MIN_STEPS, RunOptions, Settings, option_help
-from ragloop.core.config_file import apply_config_files
 from ragloop.core.conversation import numbered
 from ragloop.core.errors import RagloopError, UserError
 from ragloop.core.types import usage_summary
@@ -33,42 +42,12 @@ if TYPE_CHECKING:
     from ragloop.ingest.pipeline import IngestReport
     from ragloop.kb import KnowledgeBase
     from ragloop.kb.multi import KnowledgeBases
-    from ragloop.storage.protocols import Backend
-
-
-
-class _Command(TyperCommand):
-    """--help is a flag: no `<bool>` beside it (typer shows each option's type)."""
-
-    def get_help_option(self, ctx: Any) -> Any:
-        option = super().get_help_option(ctx)
-        if option is not None:
-            option.metavar = ""
-        return option
-
-
-class _Group(TyperGroup, _Command):
-    pass
 
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, cls=_Group,
                   help="ragloop: agentic RAG over a local knowledge base.")
 command = functools.partial(app.command, cls=_Command)
-# In help text a "[…]" is Rich markup and vanishes ("[env RAGLOOP_KB]" showed as nothing):
-# the environment hint is escaped. Flags get an empty metavar (no `<bool>`).
-# Data (titles, questions, chunk text, file names) is printed escaped or as Text, and no
-# `:name:` in it turns into an emoji: a `[/]` in a title must not break `ragloop docs`.
-out = Console(highlight=False, soft_wrap=True, emoji=False)
-err = Console(stderr=True, highlight=False, emoji=False)
 
-def env_hint(name: str, default: str | None = None) -> str:
-    """" [env NAME, default D]" with the bracket escaped for Rich."""
-    return f" \\[env {name}{f', default {default}' if default else ''}]"
-
-
-KbOpt = Annotated[str | None, typer.Option(
-    "--kb", metavar="PATH|URL", help="Knowledge base: a folder (SQLite) or a postgresql://… URL."
-    + env_hint("RAGLOOP_KB", "./kb"))]
 EmbedderOpt = Annotated[str | None, typer.Option(
     "--embedder", metavar="SPEC",
     help="local:all-MiniLM-L6-v2 (default for English), local:multilingual-e5-small (default"
@@ -77,7 +56,6 @@ LanguageOpt = Annotated[str | None, typer.Option(
     "--language", metavar="CODE",
     help="The knowledge base's language for a new KB: en, it, fr, de, es, zh, ja, he, …, or"
     " mixed; default: detected from the first documents." + env_hint("RAGLOOP_LANGUAGE"))]
-JsonOpt = Annotated[bool, typer.Option("--json", metavar="", help="Print JSON instead of text.")]
 ModelOpt = Annotated[str | None, typer.Option(
     metavar="PROVIDER:MODEL",
     help="offline | anthropic:<model> | openai:<model> | ollama:<model> | llamacpp:<model>;"
@@ -146,12 +124,6 @@ def as_principal(base: KnowledgeBase | KnowledgeBases, user: str | None
     return base.for_principal(base.backend.principals.principal_of(user))
 
 
-def settings_for(kb: str | Path | None, **changes: object) -> Settings:
-    """Options over the environment over ragloop.toml files (core/config_file.py)."""
-    apply_config_files(str(kb) if kb else None)
-    return Settings.from_env().with_(kb=str(kb) if kb else None, **changes)
-
-
 def open_kb(kb: str | None, embedder: str | None = None, create: bool = False,
             language: str | None = None) -> KnowledgeBase:
     """Only ingest creates a knowledge base: elsewhere a mistyped --kb is an error."""
@@ -159,10 +131,6 @@ def open_kb(kb: str | None, embedder: str | None = None, create: bool = False,
 
     settings = settings_for(kb, embedder=embedder, language=language)
     return KnowledgeBase.open(settings.kb, settings, create=create)
-
-
-def emit_json(obj: object) -> None:
-    sys.stdout.write(json_visible(json.dumps(obj, ensure_ascii=False, indent=2)) + "\n")
 
 
 @command()
@@ -660,13 +628,6 @@ def ask(question: str,
         print_run(data, printer.done() if printer is not None else None)
     if result.status == "failed":
         raise typer.Exit(1)
-
-
-def open_backend(kb: str | None) -> Backend:
-    """The storage of an existing knowledge base (its runs are read without its indexes)."""
-    from ragloop.storage.backend import open_backend as open_at
-
-    return open_at(settings_for(kb).kb, create=False)
 
 
 @command()
