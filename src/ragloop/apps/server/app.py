@@ -406,10 +406,10 @@ def _add_page_routes(app: FastAPI) -> None:
 
     @app.get("/healthz", tags=["meta"])
     def healthz(request: Request) -> dict[str, Any]:
-        """Liveness, plus whether an API key is required (the page asks for it then)."""
+        """Liveness, plus whether an API key is required (the page asks for it then). Public,
+        so it says nothing about the knowledge base (a chunk count would leak hidden ones)."""
         state = _state(request)
-        return {"status": "ok", "chunks": state.kb.store.chunk_count(),
-                "active_runs": state.jobs.active(),
+        return {"status": "ok", "active_runs": state.jobs.active(),
                 "auth_required": keys_required(app.state.ragloop_access, app)}
 
 
