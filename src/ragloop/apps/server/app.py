@@ -611,7 +611,7 @@ def _add_document_routes(app: FastAPI, upload_limit: int) -> None:
         if len({n for n, _ in accepted}) != len(accepted):
             raise HTTPException(400, "The same file name was uploaded twice.")
         result = await anyio.to_thread.run_sync(ingest_uploads, target, state.ingest_lock,
-                                                accepted, overwrite)
+                                                accepted, overwrite, principal_of(request))
         body: dict[str, Any] = {"documents": [n for n, _ in accepted]}
         if isinstance(state.kb, KnowledgeBases):  # which one they went to
             body["kb"] = named or state.kb.names()[0]  # none named: the only one
