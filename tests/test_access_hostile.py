@@ -213,3 +213,18 @@ def test_an_upload_cannot_probe_or_replace_a_hidden_document(shared_kb):
         texts = {d.doc_id: d for d in kb.documents()}
         assert "mine.md" in texts and "alice.md" in texts
         assert ALICE_ONLY in c.get("/documents/mine.md/sections/0", headers=alice).text
+
+
+def test_run_and_conversation_ids_are_unguessable(shared_kb):
+    """At least 96 random bits, from `secrets`: holding an id must not be guessable."""
+    from ragloop.agent.conversations import new_conversation_id
+    from ragloop.apps.server.app import create_app
+
+    kb, keys = shared_kb
+    app = create_app(offline_settings(kb), kb=kb)
+    with LiveServer(app) as live, live.client() as c:
+        alice = {"Authorization": f"Bearer {keys['alice']}"}
+        ran = c.post("/runs", headers=alice, json={"question": "When is salary paid?"}).json()
+        ids = [ran["run_id"], new_conversation_id(), new_conversation_id()]
+    assert all(len(i) * 4 >= 96 and int(i, 16) >= 0 for i in ids), ids
+    assert len(set(ids)) == 3
