@@ -70,3 +70,16 @@ def test_a_bad_access_value_refuses_the_document(embedder, tmp_path):
         report = kb.ingest([docs])
         assert [d.doc_id for d in kb.documents()] == ["ok.md"]  # not opened to everyone
         assert len(report.failed) == 1 and "access" in report.failed[0][1]
+
+
+def test_an_empty_access_in_front_matter_means_admins_only(embedder, tmp_path):
+    """`access: []` (or `access:` left empty) names nobody, like an access file naming nobody;
+    metadata cleaning used to drop it, which opened the document to everyone."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "none.md").write_text("---\naccess: []\n---\n# None\n\nSecret.\n", encoding="utf-8")
+    (docs / "blank.md").write_text("---\naccess:\n---\n# Blank\n\nSecret.\n", encoding="utf-8")
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
+        report = kb.sync(docs, access=["staff"])  # the source's own word beats the option
+        assert report.added == 2, report.failed
+        assert _access(kb) == {"none.md": [], "blank.md": []}

@@ -183,3 +183,48 @@ def test_bob_cannot_read_alices_runs(shared_kb):
         assert "alice.md" in json.dumps(ran)  # alice's own run read her document
         assert "my salary review notes" not in c.get("/runs", headers=bob).text
         assert c.get(f"/runs/{ran['run_id']}", headers=bob).status_code == 404
+
+
+def test_an_upload_cannot_probe_or_replace_a_hidden_document(shared_kb):
+    """A conflict on a document bob may not read says what any conflict says (no source), and
+    no upload of his replaces it, not with overwrite=true, not one an upload created."""
+    from ragloop.apps.server.app import create_app
+
+    kb, keys = shared_kb
+    app = create_app(offline_settings(kb), kb=kb)
+    with LiveServer(app) as live, live.client() as c:
+        alice = {"Authorization": f"Bearer {keys['alice']}"}
+        bob = {"Authorization": f"Bearer {keys['bob']}"}
+        mine = b"---\naccess: [alice]\n---\n# Mine\n\nUploaded by alice, code quartzotter.\n"
+        r = c.post("/documents", headers=alice, files=[("files", ("mine.md", mine))])
+        assert r.status_code == 200, r.text
+        reasons = {}
+        for name in ("alice.md", "mine.md", "public0.md"):
+            for overwrite in ("false", "true"):
+                if name == "public0.md" and overwrite == "true":
+                    continue  # bob may read it: overwrite replaces it, as before
+                r = c.post("/documents", headers=bob, params={"overwrite": overwrite},
+                           files=[("files", (name, b"# Bob\n\nBob was here.\n"))])
+                _clean(r.text)
+                assert r.status_code == 409, r.text
+                assert "docs" not in r.text and "uploads" not in r.text  # no source shown
+                reasons[(name, overwrite)] = r.json()["conflicts"][0]["reason"]
+        assert len(set(reasons.values())) == 1, reasons  # hidden reads as any other conflict
+        texts = {d.doc_id: d for d in kb.documents()}
+        assert "mine.md" in texts and "alice.md" in texts
+        assert ALICE_ONLY in c.get("/documents/mine.md/sections/0", headers=alice).text
+
+
+def test_run_and_conversation_ids_are_unguessable(shared_kb):
+    """At least 96 random bits, from `secrets`: holding an id must not be guessable."""
+    from ragloop.agent.conversations import new_conversation_id
+    from ragloop.apps.server.app import create_app
+
+    kb, keys = shared_kb
+    app = create_app(offline_settings(kb), kb=kb)
+    with LiveServer(app) as live, live.client() as c:
+        alice = {"Authorization": f"Bearer {keys['alice']}"}
+        ran = c.post("/runs", headers=alice, json={"question": "When is salary paid?"}).json()
+        ids = [ran["run_id"], new_conversation_id(), new_conversation_id()]
+    assert all(len(i) * 4 >= 96 and int(i, 16) >= 0 for i in ids), ids
+    assert len(set(ids)) == 3

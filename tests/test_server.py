@@ -346,6 +346,7 @@ def test_api_key_is_required_when_set(small_kb):
     with LiveServer(app) as server, server.client() as c:
         health = c.get("/healthz").json()
         assert health["status"] == "ok" and health["auth_required"] is True
+        assert "chunks" not in health  # public: nothing about the (possibly hidden) content
         assert c.get("/").status_code == 200  # the page shell holds no data
         r = c.get("/documents")
         assert r.status_code == 401 and r.json()["error"] == "unauthorized"

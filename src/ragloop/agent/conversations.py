@@ -10,13 +10,13 @@ unless this turn's grader kept it."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ragloop.agent.run import RunResult
 from ragloop.core.conversation import Turn
 from ragloop.core.errors import NotFoundError
+from ragloop.core.ids import new_id
 from ragloop.core.types import RunStatus
 from ragloop.storage.protocols import RunRecord, RunStore, Store
 
@@ -30,7 +30,7 @@ ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 
 
 def new_conversation_id() -> str:
-    return uuid.uuid4().hex[:12]
+    return new_id()
 
 
 def resolve_conversation(conversation_id: str | None, known: Callable[[str], bool],

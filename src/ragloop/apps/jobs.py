@@ -19,7 +19,6 @@ import contextlib
 import logging
 import threading
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -33,6 +32,7 @@ from ragloop.agent.run import RunResult
 from ragloop.core.access import Principal
 from ragloop.core.errors import RunCancelled
 from ragloop.core.events import AnswerDeltaEvent, Event
+from ragloop.core.ids import new_id
 from ragloop.core.types import RunStatus
 from ragloop.storage.protocols import RunRecord, RunStore
 
@@ -85,7 +85,7 @@ class JobRunner:
                max_steps: int | None = None, conversation_id: str | None = None,
                principal: Principal | None = None) -> str:
         """`principal`: who asks; the run reads only what it may (None: everything)."""
-        run_id = uuid.uuid4().hex[:12]
+        run_id = new_id()
         with self.lock:
             self.pending[run_id] = Pending(run_id, question, conversation_id)
             self.futures[run_id] = self.executor.submit(
@@ -104,7 +104,7 @@ class JobRunner:
         `Engine.ask` (route, driver, step ceiling, the history, knowledge bases). `cancel`:
         once set, the run stops at its next event (RunCancelled: it ends `failed`), before
         any further step or model call; an answer being streamed stops at its next piece."""
-        run_id = run_id or uuid.uuid4().hex[:12]
+        run_id = run_id or new_id()
 
         def heard(event: Event) -> None:
             self._pop_pending(run_id)

@@ -8,6 +8,8 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
+from ragloop.core.access import ACCESS_KEY
+
 # Longer values are not metadata a filter would match (a description, an abstract).
 MAX_VALUE_CHARS = 300
 
@@ -32,8 +34,10 @@ def clean_metadata(raw: Mapping[Any, Any] | None) -> dict[str, Any]:
             continue
         if isinstance(value, list | tuple | set):
             items = [v for v in (_value(x) for x in value) if v]
-            if items:
+            if items or name == ACCESS_KEY:  # `access: []` names nobody: admins only
                 out[name] = items
+        elif name == ACCESS_KEY and _value(value) is None:
+            out[name] = []  # `access:` left empty also names nobody, never "everyone"
         elif (text := _value(value)) is not None:
             out[name] = text
     return out

@@ -406,10 +406,10 @@ def _add_page_routes(app: FastAPI) -> None:
 
     @app.get("/healthz", tags=["meta"])
     def healthz(request: Request) -> dict[str, Any]:
-        """Liveness, plus whether an API key is required (the page asks for it then)."""
+        """Liveness, plus whether an API key is required (the page asks for it then). Public,
+        so it says nothing about the knowledge base (a chunk count would leak hidden ones)."""
         state = _state(request)
-        return {"status": "ok", "chunks": state.kb.store.chunk_count(),
-                "active_runs": state.jobs.active(),
+        return {"status": "ok", "active_runs": state.jobs.active(),
                 "auth_required": keys_required(app.state.ragloop_access, app)}
 
 
@@ -611,7 +611,7 @@ def _add_document_routes(app: FastAPI, upload_limit: int) -> None:
         if len({n for n, _ in accepted}) != len(accepted):
             raise HTTPException(400, "The same file name was uploaded twice.")
         result = await anyio.to_thread.run_sync(ingest_uploads, target, state.ingest_lock,
-                                                accepted, overwrite)
+                                                accepted, overwrite, principal_of(request))
         body: dict[str, Any] = {"documents": [n for n, _ in accepted]}
         if isinstance(state.kb, KnowledgeBases):  # which one they went to
             body["kb"] = named or state.kb.names()[0]  # none named: the only one

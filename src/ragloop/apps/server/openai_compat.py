@@ -35,7 +35,6 @@ import logging
 import re
 import threading
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import Future
 from pathlib import PurePath
@@ -67,6 +66,7 @@ from ragloop.core.events import (
     RouteEvent,
     ToolCallEvent,
 )
+from ragloop.core.ids import new_id
 from ragloop.core.types import RunStatus
 from ragloop.kb.multi import as_knowledge_bases
 from ragloop.storage.location import is_postgres_url
@@ -400,7 +400,7 @@ class Completion:
         self.state = state
         self.principal = principal  # who asks: the run reads only what it may
         self.model = body.model
-        self.run_id = uuid.uuid4().hex[:12]
+        self.run_id = new_id()
         self.id = f"chatcmpl-{self.run_id}"
         self.created = int(time.time())
         self.question, self.history = conversation(body.messages, state.runs.answered)

@@ -18,15 +18,18 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from ragloop.core.access import Principal
 from ragloop.core.types import ParsedDocument
 from ragloop.ingest.pipeline import IngestReport
 from ragloop.kb import KnowledgeBase
 
 UPLOADS_DIR = "uploads"
 TEMP_PREFIX = "ragloop-upload-"
+# One text for every conflict, naming no source: a document the uploader may not read gets
+# the same answer as any other (it is never replaced, even with overwrite=true).
 CONFLICT = (
-    "already exists and was not created by an upload (source {source}); pass"
-    " overwrite=true to replace it"
+    "already exists and this upload may not replace it (overwrite=true replaces a document"
+    " you may read that was not created by an upload)"
 )
 
 
@@ -41,24 +44,29 @@ def upload_area(kb: KnowledgeBase) -> str:
 class UploadGuard:
     """The ingest's `admit`: which documents this upload may write, and what each file gave."""
 
-    def __init__(self, kb: KnowledgeBase, paths: list[Path], overwrite: bool) -> None:
+    def __init__(self, kb: KnowledgeBase, paths: list[Path], overwrite: bool,
+                 principal: Principal | None = None) -> None:
         self.kb = kb
         self.overwrite = overwrite
+        self.principal = principal
         self.area = upload_area(kb)
         self.known = kb.store.content_hashes()
-        self._sources: dict[str, str] | None = None
+        self._existing: dict[str, tuple[str, dict]] | None = None
         self.admitted: dict[Path, list[tuple[str, str]]] = {p: [] for p in paths}
 
-    def source_of(self, doc_id: str) -> str:
-        if self._sources is None:  # only when the upload names an existing document
-            self._sources = {d.doc_id: d.source for d in self.kb.documents()}
-        return self._sources.get(doc_id, "")
+    def existing(self, doc_id: str) -> tuple[str, dict]:
+        """(source, metadata) of a stored document."""
+        if self._existing is None:  # only when the upload names an existing document
+            self._existing = {d.doc_id: (d.source, d.metadata) for d in self.kb.documents()}
+        return self._existing.get(doc_id, ("", {}))
 
     def admit(self, doc: ParsedDocument, content_hash: str) -> str | None:
-        if doc.doc_id in self.known and not self.overwrite:
-            source = self.source_of(doc.doc_id)
-            if not source.startswith(self.area):
-                return CONFLICT.format(source=source or "unknown")
+        if doc.doc_id in self.known:
+            source, metadata = self.existing(doc.doc_id)
+            if self.principal is not None and not self.principal.may_read(metadata):
+                return CONFLICT
+            if not self.overwrite and not source.startswith(self.area):
+                return CONFLICT
         for path in self.admitted:
             if doc.source == str(path) or doc.source.startswith(f"{path}#"):
                 self.admitted[path].append((doc.doc_id, content_hash))
@@ -82,7 +90,8 @@ class UploadResult:
 
 
 def ingest_uploads(
-    kb: KnowledgeBase, lock: threading.Lock, files: list[tuple[str, bytes]], overwrite: bool
+    kb: KnowledgeBase, lock: threading.Lock, files: list[tuple[str, bytes]], overwrite: bool,
+    principal: Principal | None = None,
 ) -> UploadResult:
     folder = kb.store.folder
     if folder is None:  # Postgres: the uploaded files need no home after ingest
@@ -91,7 +100,7 @@ def ingest_uploads(
             for name, data in files:
                 (Path(tmp) / name).write_bytes(data)
                 paths.append(Path(tmp) / name)
-            guard = UploadGuard(kb, paths, overwrite)
+            guard = UploadGuard(kb, paths, overwrite, principal)
             return _result(kb.ingest(paths, admit=guard.admit))
     uploads = Path(folder) / UPLOADS_DIR
     with lock:
@@ -101,7 +110,7 @@ def ingest_uploads(
             path = uploads / name
             previous[path] = path.read_bytes() if path.exists() else None
             path.write_bytes(data)
-        guard = UploadGuard(kb, list(previous), overwrite)
+        guard = UploadGuard(kb, list(previous), overwrite, principal)
         try:
             report = kb.ingest(list(previous), admit=guard.admit)
         finally:

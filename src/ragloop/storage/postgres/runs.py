@@ -19,7 +19,6 @@ import os
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -29,6 +28,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ragloop.core.errors import ConfigError
 from ragloop.core.events import Event, event_from
+from ragloop.core.ids import new_id
 from ragloop.core.types import EventKind, RunStatus
 from ragloop.storage.postgres import schema as pg_schema
 from ragloop.storage.postgres.store import connect, redact, split_url
@@ -106,7 +106,7 @@ class PgRunStore:
               conversation_id: str | None = None) -> str:
         """Record a run as running; a run claimed from the queue keeps its queue fields. A
         turn is numbered here, when it starts (a queued turn when a worker claims it)."""
-        run_id = run_id or uuid.uuid4().hex[:12]
+        run_id = run_id or new_id()
         with self._conn() as conn:
             conn.execute(
                 "INSERT INTO runs(run_id, question, status, driver, model, max_steps, created_at,"
@@ -271,7 +271,7 @@ class PgRunStore:
 
     def enqueue(self, question: str, options: dict[str, Any] | None = None, *,
                 run_id: str | None = None, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> str:
-        run_id = run_id or uuid.uuid4().hex[:12]
+        run_id = run_id or new_id()
         with self._conn() as conn:
             conn.execute(
                 "INSERT INTO runs(run_id, question, status, options, max_attempts, created_at,"

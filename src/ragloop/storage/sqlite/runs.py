@@ -6,11 +6,11 @@ import json
 import sqlite3
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 from ragloop.core.events import Event, event_from
+from ragloop.core.ids import new_id
 from ragloop.core.types import EventKind, RunStatus
 from ragloop.storage.protocols import (
     CONVERSATIONS_SQL,
@@ -71,7 +71,7 @@ class SqliteRunStore:
     def start(self, question: str, *, driver: str = "", model: str = "",
               max_steps: int = 0, run_id: str | None = None, source: str = "api",
               conversation_id: str | None = None) -> str:
-        run_id = run_id or uuid.uuid4().hex[:12]
+        run_id = run_id or new_id()
         with self.lock:  # the turn's index read and written under the one lock
             self.db.execute(
                 "INSERT INTO runs(run_id, question, status, driver, model, max_steps, created_at,"
