@@ -228,26 +228,29 @@ def _same_years(sentence: str, question: str) -> bool:
         {m.group(0) for m in _YEAR.finditer(question)}
 
 
-def idf(sentences: Sequence[str]) -> dict[str, float]:
-    """Each stemmed term's inverse document frequency over `sentences`."""
+def _frequency(word_sets: Sequence[set[str]]) -> dict[str, int]:
+    """In how many of the sets each word is."""
     df: dict[str, int] = {}
-    for s in sentences:
-        for t in {stem(w) for w in term_set(s)}:
-            df[t] = df.get(t, 0) + 1
-    n = len(sentences)
+    for words in word_sets:
+        for w in words:
+            df[w] = df.get(w, 0) + 1
+    return df
+
+
+def idf(word_sets: Sequence[set[str]]) -> dict[str, float]:
+    """Each stemmed term's inverse document frequency over the sentences' words (term_set)."""
+    n = len(word_sets)
+    df = _frequency([{stem(w) for w in words} for words in word_sets])
     return {t: math.log(1 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
 
 
-def common_words(sentences: Sequence[str]) -> frozenset[str]:
-    """The words (case-folded) in at least COMMON_SHARE of `sentences` (of COMMON_MIN or
-    more): the name every page of a manual repeats tells no sentence apart."""
-    if len(sentences) < COMMON_MIN:
+def common_words(word_sets: Sequence[set[str]]) -> frozenset[str]:
+    """The words (case-folded) in at least COMMON_SHARE of the sentences' words (of COMMON_MIN
+    or more sentences): the name every page of a manual repeats tells no sentence apart."""
+    if len(word_sets) < COMMON_MIN:
         return frozenset()
-    df: dict[str, int] = {}
-    for s in sentences:
-        for w in {w.casefold() for w in term_set(s)}:
-            df[w] = df.get(w, 0) + 1
-    return frozenset(w for w, d in df.items() if d >= COMMON_SHARE * len(sentences))
+    df = _frequency([{w.casefold() for w in words} for words in word_sets])
+    return frozenset(w for w, d in df.items() if d >= COMMON_SHARE * len(word_sets))
 
 
 @dataclass
@@ -264,10 +267,11 @@ class Choice:
     @classmethod
     def of(cls, question: str, sentences: Sequence[str], rd: Reading) -> Choice:
         terms = {stem(t) for t in rd.content_terms(question)}
-        table = idf(sentences)
+        word_sets = [term_set(s) for s in sentences]  # read once, for both tables
+        table = idf(word_sets)
         top = max(table.values(), default=1.0)
         return cls(question, terms, {t: table.get(t, top) for t in terms},
-                   asked_kind(question, rd), rd, common_words(sentences))
+                   asked_kind(question, rd), rd, common_words(word_sets))
 
     def covered(self, sentence: str) -> set[str]:
         return self.terms & {stem(w) for w in term_set(sentence)}

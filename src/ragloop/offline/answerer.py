@@ -80,6 +80,12 @@ class ExtractiveAnswerer:
         self.per_part = per_part
         self.min_support = MIN_SUPPORT if min_support is None else min_support
         self.usage = Usage()  # no model calls
+        # one part's meaning readings (`_scores`), for the section pool: the question's and
+        # the subject's vectors (None: nothing embedded), sentence and passage similarities
+        self._query: np.ndarray | None = None
+        self._subject: np.ndarray | None = None
+        self._own: dict[int, float] = {}
+        self._around: dict[int, float] = {}
 
     def _candidates(self, evidence: list[Evidence]) -> list[tuple[int, str]]:
         rd = self.reading
@@ -161,7 +167,7 @@ class ExtractiveAnswerer:
         sections = sorted(best, key=lambda n: -best[n])[:SUPPORTING_SECTIONS]
         pool = [i for n in sections for i, c in enumerate(cands) if c[0] == n]
         pool = pool[:SECTION_SENTENCES]
-        if self.embedder is None or getattr(self, "_query", None) is None:
+        if self.embedder is None or self._query is None:
             return pool
         todo = [i for i in pool if i not in self._own]
         fresh = [n for n in sections if n not in self._around]
@@ -265,7 +271,7 @@ class ExtractiveAnswerer:
             return []
         rank = {i: choice.score(cands[i][1], self._title[cands[i][0]],
                                 self._passage[cands[i][0]], self._rank_meaning(i, cands)
-                                if getattr(self, "_query", None) is not None and i in self._own
+                                if self._query is not None and i in self._own
                                 else meaning.get(i, support[i]))
                 for i in pool}
         ranked = sorted(pool, key=lambda i: -rank[i])
