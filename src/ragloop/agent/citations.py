@@ -19,6 +19,7 @@ from typing import Any
 from ragloop.agent.citation_judge import LLMSupportJudge
 from ragloop.agent.evidence import GONE, tidy_removed
 from ragloop.core.decisions import Evidence
+from ragloop.core.script import ends_question
 from ragloop.core.types import Usage
 from ragloop.language.support import (
     CITATION,
@@ -49,7 +50,7 @@ def uncited_claims(text: str, words: Vocabulary, rd: Reading) -> int:
         low = sentence.casefold()
         if CITATION.search(sentence) or any(m in low for m in words.not_claims):
             continue
-        if low.startswith("note:") or low.rstrip().endswith(("?", "？")) \
+        if low.startswith("note:") or ends_question(low) \
                 or not rd.content_words(CITATION.sub(" ", sentence)):
             continue
         n += 1

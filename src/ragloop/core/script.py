@@ -32,10 +32,12 @@ UNSPACED = re.compile(f"[{UNSPACED_CHARS}]")
 LATIN_ENDS = ".!?"
 FULL_WIDTH_ENDS = "。！？"
 SENTENCE_ENDS = LATIN_ENDS + FULL_WIDTH_ENDS
+QUESTION_MARKS = "?？"
 FULL_WIDTH_CLOSERS = "”」』）"
 SOF_PASUQ = "\u05c3"
 
 
-def ends_sentence(text: str) -> bool:
-    """`text` ends with a sentence-end mark (white space at its end ignored)."""
-    return text.rstrip().endswith(tuple(SENTENCE_ENDS))
+def ends_question(text: str) -> bool:
+    """`text` ends with a question mark, Latin or full-width (white space at its end
+    ignored)."""
+    return text.rstrip().endswith(tuple(QUESTION_MARKS))

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from ragloop.core.conversation import Condensed, Turn, TurnKind, narrowed
+from ragloop.core.script import ends_question
 from ragloop.core.types import Hit, Usage
 from ragloop.language.text import Reading
 
@@ -78,7 +79,7 @@ def conversation_documents(history: Sequence[Turn]) -> tuple[str, ...]:
 
 
 def is_choice(question: str, rd: Reading) -> bool:
-    return not question.rstrip().endswith(("?", "？")) and \
+    return not ends_question(question) and \
         len(rd.content_words(question)) <= CHOICE_WORDS
 
 
