@@ -87,7 +87,23 @@ def _all_gold(docs: list[str], gold: list[str], k: int) -> bool:
     return bool(gold) and all(g in docs[:k] for g in gold)
 
 
-def curve(out: Path, knobs: list[float]) -> list[str]:
+def steps_table(agent: list[dict[str, Any]], types: list[str], of: Any) -> str:
+    """Per type, the agent runs' mean steps and the share that used every step (as run: the
+    steps do not depend on the placement)."""
+    rows = ["| type | n | mean steps | used every step |", "| --- | ---: | ---: | ---: |"]
+    for t in types:
+        chosen = [r for r in agent if of(r, t)]
+        if chosen:
+            full = sum(int(r.get("steps") or 0) >= int(r.get("max_steps") or 0) > 0
+                       for r in chosen)
+            steps = sum(int(r.get("steps") or 0) for r in chosen) / len(chosen)
+            rows.append(f"| {t or '(none)'} | {len(chosen)} | {steps:.2f} |"
+                        f" {100 * full / len(chosen):.1f}% |")
+    return "\n".join(rows)
+
+
+def curve(out: Path, knobs: list[float], budget: float = 0.03,
+          ranks: tuple[int, ...] = (5, 4, 3, 2)) -> list[str]:
     from ragloop.agent import placement
     from ragloop.agent.placement import Hop, Policy, place
 
@@ -104,14 +120,32 @@ def curve(out: Path, knobs: list[float]) -> list[str]:
     points: list[tuple[str, Policy | None]] = [
         ("hops off", replace(base, signals=frozenset())),
         *((f"give_up<{v:g}", replace(base, give_up_below=v)) for v in knobs),
+        # the kept documents' part of the knob: from which first-search rank a kept document
+        # gives its place to one reached through a hop; with and without the given-up
+        # documents coming right after the hops
+        *((f"kept from #{r}{' next' if nxt else ''}",
+           replace(base, kept_from_rank=r, displaced_next=nxt))
+          for nxt in (False, True) for r in ranks),
+        ("displaced next", replace(base, displaced_next=True)),
         *((f"no {h}", replace(base, signals=base.signals - {h})) for h in Hop
           if h in base.signals),
         ("as run", None)]
-    types = ["ALL", *sorted({r.get("type", "") for r in agent})]
-    lines = ["| point | type | n | single @5 | agent @5 | lead @5 | lost@5 | gained@5 |"
+    kinds = sorted({r.get("type", "") for r in agent})
+    # a family of types ("compositional_3hop", "compositional_4hop") also gets its own line
+    families = sorted({t.split("_")[0] for t in kinds
+                       if sum(k.split("_")[0] == t.split("_")[0] for k in kinds) > 1})
+    types = ["ALL", *kinds, *(f"{f}_*" for f in families)]
+
+    def of(r: dict[str, Any], t: str) -> bool:
+        kind = r.get("type", "")
+        return t == "ALL" or kind == t or (t.endswith("_*") and kind.split("_")[0] == t[:-2])
+
+    lines = [steps_table(agent, types, of), "",
+             "| point | type | n | single @5 | agent @5 | lead @5 | lost@5 | gained@5 |"
              " single @10 | agent @10 | lead @10 | lost@10 | gained@10 |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
              " ---: | ---: |"]
+    picks: list[tuple[float, float, str]] = []
     for name, policy in points:
         docs: dict[str, list[str]] = {}
         for r in agent:
@@ -123,7 +157,7 @@ def curve(out: Path, knobs: list[float]) -> list[str]:
                          row["confirmed"], policy=policy)
             docs[r["qid"]] = made.order
         for t in types:
-            chosen = [r for r in agent if t == "ALL" or r.get("type", "") == t]
+            chosen = [r for r in agent if of(r, t)]
             if not chosen:
                 continue
             cells = [name, t or "(none)", str(len(chosen))]
@@ -136,7 +170,14 @@ def curve(out: Path, knobs: list[float]) -> list[str]:
                 cells += [f"{sum(s) / n:.3f}", f"{sum(a) / n:.3f}",
                           f"{(sum(a) - sum(s)) / n:+.3f}", f"{lost} ({100 * lost / n:.1f}%)",
                           str(gained)]
+                if t == "ALL" and k == 10 and policy is not None:
+                    picks.append((lost / n, (sum(a) - sum(s)) / n, name))
             lines.append("| " + " | ".join(cells) + " |")
+    under = [p for p in picks if p[0] < budget]
+    if under:
+        best = max(under, key=lambda p: (p[1], -p[0]))
+        lines.append(f"\nbest point with lost@10 under {100 * budget:g}% (ALL): {best[2]}"
+                     f" (lead@10 {best[1]:+.3f}, lost@10 {100 * best[0]:.1f}%)")
     missing = sum(1 for r in agent if r["q"] not in inputs)
     if missing:
         lines.append(f"\n{missing} agent runs have no placement inputs (results from an"
@@ -153,8 +194,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="placement_curve.py curve")
     parser.add_argument("out", type=Path)
     parser.add_argument("--knob", default=",".join(str(v) for v in KNOBS))
+    parser.add_argument("--budget", type=float, default=0.03,
+                        help="the lost@10 share a point must stay under to be picked")
     args = parser.parse_args(sys.argv[2:])
-    print("\n".join(curve(args.out, [float(v) for v in args.knob.split(",")])))
+    print("\n".join(curve(args.out, [float(v) for v in args.knob.split(",")], args.budget)))
     return 0
 
 

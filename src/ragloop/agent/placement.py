@@ -53,12 +53,22 @@ class Policy:
     single-shot document whose best grade anywhere in the run is below this, and which covers
     no open part, gives its place (1.0 and above: every document the grader did not keep; a
     kept chunk grades 1.0). Confirmed finds with no hop take only the places of documents the
-    grader is sure about (`irrelevant_below`), as before this policy."""
+    grader is sure about (`irrelevant_below`), as before this policy.
+
+    Every kept single-shot document grades the same (1.0), so the grade alone has no point
+    between keeping them all and giving them all up (issue 45's curve: lost@10 0% → 9%).
+    `kept_from_rank` is that knob's finer part: a kept single-shot document at this rank of
+    the first search or lower (1-based) gives its place to a document reached through a hop
+    too (None: never). `displaced_next`: a document that gave its place comes right after
+    the documents reached through a hop instead of after everything the run found, so a
+    place given up costs it a few places, not the first k."""
 
     signals: frozenset[Hop] = frozenset({Hop.POINTER, Hop.NAMED, Hop.BRIDGE, Hop.SECOND_HOP,
                                          Hop.COVERS_PART})
     give_up_below: float = 1.0
     irrelevant_below: float = CONFIDENT_IRRELEVANT
+    kept_from_rank: int | None = None
+    displaced_next: bool = False
 
 
 DEFAULT_POLICY = Policy()
@@ -164,8 +174,10 @@ def place(single: Sequence[str], found: Sequence[str], reached: Mapping[str, Ite
                 places.append(Placed(moved, len(order), ("single", *why(moved)),
                                      rank_of[moved]))
             continue
+        kept_gives = policy.kept_from_rank is not None and rank >= policy.kept_from_rank \
+            and not earns(d)
         taker = take(hop_docs, rank) \
-            if gives_up(d, policy.give_up_below) else None
+            if gives_up(d, policy.give_up_below) or kept_gives else None
         if taker is None and gives_up(d, policy.irrelevant_below):
             taker = take(plain, rank)
         if taker is None:
@@ -176,7 +188,9 @@ def place(single: Sequence[str], found: Sequence[str], reached: Mapping[str, Ite
         displaced.append(d)
         order.append(taker)
         places.append(Placed(taker, len(order), why(taker), rank_of.get(taker), took=d))
-    for d in [*hop_docs, *plain, *others, *displaced]:
+    rest = [*hop_docs, *displaced, *plain, *others] if policy.displaced_next \
+        else [*hop_docs, *plain, *others, *displaced]
+    for d in rest:
         if d in order:
             continue
         order.append(d)
