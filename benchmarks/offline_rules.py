@@ -106,6 +106,12 @@ def _no_nearest() -> None:
     _replace(PipelineDriver, "_add_nearest", lambda self, ctx, part: None)
 
 
+def _no_chain_reads() -> None:
+    import ragloop.agent.pipeline_driver as driver
+
+    _replace(driver, "FOLLOW_READ_POINTERS", False)
+
+
 def _policy(**change: Any) -> None:
     """Replace the placement policy's fields (agent/placement.py) for this process."""
     from dataclasses import replace
@@ -156,6 +162,7 @@ RULES: dict[str, Callable[[], None]] = {
     "second-hop": _without("second_hop"),  # its own sub-question's search kept it
     "covered-parts": _without("covers_part"),  # kept for a part single-shot left open
     "depth": _no_depth,  # driver: a part single-shot's search answers gets its own search
+    "chain-reads": _no_chain_reads,  # driver: a section read through a pointer is followed on
 }
 
 

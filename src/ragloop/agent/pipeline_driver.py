@@ -62,9 +62,12 @@ NAMED_PRIORITY = 1.0
 POINTER_DISCOUNT = 1e-3
 # The grade given to a re-query's hit from the document the query names by title.
 NAMED_HIT_SCORE = 0.5
-# A section read through a pointer is not read further, but a discarded hit it points to is
-# kept (`_with_pointed`) ranked this far below what searched chunks point to.
+# A discarded hit a section read through a pointer points to is kept (`_with_pointed`) ranked
+# this far below what searched chunks point to.
 CHAIN_DISCOUNT = 1.0
+# A section read through a pointer has its own pointers followed (after the searched chunks'):
+# the next link of a 3-4 hop chain (issue 45). False: a read is never followed further.
+FOLLOW_READ_POINTERS = True
 # A part the run could not answer shows this many nearest passages (one per document) from its
 # own first search, marked unconfirmed, ranked after all other evidence.
 NEAREST_DOCS = 3
@@ -348,9 +351,10 @@ class PipelineDriver:
         """Read one section a kept chunk points to; False when there is none left to read."""
         if part.fetches >= MAX_FETCHES_PER_PART:
             return False
-        # pointers of searched chunks only: a section read through a pointer is not followed
-        # further (a chain of reads wanders from the question with no grade to stop it)
-        for hit in sorted((h for h in part.kept if h.chunk_id >= 0),
+        # searched chunks' pointers first; then, for a chain (issue 45: P names A, A names
+        # B), those of a section read through a pointer, which grade CHAIN_DISCOUNT lower.
+        # MAX_FETCHES_PER_PART bounds the chain: no grade stops a chain of reads wandering
+        for hit in sorted((h for h in part.kept if h.chunk_id >= 0 or FOLLOW_READ_POINTERS),
                           key=lambda h: -(h.grade_score or 0.0)):
             for doc_id, section in self._targets(hit, part.question):
                 if ctx.ledger.has_section(doc_id, section) or (doc_id, section) in part.unreadable:
