@@ -14,7 +14,7 @@ from ragloop.agent.run import RunContext, drain
 from ragloop.agent.template import RunTemplate
 from ragloop.agent.tools import Toolbox
 from ragloop.core.decisions import Grade
-from ragloop.core.types import Hit, Usage
+from ragloop.core.types import EventKind, Hit, Usage
 from ragloop.kb import KnowledgeBase
 from ragloop.language.text import ENGLISH_READING
 from ragloop.language.vocabulary import ENGLISH_WORDS
@@ -63,12 +63,16 @@ def test_a_given_up_document_comes_right_after_the_hops_when_asked() -> None:
 DOCS = {
     "lantern-guild.md": """# Lantern Guild
 
-The Lantern Guild is a society of glass makers founded in the town of Orvell. Its best-known
-member wrote the handbook Copper Kettle for the guild's apprentices.
+The Lantern Guild is a society of glass makers. Its best-known member wrote the handbook
+Copper Kettle for the guild's apprentices. Its hall stands in the town of Orvell.
 """,
     "copper-kettle.md": """# Copper Kettle
 
 Copper Kettle is a handbook on glass furnaces and their fuel, printed by Marrow Press.
+""",
+    "orvell.md": """# Orvell
+
+Orvell is a town on the river Dane with a weekly market.
 """,
     "marrow-press.md": """# Marrow Press
 
@@ -103,7 +107,7 @@ class _OnlyDoc:
         return Grade(kept, rest, False, "the printing house's port")
 
 
-def _run(kb) -> list[str]:
+def _run(kb) -> RunContext:
     question = "In which port is the printing house of the Lantern Guild's handbook?"
     grader = _OnlyDoc("lantern-guild.md")
     # one hit a search: the chain's later links come only through reads
@@ -114,16 +118,36 @@ def _run(kb) -> list[str]:
                            ExtractiveAnswerer(kb.embedder, reading=EN_RD), 1, reading=EN_RD)
     ctx = RunContext(question, 6)
     drain(template.run(ctx, driver), ctx)
+    return ctx
+
+
+def _docs(ctx: RunContext) -> list[str]:
     return list(dict.fromkeys(e.doc_id for e in ctx.ledger.items))
 
 
 def test_a_chain_of_pointers_is_read_to_its_third_document(kb) -> None:
-    docs = _run(kb)
+    ctx = _run(kb)
+    docs = _docs(ctx)
     assert docs[0] == "lantern-guild.md"
     assert {"copper-kettle.md", "marrow-press.md"} <= set(docs)
+    # each link says how it was reached: the first by a pointer, the next through the chain
+    event = next(e for e in ctx.events if e.kind == EventKind.PLACEMENT)
+    why = {p["doc_id"]: p["why"] for p in event.data["places"]}
+    assert "pointer" in why["copper-kettle.md"]
+    assert "chain" in why["marrow-press.md"] and "pointer" not in why["marrow-press.md"]
 
 
 def test_without_chain_reads_the_third_document_is_not_reached(kb, monkeypatch) -> None:
     monkeypatch.setattr(pipeline_driver, "FOLLOW_READ_POINTERS", False)
-    docs = _run(kb)
+    docs = _docs(_run(kb))
     assert "copper-kettle.md" in docs and "marrow-press.md" not in docs
+
+
+def test_the_newest_link_is_followed_before_the_first_passages_other_pointers(kb,
+                                                                              monkeypatch) -> None:
+    # the guild's passage names the handbook and the town; the handbook's passage names the
+    # press: depth first reads the press second, by grade the town comes second
+    assert "orvell.md" not in _docs(_run(kb))
+    monkeypatch.setattr(pipeline_driver, "CHAIN_FIRST", False)
+    docs = _docs(_run(kb))
+    assert "orvell.md" in docs and "marrow-press.md" not in docs

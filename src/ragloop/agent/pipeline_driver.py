@@ -68,6 +68,9 @@ CHAIN_DISCOUNT = 1.0
 # A section read through a pointer has its own pointers followed (after the searched chunks'):
 # the next link of a 3-4 hop chain (issue 45). False: a read is never followed further.
 FOLLOW_READ_POINTERS = True
+# The newest section read through a pointer has its pointers followed first (depth first: each
+# hop's new entity seeds the next read); False: by grade, the searched chunks' first.
+CHAIN_FIRST = True
 # A part the run could not answer shows this many nearest passages (one per document) from its
 # own first search, marked unconfirmed, ranked after all other evidence.
 NEAREST_DOCS = 3
@@ -103,6 +106,7 @@ class Part:
     unreadable: set[tuple[str, str]] = field(default_factory=set)  # pointers that led nowhere
     gap: str = ""  # the last gap described by a grade that kept something
     first_hits: list[Hit] | None = None  # the first search's page, in order
+    chain: list[Hit] = field(default_factory=list)  # sections read through pointers, in order
 
     @property
     def enough(self) -> bool:
@@ -255,12 +259,14 @@ class PipelineDriver:
                 and not self.reading.query_names_title(ctx.question, title)
             self._note(hit.doc_id, Hop.BRIDGE if bridge else Hop.REQUERY)
 
-    def _note_pointer(self, ctx: RunContext, doc_id: str, title: str, source: str) -> None:
+    def _note_pointer(self, ctx: RunContext, doc_id: str, title: str, source: str,
+                      chained: bool = False) -> None:
         """A document reached through what a kept chunk of another document names: a pointer
-        when the question does not name it too."""
+        when the question does not name it too; a chain link when the naming chunk was
+        itself read through a pointer."""
         if doc_id != source:
             named = self.reading.query_names_title(ctx.question, title)
-            self._note(doc_id, Hop.NAMED if named else Hop.POINTER)
+            self._note(doc_id, Hop.NAMED if named else Hop.CHAIN if chained else Hop.POINTER)
 
     def _with_pointed(self, ctx: RunContext, part: Part, grade: Grade,
                       asked: dict[int, float]) -> Grade:
@@ -270,19 +276,20 @@ class PipelineDriver:
         if not grade.discarded:
             return grade
         pointers: dict[tuple[str, str], float] = {}
-        sources: dict[tuple[str, str], str] = {}
+        sources: dict[tuple[str, str], Hit] = {}
         for h in sorted([*grade.kept, *part.kept], key=lambda h: -(h.grade_score or 0.0)):
             source = asked.get(h.chunk_id, h.grade_score or 0.0)
             for target in self._targets(h, part.question):
                 pointers.setdefault(target, source - POINTER_DISCOUNT)
-                sources.setdefault(target, h.doc_id)
+                sources.setdefault(target, h)
         promoted = [h for h in grade.discarded if (h.doc_id, h.section) in pointers]
         if not promoted:
             return grade
         for h in promoted:
             asked[h.chunk_id] = pointers[(h.doc_id, h.section)]
+            source_hit = sources[(h.doc_id, h.section)]
             self._note_pointer(ctx, h.doc_id, h.doc_title or h.section_title,
-                               sources[(h.doc_id, h.section)])
+                               source_hit.doc_id, chained=source_hit in part.chain)
         kept = [*grade.kept, *(replace(h, verdict="relevant") for h in promoted)]
         discarded = [h for h in grade.discarded if h not in promoted]
         return Grade(kept, discarded, grade.enough, grade.missing, grade.next_query)
@@ -299,7 +306,8 @@ class PipelineDriver:
 
     def _read(self, ctx: RunContext, part: Part, doc_id: str, section: str,
               priority: float, follow: float | None = None,
-              reason: str | None = None, source: str | None = None) -> Steps[None]:
+              reason: str | None = None, source: str | None = None,
+              chained: bool = False) -> Steps[None]:
         """Fetch a section into the evidence at `priority`; it joins the part's kept hits
         with grade `follow` (default: priority), which ranks the hits its pointers promote."""
         ctx.step += 1
@@ -317,16 +325,19 @@ class PipelineDriver:
         if source is None:
             self._note(found.doc_id, Hop.NAMED)
         else:
-            self._note_pointer(ctx, found.doc_id, title, source)
+            self._note_pointer(ctx, found.doc_id, title, source, chained)
         if part.index in self._open:
             self._note(found.doc_id, Hop.COVERS_PART)
         # what was read is kept evidence too: its names feed re-queries, and discarded hits
         # it points to are kept
-        part.kept.append(Hit(chunk_id=-n, doc_id=found.doc_id, section=found.section,
-                             section_title=found.title, text=found.text,
-                             doc_title=found.title_path[0] if found.title_path else "",
-                             verdict="relevant", kb=found.kb,
-                             grade_score=priority if follow is None else follow))
+        read = Hit(chunk_id=-n, doc_id=found.doc_id, section=found.section,
+                   section_title=found.title, text=found.text,
+                   doc_title=found.title_path[0] if found.title_path else "",
+                   verdict="relevant", kb=found.kb,
+                   grade_score=priority if follow is None else follow)
+        part.kept.append(read)
+        if source is not None:
+            part.chain.append(read)
         yield ToolCallEvent(tool=FETCH, doc_id=doc_id, section=section,
                             chars=len(found.text), sub_question=part.index, reason=reason)
 
@@ -354,8 +365,12 @@ class PipelineDriver:
         # searched chunks' pointers first; then, for a chain (issue 45: P names A, A names
         # B), those of a section read through a pointer, which grade CHAIN_DISCOUNT lower.
         # MAX_FETCHES_PER_PART bounds the chain: no grade stops a chain of reads wandering
-        for hit in sorted((h for h in part.kept if h.chunk_id >= 0 or FOLLOW_READ_POINTERS),
-                          key=lambda h: -(h.grade_score or 0.0)):
+        ranked = sorted((h for h in part.kept if h.chunk_id >= 0 or FOLLOW_READ_POINTERS),
+                        key=lambda h: -(h.grade_score or 0.0))
+        if CHAIN_FIRST and FOLLOW_READ_POINTERS and part.chain:
+            newest = part.chain[-1]
+            ranked = [newest, *(h for h in ranked if h.chunk_id != newest.chunk_id)]
+        for hit in ranked:
             for doc_id, section in self._targets(hit, part.question):
                 if ctx.ledger.has_section(doc_id, section) or (doc_id, section) in part.unreadable:
                     continue
@@ -367,7 +382,7 @@ class PipelineDriver:
                 yield from self._read(
                     ctx, part, doc_id, section, score, follow=score - CHAIN_DISCOUNT,
                     reason=f"a kept chunk of {hit.doc_id} §{hit.section} points here",
-                    source=hit.doc_id)
+                    source=hit.doc_id, chained=hit in part.chain)
                 return True
         return False
 

@@ -29,6 +29,7 @@ class Hop(StrEnum):
     POINTER = "pointer"  # a kept chunk names it by a title the question does not name
     NAMED = "named"  # the question names it by title
     BRIDGE = "bridge"  # a re-query naming its title (a name from a kept chunk) found it
+    CHAIN = "chain"  # a section read through a pointer names it (the next link of a chain)
     SECOND_HOP = "second_hop"  # kept by the search of its own sub-question
     COVERS_PART = "covers_part"  # kept for a part single-shot's documents leave open
     REQUERY = "requery"  # kept from the rewriter's re-query of the gap: earns no place
@@ -41,6 +42,7 @@ SAYS = {
     Hop.POINTER: "a kept passage names it",
     Hop.NAMED: "the question names it",
     Hop.BRIDGE: "a search for a name in a kept passage found it",
+    Hop.CHAIN: "a passage read through another's pointer names it",
     Hop.SECOND_HOP: "kept by the search for its own part of the question",
     Hop.COVERS_PART: "it covers a part of the question the first search left open",
     Hop.REQUERY: "kept by a search for what was missing",
@@ -63,8 +65,8 @@ class Policy:
     the documents reached through a hop instead of after everything the run found, so a
     place given up costs it a few places, not the first k."""
 
-    signals: frozenset[Hop] = frozenset({Hop.POINTER, Hop.NAMED, Hop.BRIDGE, Hop.SECOND_HOP,
-                                         Hop.COVERS_PART})
+    signals: frozenset[Hop] = frozenset({Hop.POINTER, Hop.NAMED, Hop.BRIDGE, Hop.CHAIN,
+                                         Hop.SECOND_HOP, Hop.COVERS_PART})
     give_up_below: float = 1.0
     irrelevant_below: float = CONFIDENT_IRRELEVANT
     kept_from_rank: int | None = None
