@@ -28,7 +28,7 @@ Each query keeps its HotpotQA source id (`source_id`), its `hops`, and its `spli
 when its source question is one of the first 300 of hotpotqa-dev (the half earlier placement
 work was tuned on), `heldout` otherwise. OUT holds the whole set plus `tune/` and `heldout/`,
 each a BEIR folder (corpus.jsonl linked to the source's, queries.jsonl, qrels/test.tsv), and
-a SOURCE file saying where it came from. The set is large and derived from data under
+OUT.SOURCE beside it says where it came from. The set is large and derived from data under
 ../shared: build it there, never into the repo.
 """
 
@@ -154,7 +154,8 @@ def write(folder: Path, rows: list[dict[str, Any]], corpus: Path) -> None:
     link = folder / "corpus.jsonl"
     if link.is_symlink() or link.exists():
         link.unlink()
-    link.symlink_to(corpus.resolve())
+    # relative, so the set still finds its corpus when the data folder is copied elsewhere
+    link.symlink_to(os.path.relpath(corpus.resolve(), folder.resolve()))
     with (folder / "queries.jsonl").open("w", encoding="utf-8") as f:
         for r in rows:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
@@ -175,12 +176,14 @@ def main() -> int:
     write(args.out, rows, corpus)
     for split in ("tune", "heldout"):
         write(args.out / split, [r for r in rows if r["split"] == split], corpus)
-    (args.out / "SOURCE").write_text(SOURCE_TEXT, encoding="utf-8")
     counts: dict[tuple[str, str], int] = {}
     for r in rows:
         counts[(r["split"], r["type"])] = counts.get((r["split"], r["type"]), 0) + 1
-    for (split, kind), n in sorted(counts.items()):
-        print(f"{split:8} {kind:20} {n}")
+    said = [f"{split:8} {kind:20} {n}" for (split, kind), n in sorted(counts.items())]
+    print("\n".join(said))
+    # where it came from, beside the folder as the other sets' (fastapi-docs.SOURCE)
+    (args.out.parent / f"{args.out.name}.SOURCE").write_text(
+        SOURCE_TEXT + f"\n{len(rows)} questions:\n" + "\n".join(said) + "\n", encoding="utf-8")
     print(f"{len(rows)} questions → {args.out}")
     return 0
 
