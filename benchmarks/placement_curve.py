@@ -119,7 +119,10 @@ def curve(out: Path, knobs: list[float], budget: float = 0.03,
     base = placement.DEFAULT_POLICY
     points: list[tuple[str, Policy | None]] = [
         ("hops off", replace(base, signals=frozenset())),
-        *((f"give_up<{v:g}", replace(base, give_up_below=v)) for v in knobs),
+        ("chosen (default)", base),
+        # the grade's part of the knob, kept documents never giving their place
+        *((f"give_up<{v:g}", replace(base, give_up_below=v, kept_from_rank=None))
+          for v in knobs),
         # the kept documents' part of the knob: from which first-search rank a kept document
         # gives its place to one reached through a hop; with and without the given-up
         # documents coming right after the hops

@@ -41,8 +41,8 @@ def _placed(**policy):
 def test_kept_documents_above_the_knobs_rank_keep_their_places() -> None:
     made = _placed(kept_from_rank=None)
     assert made.order[:4] == SINGLE and made.given_up == []
-    # the default gives up kept documents from #4 of the first search on
-    assert _placed().given_up == ["d"]
+    # the default never gives a kept document's place
+    assert _placed().given_up == []
 
 
 def test_a_kept_document_from_the_knobs_rank_on_gives_its_place_to_a_hop() -> None:

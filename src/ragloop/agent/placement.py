@@ -70,9 +70,10 @@ class Policy:
                                          Hop.SECOND_HOP, Hop.COVERS_PART})
     give_up_below: float = 1.0
     irrelevant_below: float = CONFIDENT_IRRELEVANT
-    # chosen on the tuning halves (benchmarks/RESULTS.md, issue 45): from #4 the lead at k=5
-    # grows on HotpotQA dev 1-150 with lost@10 unchanged (2.7%); from #3 lost@10 is 3.3%
-    kept_from_rank: int | None = 4
+    # never (benchmarks/RESULTS.md, issue 45): from #4, the point read off the tuning halves
+    # (lead@5 +.02 on HotpotQA dev 1-150, lost@10 unchanged), lost single-shot gold on every
+    # held-out set (chains, HotpotQA dev 301-450, SQuAD-it) and gained nothing at k=10
+    kept_from_rank: int | None = None
     displaced_next: bool = False
 
 
