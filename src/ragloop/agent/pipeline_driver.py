@@ -65,8 +65,8 @@ NAMED_HIT_SCORE = 0.5
 # A discarded hit a section read through a pointer points to is kept (`_with_pointed`) ranked
 # this far below what searched chunks point to.
 CHAIN_DISCOUNT = 1.0
-# A section read through a pointer has its own pointers followed (after the searched chunks'):
-# the next link of a 3-4 hop chain (issue 45). False: a read is never followed further.
+# A section read through a pointer has its own pointers followed: the next link of a 3-4 hop
+# chain (issue 45). False: a read is never followed further.
 FOLLOW_READ_POINTERS = True
 # The newest section read through a pointer has its pointers followed first (depth first: each
 # hop's new entity seeds the next read); False: by grade, the searched chunks' first.
@@ -362,9 +362,9 @@ class PipelineDriver:
         """Read one section a kept chunk points to; False when there is none left to read."""
         if part.fetches >= MAX_FETCHES_PER_PART:
             return False
-        # searched chunks' pointers first; then, for a chain (issue 45: P names A, A names
-        # B), those of a section read through a pointer, which grade CHAIN_DISCOUNT lower.
-        # MAX_FETCHES_PER_PART bounds the chain: no grade stops a chain of reads wandering
+        # by grade (a section read through a pointer grades CHAIN_DISCOUNT below its source),
+        # the newest such section first (CHAIN_FIRST): a chain P → A → B reads B after A
+        # (issue 45). MAX_FETCHES_PER_PART bounds it: no grade stops a chain of reads wandering
         ranked = sorted((h for h in part.kept if h.chunk_id >= 0 or FOLLOW_READ_POINTERS),
                         key=lambda h: -(h.grade_score or 0.0))
         if CHAIN_FIRST and FOLLOW_READ_POINTERS and part.chain:
