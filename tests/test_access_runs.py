@@ -5,10 +5,8 @@ worker threads), another user cannot list, read, stream, resume or continue them
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from test_access_hostile import ALICE_ONLY, _clean, _write
+from test_access_hostile import _clean, _write
 from test_server import LiveServer
 
 from ragloop.agent.engine import Engine
