@@ -307,6 +307,29 @@ def test_a_hidden_id_takes_as_long_as_a_missing_one(shared):
         assert 1 / 3 < ratio < 3, (name, h, m)
 
 
+def test_a_query_finds_no_hidden_passage_or_other_users_query_in_the_embedding_cache(served):
+    """A search embeds its query through the cache; a cache hit is tens of times faster than
+    the model, so a hit on a hidden passage's stored vector (the query is its exact text), or
+    on another user's query, would tell bob that the text is there. His queries are cached
+    apart: the model runs for them as for any new text."""
+    kb, keys, c = served
+    hidden = kb.sections("hr/ladder.md")[0].text.strip()  # a chunk's text, cached at ingest
+    alice_query = "what grade steps are reviewed in spring"
+    assert c.get("/search", headers=keys["alice"], params={"q": alice_query}).status_code == 200
+    seen = kb.for_principal(kb.backend.principals.principal_of("bob"))
+    before = seen.embedder.misses
+    seen.embedder.embed_query([hidden, alice_query])
+    assert seen.embedder.misses == before + 2  # neither found in the cache
+    seen.embedder.embed_query([alice_query])
+    assert seen.embedder.misses == before + 2  # his own repeat is (cached for him)
+    timings = {}
+    for name, q in (("hidden passage", hidden), ("fresh", "a fresh text " + "w" * 20)):
+        t = time.perf_counter()
+        c.get("/search", headers=keys["carol"], params={"q": q, "k": 1})
+        timings[name] = round((time.perf_counter() - t) * 1000, 1)
+    print("first search of each text (ms):", timings)
+
+
 @pytest.mark.xfail(strict=True, reason="issue 43.3 left open: BM25 scores use the whole"
                    " index's term statistics, so a readable document's score for a word"
                    " tells whether hidden documents hold it")
