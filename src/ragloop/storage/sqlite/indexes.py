@@ -26,6 +26,11 @@ INITIAL_CAPACITY = 1024
 # BM25 hits fetched past k so that a tie at the k-th score is broken by chunk id, not by
 # which segment an indexing thread put a chunk in.
 TIE_MARGIN = 16
+# A filtered search reads the unfiltered ranking this many times as deep as the allowed
+# share predicts (k / share), and at most WIDEN_MAX hits, before it filters inside the index
+# (benchmarks/filtered.py: 10% of 100k chunks allowed).
+OVERFETCH = 2
+WIDEN_MAX = 20_000
 
 
 class FullTextIndex:
@@ -89,16 +94,23 @@ class FullTextIndex:
         self._writer = None
         self.index.reload()
 
-    def search(self, terms: list[str], k: int,
-               within: list[str] | None = None) -> list[tuple[int, float]]:
+    def search(self, terms: list[str], k: int, within: list[str] | None = None,
+               allowed: frozenset[int] | None = None) -> list[tuple[int, float]]:
         """`within`: doc ids the hits must come from (a search filter), applied in the query
-        so that the top k are the top k of those documents."""
+        so that the top k are the top k of those documents. `allowed`: their chunk ids, when
+        known: the unfiltered ranking is read as deep as needed and filtered, the same top k
+        (ties by chunk id, as always) without a term set of every allowed doc id in the
+        query, which costs tens of milliseconds once there are thousands of them."""
         if not terms:
             return []
         try:
             query = self.index.parse_query(" ".join(terms), ["text"])
         except ValueError:  # the analyzer dropped every term (a word over 40 bytes, e.g. a
             return []  # whole Chinese sentence under the English analyzer): nothing matches
+        if allowed is not None:
+            found = self._search_allowed(query, k, allowed)
+            if found is not None:
+                return found
         if within is not None:
             # scored 0 so the BM25 scores stay those of the text alone
             docs = tantivy.Query.const_score_query(
@@ -116,6 +128,31 @@ class FullTextIndex:
         ranked = sorted(((int(cid), float(score)) for (score, _), cid
                          in zip(hits, ids, strict=True)), key=lambda x: (-x[1], x[0]))
         return ranked[:k]
+
+    def _search_allowed(self, query: tantivy.Query, k: int,
+                        allowed: frozenset[int]) -> list[tuple[int, float]] | None:
+        """The top k of `allowed` from the unfiltered ranking, read `OVERFETCH` times as deep
+        as their share predicts, deeper while short; None (filter in the query instead) when
+        that would read more than WIDEN_MAX hits. Exact: a hit counts only when its score is
+        above the last one read (or the ranking was read to its end), so a tie at the cut
+        cannot hide an allowed chunk of equal score and lower id."""
+        searcher = self.index.searcher()
+        total = max(1, searcher.num_docs)
+        depth = max(k, int(k * OVERFETCH * total / max(1, len(allowed))))
+        while depth <= WIDEN_MAX:
+            hits = searcher.search(query, depth + TIE_MARGIN, count=False).hits
+            if not hits:
+                return []
+            ids = searcher.fast_field_values("chunk_id", [addr for _, addr in hits])
+            ranked = sorted(((int(cid), float(score)) for (score, _), cid
+                             in zip(hits, ids, strict=True)), key=lambda x: (-x[1], x[0]))
+            whole = len(hits) < depth + TIE_MARGIN
+            last = ranked[-1][1]
+            kept = [(c, sc) for c, sc in ranked if c in allowed and (whole or sc > last)]
+            if whole or len(kept) >= k:
+                return kept[:k]
+            depth *= 4
+        return None
 
     def size(self) -> int:
         return self.index.searcher().num_docs
@@ -243,6 +280,22 @@ class VectorIndex:
             ids, mat = self._exact_matrix()
             rows = np.flatnonzero(np.isin(ids, np.asarray(live, dtype=np.uint64)))
             return self._exact_top(query, ids[rows], mat[rows], k)
+        # many allowed in a large index: the unfiltered walk, as deep as their share
+        # predicts, then filtered; hnswlib's get_items reads about 5,000 vectors a second
+        # here and its filter callback is a Python call per node visited, both far slower
+        wide = max(k, int(k * OVERFETCH * len(self) / len(live)))
+        if wide <= WIDEN_MAX // 4:
+            allowed_set = within
+            self.index.set_ef(max(HNSW_EF_SEARCH, wide))
+            try:
+                labels, dists = self.index.knn_query(query, k=wide, num_threads=1)
+            except RuntimeError:  # tombstones left fewer reachable: the filtered walk below
+                labels = None
+            if labels is not None:
+                kept = [(int(key), 1.0 - float(d)) for key, d in
+                        zip(labels[0], dists[0], strict=True) if int(key) in allowed_set]
+                if len(kept) >= k:
+                    return kept[:k]
         if len(live) < EXACT_SEARCH_BELOW:  # few allowed in a large index: read just those
             ids = np.asarray(live, dtype=np.uint64)
             mat = self.index.get_items(ids, return_type="numpy").astype(np.float32)
