@@ -107,3 +107,21 @@ def test_each_principal_gets_the_reference_hits_and_documents(kb, people, query,
         # every readable chunk is a vector candidate: k of them whenever there are k
         chunks = sum(d.chunks for d in readable)
         assert len(view.search(query, k=k, mode="vector")) == min(k, chunks)
+
+
+@settings(max_examples=20, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(principal=principals, query=queries, k=st.integers(1, 8))
+def test_the_graph_walk_paths_of_a_large_index_agree_too(kb, principal, query, k):
+    """As if the index were large (no exact matrix): the over-fetched graph walk, else
+    hnswlib's filter callback, else the allowed vectors read; on this small graph each is
+    exact, so the reference still holds."""
+    from ragloop.storage.sqlite import indexes
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(indexes, "EXACT_SEARCH_BELOW", 1)
+        view = kb.for_principal(principal)
+        reference = _Reference(kb.store, principal)
+        got = [h.chunk_id for h in view.search(query, k=k, mode="vector")]
+        want = [h.chunk_id for h in hybrid_search(reference, kb.embedder, query, k, "vector")]
+        assert got == want

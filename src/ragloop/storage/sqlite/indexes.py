@@ -31,6 +31,9 @@ TIE_MARGIN = 16
 # (benchmarks/filtered.py: 10% of 100k chunks allowed).
 OVERFETCH = 2
 WIDEN_MAX = 20_000
+# the graph walk's cost grows with its depth: read less extra there (a short result falls
+# back to hnswlib's filter callback, which always finds k)
+VECTOR_OVERFETCH = 1.5
 
 
 class FullTextIndex:
@@ -144,12 +147,12 @@ class FullTextIndex:
             if not hits:
                 return []
             ids = searcher.fast_field_values("chunk_id", [addr for _, addr in hits])
-            ranked = sorted(((int(cid), float(score)) for (score, _), cid
-                             in zip(hits, ids, strict=True)), key=lambda x: (-x[1], x[0]))
             whole = len(hits) < depth + TIE_MARGIN
-            last = ranked[-1][1]
-            kept = [(c, sc) for c, sc in ranked if c in allowed and (whole or sc > last)]
+            last = min(score for score, _ in hits)
+            kept = [(int(cid), float(score)) for (score, _), cid in zip(hits, ids, strict=True)
+                    if cid in allowed and (whole or score > last)]
             if whole or len(kept) >= k:
+                kept.sort(key=lambda x: (-x[1], x[0]))
                 return kept[:k]
             depth *= 4
         return None
@@ -272,20 +275,20 @@ class VectorIndex:
 
     def _search_within(self, query: np.ndarray, k: int,
                        within: set[int]) -> list[tuple[int, float]]:
-        live = [i for i in within if i not in self.deleted]
+        live = within - self.deleted if self.deleted else within
         if not live:
             return []
         k = min(k, len(live))
         if len(self) < EXACT_SEARCH_BELOW:  # the exact matrix is small and kept
             ids, mat = self._exact_matrix()
-            rows = np.flatnonzero(np.isin(ids, np.asarray(live, dtype=np.uint64)))
+            rows = np.flatnonzero(np.isin(ids, np.fromiter(live, dtype=np.uint64)))
             return self._exact_top(query, ids[rows], mat[rows], k)
         # many allowed in a large index: the unfiltered walk, as deep as their share
         # predicts, then filtered; hnswlib's get_items reads about 5,000 vectors a second
         # here and its filter callback is a Python call per node visited, both far slower
-        wide = max(k, int(k * OVERFETCH * len(self) / len(live)))
+        wide = max(k, int(k * VECTOR_OVERFETCH * len(self) / len(live)))
         if wide <= WIDEN_MAX // 4:
-            allowed_set = within
+            allowed_set = live
             self.index.set_ef(max(HNSW_EF_SEARCH, wide))
             try:
                 labels, dists = self.index.knn_query(query, k=wide, num_threads=1)
@@ -297,7 +300,7 @@ class VectorIndex:
                 if len(kept) >= k:
                     return kept[:k]
         if len(live) < EXACT_SEARCH_BELOW:  # few allowed in a large index: read just those
-            ids = np.asarray(live, dtype=np.uint64)
+            ids = np.fromiter(live, dtype=np.uint64, count=len(live))
             mat = self.index.get_items(ids, return_type="numpy").astype(np.float32)
             mat /= np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
             return self._exact_top(query, ids, mat, k)
