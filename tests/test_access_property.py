@@ -114,12 +114,13 @@ def test_each_principal_gets_the_reference_hits_and_documents(kb, people, query,
 @given(principal=principals, query=queries, k=st.integers(1, 8))
 def test_the_graph_walk_paths_of_a_large_index_agree_too(kb, principal, query, k):
     """As if the index were large (no exact matrix): the over-fetched graph walk, else
-    hnswlib's filter callback, else the allowed vectors read; on this small graph each is
-    exact, so the reference still holds."""
+    hnswlib's filter callback (or, with few allowed, their vectors read); on this small
+    graph each is exact, so the reference still holds."""
     from ragloop.storage.sqlite import indexes
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(indexes, "EXACT_SEARCH_BELOW", 1)
+        patch.setattr(indexes, "READ_ALLOWED_BELOW", 1 + k % 2 * 1000)  # odd k: read them
         view = kb.for_principal(principal)
         reference = _Reference(kb.store, principal)
         got = [h.chunk_id for h in view.search(query, k=k, mode="vector")]

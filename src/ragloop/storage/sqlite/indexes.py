@@ -34,6 +34,8 @@ WIDEN_MAX = 20_000
 # the graph walk's cost grows with its depth: read less extra there (a short result falls
 # back to hnswlib's filter callback, which always finds k)
 VECTOR_OVERFETCH = 1.5
+# below this many allowed chunks in a large index their vectors are read and searched exactly
+READ_ALLOWED_BELOW = 256
 
 
 class FullTextIndex:
@@ -283,28 +285,29 @@ class VectorIndex:
             ids, mat = self._exact_matrix()
             rows = np.flatnonzero(np.isin(ids, np.fromiter(live, dtype=np.uint64)))
             return self._exact_top(query, ids[rows], mat[rows], k)
-        # many allowed in a large index: the unfiltered walk, as deep as their share
-        # predicts, then filtered; hnswlib's get_items reads about 5,000 vectors a second
-        # here and its filter callback is a Python call per node visited, both far slower
+        # a large index: the unfiltered walk as deep as the allowed share predicts, then
+        # filtered, deeper while short; hnswlib's filter callback (a Python call per node
+        # visited) after that, and reading the allowed vectors only when they are very few:
+        # its get_items reads about 5,000 vectors a second (benchmarks/filtered.py)
         wide = max(k, int(k * VECTOR_OVERFETCH * len(self) / len(live)))
-        if wide <= WIDEN_MAX // 4:
-            allowed_set = live
+        while wide <= WIDEN_MAX // 4 and len(live) >= READ_ALLOWED_BELOW:
             self.index.set_ef(max(HNSW_EF_SEARCH, wide))
             try:
-                labels, dists = self.index.knn_query(query, k=wide, num_threads=1)
-            except RuntimeError:  # tombstones left fewer reachable: the filtered walk below
-                labels = None
-            if labels is not None:
-                kept = [(int(key), 1.0 - float(d)) for key, d in
-                        zip(labels[0], dists[0], strict=True) if int(key) in allowed_set]
-                if len(kept) >= k:
-                    return kept[:k]
-        if len(live) < EXACT_SEARCH_BELOW:  # few allowed in a large index: read just those
+                labels, dists = self.index.knn_query(query, k=min(wide, len(self)),
+                                                     num_threads=1)
+            except RuntimeError:  # tombstones left fewer reachable: the filtered walk
+                break
+            kept = [(int(key), 1.0 - float(d)) for key, d in
+                    zip(labels[0], dists[0], strict=True) if int(key) in live]
+            if len(kept) >= k:
+                return kept[:k]
+            wide *= 4
+        if len(live) < READ_ALLOWED_BELOW:  # very few allowed: read just those
             ids = np.fromiter(live, dtype=np.uint64, count=len(live))
             mat = self.index.get_items(ids, return_type="numpy").astype(np.float32)
             mat /= np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
             return self._exact_top(query, ids, mat, k)
-        allowed = set(live)
+        allowed = live
         self.index.set_ef(max(HNSW_EF_SEARCH, 2 * k))
         try:
             labels, dists = self.index.knn_query(query, k=k, num_threads=1,
