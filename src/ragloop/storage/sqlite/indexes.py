@@ -250,9 +250,9 @@ class VectorIndex:
 
     def search(self, vector: np.ndarray, k: int,
                within: set[int] | None = None) -> list[tuple[int, float]]:
-        """`within`: the chunk ids allowed (a search filter): searched exactly when they are
-        few, else through hnswlib's filter callback, which the graph walk applies as it goes
-        (so it still finds k of them)."""
+        """`within`: the chunk ids allowed (a search filter): in a small index searched
+        exactly; in a large one by an over-fetched unfiltered walk, else hnswlib's filter
+        callback, which the graph walk applies as it goes (so it still finds k of them)."""
         query = np.asarray(vector, dtype=np.float32)
         with self.lock:
             if within is not None:
