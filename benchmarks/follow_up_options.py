@@ -31,7 +31,7 @@ from ragloop.core.conversation import Turn
 from ragloop.eval.conversations import FOLLOW_UPS, load_conversations, resolve
 from ragloop.eval.metrics import distinct, recall_all
 from ragloop.kb import KnowledgeBase
-from ragloop.offline.follow_up import RetrievalCondenser, conversation_documents, joined
+from ragloop.offline.follow_up import conversation_documents, joined
 
 SEARCH_K = 10
 CITED = 2
@@ -51,19 +51,30 @@ def fused(lists: list[list[str]]) -> list[str]:
     return sorted(score, key=lambda d: -score[d])
 
 
-def way(kb: KnowledgeBase, cond: RetrievalCondenser, name: str, switch_test: bool,
-        history: list[Turn], q: str) -> tuple[list[str], str]:
+def carried_topic(history: list[Turn]) -> str:
+    """The option under test: the previous turn's typed question, and what it carried only
+    when it stayed on the conversation's documents (what it cited shares a document with what
+    the turn before it cited); a turn whose citations left them started a topic of its own."""
+    last = history[-1]
+    if len(history) < 2 or not set(last.cited_docs) & set(history[-2].cited_docs):
+        return last.question
+    return last.searched
+
+
+def way(kb: KnowledgeBase, name: str, history: list[Turn], q: str) -> tuple[list[str], str]:
     """The way's ranking of the turn and what it carries as searched."""
     if not history:
         return ranking(kb, q), q
-    if switch_test and cond._new_topic(q, conversation_documents(history)):
-        return ranking(kb, q), q
-    query = joined(q, history[-1])
+    if name.startswith("topic"):
+        previous = carried_topic(history)
+        query = q if previous in q else f"{q} {previous}"
+    else:
+        query = joined(q, history[-1])
     if name == "joined":
         return ranking(kb, query), query
     lists = [ranking(kb, q), ranking(kb, query)]
-    if name == "fused+prior":
-        lists.append(list(history[-1].cited_docs))
+    if name.endswith("+prior"):
+        lists.append(list(conversation_documents(history)))
     return fused(lists), query
 
 
@@ -79,13 +90,12 @@ def main(argv: list[str] | None = None) -> int:
         convs = [c for c in convs if c.split in a.split.split(",")]
     if a.conversations:
         convs = [c for c in convs if c.id in a.conversations.split(",")]
-    ways = [(n, s) for n in ("joined", "fused", "fused+prior") for s in (False, True)]
+    ways = ["joined", "fused", "fused+prior", "topic+prior"]
     flags: dict[tuple[str, str], list[bool]] = defaultdict(list)
     with KnowledgeBase.open(a.kb) as kb:
         resolve(convs, [d.doc_id for d in kb.documents()])
-        cond = RetrievalCondenser(kb)
         for conv in convs:
-            hist: dict[tuple[str, bool], list[Turn]] = {w: [] for w in ways}
+            hist: dict[str, list[Turn]] = {w: [] for w in ways}
             for i, t in enumerate(conv.turns):
                 group = "follow-ups" if t.type in FOLLOW_UPS else t.type
                 base = {"typed": t.q, "rewrite": t.rewrite or t.q,
@@ -94,10 +104,9 @@ def main(argv: list[str] | None = None) -> int:
                     if t.gold_docs and i:
                         flags[(group, n)].append(recall_all(ranking(kb, q), t.gold_docs, AT))
                 for w in ways:
-                    docs, searched = way(kb, cond, w[0], w[1], hist[w], t.q)
+                    docs, searched = way(kb, w, hist[w], t.q)
                     if t.gold_docs and i:
-                        label = w[0] + (" +switch" if w[1] else "")
-                        flags[(group, label)].append(recall_all(docs, t.gold_docs, AT))
+                        flags[(group, w)].append(recall_all(docs, t.gold_docs, AT))
                     hist[w].append(Turn(t.q, searched, "", tuple(docs[:CITED])))
     groups = sorted({g for g, _ in flags})
     names = list(dict.fromkeys(n for _, n in flags))

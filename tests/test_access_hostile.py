@@ -169,8 +169,6 @@ def test_cli_as_user(shared_kb):
     assert ragloop("docs", "--as", "nobody", "--kb", folder).returncode == 2
 
 
-@pytest.mark.xfail(strict=True, reason="issue 43.4 not yet built: runs and conversations have"
-                   " no owner, so GET /runs lists every user's questions and answers")
 def test_bob_cannot_read_alices_runs(shared_kb):
     from ragloop.apps.server.app import create_app
 

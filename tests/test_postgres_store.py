@@ -33,7 +33,7 @@ def test_migrations_are_versioned_and_applied_once(pg_url) -> None:
             "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
         indexes = {r[0] for r in conn.execute(
             "SELECT indexname FROM pg_indexes WHERE tablename = 'postings'")}
-    assert versions == [m.version for m in pg_schema.MIGRATIONS] == [1, 2, 3, 4, 5, 6, 7]
+    assert versions == [m.version for m in pg_schema.MIGRATIONS] == [1, 2, 3, 4, 5, 6, 7, 8]
     assert {"meta", "documents", "sections", "chunks", "embeddings", "runs", "events",
             "postings", "term_stats", "fts_stats"} <= tables
     assert {"postings_impact", "postings_chunk"} <= indexes

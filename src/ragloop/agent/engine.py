@@ -22,7 +22,7 @@ from ragloop.agent.template import SINGLE_DEPTH_PER_DOC, Driver, RunTemplate, Si
 from ragloop.agent.tools import Toolbox
 from ragloop.agent.tools_driver import ToolsDriver
 from ragloop.agent.tracing import observed, traced_runs
-from ragloop.core.access import Principal
+from ragloop.core.access import ADMIN, Principal
 from ragloop.core.config import RunOptions, Settings
 from ragloop.core.conversation import Condensed, Turn
 from ragloop.core.decisions import Answerer, Condenser, Grader, Planner, Rewriter, Route
@@ -37,6 +37,7 @@ from ragloop.llm import make_chat_model
 from ragloop.llm.base import ChatModel
 from ragloop.offline import factory as offline
 from ragloop.retrieval.filters import Filter
+from ragloop.storage.owned import runs_for
 from ragloop.storage.protocols import RunStore
 
 # A decision component whose model calls (usage) count toward the run.
@@ -115,8 +116,10 @@ class Engine:
         self.grader = grader
         self.settings = settings or kb.settings
         # the knowledge base's own run store (closed with it) unless one is given; each run
-        # also sent as a trace when OTEL_EXPORTER_OTLP_ENDPOINT is set (agent/tracing.py)
-        self.runs: RunStore = traced_runs(runs if runs is not None else kb.backend.runs)
+        # also sent as a trace when OTEL_EXPORTER_OTLP_ENDPOINT is set (agent/tracing.py);
+        # read as the principal's (its runs and conversations only: storage/owned.py)
+        self._all_runs: RunStore = traced_runs(runs if runs is not None else kb.backend.runs)
+        self.runs: RunStore = runs_for(self._all_runs, principal)
         self.source = source
         self._search_grader: Grader | None = None
         _with_chooser(self.kb)
@@ -124,14 +127,16 @@ class Engine:
     def for_principal(self, principal: Principal | None) -> Engine:
         """This engine for `principal`'s questions (the server's: each request's key), sharing
         its models and run store; kept per principal."""
+        # an admin user reads what the engine reads, but its runs are its own (owner)
         if principal is None or principal == self.principal or (
-                principal.admin and self.principal is None):
+                principal == ADMIN and self.principal is None):
             return self
         view = self._views.get(principal)
         if view is None:
             view = copy.copy(self)
             view.principal = principal
             view.kb = self.kb.for_principal(principal)
+            view.runs = runs_for(self._all_runs, principal)
             _with_chooser(view.kb)
             view._views = {}
             self._views[principal] = view

@@ -355,10 +355,10 @@ class TracedRunStore(RunStore):
 
     def start(self, question: str, *, driver: str = "", model: str = "", max_steps: int = 0,
               run_id: str | None = None, source: str = "api",
-              conversation_id: str | None = None) -> str:
+              conversation_id: str | None = None, owner: str | None = None) -> str:
         run_id = self.inner.start(question, driver=driver, model=model, max_steps=max_steps,
                                   run_id=run_id, source=source,
-                                  conversation_id=conversation_id)
+                                  conversation_id=conversation_id, owner=owner)
         run = RunTrace(self.tracer, run_id, question, driver, model, max_steps)
         run.token = OBSERVER.set(run)
         with self._lock:
@@ -381,26 +381,29 @@ class TracedRunStore(RunStore):
             run.finish(result)
 
     # reads, and the rest, go to the wrapped store
-    def get(self, run_id: str) -> RunRecord | None:
-        return self.inner.get(run_id)
+    def get(self, run_id: str, owner: str | None = None) -> RunRecord | None:
+        return self.inner.get(run_id, owner)
 
     def events(self, run_id: str, after_seq: int = -1) -> list[Event]:
         return self.inner.events(run_id, after_seq)
 
-    def list(self, limit: int = 20, source: str | None = None) -> list[RunRecord]:
-        return self.inner.list(limit, source)
+    def list(self, limit: int = 20, source: str | None = None,
+             owner: str | None = None) -> list[RunRecord]:
+        return self.inner.list(limit, source, owner)
 
-    def metrics(self, source: str | None = DASHBOARD_SOURCES) -> Metrics:
-        return self.inner.metrics(source)
+    def metrics(self, source: str | None = DASHBOARD_SOURCES,
+                owner: str | None = None) -> Metrics:
+        return self.inner.metrics(source, owner)
 
-    def conversation(self, conversation_id: str) -> list[RunRecord]:
-        return self.inner.conversation(conversation_id)
+    def conversation(self, conversation_id: str, owner: str | None = None) -> list[RunRecord]:
+        return self.inner.conversation(conversation_id, owner)
 
-    def answered(self, answer: str) -> RunRecord | None:
-        return self.inner.answered(answer)
+    def answered(self, answer: str, owner: str | None = None) -> RunRecord | None:
+        return self.inner.answered(answer, owner)
 
-    def conversations(self, limit: int = 20) -> list[ConversationSummary]:
-        return self.inner.conversations(limit)
+    def conversations(self, limit: int = 20,
+                      owner: str | None = None) -> list[ConversationSummary]:
+        return self.inner.conversations(limit, owner)
 
     def mark_interrupted(self) -> list[str]:
         return self.inner.mark_interrupted()

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from pydantic import SecretStr
 from rich.table import Table
 from rich.text import Text
 
@@ -27,7 +28,7 @@ from ragloop.apps.cli_base import (
 )
 from ragloop.apps.kb_options import CatalogOpt, KbsOpt, Served
 from ragloop.apps.terminal import one_line, shown, tsv_field, visible
-from ragloop.core.access import ACCESS_KEY
+from ragloop.core.access import ACCESS_KEY, Principal
 from ragloop.core.config import MIN_STEPS, RunOptions, Settings, option_help
 from ragloop.core.conversation import numbered
 from ragloop.core.errors import RagloopError, UserError
@@ -119,9 +120,13 @@ AsUserOpt = Annotated[str | None, typer.Option(
 def as_principal(base: KnowledgeBase | KnowledgeBases, user: str | None
                  ) -> KnowledgeBase | KnowledgeBases:
     """`base` as `user` sees it (kb/access.py); None: all of it."""
-    if user is None:
-        return base
-    return base.for_principal(base.backend.principals.principal_of(user))
+    return base.for_principal(principal_named(base, user))
+
+
+def principal_named(base: KnowledgeBase | KnowledgeBases, user: str | None
+                    ) -> Principal | None:
+    """The stored user `user` (NotFoundError when there is none); None for no --as."""
+    return None if user is None else base.backend.principals.principal_of(user)
 
 
 def open_kb(kb: str | None, embedder: str | None = None, create: bool = False,
@@ -556,6 +561,7 @@ def chat(model: ModelOpt = None,
          strict: StrictOpt = None,
          conversation: Annotated[str | None, typer.Option(
              "--conversation", metavar="ID", help="Continue conversation ID.")] = None,
+         as_user: AsUserOpt = None,
          ) -> None:
     """Talk with the knowledge base: each line is the next turn of one conversation
     (follow-ups are made standalone from the earlier turns). /new starts over; Ctrl-D leaves."""
@@ -568,7 +574,9 @@ def chat(model: ModelOpt = None,
     settings = settings_for(kb, model=model, grader_model=grader_model, base_url=base_url,
                             strictness=strict)
     with KnowledgeBase.open(settings.kb, settings, create=False) as base:
-        engine = Engine(base, settings, base.backend.runs, source="cli")
+        # --as: USER's documents, and USER's conversations (storage/owned.py)
+        engine = Engine(base, settings, base.backend.runs, source="cli",
+                        principal=principal_named(base, as_user))
         resumed = [engine.conversation(conversation)] if conversation else []
 
         def start() -> EngineConversation:  # the one to continue first, then new ones
@@ -605,6 +613,7 @@ def ask(question: str,
             "--debug", metavar="", help="Show plan, verdicts, rewrites.")] = False,
         strict: StrictOpt = None, catalog: CatalogOpt = None,
         conversation: ConversationOpt = None,
+        as_user: AsUserOpt = None,
         ) -> None:
     """Answer a question with cited evidence (agent loop with a step ceiling); on a terminal
     the answer prints as it is written."""
@@ -615,7 +624,8 @@ def ask(question: str,
     settings = settings_for(served.location, model=model, grader_model=grader_model,
                             base_url=base_url, strictness=strict)
     with served.open(settings) as base:
-        engine = Engine(base, settings, base.backend.runs, source="cli")
+        engine = Engine(base, settings, base.backend.runs, source="cli",
+                        principal=principal_named(base, as_user))
         ask_ = engine.ask
         if conversation is not None:
             ask_ = engine.conversation(None if conversation == "new" else conversation).ask
@@ -954,12 +964,16 @@ def migrate_(src: Annotated[str, typer.Argument(help="Source: a folder or postgr
 @command()
 def mcp(model: Annotated[str | None, typer.Option(
             help="Model for the ask tool: offline | anthropic:<model> | openai:<model>")] = None,
-        kb: KbsOpt = None, catalog: CatalogOpt = None) -> None:
+        kb: KbsOpt = None, catalog: CatalogOpt = None,
+        as_user: Annotated[str | None, typer.Option(
+            "--as", metavar="USER", help="Every tool as USER (`ragloop users`): only what USER"
+            " may read, only USER's conversations. Or RAGLOOP_MCP_KEY=<USER's key>; default:"
+            " everything, as an admin.")] = None) -> None:
     """The knowledge base's tools as an MCP server over stdio (Claude Desktop / Code)."""
     from ragloop.apps.mcp_server import run as run_mcp
 
     served = Served(kb, catalog)
-    run_mcp(settings_for(served.location, model=model), served.entries)
+    run_mcp(settings_for(served.location, model=model), served.entries, as_user)
 
 
 @command(name="settings")
@@ -992,7 +1006,7 @@ def settings_(markdown: Annotated[bool, typer.Option(
     current = settings_for(kb)
     for name in Settings.model_fields:
         value = getattr(current, name)
-        shown_value = "***" if name == "api_key" and value is not None else value
+        shown_value = "***" if isinstance(value, SecretStr) else value
         out.print(f"{Settings.setting_name(name)}={'' if value is None else shown_value}")
 
 

@@ -34,6 +34,7 @@ from ragloop.core.errors import RunCancelled
 from ragloop.core.events import AnswerDeltaEvent, Event
 from ragloop.core.ids import new_id
 from ragloop.core.types import RunStatus
+from ragloop.storage.owned import may_see, owner_of, runs_for
 from ragloop.storage.protocols import RunRecord, RunStore
 
 log = logging.getLogger("ragloop.apps.server")
@@ -51,6 +52,7 @@ class Pending:
     run_id: str
     question: str
     conversation_id: str | None = None
+    owner: str | None = None  # who asked (storage/owned.py)
     created_at: float = field(default_factory=time.time)
 
     def record(self) -> RunRecord:
@@ -59,7 +61,7 @@ class Pending:
                          citations=[], usage={}, steps=0, max_steps=0, latency_s=None,
                          error=None, created_at=self.created_at, finished_at=None,
                          source="api", conversation_id=self.conversation_id, turn=None,
-                         standalone=None)
+                         standalone=None, owner=self.owner)
 
 
 class JobRunner:
@@ -87,7 +89,7 @@ class JobRunner:
         """`principal`: who asks; the run reads only what it may (None: everything)."""
         run_id = new_id()
         with self.lock:
-            self.pending[run_id] = Pending(run_id, question, conversation_id)
+            self.pending[run_id] = Pending(run_id, question, conversation_id, owner_of(principal))
             self.futures[run_id] = self.executor.submit(
                 self._run, run_id, question, route, driver, max_steps, conversation_id,
                 principal)
@@ -123,7 +125,7 @@ class JobRunner:
                 self._ended(run_id)
 
         with self.lock:  # registered before its worker can end it (`_ended` takes the lock)
-            self.pending[run_id] = Pending(run_id, question, conversation_id)
+            self.pending[run_id] = Pending(run_id, question, conversation_id, owner_of(principal))
             future = self.futures[run_id] = self.executor.submit(run)
         return future
 
@@ -141,7 +143,8 @@ class JobRunner:
         except Exception as exc:  # the engine has marked the run failed if it had started it
             log.exception("run %s failed", run_id)
             if self.runs.get(run_id) is None:
-                self.runs.start(question, run_id=run_id, conversation_id=conversation_id)
+                runs_for(self.runs, principal).start(question, run_id=run_id,
+                                                     conversation_id=conversation_id)
                 self.runs.finish(run_id, {"status": RunStatus.FAILED, "error": repr(exc)})
         finally:
             self._ended(run_id)
@@ -177,25 +180,29 @@ class JobRunner:
 
     # -- reading ------------------------------------------------------------------------
 
-    def get(self, run_id: str) -> RunRecord | None:
+    def get(self, run_id: str, principal: Principal | None = None) -> RunRecord | None:
+        """The run, queued or stored; None when there is none or `principal` may not read
+        it (another user's: storage/owned.py), the two alike."""
         # Pending first: a run leaves `pending` only after its row exists, so this order never
         # misses a run that moves from one to the other between the two reads.
         with self.lock:
             queued = self.pending.get(run_id)
-        run = self.runs.get(run_id)
+        run = runs_for(self.runs, principal).get(run_id)
         if run is not None:
             return run
-        return queued.record() if queued else None
+        return queued.record() if queued and may_see(principal, queued.owner) else None
 
-    def has_conversation(self, conversation_id: str) -> bool:
+    def has_conversation(self, conversation_id: str,
+                         principal: Principal | None = None) -> bool:
         """Whether a run request may continue `conversation_id`: stored turns, or a turn
         still queued here (a run is written when its worker starts it, so a follow-up sent
         before then would miss the first turn; Postgres's queue row holds the id from
         enqueue). Pending first, as in `get`: a run leaves it only once its row exists."""
         with self.lock:
-            if any(p.conversation_id == conversation_id for p in self.pending.values()):
+            if any(p.conversation_id == conversation_id and may_see(principal, p.owner)
+                   for p in self.pending.values()):
                 return True
-        return bool(self.runs.conversation(conversation_id))
+        return bool(runs_for(self.runs, principal).conversation(conversation_id))
 
     def events_after(self, run_id: str, after_seq: int,
                      read: tuple[int, int] | None = None

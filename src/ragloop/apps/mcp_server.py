@@ -9,6 +9,11 @@ client's user to choose one by MCP elicitation where the client supports it and 
 narrowed question; else it returns the clarifying question and its options as text, with how
 to answer: the user's choice as the next question of the same conversation (every `ask` reply
 names its conversation, in the text and the structured content).
+
+The server answers as one principal, fixed at start (`--as USER`, or RAGLOOP_MCP_KEY holding
+one of a user's API keys; neither: everything, as an admin): every tool searches, lists and
+fetches only what it may read, and `ask` records its runs as that user's and continues only
+that user's conversations (kb/access.py, storage/owned.py).
 Named mcp_server.py so that it never shadows the `mcp` package.
 """
 
@@ -31,6 +36,7 @@ from ragloop.agent.run import RunResult
 from ragloop.agent.search_grade import graded_result
 from ragloop.agent.tools import FETCH, LIST, SEARCH, TOOLS, SearchArgs, Sources, Toolbox, ToolDef
 from ragloop.apps.kb_options import Served
+from ragloop.core.access import Principal
 from ragloop.core.config import MAX_STEPS_LIMIT, MIN_STEPS, Settings
 from ragloop.core.config_file import apply_config_files
 from ragloop.core.conversation import narrowed, numbered
@@ -81,17 +87,22 @@ INSTRUCTIONS = (
 class KnowledgeBaseTools:
     """The tool bodies, over one open knowledge base (the engine and grader made on first use)."""
 
-    def __init__(self, kb: KnowledgeBase | KnowledgeBases, settings: Settings) -> None:
-        self.kb = kb
+    def __init__(self, kb: KnowledgeBase | KnowledgeBases, settings: Settings,
+                 principal: Principal | None = None) -> None:
+        """`principal`: who every tool answers as (None: everything, as an admin)."""
+        self.base = kb
+        self.principal = principal
+        self.kb = kb.for_principal(principal)
         self.settings = settings
-        self.toolbox = Toolbox(kb, settings.search_k, settings.tool_result_chars)
+        self.toolbox = Toolbox(self.kb, settings.search_k, settings.tool_result_chars)
         self._lock = threading.Lock()
         self._engine: Engine | None = None
 
     def engine(self) -> Engine:
         with self._lock:
             if self._engine is None:
-                self._engine = Engine(self.kb, self.settings, source="mcp")
+                self._engine = Engine(self.base, self.settings, source="mcp",
+                                      principal=self.principal)
             return self._engine
 
     def search(self, query: str, page: int = 1, **filters: str | None) -> str:
@@ -240,9 +251,10 @@ def _mcp_tool(tool: ToolDef, body: Callable[..., str], sources: Sources = None,
     return handler
 
 
-def build_server(kb: KnowledgeBase | KnowledgeBases, settings: Settings) -> MCPServer:
-    """An MCPServer exposing `kb`'s tools (not started); several knowledge bases: their
-    names are the `knowledge_base` argument's enum."""
+def build_server(kb: KnowledgeBase | KnowledgeBases, settings: Settings,
+                 principal: Principal | None = None) -> MCPServer:
+    """An MCPServer exposing `kb`'s tools (not started), as `principal` (None: an admin);
+    several knowledge bases: their names are the `knowledge_base` argument's enum."""
     from mcp.server.mcpserver import Context, MCPServer
     from mcp_types import (
         CallToolResult,
@@ -251,7 +263,7 @@ def build_server(kb: KnowledgeBase | KnowledgeBases, settings: Settings) -> MCPS
         InputRequiredResult,
     )
 
-    tools = KnowledgeBaseTools(kb, settings)
+    tools = KnowledgeBaseTools(kb, settings, principal)
     server = MCPServer("ragloop", instructions=INSTRUCTIONS, log_level="WARNING")
     bodies: dict[str, Callable[..., str]] = {SEARCH: tools.search, FETCH: tools.fetch,
                                               LIST: tools.documents}
@@ -420,12 +432,36 @@ async def _serve_stdio(server: MCPServer) -> None:
         tg.cancel_scope.cancel()
 
 
-def run(settings: Settings, catalog: Sequence[CatalogEntry] | None = None) -> None:
+def principal_for(kb: KnowledgeBase | KnowledgeBases, settings: Settings,
+                  as_user: str | None) -> Principal | None:
+    """Who the server answers as: `--as USER`, else the user of RAGLOOP_MCP_KEY, else None
+    (everything). A key that names no user, an unknown user or both given: a UserError,
+    before any tool is served (never a silent fall back to everything)."""
+    key = settings.mcp_key.get_secret_value() if settings.mcp_key else None
+    if as_user is not None and key:
+        raise UserError(f"Both --as and {Settings.setting_name('mcp_key')} are given: the MCP"
+                        " server answers as one user; give one.")
+    people = kb.backend.principals
+    if as_user is not None:
+        return people.principal_of(as_user)
+    if not key:
+        return None
+    found = people.principal(key)
+    if found is None:
+        raise UserError(f"{Settings.setting_name('mcp_key')} is not a valid key of this"
+                        " knowledge base (`ragloop keys list` shows the active ones).")
+    return found
+
+
+def run(settings: Settings, catalog: Sequence[CatalogEntry] | None = None,
+        as_user: str | None = None) -> None:
     """Serve the knowledge base at settings.kb (a folder or a postgresql:// URL), or the
-    knowledge bases of `catalog`, over stdio until the client hangs up."""
+    knowledge bases of `catalog`, over stdio until the client hangs up, as `as_user` or the
+    user of settings.mcp_key (`principal_for`)."""
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     with open_served(catalog, settings) as kb:
-        anyio.run(_serve_stdio, build_server(kb, settings))
+        principal = principal_for(kb, settings, as_user)
+        anyio.run(_serve_stdio, build_server(kb, settings, principal))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -436,12 +472,15 @@ def main(argv: list[str] | None = None) -> None:
                         " default ./kb]; several: NAME=LOCATION, repeated.")
     parser.add_argument("--catalog", help="A TOML file naming several knowledge bases.")
     parser.add_argument("--model", help="Model for the ask tool (default offline).")
+    parser.add_argument("--as", dest="as_user", metavar="USER",
+                        help="Every tool as USER: only what USER may read [or env"
+                        " RAGLOOP_MCP_KEY=<USER's key>; default: everything].")
     args = parser.parse_args(argv)
     try:
         served = Served(args.kb, args.catalog)
         apply_config_files(served.location)
         settings = Settings.from_env().with_(kb=served.location, model=args.model)
-        run(settings, served.entries)
+        run(settings, served.entries, args.as_user)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)

@@ -30,6 +30,7 @@ from ragloop.core.events import Event
 from ragloop.core.types import RunStatus
 from ragloop.storage.backend import open_backend
 from ragloop.storage.location import is_postgres_url
+from ragloop.storage.owned import owner_of, runs_for
 from ragloop.storage.postgres.runs import worker_name
 from ragloop.storage.protocols import QueuedRun, QueueListener, RunQueue, RunRecord, RunStore
 
@@ -178,13 +179,15 @@ class QueueJobRunner(JobRunner):
                max_steps: int | None = None, conversation_id: str | None = None,
                principal: Principal | None = None) -> str:
         # the asker goes with the run: the worker that claims it reads only what it may
+        # and owns it from the queue on (storage/owned.py)
         return self.queue.enqueue(question, {"route": route, "driver": driver,
                                              "max_steps": max_steps,
                                              "conversation_id": conversation_id,
-                                             "principal": principal_to_dict(principal)})
+                                             "principal": principal_to_dict(principal)},
+                                  owner=owner_of(principal))
 
-    def get(self, run_id: str) -> RunRecord | None:
-        return self.runs.get(run_id)
+    def get(self, run_id: str, principal: Principal | None = None) -> RunRecord | None:
+        return runs_for(self.runs, principal).get(run_id)
 
     def active(self) -> int:
         """Runs this server's own queue threads are executing."""

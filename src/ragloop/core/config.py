@@ -328,6 +328,11 @@ class Settings(_Validated, BaseSettings):
         None,
         "required on every HTTP data path when set (`Authorization: Bearer <key>` or"
         " `X-API-Key`); `ragloop serve` refuses a non-loopback address without one")
+    mcp_key: SecretStr | None = _doc(
+        None,
+        "`ragloop mcp` answers as this key's user (`ragloop keys add`): every tool searches,"
+        " lists, fetches and asks only what that user may read, and `ask` continues only that"
+        " user's conversations; `--as USER` names a user instead; neither: everything")
     max_upload_mb: float = _doc(20.0, "largest upload the server takes, in MB", gt=0)
     lock_wait: float = _doc(120.0, "seconds a writer waits for another one to finish", ge=0)
     pg_pool_size: int = _doc(4, "connections per Postgres store", ge=1)

@@ -34,7 +34,7 @@ _SELECT_RUNS = ", ".join(
 
 # what a column a SQLite file's runs table predates reads as
 _LATER_COLUMNS = {"source": "''", "conversation_id": "NULL", "turn": "NULL",
-                  "standalone": "NULL"}
+                  "standalone": "NULL", "owner": "NULL"}
 
 
 def select_runs(conn: Any) -> str:

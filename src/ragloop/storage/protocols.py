@@ -168,6 +168,10 @@ class RunRecord(TypedDict):
     conversation_id: str | None
     turn: int | None
     standalone: str | None
+    # who asked (issue 43.4): the principal's user name; None for a run asked with no
+    # principal or as the built-in admin (the single key, the keyless server, the CLI
+    # without --as) and for runs recorded before owners: those are read by admins only
+    owner: str | None
 
 
 #: who starts runs; the dashboard's figures leave eval runs out unless asked for them
@@ -175,6 +179,12 @@ RUN_SOURCES = ("cli", "api", "eval", "mcp")
 #: metrics(source=...): every run but eval's (the default), every run, or one source
 DASHBOARD_SOURCES = "default"
 ALL_SOURCES = "all"
+
+
+def owner_filter(owner: str | None) -> tuple[str, list[str]]:
+    """(SQL condition on runs.owner as in source_filter, its values): None reads every
+    run (an admin), a name only that user's runs."""
+    return ("TRUE", []) if owner is None else ("owner = {}", [owner])
 
 
 def source_filter(source: str | None) -> tuple[str, list[str]]:
@@ -227,12 +237,15 @@ class ConversationSummary(TypedDict):
 
 
 #: the conversations, most recently continued first (both stores; "{}" is the limit's mark)
+#: the owner condition ("{where}", from owner_filter) is applied to the turns counted; a
+#: conversation is its asker's alone (another user's "new" never continues it), so the first
+#: turn's question is the owner's too
 CONVERSATIONS_SQL = (
     "SELECT conversation_id,"
     " (SELECT question FROM runs f WHERE f.conversation_id = r.conversation_id"
     "  ORDER BY turn LIMIT 1), count(*), min(created_at), max(created_at)"
-    " FROM runs r WHERE conversation_id IS NOT NULL GROUP BY conversation_id"
-    " ORDER BY max(created_at) DESC LIMIT {}")
+    " FROM runs r WHERE conversation_id IS NOT NULL AND {where} GROUP BY conversation_id"
+    " ORDER BY max(created_at) DESC LIMIT {limit}")
 
 
 def conversation_summary(row: Sequence[object]) -> ConversationSummary:
@@ -285,7 +298,8 @@ class RunQueue(Protocol):
     lease that a heartbeat extends; an expired lease puts the run back."""
 
     def enqueue(self, question: str, options: dict[str, Any] | None = None, *,
-                run_id: str | None = None, max_attempts: int = 3) -> str: ...
+                run_id: str | None = None, max_attempts: int = 3,
+                owner: str | None = None) -> str: ...
     def claim(self, lease_s: float | None = None) -> QueuedRun | None: ...
     def heartbeat(self, run_id: str, lease_s: float | None = None) -> bool: ...
     def release(self, run_id: str) -> None: ...
@@ -298,34 +312,41 @@ class RunQueue(Protocol):
 
 
 class RunStore(Protocol):
-    """Runs, their events and the dashboard's metrics, in the knowledge base's own storage."""
+    """Runs, their events and the dashboard's metrics, in the knowledge base's own storage.
+
+    Every read takes `owner` (issue 43.4): None reads every run (an admin's view), a user's
+    name only the runs that user asked (RunRecord.owner): another's read as missing. The one
+    place that chooses it for a principal is `storage.owned.runs_for`."""
 
     def start(self, question: str, *, driver: str = "", model: str = "", max_steps: int = 0,
               run_id: str | None = None, source: str = "api",
-              conversation_id: str | None = None) -> str:
+              conversation_id: str | None = None, owner: str | None = None) -> str:
         """Record a run as running; with `conversation_id` it is that conversation's next
-        turn (its index: one more than the conversation's last)."""
+        turn (its index: one more than the conversation's last). `owner`: who asked."""
         ...
     def add_event(self, run_id: str, event: Event) -> None: ...
     def finish(self, run_id: str, result: dict[str, Any]) -> None: ...
-    def get(self, run_id: str) -> RunRecord | None: ...
+    def get(self, run_id: str, owner: str | None = None) -> RunRecord | None: ...
     def events(self, run_id: str, after_seq: int = -1) -> list[Event]: ...
-    def list(self, limit: int = 20, source: str | None = None) -> list[RunRecord]:
+    def list(self, limit: int = 20, source: str | None = None,
+             owner: str | None = None) -> list[RunRecord]:
         """The newest runs (source: see source_filter)."""
         ...
-    def metrics(self, source: str | None = DASHBOARD_SOURCES) -> Metrics:
+    def metrics(self, source: str | None = DASHBOARD_SOURCES,
+                owner: str | None = None) -> Metrics:
         """The dashboard figures over finished runs; by default eval runs are left out."""
         ...
-    def conversation(self, conversation_id: str) -> list[RunRecord]:
+    def conversation(self, conversation_id: str, owner: str | None = None) -> list[RunRecord]:
         """The turns of a conversation, first first ([] for an unknown id)."""
         ...
 
-    def answered(self, answer: str) -> RunRecord | None:
+    def answered(self, answer: str, owner: str | None = None) -> RunRecord | None:
         """The latest finished run whose answer is `answer` exactly (a chat client's history
         sends back the answers it was given: each is read as the run that wrote it)."""
         ...
 
-    def conversations(self, limit: int = 20) -> list[ConversationSummary]:
+    def conversations(self, limit: int = 20,
+                      owner: str | None = None) -> list[ConversationSummary]:
         """The conversations most recently continued first."""
         ...
     def mark_interrupted(self) -> list[str]: ...

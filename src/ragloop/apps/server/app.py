@@ -73,10 +73,12 @@ from ragloop.kb.catalog import CatalogEntry, check_catalog, open_served
 from ragloop.kb.multi import KnowledgeBases, served_catalog, write_target
 from ragloop.retrieval.filters import make_filter
 from ragloop.storage.backend import open_backend
+from ragloop.storage.owned import runs_for
 from ragloop.storage.protocols import (
     DASHBOARD_SOURCES,
     TRUNCATED_WARN_PCT,
     RunRecord,
+    RunStore,
 )
 
 log = logging.getLogger("ragloop.apps.server")
@@ -357,6 +359,11 @@ def _kb(request: Request) -> KnowledgeBase | KnowledgeBases:
     return _state(request).kb.for_principal(principal_of(request))
 
 
+def _runs(request: Request) -> RunStore:
+    """The runs the request's principal may read (storage/owned.py)."""
+    return runs_for(_state(request).runs, principal_of(request))
+
+
 def _check_components(state: ServerState, body: AskRequest) -> None:
     """Fail in the request (400) for what the engine would refuse in the worker."""
     from ragloop.agent.engine import Components
@@ -423,7 +430,8 @@ def _add_run_routes(app: FastAPI) -> None:
         /runs/{id}/events (SSE) or poll /runs/{id}."""
         state = _state(request)
         _check_components(state, body)
-        conversation_id = resolve_http_conversation(state.jobs, body.conversation_id)
+        conversation_id = resolve_http_conversation(state.jobs, body.conversation_id,
+                                                    principal_of(request))
         run_id = state.jobs.submit(body.question, route=body.route, driver=body.driver,
                                    max_steps=body.max_steps, conversation_id=conversation_id,
                                    principal=principal_of(request))
@@ -438,12 +446,13 @@ def _add_run_routes(app: FastAPI) -> None:
                                   " all or none: every run")] = None,
                   ) -> dict[str, Any]:
         """Recent runs, newest first; each says who started it (`source`)."""
-        return {"runs": _state(request).runs.list(limit, source)}
+        return {"runs": _runs(request).list(limit, source)}
 
     @app.get("/runs/{run_id}", tags=["runs"], response_model=None)
     def get_run(run_id: str, request: Request) -> RunRecord:
-        """Status, answer, citations, usage, steps and latency of one run."""
-        run = _state(request).jobs.get(run_id)
+        """Status, answer, citations, usage, steps and latency of one run (another user's
+        is not found, as an id that does not exist)."""
+        run = _state(request).jobs.get(run_id, principal_of(request))
         if run is None:
             raise NotFoundError(f"No run {run_id!r}; GET /runs lists recent runs.")
         return run
@@ -467,7 +476,8 @@ def _add_run_routes(app: FastAPI) -> None:
         its pieces come as `event: answer_delta` (no id; not stored: a client that comes
         after the answer gets the `answer` step whole)."""
         state = _state(request)
-        if await anyio.to_thread.run_sync(state.jobs.get, run_id) is None:
+        # another user's run is not found, on every (re)connection
+        if await anyio.to_thread.run_sync(state.jobs.get, run_id, principal_of(request)) is None:
             raise NotFoundError(f"No run {run_id!r}; GET /runs lists recent runs.")
         start = -1 if after is None else after
         if last_event_id is not None and last_event_id.strip():
@@ -499,7 +509,8 @@ def _add_run_routes(app: FastAPI) -> None:
         """Answer synchronously: the full run result (answer, citations, evidence, usage)."""
         state = _state(request)
         _check_components(state, body)
-        conversation_id = resolve_http_conversation(state.jobs, body.conversation_id)
+        conversation_id = resolve_http_conversation(state.jobs, body.conversation_id,
+                                                    principal_of(request))
         future = state.jobs.ask(body.question, route=body.route, driver=body.driver,
                                 max_steps=body.max_steps, conversation_id=conversation_id,
                                 principal=principal_of(request))
@@ -672,8 +683,9 @@ def _add_metrics_route(app: FastAPI) -> None:
         truncated), % of chunks the grader discarded, latency and cost; p50/p95 latency over
         the `recent` runs. Eval runs are left out unless `source` asks for them."""
         state = _state(request)
-        m = state.runs.metrics(source)
-        latencies = [r["latency_s"] for r in state.runs.list(recent, source)
+        runs = _runs(request)  # a user's figures are of its own runs
+        m = runs.metrics(source)
+        latencies = [r["latency_s"] for r in runs.list(recent, source)
                      if r["latency_s"] is not None]
         return {**m.to_dict(), "warn_truncated": m.warn_truncated,
                 "warn_used_all_steps": m.warn_used_all_steps,

@@ -70,6 +70,7 @@ from ragloop.core.ids import new_id
 from ragloop.core.types import RunStatus
 from ragloop.kb.multi import as_knowledge_bases
 from ragloop.storage.location import is_postgres_url
+from ragloop.storage.owned import runs_for
 from ragloop.storage.protocols import RunRecord
 
 if TYPE_CHECKING:
@@ -403,7 +404,10 @@ class Completion:
         self.run_id = new_id()
         self.id = f"chatcmpl-{self.run_id}"
         self.created = int(time.time())
-        self.question, self.history = conversation(body.messages, state.runs.answered)
+        # an answer in the history is read as the run that wrote it only if it is the
+        # asker's own (storage/owned.py): another's answer text is plain text
+        self.question, self.history = conversation(
+            body.messages, runs_for(state.runs, principal).answered)
 
     def start(self, on_event: Callable[[Event], None],
               cancel: threading.Event | None = None) -> Future[RunResult]:

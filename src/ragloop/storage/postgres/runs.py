@@ -43,6 +43,7 @@ from ragloop.storage.protocols import (
     RunCopy,
     RunRecord,
     conversation_summary,
+    owner_filter,
     run_record,
     run_row,
     source_filter,
@@ -103,16 +104,18 @@ class PgRunStore:
 
     def start(self, question: str, *, driver: str = "", model: str = "",
               max_steps: int = 0, run_id: str | None = None, source: str = "api",
-              conversation_id: str | None = None) -> str:
-        """Record a run as running; a run claimed from the queue keeps its queue fields. A
-        turn is numbered here, when it starts (a queued turn when a worker claims it)."""
+              conversation_id: str | None = None, owner: str | None = None) -> str:
+        """Record a run as running; a run claimed from the queue keeps its queue fields (its
+        owner, set when it was queued, too). A turn is numbered here, when it starts (a queued
+        turn when a worker claims it)."""
         run_id = run_id or new_id()
         with self._conn() as conn:
             conn.execute(
                 "INSERT INTO runs(run_id, question, status, driver, model, max_steps, created_at,"
-                " attempts, max_attempts, worker, lease_until, source, conversation_id, turn)"
-                f" SELECT %(id)s, %(q)s, 'running', %(driver)s, %(model)s, %(steps)s, %(now)s,"
-                f" 1, 1, %(worker)s, {NOW} + %(lease)s, %(source)s, %(cid)s::text, {NEXT_TURN}"
+                " attempts, max_attempts, worker, lease_until, source, conversation_id, owner,"
+                " turn) SELECT %(id)s, %(q)s, 'running', %(driver)s, %(model)s, %(steps)s,"
+                f" %(now)s, 1, 1, %(worker)s, {NOW} + %(lease)s, %(source)s, %(cid)s::text,"
+                f" %(owner)s, {NEXT_TURN}"
                 " ON CONFLICT (run_id) DO UPDATE SET status = 'running',"
                 " driver = excluded.driver, model = excluded.model,"
                 " max_steps = excluded.max_steps,"
@@ -120,7 +123,8 @@ class PgRunStore:
                 " turn = coalesce(runs.turn, excluded.turn)",
                 {"id": run_id, "q": question, "driver": driver, "model": model,
                  "steps": max_steps, "now": time.time(), "worker": self.worker,
-                 "lease": self.lease_s, "source": source, "cid": conversation_id})
+                 "lease": self.lease_s, "source": source, "cid": conversation_id,
+                 "owner": owner})
         return run_id
 
     def add_event(self, run_id: str, event: Event) -> None:
@@ -162,10 +166,11 @@ class PgRunStore:
             self._attempts.pop(run_id, None)
             self._leases.pop(run_id, None)
 
-    def get(self, run_id: str) -> RunRecord | None:
+    def get(self, run_id: str, owner: str | None = None) -> RunRecord | None:
+        mine, values = owner_filter(owner)
         with self._conn() as conn:
-            row = conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id=%s",
-                               (run_id,)).fetchone()
+            row = conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id=%s"
+                               f" AND {mine.format('%s')}", (run_id, *values)).fetchone()
         return run_record(row) if row else None
 
     def events(self, run_id: str, after_seq: int = -1) -> list[Event]:
@@ -176,37 +181,50 @@ class PgRunStore:
         return [event_from(k, s, json.loads(d) if isinstance(d, str) else d, ts=t, seq=q)
                 for k, s, d, t, q in rows]
 
-    def list(self, limit: int = 20, source: str | None = None) -> list[RunRecord]:
+    def list(self, limit: int = 20, source: str | None = None,
+             owner: str | None = None) -> list[RunRecord]:
         where, values = source_filter(source)
+        mine, theirs = owner_filter(owner)
         with self._conn() as conn:
             rows = conn.execute(
                 f"SELECT {RUN_COLUMNS} FROM runs WHERE {where.format('%s')}"
-                " ORDER BY created_at DESC LIMIT %s", (*values, limit)).fetchall()
+                f" AND {mine.format('%s')} ORDER BY created_at DESC LIMIT %s",
+                (*values, *theirs, limit)).fetchall()
         return [run_record(r) for r in rows]
 
-    def conversation(self, conversation_id: str) -> list[RunRecord]:
+    def conversation(self, conversation_id: str, owner: str | None = None) -> list[RunRecord]:
+        mine, values = owner_filter(owner)
         with self._conn() as conn:
             rows = conn.execute(
-                f"SELECT {RUN_COLUMNS} FROM runs WHERE conversation_id=%s ORDER BY turn",
-                (conversation_id,)).fetchall()
+                f"SELECT {RUN_COLUMNS} FROM runs WHERE conversation_id=%s"
+                f" AND {mine.format('%s')} ORDER BY turn",
+                (conversation_id, *values)).fetchall()
         return [run_record(r) for r in rows]
 
-    def answered(self, answer: str) -> RunRecord | None:
+    def answered(self, answer: str, owner: str | None = None) -> RunRecord | None:
+        mine, values = owner_filter(owner)
         with self._conn() as conn:
             row = conn.execute(
                 f"SELECT {RUN_COLUMNS} FROM runs WHERE answer=%s AND finished_at IS NOT NULL"
-                " ORDER BY created_at DESC LIMIT 1", (answer,)).fetchone()
+                f" AND {mine.format('%s')} ORDER BY created_at DESC LIMIT 1",
+                (answer, *values)).fetchone()
         return run_record(row) if row else None
 
-    def conversations(self, limit: int = 20) -> list[ConversationSummary]:
+    def conversations(self, limit: int = 20,
+                      owner: str | None = None) -> list[ConversationSummary]:
+        mine, values = owner_filter(owner)
+        sql = CONVERSATIONS_SQL.format(where=mine.format("%s"), limit="%s")
         with self._conn() as conn:
-            rows = conn.execute(CONVERSATIONS_SQL.format("%s"), (limit,)).fetchall()
+            rows = conn.execute(sql, (*values, limit)).fetchall()
         return [conversation_summary(r) for r in rows]
 
-    def metrics(self, source: str | None = DASHBOARD_SOURCES) -> Metrics:
+    def metrics(self, source: str | None = DASHBOARD_SOURCES,
+                owner: str | None = None) -> Metrics:
         """The dashboard figures over finished runs (as RunStore.metrics)."""
         where, values = source_filter(source)
-        where = where.format("%s")
+        mine, theirs = owner_filter(owner)
+        where = f"{where.format('%s')} AND {mine.format('%s')}"
+        values = [*values, *theirs]
         with self._conn() as conn:
             rows = conn.execute(
                 "SELECT status, steps, coalesce(latency_s, 0),"
@@ -270,14 +288,16 @@ class PgRunStore:
     # -- the queue --------------------------------------------------------------------------
 
     def enqueue(self, question: str, options: dict[str, Any] | None = None, *,
-                run_id: str | None = None, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> str:
+                run_id: str | None = None, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+                owner: str | None = None) -> str:
+        """`owner`: who asked; the queued row is theirs from the start (RunRecord.owner)."""
         run_id = run_id or new_id()
         with self._conn() as conn:
             conn.execute(
                 "INSERT INTO runs(run_id, question, status, options, max_attempts, created_at,"
-                " conversation_id) VALUES (%s, %s, 'queued', %s::json, %s, %s, %s)",
+                " conversation_id, owner) VALUES (%s, %s, 'queued', %s::json, %s, %s, %s, %s)",
                 (run_id, question, json.dumps(options or {}), max(1, max_attempts),
-                 time.time(), (options or {}).get("conversation_id")))
+                 time.time(), (options or {}).get("conversation_id"), owner))
         return run_id
 
     def claim(self, lease_s: float | None = None) -> QueuedRun | None:

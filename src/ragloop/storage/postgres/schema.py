@@ -190,6 +190,12 @@ def _principals(conn: psycopg.Connection, params: dict) -> None:
         conn.execute(statement)
 
 
+def _run_owner(conn: psycopg.Connection, params: dict) -> None:
+    """Who asked each run (issue 43.4); rows from before stay NULL: read by admins only."""
+    conn.execute("ALTER TABLE runs ADD COLUMN owner text")
+    conn.execute("CREATE INDEX runs_owner ON runs(owner, created_at) WHERE owner IS NOT NULL")
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "knowledge base: documents, sections, chunks (tsvector + vector), cache",
               _kb_tables),
@@ -200,6 +206,7 @@ MIGRATIONS: list[Migration] = [
               _document_metadata),
     Migration(6, "runs.conversation_id, turn, standalone: conversations", _conversations),
     Migration(7, "users, groups and API keys (issue 43)", _principals),
+    Migration(8, "runs.owner: who asked (issue 43.4)", _run_owner),
 ]
 
 

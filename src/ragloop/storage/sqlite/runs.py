@@ -21,6 +21,7 @@ from ragloop.storage.protocols import (
     RunCopy,
     RunRecord,
     conversation_summary,
+    owner_filter,
     run_record,
     run_row,
     source_filter,
@@ -35,7 +36,8 @@ CREATE TABLE IF NOT EXISTS runs (
   citations TEXT NOT NULL DEFAULT '[]', usage TEXT NOT NULL DEFAULT '{}',
   steps INTEGER NOT NULL DEFAULT 0, max_steps INTEGER NOT NULL DEFAULT 0,
   latency_s REAL, error TEXT, created_at REAL NOT NULL, finished_at REAL,
-  source TEXT NOT NULL DEFAULT '', conversation_id TEXT, turn INTEGER, standalone TEXT);
+  source TEXT NOT NULL DEFAULT '', conversation_id TEXT, turn INTEGER, standalone TEXT,
+  owner TEXT);
 CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at);
 CREATE TABLE IF NOT EXISTS events (
   run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE, seq INTEGER NOT NULL,
@@ -47,7 +49,7 @@ CONVERSATION_INDEX = ("CREATE INDEX IF NOT EXISTS runs_conversation"
                       " ON runs(conversation_id, turn) WHERE conversation_id IS NOT NULL")
 # columns added since the first runs table, for knowledge bases made before them
 ADDED_COLUMNS = {"source": "TEXT NOT NULL DEFAULT ''", "conversation_id": "TEXT",
-                 "turn": "INTEGER", "standalone": "TEXT"}
+                 "turn": "INTEGER", "standalone": "TEXT", "owner": "TEXT"}
 
 
 class SqliteRunStore:
@@ -70,16 +72,16 @@ class SqliteRunStore:
 
     def start(self, question: str, *, driver: str = "", model: str = "",
               max_steps: int = 0, run_id: str | None = None, source: str = "api",
-              conversation_id: str | None = None) -> str:
+              conversation_id: str | None = None, owner: str | None = None) -> str:
         run_id = run_id or new_id()
         with self.lock:  # the turn's index read and written under the one lock
             self.db.execute(
                 "INSERT INTO runs(run_id, question, status, driver, model, max_steps, created_at,"
-                " source, conversation_id, turn) SELECT ?,?,?,?,?,?,?,?,?,"
+                " source, conversation_id, owner, turn) SELECT ?,?,?,?,?,?,?,?,?,?,"
                 " CASE WHEN ? IS NULL THEN NULL ELSE (SELECT coalesce(max(turn) + 1, 0)"
                 " FROM runs WHERE conversation_id = ?) END",
                 (run_id, question, RunStatus.RUNNING, driver, model, max_steps, time.time(),
-                 source, conversation_id, conversation_id, conversation_id))
+                 source, conversation_id, owner, conversation_id, conversation_id))
         return run_id
 
     def add_event(self, run_id: str, event: Event) -> None:
@@ -102,10 +104,11 @@ class SqliteRunStore:
                  result.get("steps", 0), result.get("latency_s"), result.get("error"),
                  time.time(), result.get("standalone"), run_id))
 
-    def get(self, run_id: str) -> RunRecord | None:
+    def get(self, run_id: str, owner: str | None = None) -> RunRecord | None:
+        mine, values = owner_filter(owner)
         with self.lock:
-            row = self.db.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id=?",
-                                  (run_id,)).fetchone()
+            row = self.db.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id=?"
+                                  f" AND {mine.format('?')}", (run_id, *values)).fetchone()
         return run_record(row) if row else None
 
     def events(self, run_id: str, after_seq: int = -1) -> list[Event]:
@@ -115,37 +118,49 @@ class SqliteRunStore:
                 " ORDER BY seq", (run_id, after_seq)).fetchall()
         return [event_from(k, s, json.loads(d), ts=t, seq=q) for k, s, d, t, q in rows]
 
-    def list(self, limit: int = 20, source: str | None = None) -> list[RunRecord]:
+    def list(self, limit: int = 20, source: str | None = None,
+             owner: str | None = None) -> list[RunRecord]:
         where, values = source_filter(source)
+        mine, theirs = owner_filter(owner)
         with self.lock:
             rows = self.db.execute(
                 f"SELECT {RUN_COLUMNS} FROM runs WHERE {where.format('?')}"
-                " ORDER BY created_at DESC LIMIT ?", (*values, limit)).fetchall()
+                f" AND {mine.format('?')} ORDER BY created_at DESC LIMIT ?",
+                (*values, *theirs, limit)).fetchall()
         return [run_record(r) for r in rows]
 
-    def conversation(self, conversation_id: str) -> list[RunRecord]:
+    def conversation(self, conversation_id: str, owner: str | None = None) -> list[RunRecord]:
+        mine, values = owner_filter(owner)
         with self.lock:
             rows = self.db.execute(
-                f"SELECT {RUN_COLUMNS} FROM runs WHERE conversation_id=? ORDER BY turn",
-                (conversation_id,)).fetchall()
+                f"SELECT {RUN_COLUMNS} FROM runs WHERE conversation_id=?"
+                f" AND {mine.format('?')} ORDER BY turn", (conversation_id, *values)).fetchall()
         return [run_record(r) for r in rows]
 
-    def answered(self, answer: str) -> RunRecord | None:
+    def answered(self, answer: str, owner: str | None = None) -> RunRecord | None:
+        mine, values = owner_filter(owner)
         with self.lock:
             row = self.db.execute(
                 f"SELECT {RUN_COLUMNS} FROM runs WHERE answer=? AND finished_at IS NOT NULL"
-                " ORDER BY created_at DESC LIMIT 1", (answer,)).fetchone()
+                f" AND {mine.format('?')} ORDER BY created_at DESC LIMIT 1",
+                (answer, *values)).fetchone()
         return run_record(row) if row else None
 
-    def conversations(self, limit: int = 20) -> list[ConversationSummary]:
+    def conversations(self, limit: int = 20,
+                      owner: str | None = None) -> list[ConversationSummary]:
+        mine, values = owner_filter(owner)
+        sql = CONVERSATIONS_SQL.format(where=mine.format("?"), limit="?")
         with self.lock:
-            rows = self.db.execute(CONVERSATIONS_SQL.format("?"), (limit,)).fetchall()
+            rows = self.db.execute(sql, (*values, limit)).fetchall()
         return [conversation_summary(r) for r in rows]
 
-    def metrics(self, source: str | None = DASHBOARD_SOURCES) -> Metrics:
+    def metrics(self, source: str | None = DASHBOARD_SOURCES,
+                owner: str | None = None) -> Metrics:
         """The dashboard figures over finished runs (by default not eval's)."""
         where, values = source_filter(source)
-        where = where.format("?")
+        mine, theirs = owner_filter(owner)
+        where = f"{where.format('?')} AND {mine.format('?')}"
+        values = [*values, *theirs]
         with self.lock:
             rows = self.db.execute(
                 "SELECT status, steps, latency_s, usage, max_steps FROM runs WHERE status != ?"

@@ -30,13 +30,20 @@ function apiKey() { return localStorage.getItem(KEY_NAME) || ""; }
 
 function setApiKey(key) {
   localStorage.setItem(KEY_NAME, key);
-  // EventSource cannot send headers: the same key goes in a same-site cookie.
-  document.cookie = `${KEY_NAME}=${encodeURIComponent(key)}; path=/; SameSite=Strict`;
+  // The key goes only in the Authorization header of each request (streams included:
+  // streamEvents). A cookie would also be sent to, and readable by, any other server on
+  // this host (cookies are not kept apart by port): the one earlier pages set is removed.
+  document.cookie = `${KEY_NAME}=; path=/; max-age=0; SameSite=Strict`;
+}
+
+function authHeaders(extra) {
+  const headers = Object.assign({}, extra || {});
+  if (apiKey()) headers["Authorization"] = `Bearer ${apiKey()}`;
+  return headers;
 }
 
 async function api(path, options = {}) {
-  const headers = Object.assign({}, options.headers || {});
-  if (apiKey()) headers["Authorization"] = `Bearer ${apiKey()}`;
+  const headers = authHeaders(options.headers);
   // a FormData body (an upload) sets its own multipart type and boundary
   if (typeof options.body === "string" && !headers["Content-Type"]) headers["Content-Type"] = "application/json";
   const response = await fetch(path, Object.assign({}, options, { headers }));
@@ -62,7 +69,8 @@ async function setupAuth(onReady) {
   if (health.auth_required) {
     box.hidden = false;
     $("api-key").value = apiKey();
-    $("save-key").addEventListener("click", () => { setApiKey($("api-key").value.trim()); onReady(); });
+    // saved: the page starts again, so that what it read without the key is read with it
+    $("save-key").addEventListener("click", () => { setApiKey($("api-key").value.trim()); location.reload(); });
     if (apiKey()) setApiKey(apiKey());
   }
   onReady();
@@ -72,6 +80,80 @@ function showError(id, message) {
   const box = $(id);
   box.textContent = message;
   box.hidden = !message;
+}
+
+// -- following a run: Server-Sent Events read with fetch ---------------------------------
+
+// EventSource cannot send an Authorization header, so the stream is read with fetch (the
+// key in the header, never in the URL or a cookie). As EventSource does, it reconnects after
+// a dropped connection with Last-Event-ID, so the server replays only what was missed; an
+// HTTP error (401, 404) ends it. `on(name, data)` hears each event; returns { close() }.
+const RECONNECT_MS = 1000;
+const MAX_RECONNECTS = 30;
+
+function streamEvents(path, on, onStop) {
+  const control = new AbortController();
+  let lastId = null;
+  let ended = false;
+  const stop = (error) => { if (!ended) { ended = true; control.abort(); onStop(error); } };
+
+  async function readOnce() {
+    const headers = authHeaders({ Accept: "text/event-stream" });
+    if (lastId !== null) headers["Last-Event-ID"] = lastId;
+    const response = await fetch(path, { headers, signal: control.signal, cache: "no-store" });
+    if (!response.ok) {
+      let message = response.statusText;
+      try { message = (await response.json()).message || message; } catch (_) { /* as is */ }
+      const error = new Error(`${response.status}: ${message}`);
+      error.fatal = true;
+      throw error;
+    }
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    let event = { name: "message", data: [], id: null };
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buffer += decoder.decode(value, { stream: true });
+      let cut;
+      while ((cut = buffer.search(/\r\n|\r|\n/)) >= 0) {
+        if (cut === buffer.length - 1 && buffer[cut] === "\r") break; // its \n may follow
+        const line = buffer.slice(0, cut);
+        buffer = buffer.slice(cut + (buffer.startsWith("\r\n", cut) ? 2 : 1));
+        if (line === "") { // a blank line ends an event (the spec's dispatch)
+          if (event.id !== null) lastId = event.id;
+          if (event.data.length) on(event.name, event.data.join("\n"));
+          if (ended) return;
+          event = { name: "message", data: [], id: null };
+          continue;
+        }
+        if (line.startsWith(":")) continue; // a comment: the server's keep-alive ping
+        const colon = line.indexOf(":");
+        const field = colon < 0 ? line : line.slice(0, colon);
+        let text = colon < 0 ? "" : line.slice(colon + 1);
+        if (text.startsWith(" ")) text = text.slice(1);
+        if (field === "event") event.name = text;
+        else if (field === "data") event.data.push(text);
+        else if (field === "id") event.id = text;
+      }
+    }
+  }
+
+  (async () => {
+    for (let tries = 0; !ended && tries <= MAX_RECONNECTS; tries++) {
+      try {
+        await readOnce();
+        tries = 0; // the connection worked: a drop after it starts the count again
+      } catch (error) {
+        if (ended || error.name === "AbortError") return;
+        if (error.fatal) { stop(error); return; }
+      }
+      if (!ended) await new Promise((r) => setTimeout(r, RECONNECT_MS));
+    }
+    stop(new Error("the run's event stream was lost"));
+  })();
+  return { close: () => stop(null) };
 }
 
 // -- the section panel: a cited section with the cited sentence marked ------------------
@@ -485,29 +567,29 @@ class Turn {
     this.root.dataset.run = runId;
     this.setStatus("running");
     return new Promise((resolve) => {
-      const source = new EventSource(`/runs/${encodeURIComponent(runId)}/events`);
-      this.source = source;
-      source.addEventListener("step", (message) => {
-        const event = JSON.parse(message.data);
-        if (event.seq <= this.lastSeq) return; // a replay after a reconnect
-        this.lastSeq = event.seq;
-        this.onEvent(event);
-      });
-      // The answer's pieces come as their own SSE event, without an id: they are not stored
-      // and share the seq of the step they precede (a follower resuming mid-answer gets a
-      // reset, then the pieces again).
-      source.addEventListener("answer_delta", (message) => {
-        this.onEvent(Object.assign({ kind: "answer_delta" }, JSON.parse(message.data)));
-      });
-      source.addEventListener("end", async (message) => {
-        source.close();
-        await this.finish(JSON.parse(message.data));
+      let finished = false;
+      const source = streamEvents(`/runs/${encodeURIComponent(runId)}/events`, (name, data) => {
+        if (name === "step") {
+          const event = JSON.parse(data);
+          if (event.seq <= this.lastSeq) return; // a replay after a reconnect
+          this.lastSeq = event.seq;
+          this.onEvent(event);
+        } else if (name === "answer_delta") {
+          // The answer's pieces come as their own SSE event, without an id: they are not
+          // stored and share the seq of the step they precede (a follower resuming
+          // mid-answer gets a reset, then the pieces again).
+          this.onEvent(Object.assign({ kind: "answer_delta" }, JSON.parse(data)));
+        } else if (name === "end") {
+          finished = true;
+          source.close();
+          this.finish(JSON.parse(data)).then(resolve);
+        }
+      }, (error) => {
+        if (finished) return;
+        if (error) { this.setStatus("unknown"); this.meta.textContent = error.message; }
         resolve();
       });
-      source.onerror = () => {
-        // EventSource reconnects by itself, sending Last-Event-ID; a closed one stays closed.
-        if (source.readyState === EventSource.CLOSED) resolve();
-      };
+      this.source = source;
     });
   }
 }
