@@ -121,7 +121,8 @@ def test_python_engine_with_a_principal(shared_kb):
     seen = kb.for_principal(bob)
     assert {d.doc_id for d in seen.documents()} == {"public0.md", "public1.md", "public2.md"}
     assert seen.store.chunk_count() == 3
-    assert seen.embedder is kb.embedder  # one model and cache for every principal's view
+    # one model and passage cache for every principal's view (its queries cached apart)
+    assert seen.embedder.inner is kb.embedder.inner and seen.embedder.cache is kb.store
     assert kb.for_principal(bob) is seen  # kept: what is made of its content, made once
     with pytest.raises(NotFoundError, match=r"No document .alice\.md."):
         seen.section("alice.md", "1")

@@ -17,6 +17,8 @@ users_app = typer.Typer(cls=_Group, no_args_is_help=True,
                         help="Users and their groups (who may read which documents).")
 keys_app = typer.Typer(cls=_Group, no_args_is_help=True,
                        help="API keys: each names its user; stored hashed.")
+access_app = typer.Typer(cls=_Group, no_args_is_help=True,
+                         help="The admin's view: who may read a document, what a user sees.")
 
 
 def _when(ts: float | None) -> str:
@@ -99,3 +101,40 @@ def keys_revoke(key_id: str, kb: KbOpt = None) -> None:
 
             raise NotFoundError(f"No active key {key_id!r}; `ragloop keys list` lists them.")
     out.print(f"revoked key {shown(key_id)}")
+
+
+@access_app.command("who", cls=_Command)
+def access_who(doc_id: str, kb: KbOpt = None, as_json: JsonOpt = False) -> None:
+    """Who may read DOC_ID: its access list and the users it lets in."""
+    from ragloop.kb.access import readers, stored_principals
+
+    with closing(open_backend(kb)) as backend:
+        found = readers(backend.store.documents(), doc_id,
+                        stored_principals(backend.principals.users()))
+    if found is None:
+        from ragloop.core.errors import NotFoundError
+
+        raise NotFoundError(f"No document {doc_id!r}; `ragloop docs` lists the doc_ids.")
+    if as_json:
+        emit_json(found)
+        return
+    access = found["access"]
+    rule = "everyone" if access is None else ", ".join(access) or "admins only"
+    out.print(f"{shown(doc_id)}: access {shown(rule)}")
+    out.print(f"users who may read it: {', '.join(found['users']) or '(none)'}")
+
+
+@access_app.command("docs", cls=_Command)
+def access_docs(user: str, kb: KbOpt = None, as_json: JsonOpt = False) -> None:
+    """The documents USER may read (as `ragloop docs --as USER`, ids only)."""
+    from ragloop.kb.access import ReadableStore
+
+    with closing(open_backend(kb)) as backend:
+        principal = backend.principals.principal_of(user)
+        documents = ReadableStore(backend.store, principal).documents()
+    if as_json:
+        emit_json([{"doc_id": d.doc_id, "title": d.title} for d in documents])
+        return
+    for d in documents:
+        out.print(f"{shown(d.doc_id)}\t{shown(d.title)}")
+    out.print(f"{len(documents)} document(s) readable by {shown(principal.user)}")

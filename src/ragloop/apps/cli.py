@@ -1013,10 +1013,11 @@ def settings_(markdown: Annotated[bool, typer.Option(
 def _add_access_commands() -> None:
     """`ragloop users …` and `ragloop keys …` (apps/access_cli.py, which reads this module's
     options: imported once they are all defined)."""
-    from ragloop.apps.access_cli import keys_app, users_app
+    from ragloop.apps.access_cli import access_app, keys_app, users_app
 
     app.add_typer(users_app, name="users")
     app.add_typer(keys_app, name="keys")
+    app.add_typer(access_app, name="access")
 
 
 _add_access_commands()

@@ -23,9 +23,13 @@ def text_hash(text: str) -> str:
 class CachedEmbedder:
     """Embeds only what the cache lacks, each distinct text once; same name and dim as inner."""
 
-    def __init__(self, inner: Embedder, cache: EmbeddingCache) -> None:
+    def __init__(self, inner: Embedder, cache: EmbeddingCache, query_space: str = "") -> None:
+        """`query_space`: queries are cached apart, under this name (a principal's: its
+        search must not find a hidden passage's vector, or another user's query, in the
+        cache, as the time of a cache hit would tell that the text is there)."""
         self.inner = inner
         self.cache = cache
+        self.query_space = query_space
         self.misses = 0  # texts sent to the inner embedder so far (ingest reports it)
 
     @property
@@ -45,6 +49,9 @@ class CachedEmbedder:
 
     def embed_query(self, texts: list[str]) -> np.ndarray:
         """Queries, where the inner model embeds them apart (e5); cached under their own key."""
+        if self.query_space:
+            return self._embed(texts, f"{self.name}#query@{self.query_space}",
+                               self.inner.embed_query)
         if self.inner.symmetric:
             return self.embed(texts)
         return self._embed(texts, self.name + "#query", self.inner.embed_query)

@@ -91,8 +91,12 @@ class KnowledgeBase:
     def embedder(self) -> CachedEmbedder:
         """The (cached) embedder, loaded on first use: BM25-only work never loads a model."""
         base = self.__dict__.get("_base")
-        if base is not None:  # a principal's view (for_principal)
-            return base.embedder
+        if base is not None:  # a principal's view (for_principal): the KB's model and
+            # passage cache, its queries cached apart (embed/cache.py query_space)
+            if self._embedder is None:
+                self._embedder = CachedEmbedder(base.embedder.inner, base.store,
+                                                query_space=self.store.principal.user)
+            return self._embedder
         if self._embedder is None:
             from ragloop.embed import make_embedder
 
@@ -268,7 +272,8 @@ class KnowledgeBase:
                 view = copy.copy(self)
                 view.__dict__.pop("_views", None)
                 view.store = ReadableStore(self.store, principal)  # type: ignore[assignment]
-                view._base = self  # the embedder is the KB's own (one model, one cache)
+                view._base = self  # the embedder is the KB's own model (and passage cache)
+                view._embedder = None
                 view.close = lambda: None  # type: ignore[method-assign]  # the KB's to close
                 views[principal] = view
             return view

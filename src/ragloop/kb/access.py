@@ -20,17 +20,23 @@ from typing import Any
 
 import numpy as np
 
+from ragloop.core import audit
 from ragloop.core.access import Principal
 from ragloop.core.types import DocumentInfo, Hit, SectionInfo
 from ragloop.storage.protocols import Store
+
+#: what a hidden id is looked up as: a start no doc id has (Postgres text holds no NUL)
+_NO_SUCH = "\x01"
 
 
 class _Readable:
     """What one principal may read of one version of the content."""
 
-    def __init__(self, generation: object, documents: list[DocumentInfo], everything: bool):
+    def __init__(self, generation: object, documents: list[DocumentInfo], everything: bool,
+                 hidden: frozenset[str] = frozenset()):
         self.generation = generation
         self.documents = documents
+        self.hidden = hidden  # the ids this principal may not read (the audit line's reason)
         self.ids = [d.doc_id for d in documents]
         self.allowed = frozenset(self.ids)
         self.everything = everything  # nothing is hidden: searches run unfiltered
@@ -57,7 +63,8 @@ class ReadableStore:
             if seen is None or seen.generation != version:
                 every = self._store.documents()
                 mine = [d for d in every if self.principal.may_read(d.metadata)]
-                seen = self._seen = _Readable(version, mine, len(mine) == len(every))
+                hidden = frozenset(d.doc_id for d in every) - {d.doc_id for d in mine}
+                seen = self._seen = _Readable(version, mine, not hidden, hidden)
             return seen
 
     def _within(self, within: list[str] | None) -> list[str] | None:
@@ -98,21 +105,58 @@ class ReadableStore:
         allowed = self.readable().allowed
         return {c: d for c, d in self._store.chunk_docs(ids).items() if d in allowed}
 
+    def _denied(self, doc_id: str, action: str) -> bool:
+        """Whether `doc_id` is not this principal's to read: then an audit line, for a
+        missing id as for a hidden one (the reason tells the admin which), so that both cost
+        the same."""
+        seen = self.readable()
+        if doc_id in seen.allowed:
+            return False
+        reason = "hidden" if doc_id in seen.hidden else "not_found"
+        audit.denied(self.principal.user, action, reason, doc_id=doc_id)
+        return True
+
+    # A hidden id is looked up in the store all the same, as an id no document has
+    # (_NO_SUCH): it costs what a missing id's lookup costs, so the time of a "not found"
+    # does not tell a hidden document from a missing one (its result is never read).
+
     def section(self, doc_id: str, section: str) -> SectionInfo | None:
-        if doc_id not in self.readable().allowed:
-            return None
-        return self._store.section(doc_id, section)
+        # no audit line here: a None is always followed by `sections` (KnowledgeBase.section)
+        readable = doc_id in self.readable().allowed
+        found = self._store.section(doc_id if readable else _NO_SUCH + doc_id, section)
+        return found if readable else None
 
     def sections(self, doc_id: str) -> list[SectionInfo]:
-        if doc_id not in self.readable().allowed:
-            return []
-        return self._store.sections(doc_id)
+        readable = not self._denied(doc_id, "fetch")
+        found = self._store.sections(doc_id if readable else _NO_SUCH + doc_id)
+        return found if readable else []
 
     def remove_document(self, doc_id: str) -> bool:
         """A hidden document is not there to remove."""
-        if doc_id not in self.readable().allowed:
+        if self._denied(doc_id, "delete"):
             return False
         return self._store.remove_document(doc_id)
 
     def close(self) -> None:
         """The store is its knowledge base's: a view closes nothing."""
+
+
+# -- the admin's view (issue 43.5) ---------------------------------------------------------
+
+
+def readers(documents: Iterable[DocumentInfo], doc_id: str,
+            users: Iterable[Principal]) -> dict[str, Any] | None:
+    """Who may read `doc_id`: its stored access (None: everyone who may use the KB) and the
+    users that lets in, admins among them; None when no such document."""
+    found = next((d for d in documents if d.doc_id == doc_id), None)
+    if found is None:
+        return None
+    return {"doc_id": doc_id, "kb": found.kb, "access": found.metadata.get("access"),
+            "users": sorted(u.user for u in users if u.may_read(found.metadata)),
+            "admins": sorted(u.user for u in users if u.admin)}
+
+
+def stored_principals(records: Iterable[dict[str, Any]]) -> list[Principal]:
+    """The stored users (`PrincipalStore.users()`) as principals."""
+    return [Principal(user=r["name"], groups=frozenset(r["groups"]), admin=bool(r["admin"]))
+            for r in records]

@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ragloop.apps.server.guard import LoopbackGuard, cross_origin_write, forbidden, is_loopback
+from ragloop.core import audit
 from ragloop.core.access import ADMIN, Principal
 
 API_KEY_COOKIE = "ragloop_api_key"
@@ -115,6 +116,8 @@ class AccessGuard:
             for message in forbidden(refused):
                 await send(message)
             return
+        if presented is not None:  # a wrong or revoked key: never the token itself
+            audit.denied("-", "key", "bad_key", path=scope["path"])
         message = ("A valid API key is required: send `Authorization: Bearer <key>` or"
                    " `X-API-Key: <key>`." if presented is None else "The API key is wrong.")
         response = JSONResponse({"error": "unauthorized", "message": message}, status_code=401,

@@ -43,6 +43,7 @@ from ragloop.apps.server.access_guard import (
     keys_required,
     principal_of,
 )
+from ragloop.apps.server.access_routes import add_access_routes
 from ragloop.apps.server.api_docs import add_api_docs
 from ragloop.apps.server.conversations import add_conversation_routes, resolve_http_conversation
 from ragloop.apps.server.folder_sync import FolderSync, sync_targets
@@ -399,6 +400,7 @@ def _add_routes(app: FastAPI, upload_limit: int) -> None:
     _add_search_route(app)
     _add_metrics_route(app)
     add_conversation_routes(app)
+    add_access_routes(app)
 
 
 def _add_page_routes(app: FastAPI) -> None:
@@ -550,11 +552,12 @@ def _add_document_routes(app: FastAPI, upload_limit: int) -> None:
         if isinstance(served, KnowledgeBases):  # the one holding it, else a 404 saying so
             knowledge_base = served.holder(doc_id, knowledge_base)
             kb = served.get(knowledge_base)
+        # the sections first: a hidden id is looked up as a missing one is (and audited)
+        sections = [{"section": s.section, "title": s.title, "title_path": list(s.title_path)}
+                    for s in kb.sections(doc_id)]
         found = next((d for d in kb.documents() if d.doc_id == doc_id), None)
         if found is None:
             raise NotFoundError(f"No document {doc_id!r}; GET /documents lists the doc_ids.")
-        sections = [{"section": s.section, "title": s.title, "title_path": list(s.title_path)}
-                    for s in kb.sections(doc_id)]
         if isinstance(served, KnowledgeBases):
             found = replace(found, kb=knowledge_base or "")
         return {**found.to_dict(), "section_list": sections}

@@ -18,6 +18,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from ragloop.core import audit
 from ragloop.core.access import Principal
 from ragloop.core.types import ParsedDocument
 from ragloop.ingest.pipeline import IngestReport
@@ -64,6 +65,7 @@ class UploadGuard:
         if doc.doc_id in self.known:
             source, metadata = self.existing(doc.doc_id)
             if self.principal is not None and not self.principal.may_read(metadata):
+                audit.denied(self.principal.user, "upload", "hidden", doc_id=doc.doc_id)
                 return CONFLICT
             if not self.overwrite and not source.startswith(self.area):
                 return CONFLICT

@@ -320,8 +320,9 @@ def search_within(conn: psycopg.Connection, weights: Counter[str], k: int, docs:
         return []
     live = [(t, weights[t] * idf(float(df), float(n)))
             for t, df in zip(terms, dfs or [], strict=True) if df]
-    if not live:
-        return []
+    # run even when no term is in the index: a filter (a principal's readable documents,
+    # kb/access.py) must not answer a word only hidden documents hold slower than a word
+    # nobody holds (one round trip more), or the time would tell that they hold it
     rows = conn.execute(WITHIN_SQL, {"terms": [t for t, _ in live], "w": [w for _, w in live],
                                      "avgdl": mean_length(int(total), int(n)), "docs": docs,
                                      "k": k}, prepare=prepare).fetchall()

@@ -26,6 +26,16 @@ INITIAL_CAPACITY = 1024
 # BM25 hits fetched past k so that a tie at the k-th score is broken by chunk id, not by
 # which segment an indexing thread put a chunk in.
 TIE_MARGIN = 16
+# A filtered search reads the unfiltered ranking this many times as deep as the allowed
+# share predicts (k / share), and at most WIDEN_MAX hits, before it filters inside the index
+# (benchmarks/filtered.py: 10% of 100k chunks allowed).
+OVERFETCH = 2
+WIDEN_MAX = 20_000
+# the graph walk's cost grows with its depth: read less extra there (a short result falls
+# back to hnswlib's filter callback, which always finds k)
+VECTOR_OVERFETCH = 1.5
+# below this many allowed chunks in a large index their vectors are read and searched exactly
+READ_ALLOWED_BELOW = 256
 
 
 class FullTextIndex:
@@ -89,16 +99,23 @@ class FullTextIndex:
         self._writer = None
         self.index.reload()
 
-    def search(self, terms: list[str], k: int,
-               within: list[str] | None = None) -> list[tuple[int, float]]:
+    def search(self, terms: list[str], k: int, within: list[str] | None = None,
+               allowed: frozenset[int] | None = None) -> list[tuple[int, float]]:
         """`within`: doc ids the hits must come from (a search filter), applied in the query
-        so that the top k are the top k of those documents."""
+        so that the top k are the top k of those documents. `allowed`: their chunk ids, when
+        known: the unfiltered ranking is read as deep as needed and filtered, the same top k
+        (ties by chunk id, as always) without a term set of every allowed doc id in the
+        query, which costs tens of milliseconds once there are thousands of them."""
         if not terms:
             return []
         try:
             query = self.index.parse_query(" ".join(terms), ["text"])
         except ValueError:  # the analyzer dropped every term (a word over 40 bytes, e.g. a
             return []  # whole Chinese sentence under the English analyzer): nothing matches
+        if allowed is not None:
+            found = self._search_allowed(query, k, allowed)
+            if found is not None:
+                return found
         if within is not None:
             # scored 0 so the BM25 scores stay those of the text alone
             docs = tantivy.Query.const_score_query(
@@ -116,6 +133,31 @@ class FullTextIndex:
         ranked = sorted(((int(cid), float(score)) for (score, _), cid
                          in zip(hits, ids, strict=True)), key=lambda x: (-x[1], x[0]))
         return ranked[:k]
+
+    def _search_allowed(self, query: tantivy.Query, k: int,
+                        allowed: frozenset[int]) -> list[tuple[int, float]] | None:
+        """The top k of `allowed` from the unfiltered ranking, read `OVERFETCH` times as deep
+        as their share predicts, deeper while short; None (filter in the query instead) when
+        that would read more than WIDEN_MAX hits. Exact: a hit counts only when its score is
+        above the last one read (or the ranking was read to its end), so a tie at the cut
+        cannot hide an allowed chunk of equal score and lower id."""
+        searcher = self.index.searcher()
+        total = max(1, searcher.num_docs)
+        depth = max(k, int(k * OVERFETCH * total / max(1, len(allowed))))
+        while depth <= WIDEN_MAX:
+            hits = searcher.search(query, depth + TIE_MARGIN, count=False).hits
+            if not hits:
+                return []
+            ids = searcher.fast_field_values("chunk_id", [addr for _, addr in hits])
+            whole = len(hits) < depth + TIE_MARGIN
+            last = min(score for score, _ in hits)
+            kept = [(int(cid), float(score)) for (score, _), cid in zip(hits, ids, strict=True)
+                    if cid in allowed and (whole or score > last)]
+            if whole or len(kept) >= k:
+                kept.sort(key=lambda x: (-x[1], x[0]))
+                return kept[:k]
+            depth *= 4
+        return None
 
     def size(self) -> int:
         return self.index.searcher().num_docs
@@ -208,9 +250,9 @@ class VectorIndex:
 
     def search(self, vector: np.ndarray, k: int,
                within: set[int] | None = None) -> list[tuple[int, float]]:
-        """`within`: the chunk ids allowed (a search filter): searched exactly when they are
-        few, else through hnswlib's filter callback, which the graph walk applies as it goes
-        (so it still finds k of them)."""
+        """`within`: the chunk ids allowed (a search filter): in a small index searched
+        exactly; in a large one by an over-fetched unfiltered walk, else hnswlib's filter
+        callback, which the graph walk applies as it goes (so it still finds k of them)."""
         query = np.asarray(vector, dtype=np.float32)
         with self.lock:
             if within is not None:
@@ -235,20 +277,37 @@ class VectorIndex:
 
     def _search_within(self, query: np.ndarray, k: int,
                        within: set[int]) -> list[tuple[int, float]]:
-        live = [i for i in within if i not in self.deleted]
+        live = within - self.deleted if self.deleted else within
         if not live:
             return []
         k = min(k, len(live))
         if len(self) < EXACT_SEARCH_BELOW:  # the exact matrix is small and kept
             ids, mat = self._exact_matrix()
-            rows = np.flatnonzero(np.isin(ids, np.asarray(live, dtype=np.uint64)))
+            rows = np.flatnonzero(np.isin(ids, np.fromiter(live, dtype=np.uint64)))
             return self._exact_top(query, ids[rows], mat[rows], k)
-        if len(live) < EXACT_SEARCH_BELOW:  # few allowed in a large index: read just those
-            ids = np.asarray(live, dtype=np.uint64)
+        # a large index: the unfiltered walk as deep as the allowed share predicts, then
+        # filtered, deeper while short; hnswlib's filter callback (a Python call per node
+        # visited) after that, and reading the allowed vectors only when they are very few:
+        # its get_items reads about 5,000 vectors a second (benchmarks/filtered.py)
+        wide = max(k, int(k * VECTOR_OVERFETCH * len(self) / len(live)))
+        while wide <= WIDEN_MAX // 4 and len(live) >= READ_ALLOWED_BELOW:
+            self.index.set_ef(max(HNSW_EF_SEARCH, wide))
+            try:
+                labels, dists = self.index.knn_query(query, k=min(wide, len(self)),
+                                                     num_threads=1)
+            except RuntimeError:  # tombstones left fewer reachable: the filtered walk
+                break
+            kept = [(int(key), 1.0 - float(d)) for key, d in
+                    zip(labels[0], dists[0], strict=True) if int(key) in live]
+            if len(kept) >= k:
+                return kept[:k]
+            wide *= 4
+        if len(live) < READ_ALLOWED_BELOW:  # very few allowed: read just those
+            ids = np.fromiter(live, dtype=np.uint64, count=len(live))
             mat = self.index.get_items(ids, return_type="numpy").astype(np.float32)
             mat /= np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
             return self._exact_top(query, ids, mat, k)
-        allowed = set(live)
+        allowed = live
         self.index.set_ef(max(HNSW_EF_SEARCH, 2 * k))
         try:
             labels, dists = self.index.knn_query(query, k=k, num_threads=1,

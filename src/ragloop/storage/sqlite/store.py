@@ -32,6 +32,8 @@ from ragloop.storage.sqlite.lock import WriteLock
 log = logging.getLogger(__name__)
 
 DB_FILE = "ragloop.db"
+# how many filters' chunk ids are kept (a few principals searching at once)
+ALLOWED_KEPT = 8
 VECTOR_FILE = "vectors.hnsw"
 # Bumped when the index files change shape (engine, schema): older folders rebuild on open.
 INDEX_FORMAT = 2
@@ -85,6 +87,8 @@ class SqliteStore:
         self._fulltext: FullTextIndex | None = None
         self._vectors: VectorIndex | None = None
         self._loaded_generation: int | None = None
+        # the last filters' chunk ids (_allowed), by (generation, doc ids)
+        self._allowed_kept: dict[tuple[int, tuple[str, ...]], frozenset[int]] = {}
         # the loaded indexes live in memory only (built by a read that could not write them)
         self._in_memory = False
         #: why searches answer from indexes that are not the saved, current ones (None: they are)
@@ -582,17 +586,34 @@ class SqliteStore:
 
     def search_bm25(self, terms: list[str], k: int,
                     within: list[str] | None = None) -> list[tuple[int, float]]:
+        allowed = None if within is None else self._allowed(within)
+
         def run(fulltext: FullTextIndex, _: VectorIndex) -> list[tuple[int, float]]:
             if fulltext.pending:
                 fulltext.commit()
-            return fulltext.search(terms, k, within)
+            return fulltext.search(terms, k, within, allowed)
 
         return self._search(run)
 
     def search_vector(self, vector: np.ndarray, k: int,
                       within: list[str] | None = None) -> list[tuple[int, float]]:
-        allowed = None if within is None else self._chunk_ids(within)
+        allowed = None if within is None else self._allowed(within)
         return self._search(lambda _, vectors: vectors.search(vector, k, allowed))
+
+    def _allowed(self, within: list[str]) -> frozenset[int]:
+        """The chunk ids of `within`'s documents, kept for the last filter and version of the
+        content: a principal's readable documents (kb/access.py) are the same filter for
+        every search until a write, and reading thousands of ids takes tens of ms."""
+        key = (self.generation(), tuple(within))
+        with self.lock:
+            allowed = self._allowed_kept.pop(key, None)
+        if allowed is None:
+            allowed = frozenset(self._chunk_ids(within))
+        with self.lock:
+            self._allowed_kept[key] = allowed  # the newest last; the oldest goes
+            while len(self._allowed_kept) > ALLOWED_KEPT:
+                self._allowed_kept.pop(next(iter(self._allowed_kept)))
+        return allowed
 
     def index_sizes(self) -> tuple[int, int]:
         fulltext, vectors = self._indexes()
