@@ -119,7 +119,7 @@ register("condenser", "model", lambda b: LLMCondenser(
 register("clarifier", "offline", lambda b: offline.clarifier(b.kb, b.words))
 register("answerer", "offline", lambda b: offline.answerer(b.kb, b.settings.strictness))
 register("answerer", "model", lambda b: LLMAnswerer(
-    _model(b), max_tokens=b.settings.loop_max_tokens))
+    _model(b), words=b.words, max_tokens=b.settings.loop_max_tokens))
 register("citation_check", "offline", lambda b: _support_check(b, None))
 register("citation_check", "model", lambda b: _support_check(
     b, LLMSupportJudge(_grader_model(b), max_tokens=_budget(b))))
