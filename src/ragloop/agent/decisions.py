@@ -24,20 +24,19 @@ from ragloop.agent.llm_decisions import LLMAnswerer, LLMGrader, LLMPlanner, LLMR
 from ragloop.core.config import DECISION_NAMES, Settings, decision_kind
 from ragloop.core.errors import ConfigError
 from ragloop.core.registry import FACTORIES as _REGISTRY
-from ragloop.core.registry import Factory, Kind, register
+from ragloop.core.registry import Factory, Kind, names, register
 from ragloop.llm.base import ChatModel
 from ragloop.offline import factory as offline
 from ragloop.offline.factory import Build
+
+# (a decision of agent/ in a file of its own is registered by its `@decision` and loaded by
+# one import line here, as offline/factory.py loads the offline ones)
 
 __all__ = ["DECISION_NAMES", "OFF", "Build", "Factory", "Kind", "choose", "make", "names",
            "register"]
 
 # the name of a kind switched off for the run (`make` returns None)
 OFF = "off"
-
-
-def names(kind: Kind) -> tuple[str, ...]:
-    return tuple(_REGISTRY.get(kind, {}))
 
 
 def _has_setting(kind: Kind) -> bool:
