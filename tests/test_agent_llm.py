@@ -23,6 +23,7 @@ from ragloop.agent.llm_decisions import (
 from ragloop.core.decisions import Evidence, Grade
 from ragloop.core.errors import ProviderError
 from ragloop.core.types import EventKind, Hit, RunStatus, Usage
+from ragloop.language.vocabulary import ENGLISH_WORDS as EN
 from ragloop.llm.base import ChatResponse
 from ragloop.llm.scripted import ScriptedChat
 
@@ -342,7 +343,7 @@ def test_answerer_writes_from_numbered_evidence() -> None:
         "missing": ["the approval deadline", "the approval deadline"],
         "unanswerable": False,
         "conflicts": "the threshold: £2,500 [1] vs £3,000 [2]"})])
-    answerer = LLMAnswerer(chat)
+    answerer = LLMAnswerer(chat, words=EN)
     draft = answerer.answer("Who approves big expenses, and by when?",
                             ["Who approves big expenses?", "By when?"], EVIDENCE)
     assert draft.text.startswith("The CFO approves expenses above £2,500 [1]")
@@ -362,7 +363,7 @@ def test_answerer_writes_from_numbered_evidence() -> None:
 def test_answerer_plain_text_reply_becomes_the_draft() -> None:
     chat = ScriptedChat([reply("The CFO approves them [1]."),
                          reply("The CFO approves expenses above £2,500 [1].")])
-    draft = LLMAnswerer(chat).answer("Who approves?", ["Who approves?"], EVIDENCE)
+    draft = LLMAnswerer(chat, words=EN).answer("Who approves?", ["Who approves?"], EVIDENCE)
     assert draft.text == "The CFO approves expenses above £2,500 [1]."
     assert (draft.missing, draft.unanswerable, draft.conflicts) == ([], False, [])
     assert len(chat.calls) == 2
@@ -371,14 +372,14 @@ def test_answerer_plain_text_reply_becomes_the_draft() -> None:
 def test_answerer_salvages_the_answer_of_cut_off_json() -> None:
     cut = '```json\n{"answer": "The CFO approves \\"big\\" expenses [1].\\nSee also [2].", "mis'
     chat = ScriptedChat([reply(cut)], repeat_last=True)
-    draft = LLMAnswerer(chat).answer("Who approves?", ["Who approves?"], EVIDENCE)
+    draft = LLMAnswerer(chat, words=EN).answer("Who approves?", ["Who approves?"], EVIDENCE)
     assert draft.text == 'The CFO approves "big" expenses [1].\nSee also [2].'
 
 
 def test_answerer_with_no_evidence_says_so_without_a_call() -> None:
     chat = ScriptedChat([])
-    draft = LLMAnswerer(chat).answer("What is the moon made of?", ["What is the moon made of?"],
-                                     [])
+    draft = LLMAnswerer(chat, words=EN).answer("What is the moon made of?",
+                                               ["What is the moon made of?"], [])
     assert draft.unanswerable is True
     assert draft.missing == ["What is the moon made of?"]
     assert "does not say" in draft.text

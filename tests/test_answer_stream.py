@@ -28,6 +28,7 @@ from ragloop.core.decisions import Evidence
 from ragloop.core.errors import ProviderError
 from ragloop.core.events import AnswerDeltaEvent
 from ragloop.core.types import EventKind, Usage
+from ragloop.language.vocabulary import ENGLISH_WORDS as EN
 from ragloop.llm.anthropic import AnthropicChat, assemble_events
 from ragloop.llm.base import ChatResponse, Finish, Message, ToolCall, ToolSpec
 from ragloop.llm.openai import OpenAIChat, assemble_chunks
@@ -208,15 +209,15 @@ def test_the_llm_answerer_streams_its_answer_field_and_resets_when_asked_again()
     answer = {"answer": "The CFO approves expenses above £2,500 [1].", "missing": []}
     chat = ScriptedChat([ChatResponse(text=json.dumps(answer)[:40], finish=Finish.TRUNCATED),
                          json.dumps(answer)], wire="openai")
-    events, draft = drained(LLMAnswerer(chat).write(QUESTION, [], evidence()))
+    events, draft = drained(LLMAnswerer(chat, words=EN).write(QUESTION, [], evidence()))
     assert draft.text == answer["answer"]
     resets = [i for i, e in enumerate(events) if e.reset]
     # the cut-off reply streamed the start of its answer, then the reply asked again did
     assert len(resets) == 1 and 0 < resets[0] < len(events) - 3
     assert joined(events) == draft.text
-    assert LLMAnswerer(ScriptedChat([json.dumps(answer)])).answer(
+    assert LLMAnswerer(ScriptedChat([json.dumps(answer)]), words=EN).answer(
         QUESTION, [], evidence()).text == draft.text  # `answer` is the same writing, drained
-    assert written(LLMAnswerer(ScriptedChat([json.dumps(answer)])).write(
+    assert written(LLMAnswerer(ScriptedChat([json.dumps(answer)]), words=EN).write(
         QUESTION, [], evidence())) == draft
 
 
@@ -266,7 +267,7 @@ def test_an_answer_written_whole_still_streams_before_the_answer_event(small_kb)
                         repeat_last=True)
     ctx = RunContext(QUESTION, 4)
     events = []
-    draft = drain(LLMAnswerer(chat).write(QUESTION, [], evidence()), ctx, events.append)
+    draft = drain(LLMAnswerer(chat, words=EN).write(QUESTION, [], evidence()), ctx, events.append)
     assert events == [] and draft.text == "The CFO approves them [1]."
     result_events = []
     engine = Engine(small_kb, small_kb.settings.with_(citation_check="offline"), chat=chat,

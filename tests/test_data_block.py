@@ -35,6 +35,7 @@ from ragloop.core import data_block as data_block_module
 from ragloop.core.data_block import data_block, escape_data
 from ragloop.core.decisions import Evidence, Grade
 from ragloop.core.types import DocumentInfo, Hit, SectionInfo, Usage
+from ragloop.language.vocabulary import ENGLISH_WORDS as EN
 from ragloop.llm.base import ChatResponse
 from ragloop.llm.scripted import ScriptedChat
 
@@ -273,7 +274,7 @@ def test_llm_grader_and_answerer_prompts_stay_sealed(evil_kb) -> None:
     chat = ScriptedChat(
         [reply({"answer": "July [1].", "missing": [], "unanswerable": False, "conflicts": []})]
     )
-    LLMAnswerer(chat).answer("When is the clove harvest?", ["When?"], evidence)
+    LLMAnswerer(chat, words=EN).answer("When is the clove harvest?", ["When?"], evidence)
     assert_sealed(chat.calls[0].messages[0].content)
 
 

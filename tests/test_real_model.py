@@ -38,6 +38,7 @@ from ragloop.core.decisions import Evidence, Grade
 from ragloop.core.events import AnswerDeltaEvent
 from ragloop.core.types import EventKind, Hit, RunStatus, Usage, usage_summary
 from ragloop.language.text import ENGLISH_READING
+from ragloop.language.vocabulary import ENGLISH_WORDS as EN
 from ragloop.llm.base import Message
 from ragloop.llm.openai import OpenAIChat
 from ragloop.offline.grader import LocalGrader
@@ -167,7 +168,7 @@ def test_each_json_decision_is_schema_valid_through_constrained_output(llama_ser
         LLMRewriter(model, max_tokens=budget).rewrite(
             "Is the T9 waterproof?", Grade(kept=[], discarded=hits, enough=False,
                                            missing="the T9's water rating"), [])
-        LLMAnswerer(model, max_tokens=budget).answer(
+        LLMAnswerer(model, words=EN, max_tokens=budget).answer(
             "Is the T9 waterproof?", ["Is the T9 waterproof?"],
             [Evidence(1, "products/sensor.md", "1", "Ratings", hits[0].text, 1)])
     assert grade.kept or grade.discarded

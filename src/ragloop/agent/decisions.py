@@ -6,17 +6,16 @@ base, its words and reading, the settings, the chat models). `choose` says which
 settings pick: the kind's setting (`RAGLOOP_ROUTER`, `RAGLOOP_PLANNER`, `RAGLOOP_GRADER`,
 `RAGLOOP_REWRITER`, `RAGLOOP_CONDENSER`, `RAGLOOP_ANSWERER`: any registered name;
 `RAGLOOP_CLARIFY`, `RAGLOOP_CITATION_CHECK`: their own choices), else "model" when a chat model
-is configured for it and "offline" when not. Adding an implementation is one new file (its
-class) and one `register(...)` line below; its name is then a value of the kind's setting
-(checked where settings are made, core/config.py `DECISION_NAMES`); the engine only asks
-`make(kind, build)`.
+is configured for it and "offline" when not. Adding an implementation is one new file, whose
+builder carries `@decision(KIND, NAME)` (core/registry.py), and the one line importing it:
+`offline/factory.py` imports the offline decisions' files, the block below the agent's (and
+registers the model ones); its name is then a value of the kind's setting (checked where
+settings are made, core/config.py `DECISION_NAMES`); the engine only asks `make(kind, build)`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from ragloop.agent.citation_judge import LLMSupportJudge
 from ragloop.agent.citations import CitationCheck
@@ -24,50 +23,20 @@ from ragloop.agent.llm_condense import LLMCondenser
 from ragloop.agent.llm_decisions import LLMAnswerer, LLMGrader, LLMPlanner, LLMRewriter
 from ragloop.core.config import DECISION_NAMES, Settings, decision_kind
 from ragloop.core.errors import ConfigError
-from ragloop.kb import KnowledgeBase
-from ragloop.language.text import Reading
-from ragloop.language.vocabulary import Vocabulary, vocabulary
+from ragloop.core.registry import FACTORIES as _REGISTRY
+from ragloop.core.registry import Factory, Kind, names, register
 from ragloop.llm.base import ChatModel
 from ragloop.offline import factory as offline
+from ragloop.offline.factory import Build
 
-Kind = Literal["router", "planner", "grader", "rewriter", "condenser", "clarifier", "answerer",
-               "citation_check"]
+# (a decision of agent/ in a file of its own is registered by its `@decision` and loaded by
+# one import line here, as offline/factory.py loads the offline ones)
+
+__all__ = ["DECISION_NAMES", "OFF", "Build", "Factory", "Kind", "choose", "make", "names",
+           "register"]
+
 # the name of a kind switched off for the run (`make` returns None)
 OFF = "off"
-
-
-@dataclass
-class Build:
-    """What a decision is built from, for one run over one knowledge base."""
-
-    kb: KnowledgeBase  # several served: the run's view of them (KnowledgeBases) for the router
-    settings: Settings
-    chat: ChatModel | None = None  # the main model (None: offline)
-    grader_chat: ChatModel | None = None  # the grader's and support judge's model
-
-    @property
-    def words(self) -> Vocabulary:
-        """The KB's language's words; the language is passed in, never ambient."""
-        return vocabulary(self.kb.language)
-
-    @property
-    def reading(self) -> Reading:
-        return offline.reading(self.kb)
-
-
-Factory = Callable[[Build], Any]
-_REGISTRY: dict[str, dict[str, Factory]] = {}
-
-
-def register(kind: Kind, name: str, factory: Factory) -> None:
-    _REGISTRY.setdefault(kind, {})[name] = factory
-    known = DECISION_NAMES.setdefault(kind, [])  # what the kind's setting accepts
-    if name not in known:
-        known.append(name)
-
-
-def names(kind: Kind) -> tuple[str, ...]:
-    return tuple(_REGISTRY.get(kind, {}))
 
 
 def _has_setting(kind: Kind) -> bool:
@@ -149,7 +118,7 @@ register("condenser", "model", lambda b: LLMCondenser(
 register("clarifier", "offline", lambda b: offline.clarifier(b.kb, b.words))
 register("answerer", "offline", lambda b: offline.answerer(b.kb, b.settings.strictness))
 register("answerer", "model", lambda b: LLMAnswerer(
-    _model(b), max_tokens=b.settings.loop_max_tokens))
+    _model(b), words=b.words, max_tokens=b.settings.loop_max_tokens))
 register("citation_check", "offline", lambda b: _support_check(b, None))
 register("citation_check", "model", lambda b: _support_check(
     b, LLMSupportJudge(_grader_model(b), max_tokens=_budget(b))))

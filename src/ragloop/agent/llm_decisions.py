@@ -44,12 +44,11 @@ from ragloop.agent.jsonparse import ask_json, stream_json
 from ragloop.core.answer_stream import Writing, written
 from ragloop.core.decisions import Draft, Evidence, Grade, Plan
 from ragloop.core.types import Hit, Usage
-from ragloop.language.vocabulary import ENGLISH_WORDS
+from ragloop.language.vocabulary import Vocabulary
 from ragloop.llm.base import ChatModel
 
 MAX_SUB_QUESTIONS = 3
 PLANNER_UNREADABLE = "planner reply unreadable"
-NO_EVIDENCE_ANSWER = ENGLISH_WORDS.text("decline.no_evidence")
 
 
 def _str_list(value: Any) -> Any:
@@ -289,9 +288,12 @@ def salvage_answer(text: str) -> str:
 
 
 class LLMAnswerer:
-    def __init__(self, chat: ChatModel, *, max_evidence_chars: int = 2000,
+    def __init__(self, chat: ChatModel, *, words: Vocabulary, max_evidence_chars: int = 2000,
                  max_tokens: int = ANSWER_TOKENS) -> None:
+        """`words`: the knowledge base's language, whose `decline.no_evidence` is the answer
+        when nothing was confirmed (no model call)."""
         self.chat = chat
+        self.no_evidence = words.text("decline.no_evidence")
         self.max_evidence_chars = max_evidence_chars
         self.max_tokens = max_tokens
         self.usage = Usage()
@@ -307,7 +309,7 @@ class LLMAnswerer:
         # listed beside it by the engine, not handed to the model as sources
         evidence = [e for e in evidence if e.confirmed]
         if not evidence:
-            return Draft(text=NO_EVIDENCE_ANSWER, missing=list(sub_questions) or [question],
+            return Draft(text=self.no_evidence, missing=list(sub_questions) or [question],
                          unanswerable=True)
         user = prompts.answerer_user(question, sub_questions, evidence, self.max_evidence_chars,
                                      context)

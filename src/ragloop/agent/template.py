@@ -40,7 +40,7 @@ from ragloop.core.events import (
 )
 from ragloop.core.types import Hit, RunStatus
 from ragloop.language.text import Reading
-from ragloop.language.vocabulary import ENGLISH_WORDS
+from ragloop.language.vocabulary import vocabulary
 from ragloop.retrieval.fusion import fused_pages
 
 # Single-shot searches this many chunks per document it may read (documents span chunks).
@@ -243,7 +243,8 @@ class RunTemplate:
     def out_of_scope(self, ctx: RunContext, reason: str, scope: str) -> Steps[DriverOutcome]:
         """The router found the question outside the knowledge base: say so and what it
         covers."""
-        text = ENGLISH_WORDS.text("decline.out_of_scope").format(reason=reason, scope=scope)
+        words = vocabulary(self.reading.code)  # the knowledge base's language
+        text = words.text("decline.out_of_scope").format(reason=reason, scope=scope)
         return (yield from self._fixed(ctx, Draft(text, missing=[ctx.question],
                                                   unanswerable=True),
                                        RunStatus.UNANSWERABLE))

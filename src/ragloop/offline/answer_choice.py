@@ -182,8 +182,9 @@ def polarity(sentence: str, question: str, rd: Reading) -> str | None:
         if not spaced:
             return any(w in low for w in words.get("negation", ()))
         toks = _TOKEN.findall(low)
-        return any(t == w or (w.startswith("n'") and t.endswith(w))
-                   for t in toks for w in words.get("negation", ()))
+        negation = set(words.get("negation", ()))
+        endings = tuple(words.get("negation_endings", ()))  # English "n't"
+        return any(t in negation or (endings and t.endswith(endings)) for t in toks)
 
     return answers[1] if negative(sentence) != negative(question) else answers[0]
 

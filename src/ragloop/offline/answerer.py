@@ -20,7 +20,7 @@ from ragloop.core.decisions import Draft, Evidence
 from ragloop.core.types import Usage
 from ragloop.embed.base import Embedder
 from ragloop.language.text import Quantity, Reading, stem, term_set
-from ragloop.language.vocabulary import ENGLISH_WORDS
+from ragloop.language.vocabulary import vocabulary
 from ragloop.offline.answer_choice import CONTEXT_SHARE, Choice, asked_kind, polarity
 from ragloop.offline.table_rows import candidate_sentences, is_text
 
@@ -235,12 +235,12 @@ class ExtractiveAnswerer:
             lines.append(f"{part.rstrip('?')}: {body}" if len(parts) > 1 else body)
         # a part nothing confirmed answers is declined in the answer and cites nothing; the
         # nearest unconfirmed passages go beside the answer, never into it
+        words = vocabulary(rd.code)  # the fixed sentences, in the knowledge base's language
         for part in missing:
-            # English in every language for now: says_missing lists it in each
-            lines.append(ENGLISH_WORDS.text("decline.part_missing").format(part=part))
+            lines.append(words.text("decline.part_missing").format(part=part))
         conflicts = self._conflicts(chosen_all)
         for c in conflicts:
-            lines.append(f"Note: the sources disagree — {c}")
+            lines.append(words.text("answer_text.sources_disagree").format(conflict=c))
         return Draft(text="\n".join(lines), missing=missing,
                      unanswerable=len(missing) == len(parts), conflicts=conflicts,
                      closest=[item for part in missing for item in closest.get(part, [])])
@@ -346,7 +346,8 @@ class ExtractiveAnswerer:
                 for kind, a in f1.items():
                     b = f2.get(kind)
                     if b is not None and a.value != b.value:
-                        out.append(f"{a.text} [{n1}] versus {b.text} [{n2}]")
+                        out.append(vocabulary(rd.code).text("answer_text.versus").format(
+                            a=f"{a.text} [{n1}]", b=f"{b.text} [{n2}]"))
                         break
         return out
 

@@ -2,7 +2,10 @@
 from offline/ to run without a generative model (each implements a core/decisions.py
 protocol). Each is built with the KB's language: its words (`Vocabulary`, chosen once by
 the engine) and its reading (`text.Reading`: its stop words, the patterns its text helpers
-read), passed in explicitly: no component reads a language from ambient state."""
+read), passed in explicitly: no component reads a language from ambient state.
+
+An offline decision in a file of its own registers itself (`@decision(KIND, NAME)` over its
+builder, core/registry.py); its one import among those below is what loads it."""
 
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from ragloop.language.text import Reading
 from ragloop.language.text import reading as reading_of
 from ragloop.language.vocabulary import Vocabulary
 from ragloop.offline.answerer import ExtractiveAnswerer
+from ragloop.offline.build import Build as Build  # for agent/decisions.py
 from ragloop.offline.clarify import RuleClarifier
 from ragloop.offline.follow_up import RetrievalCondenser
 from ragloop.offline.follow_ups import LocalFollowUps

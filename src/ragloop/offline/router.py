@@ -10,7 +10,7 @@ from ragloop.core.decisions import Route
 from ragloop.core.errors import EmptyQueryError
 from ragloop.kb import KnowledgeBase
 from ragloop.language.text import Reading
-from ragloop.language.vocabulary import ENGLISH_WORDS, Vocabulary
+from ragloop.language.vocabulary import ENGLISH_WORDS, Vocabulary, vocabulary
 from ragloop.offline.planner import LocalPlanner
 from ragloop.retrieval.languages import month_pattern
 
@@ -49,10 +49,15 @@ ENGLISH_CUES = Cues.of(ENGLISH_WORDS)
 
 
 def describe_scope(kb: KnowledgeBase, limit: int = 12) -> str:
+    """The first `limit` titles, in a sentence of the knowledge base's language."""
+    words = vocabulary(kb.language).table("answer_text")
     docs = kb.documents()
-    titles = [d.title for d in docs[:limit]]
-    more = f", and {len(docs) - limit} more documents" if len(docs) > limit else ""
-    return "; ".join(titles) + more + "." if titles else "nothing yet (the KB is empty)."
+    titles = "; ".join(d.title for d in docs[:limit])
+    if not titles:
+        return words["empty_scope"]
+    if len(docs) > limit:
+        return words["more_documents"].format(titles=titles, n=len(docs) - limit)
+    return words["scope"].format(titles=titles)
 
 
 @dataclass(frozen=True)

@@ -7,28 +7,24 @@ from pathlib import Path
 from ragloop.core.errors import ReaderError
 from ragloop.core.types import ParsedDocument
 from ragloop.ingest.limits import ReadLimitError, ReadLimits, check_size, reading
-from ragloop.ingest.readers.base import Reader
+
+# The readers: a reader's file registers it (`@reader` on its class, readers/base.py), so its
+# one registration is its name in this import (the modules the code below needs by name are
+# loaded by their own imports).
+from ragloop.ingest.readers import epub, ocr, office, pdf, tabular  # noqa: F401
+from ragloop.ingest.readers.base import BY_SUFFIX, READERS, Reader
 from ragloop.ingest.readers.beir import BeirReader, is_beir_jsonl, is_beir_queries
-from ragloop.ingest.readers.epub import EpubReader
 from ragloop.ingest.readers.html import HtmlReader
 from ragloop.ingest.readers.markdown import MarkdownReader
-from ragloop.ingest.readers.ocr import ImageReader
-from ragloop.ingest.readers.office import DocxReader, PptxReader
-from ragloop.ingest.readers.pdf import PdfReader
-from ragloop.ingest.readers.tabular import CsvReader, XlsxReader
-from ragloop.ingest.readers.text import TextReader, read_text
+from ragloop.ingest.readers.text import read_text
 from ragloop.ingest.readers.visibility import hidden_text
 
-READERS: list[Reader] = [MarkdownReader(), HtmlReader(), PdfReader(), TextReader(), BeirReader(),
-                         DocxReader(), PptxReader(), XlsxReader(), CsvReader(), EpubReader(),
-                         ImageReader()]
-_BY_SUFFIX: dict[str, Reader] = {s: r for r in READERS for s in r.suffixes}
-SUPPORTED_SUFFIXES = frozenset(_BY_SUFFIX)
+SUPPORTED_SUFFIXES = frozenset(BY_SUFFIX)
 
 
 def reader_for(path: Path | str) -> Reader | None:
     """The reader for a file's suffix, or None when the type is not supported."""
-    return _BY_SUFFIX.get(Path(path).suffix.lower())
+    return BY_SUFFIX.get(Path(path).suffix.lower())
 
 
 def read_file(path: Path | str, doc_id: str,

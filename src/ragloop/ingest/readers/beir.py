@@ -9,6 +9,7 @@ from pathlib import Path
 from ragloop.core.errors import ReaderError
 from ragloop.core.types import ParsedDocument, SectionText
 from ragloop.core.unicode import clean_text, is_text
+from ragloop.ingest.readers.base import reader
 from ragloop.ingest.readers.text import read_text
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ def is_beir_queries(path: Path) -> bool:
     return path.name == "queries.jsonl" and (path.parent / "corpus.jsonl").is_file()
 
 
+@reader
 class BeirReader:
     """Malformed lines are skipped (count in `last_skipped`, and a warning in the log)."""
 

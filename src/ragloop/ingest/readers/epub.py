@@ -17,6 +17,7 @@ from ragloop.core.errors import ReaderError
 from ragloop.core.types import ParsedDocument
 from ragloop.ingest import limits
 from ragloop.ingest.metadata import clean_metadata
+from ragloop.ingest.readers.base import reader
 from ragloop.ingest.readers.html import html_blocks
 from ragloop.ingest.readers.text import decode_bytes
 from ragloop.ingest.sections import build_sections
@@ -35,6 +36,7 @@ def _package(book: zipfile.ZipFile) -> tuple[str, ElementTree.Element]:
     return opf, ElementTree.fromstring(limits.read_member(book, opf))
 
 
+@reader
 class EpubReader:
     suffixes: tuple[str, ...] = (".epub",)
     mime = "application/epub+zip"

@@ -15,6 +15,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from ragloop.core.errors import ReaderError
 from ragloop.core.types import ParsedDocument
+from ragloop.ingest.readers.base import reader
 from ragloop.ingest.readers.text import read_text
 from ragloop.ingest.readers.visibility import drop_hidden, hidden_html
 from ragloop.ingest.sections import build_sections, clean_heading
@@ -159,6 +160,7 @@ def parse_html(html: str, doc_id: str, source: str, fallback_title: str = "") ->
                           source=source, sections=sections, mime="text/html")
 
 
+@reader
 class HtmlReader:
     suffixes: tuple[str, ...] = (".html", ".htm", ".xhtml")
     mime = "text/html"

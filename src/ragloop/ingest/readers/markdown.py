@@ -20,6 +20,7 @@ from markdown_it.token import Token
 from ragloop.core.errors import ReaderError
 from ragloop.core.types import ParsedDocument
 from ragloop.ingest.metadata import clean_metadata
+from ragloop.ingest.readers.base import reader
 from ragloop.ingest.readers.text import read_text
 from ragloop.ingest.readers.visibility import visible_html
 from ragloop.ingest.sections import build_sections
@@ -172,6 +173,7 @@ def parse_markdown(text: str, doc_id: str, source: str, fallback_title: str = ""
                           sections=sections, mime="text/markdown", metadata=metadata)
 
 
+@reader
 class MarkdownReader:
     suffixes: tuple[str, ...] = (".md", ".markdown", ".mdown", ".mkd")
     mime = "text/markdown"

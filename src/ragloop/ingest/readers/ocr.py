@@ -17,6 +17,7 @@ import numpy as np
 
 from ragloop.core.errors import ReaderError
 from ragloop.core.types import ParsedDocument, SectionText
+from ragloop.ingest.readers.base import reader
 from ragloop.ingest.sections import clean_text
 
 INSTALL_HINT = "OCR needs the extra ragloop[ocr] (pip install 'ragloop[ocr]')"
@@ -60,6 +61,7 @@ def ocr_image(image: Any) -> str:
     return clean_text("\n".join(" ".join(t for _, t in sorted(line)) for line in lines))
 
 
+@reader
 class ImageReader:
     suffixes: tuple[str, ...] = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp")
     mime = "image/*"

@@ -19,6 +19,7 @@ from ragloop.core.errors import ReaderError
 from ragloop.core.types import ParsedDocument, SectionText
 from ragloop.ingest import limits
 from ragloop.ingest.metadata import clean_metadata
+from ragloop.ingest.readers.base import reader
 from ragloop.ingest.readers.visibility import drop_hidden
 from ragloop.ingest.sections import build_sections, clean_text
 
@@ -115,6 +116,7 @@ def _hidden_run(run: Any, inherited: bool) -> bool:
     return inherited
 
 
+@reader
 class DocxReader:
     suffixes: tuple[str, ...] = (".docx",)
     mime = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
@@ -163,6 +165,7 @@ def _shape_text(shape: Any) -> list[str]:
     return out
 
 
+@reader
 class PptxReader:
     suffixes: tuple[str, ...] = (".pptx",)
     mime = "application/vnd.openxmlformats-officedocument.presentationml.presentation"

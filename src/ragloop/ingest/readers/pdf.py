@@ -26,6 +26,7 @@ from ragloop.core.errors import ReaderError
 from ragloop.core.types import ParsedDocument, SectionText
 from ragloop.ingest import limits
 from ragloop.ingest.metadata import clean_metadata
+from ragloop.ingest.readers.base import reader
 from ragloop.ingest.readers.ocr import INSTALL_HINT, ocr_available, ocr_image
 from ragloop.ingest.readers.office import markdown_table
 from ragloop.ingest.readers.pdf_visibility import drop_invisible_text
@@ -195,6 +196,7 @@ def outline_blocks(pages: list[str], outline: list[tuple[int, str, int]]
     return preamble, heads
 
 
+@reader
 class PdfReader:
     suffixes: tuple[str, ...] = (".pdf",)
     mime = "application/pdf"

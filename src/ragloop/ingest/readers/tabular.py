@@ -16,6 +16,7 @@ from ragloop.core.errors import ReaderError
 from ragloop.core.types import ParsedDocument, SectionText
 from ragloop.ingest import limits
 from ragloop.ingest.metadata import clean_metadata
+from ragloop.ingest.readers.base import reader
 from ragloop.ingest.readers.text import read_text
 
 
@@ -68,6 +69,7 @@ def _narrow_lines(text: str, dialect: type[csv.Dialect] | csv.Dialect) -> Iterat
         yield line
 
 
+@reader
 class CsvReader:
     suffixes: tuple[str, ...] = (".csv", ".tsv")
     mime = "text/csv"
@@ -89,6 +91,7 @@ class CsvReader:
                                sections=[SectionText("1", (title,), body)], mime=self.mime)]
 
 
+@reader
 class XlsxReader:
     suffixes: tuple[str, ...] = (".xlsx", ".xlsm")
     mime = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"

@@ -15,6 +15,7 @@ from pathlib import Path
 from ragloop.core.errors import ReaderError
 from ragloop.core.types import ParsedDocument
 from ragloop.ingest import limits
+from ragloop.ingest.readers.base import reader
 from ragloop.ingest.sections import build_sections, clean_text, explicit_number
 
 SNIFF_BYTES = 8192
@@ -216,6 +217,7 @@ def parse_text(text: str, doc_id: str, source: str, fallback_title: str = "") ->
                           sections=sections, mime="text/plain")
 
 
+@reader
 class TextReader:
     suffixes: tuple[str, ...] = (".txt", ".text", ".log")
     mime = "text/plain"
