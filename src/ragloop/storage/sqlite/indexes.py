@@ -180,6 +180,27 @@ class VectorIndex:
             self.deleted.difference_update(int(k) for k in keys)
             self.dirty, self._exact = True, None
 
+    def get(self, keys: list[int]) -> dict[int, np.ndarray]:
+        """The stored (unit, float32) vectors of the live keys among `keys`."""
+        with self.lock:
+            live = [k for k in keys if k not in self.deleted]
+            if not live:
+                return {}
+            try:
+                mat = self.index.get_items(np.asarray(live, dtype=np.uint64),
+                                           return_type="numpy")
+            except RuntimeError:  # a key the index lacks: ask one by one
+                return {k: v for k in live for v in self.get_one(k)}
+            return {k: np.asarray(row, dtype=np.float32) for k, row in zip(live, mat,
+                                                                           strict=True)}
+
+    def get_one(self, key: int) -> list[np.ndarray]:
+        try:
+            return [np.asarray(self.index.get_items([key], return_type="numpy")[0],
+                               dtype=np.float32)]
+        except RuntimeError:
+            return []
+
     def remove(self, keys: list[int]) -> None:
         with self.lock:
             for key in keys:
