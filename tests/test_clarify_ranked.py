@@ -28,7 +28,8 @@ def hit(n: int, doc: str, title: str, score: float, text: str, kept: bool = Fals
 
 
 def ranked() -> list[Hit]:
-    return [hit(1, "docker.md", "Docker Containers", 0.72, "Deploy your app in a container image.", True),
+    return [hit(1, "docker.md", "Docker Containers", 0.72,
+                "Deploy your app in a container image.", True),
             hit(2, "docker.md", "Docker Containers", 0.60, "Build the image first."),
             hit(3, "cloud.md", "Cloud Hosting", 0.70, "Deploy the app with one command."),
             hit(4, "server.md", "Own Server", 0.66, "To deploy an app, run it behind a proxy."),
