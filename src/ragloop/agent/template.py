@@ -284,10 +284,7 @@ class RunTemplate:
         yield from self.first_search.source_events(ctx.question, parts)
         yield from self._first(ctx, driver, against)
         if self.clarifier is not None and ctx.first is not None and ctx.first.error is None:
-            grade = ctx.first.grade
-            graded = {h.chunk_id: h for h in [*grade.kept, *grade.discarded]}
-            ranked = [graded[h.chunk_id] for h in ctx.first.hits if h.chunk_id in graded]
-            asked = self.clarifier.clarify(ctx.question, grade.kept, ranked)
+            asked = self.clarifier.clarify(ctx.question, ctx.first.grade.kept)
             if asked is not None:
                 return (yield from self._ask_back(ctx, asked))
         gathered = yield from driver.gather(ctx)

@@ -165,12 +165,10 @@ class Clarifier(Protocol):
     """Whether a question's graded evidence answers several readings the question does not
     choose between (several products, quarters, releases, and the question names none): the
     run then ends with status needs_input and a question back instead of guessing (issue 30).
-    Offline: a rule over what step 1's search returned (offline/clarify.py); with a model the
+    Offline: a rule over the kept passages' documents (offline/clarify.py); with a model the
     tools driver offers the model an `ask_user` tool instead."""
 
-    def clarify(self, question: str, kept: list[Hit],
-                ranked: Sequence[Hit] = ()) -> Clarification | None:
+    def clarify(self, question: str, kept: list[Hit]) -> Clarification | None:
         """A clarifying question with 2–5 options, or None when the question has one reading
-        here. `ranked`: every hit step 1 graded (kept or not, with its grade score), in
-        search order: readings on pages the kept evidence left out are seen there."""
+        here."""
         ...

@@ -23,30 +23,18 @@ options are the titles or headings as written (a variant's codes alone when it h
 words with a digit, S200, Q3); two pages of one title are told apart by their best kept
 heading. Each option's evidence is the documents it leads to.
 
-When the kept evidence holds no such family (it is often one page: readings on other pages
-never reach it), the same question is put to every hit step 1 graded, in search order
-(`ranked`, kept or not): 3. *pages that answer about equally well*. Hits are grouped by
-their page's title (pages of one title are one reading); a group's strength is its best
-grade score, its coverage the share of the question's content words its best passage (with
-its titles) holds. The candidates are the strongest group and those within RANKED_COMPARABLE
-of its strength covering at most COVER_SLACK less of the question, each covering MIN_COVER
-at least (a page that holds a third of the question does not answer it). It asks when two
-or more remain, none holds more than DOMINANT_SHARE of the ranked hits (a page the search
-returns again and again is the answer) and the question names none by a title word only
-that one has. The options are the pages' titles as written, each leading to its pages.
-
-Pure: the question, the hits and the knowledge base's vocabulary in, a `Clarification` or
-None out. The hits are what the principal's search returned: nothing else is read.
+Pure: the question, the kept hits and the knowledge base's vocabulary in, a
+`Clarification` or None out.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ragloop.core.conversation import Clarification
 from ragloop.core.types import Hit
-from ragloop.language.text import Reading, stem, term_set
+from ragloop.language.text import Reading, stem
 from ragloop.language.vocabulary import Vocabulary
 
 MIN_OPTIONS = 2
@@ -60,14 +48,6 @@ MAX_NAME_WORDS = 4
 # A family whose heaviest member holds this many times the evidence of the next is answered
 # by that member (it dominates).
 DOMINANT = 2.0
-# Pages that answer about equally well (rule 3, over the ranked hits): within this share of
-# the strongest page's grade score, covering at most COVER_SLACK less of the question's
-# content words than it and at least MIN_COVER of them; a page holding more than
-# DOMINANT_SHARE of the ranked hits is the answer.
-RANKED_COMPARABLE = 0.8
-COVER_SLACK = 0.34
-MIN_COVER = 0.65
-DOMINANT_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -213,75 +193,14 @@ def _decide(asked: frozenset[str], kept: Sequence[Hit], rd: Reading
     return None
 
 
-@dataclass
-class _Page:
-    """The hits of one page title among the ranked hits."""
-    title: str
-    terms: frozenset[str]  # the title's content terms
-    best: float = 0.0  # the best grade score of its hits
-    cover: float = 0.0  # the most of the question's content words one of its hits holds
-    hits: int = 0
-    doc_ids: list[str] = field(default_factory=list)
-
-
-def _pages(asked: frozenset[str], ranked: Sequence[Hit], rd: Reading) -> list[_Page]:
-    pages: dict[str, _Page] = {}
-    for h in ranked:
-        title = h.doc_title or h.doc_id
-        p = pages.setdefault(title.casefold(), _Page(title, frozenset(rd.content_terms(title))))
-        held = term_set(" \n".join(x for x in (h.doc_title, h.section_title, h.text) if x))
-        p.best = max(p.best, _score(h))
-        p.cover = max(p.cover, len(asked & held) / len(asked))
-        p.hits += 1
-        if h.doc_id not in p.doc_ids:
-            p.doc_ids.append(h.doc_id)
-    return sorted(pages.values(), key=lambda p: -p.best)
-
-
-def _equal_pages(asked: frozenset[str], ranked: Sequence[Hit], rd: Reading) -> list[_Page]:
-    """Rule 3: the pages among the ranked hits that answer the question about equally well,
-    or [] when one answers it (see the module's docstring)."""
-    if not asked or not ranked:
-        return []
-    pages = _pages(asked, ranked, rd)
-    top = pages[0]
-    if top.best <= 0 or top.cover < MIN_COVER:
-        return []
-    floor = max(MIN_COVER, top.cover - COVER_SLACK)
-    close = [p for p in pages if p is top or (p.best >= RANKED_COMPARABLE * top.best
-                                              and p.cover >= floor)][:MAX_OPTIONS]
-    if len(close) < MIN_OPTIONS or any(p.hits > DOMINANT_SHARE * len(ranked) for p in close):
-        return []
-    for p in close:  # a title word only one of them has: the question chose that page
-        if asked & (p.terms - frozenset().union(*(o.terms for o in close if o is not p))):
-            return []
-    return close
-
-
-def _from_ranked(question: str, ranked: Sequence[Hit], words_: Vocabulary,
-                 rd: Reading) -> Clarification | None:
-    close = _equal_pages(frozenset(rd.content_terms(question)), ranked, rd)
-    if not close:
-        return None
-    names = [p.title for p in close]
-    return Clarification(
-        question=words_.text("clarify.question").format(options=_join(names, words_)),
-        options=tuple(names),
-        reason=(f"{len(names)} pages of the search answer the question about equally well"
-                f" ({'; '.join(names)}); the question names none of them"),
-        evidence={p.title: tuple(p.doc_ids) for p in close})
-
-
 def clarify(question: str, kept: Sequence[Hit], words_: Vocabulary,
-            rd: Reading, ranked: Sequence[Hit] = ()) -> Clarification | None:
+            rd: Reading) -> Clarification | None:
     """A clarifying question when `kept` (the graded evidence of `question`) splits into
     readings the question does not choose between: a family of comparable documents whose
-    titles are variants of one kind, else a family of sections; else when `ranked` (every
-    hit step 1 graded, in search order) holds pages that answer it about equally well; None
-    otherwise."""
+    titles are variants of one kind, else a family of sections; None otherwise."""
     decided = _decide(frozenset(rd.content_terms(question)), kept, rd)
     if decided is None:
-        return _from_ranked(question, ranked, words_, rd)
+        return None
     readings, level, how = decided
     # codes are read off the variants' own words
     common = frozenset.intersection(*(g.terms for g in readings))
@@ -306,6 +225,5 @@ class RuleClarifier:
         self.words = words_
         self.reading = reading_
 
-    def clarify(self, question: str, kept: list[Hit],
-                ranked: Sequence[Hit] = ()) -> Clarification | None:
-        return clarify(question, kept, self.words, self.reading, ranked)
+    def clarify(self, question: str, kept: list[Hit]) -> Clarification | None:
+        return clarify(question, kept, self.words, self.reading)
