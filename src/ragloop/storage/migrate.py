@@ -32,7 +32,6 @@ from ragloop.storage.migrate_runs import (
     settled,
 )
 from ragloop.storage.protocols import DocumentWrite, RunCopy, RunStore
-from ragloop.storage.sqlite.store import from_f16
 
 if TYPE_CHECKING:
     from pgvector import Vector
@@ -131,8 +130,6 @@ class _SqliteSource(_Source):
     def __init__(self, folder: Path) -> None:
         db = SqliteBackend(folder, create=False).db_path  # "No knowledge base at …" if none
         self.db = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        self.f16 = bool(self.db.execute(
-            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='chunk_vectors'").fetchone())
 
     def meta(self) -> dict[str, str]:
         return dict(self.db.execute("SELECT key, value FROM meta"))
@@ -152,14 +149,18 @@ class _SqliteSource(_Source):
                     (row[0],),
                 )
             ]
-            # a chunk's vector: its float16 row (store.VECTORS_LAYOUT), or in a knowledge base
-            # from before that layout (opened read-only: not migrated), the float32 cache row
-            f16 = "(SELECT vector FROM chunk_vectors v WHERE v.id = c.id)" if self.f16 else "NULL"
             chunks = [
-                (sec, st, o, text, h, _vector(blob, half))
-                for sec, st, o, text, h, blob, half in self.db.execute(
-                    "SELECT c.section, coalesce(s.title, ''), c.ord, c.text, c.embed_hash,"
-                    f" e.vector, {f16} FROM chunks c LEFT JOIN sections s ON s.doc_id = c.doc_id"
+                (
+                    sec,
+                    st,
+                    o,
+                    text,
+                    h,
+                    None if blob is None else np.frombuffer(blob, dtype=np.float32),
+                )
+                for sec, st, o, text, h, blob in self.db.execute(
+                    "SELECT c.section, coalesce(s.title, ''), c.ord, c.text, c.embed_hash, e.vector"
+                    " FROM chunks c LEFT JOIN sections s ON s.doc_id = c.doc_id"
                     " AND s.section = c.section"
                     " LEFT JOIN embeddings e ON e.model = ? AND e.hash = c.embed_hash"
                     " WHERE c.doc_id = ? ORDER BY c.id",
@@ -178,12 +179,6 @@ class _SqliteSource(_Source):
 
     def close(self) -> None:
         self.db.close()
-
-
-def _vector(f32: bytes | None, f16: bytes | None) -> np.ndarray | None:
-    if f32 is not None:
-        return np.frombuffer(f32, dtype=np.float32)
-    return None if f16 is None else from_f16(f16)
 
 
 class _PostgresSource(_Source):

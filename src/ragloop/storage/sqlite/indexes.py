@@ -23,20 +23,6 @@ EXACT_SEARCH_BELOW = 20_000
 # recall@10 vs exact >= 0.95 up to 1M chunks here (benchmarks/retrieval.py).
 HNSW_M, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH = 16, 128, 96
 INITIAL_CAPACITY = 1024
-
-
-_BLAS: list = []  # threadpoolctl's controller, made once (7 µs per limit, not 200 µs)
-
-
-def one_blas_thread():
-    """A context in which numpy's BLAS runs on one thread. The exact search's product is a
-    small matrix-vector one: on 2 busy cores OpenBLAS's spinning workers made its p95 50 ms
-    instead of 0.4 ms at 3,000 chunks (the same fix as embed/numpy_bert.py's)."""
-    if not _BLAS:
-        from threadpoolctl import ThreadpoolController
-
-        _BLAS.append(ThreadpoolController())
-    return _BLAS[0].limit(limits=1, user_api="blas")
 # BM25 hits fetched past k so that a tie at the k-th score is broken by chunk id, not by
 # which segment an indexing thread put a chunk in.
 TIE_MARGIN = 16
@@ -236,34 +222,6 @@ class VectorIndex:
             self.deleted.difference_update(int(k) for k in keys)
             self.dirty, self._exact = True, None
 
-    def get(self, keys: list[int]) -> dict[int, np.ndarray]:
-        """The stored (unit, float32) vectors of the live keys among `keys`."""
-        with self.lock:
-            live = [k for k in keys if k not in self.deleted]
-            if not live:
-                return {}
-            try:
-                mat = self._items(np.asarray(live, dtype=np.uint64))
-            except RuntimeError:  # a key the index lacks: ask one by one
-                return {k: v for k in live for v in self.get_one(k)}
-            return {k: np.asarray(row, dtype=np.float32) for k, row in zip(live, mat,
-                                                                           strict=True)}
-
-    def get_one(self, key: int) -> list[np.ndarray]:
-        try:
-            return [self._items(np.asarray([key], dtype=np.uint64))[0]]
-        except RuntimeError:
-            return []
-
-    def _items(self, ids: np.ndarray) -> np.ndarray:
-        """The stored vectors of `ids`, float32. hnswlib 0.8's get_items builds Python floats
-        either way (~0.1 ms per 384-d vector); its "list" form took about half the time of its
-        "numpy" one here, and float32 → float → float32 is exact."""
-        if not len(ids):
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return np.asarray(self.index.get_items(np.asarray(ids).tolist(), return_type="list"),
-                          dtype=np.float32)
-
     def remove(self, keys: list[int]) -> None:
         with self.lock:
             for key in keys:
@@ -285,7 +243,7 @@ class VectorIndex:
         if self._exact is None:
             ids = np.asarray([i for i in self.index.get_ids_list() if i not in self.deleted],
                              dtype=np.uint64)
-            mat = self._items(ids)
+            mat = self.index.get_items(ids, return_type="numpy").astype(np.float32)
             mat /= np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
             self._exact = (ids, mat)
         return self._exact
@@ -305,7 +263,10 @@ class VectorIndex:
             k = min(k, n)
             if n < EXACT_SEARCH_BELOW:
                 ids, mat = self._exact_matrix()
-                return self._exact_top(query, ids, mat, k)
+                scores = mat @ (query / max(float(np.linalg.norm(query)), 1e-12))
+                top = np.argpartition(-scores, k - 1)[:k]
+                top = top[np.argsort(-scores[top])]
+                return [(int(ids[i]), float(scores[i])) for i in top]
             self.index.set_ef(max(HNSW_EF_SEARCH, k))
             try:
                 labels, dists = self.index.knn_query(query, k=k, num_threads=1)
@@ -343,7 +304,7 @@ class VectorIndex:
             wide *= 4
         if len(live) < READ_ALLOWED_BELOW:  # very few allowed: read just those
             ids = np.fromiter(live, dtype=np.uint64, count=len(live))
-            mat = self._items(ids)
+            mat = self.index.get_items(ids, return_type="numpy").astype(np.float32)
             mat /= np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
             return self._exact_top(query, ids, mat, k)
         allowed = live
@@ -362,8 +323,7 @@ class VectorIndex:
         k = min(k, len(ids))
         if k == 0:
             return []
-        with one_blas_thread():
-            scores = mat @ (query / max(float(np.linalg.norm(query)), 1e-12))
+        scores = mat @ (query / max(float(np.linalg.norm(query)), 1e-12))
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top])]
         return [(int(ids[i]), float(scores[i])) for i in top]

@@ -55,19 +55,7 @@ CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id);
 CREATE TABLE IF NOT EXISTS embeddings (
   model TEXT NOT NULL, hash TEXT NOT NULL, vector BLOB NOT NULL,
   PRIMARY KEY (model, hash)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS chunk_vectors (
-  id INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE, vector BLOB NOT NULL);
-CREATE INDEX IF NOT EXISTS chunks_embed ON chunks(substr(embed_hash, 1, 16));
 """
-
-# How chunk vectors are kept (meta "vectors"). Layout 1 (no key): each chunk's float32 vector
-# in the `embeddings` cache, a WITHOUT ROWID table whose 1.5 KB rows each spill to an overflow
-# page (4 KB per 384-d vector; 4.7 of the 6.1 GB record at 1M chunks), and again in the HNSW
-# file. CHUNK_F16: the record keeps one float16 copy per chunk (unit length, so it cannot
-# overflow: 0.8 KB per 384-d vector), which rebuilds the index; the index keeps float32, and
-# the cache answers chunk texts from it. `embeddings` keeps what no chunk holds (queries).
-VECTORS_LAYOUT = "chunk_f16"
-HASH_PREFIX = 16  # chunks_embed indexes this much of embed_hash (a quarter of its size)
 
 
 # The columns ragloop reads: a database lacking them is not a knowledge base.
@@ -137,7 +125,6 @@ class SqliteStore:
                 if "metadata" not in columns:  # a knowledge base from before metadata
                     db.execute("ALTER TABLE documents ADD COLUMN metadata TEXT NOT NULL"
                                " DEFAULT '{}'")
-                _migrate_vectors(db)
             for table, columns in PROBES.items():  # another program's tables of the same name
                 db.execute(f"SELECT {columns} FROM {table} LIMIT 0")
         except sqlite3.DatabaseError:
@@ -201,7 +188,6 @@ class SqliteStore:
 
     def _write(self, writes: list[DocumentWrite]) -> None:
         fulltext, vectors = self._indexes()
-        model = self.get_meta("embedder")
         self._mark_indexes_dirty()
         ids: list[int] = []
         batch: list[np.ndarray] = []
@@ -216,19 +202,14 @@ class SqliteStore:
                     "INSERT INTO sections(doc_id, section, ord, title, title_path, text)"
                     " VALUES (?,?,?,?,?,?)", w.section_rows())
                 paths = {s.section: s.title_path for s in d.sections}
-                for c, h, v in zip(w.chunks, w.embed_hashes, w.vectors, strict=True):
+                for c, h in zip(w.chunks, w.embed_hashes, strict=True):
                     cur = db.execute(
                         "INSERT INTO chunks(doc_id, section, ord, text, embed_hash)"
                         " VALUES (?,?,?,?,?)", (c.doc_id, c.section, c.ord, c.text, h))
                     ids.append(cur.lastrowid)
-                    db.execute("INSERT INTO chunk_vectors(id, vector) VALUES (?, ?)",
-                               (cur.lastrowid, to_f16(v)))
                     fulltext.add(cur.lastrowid, c.doc_id,
                                  index_text(d.title, paths.get(c.section, ()), c.text))
                 batch.append(w.vectors)
-                if model:  # the chunk holds it now: the cache's float32 row would be a 2nd copy
-                    db.executemany("DELETE FROM embeddings WHERE model=? AND hash=?",
-                                   [(model, h) for h in w.embed_hashes])
             # one add for the whole batch: hnswlib inserts in parallel only within one call
             if ids:
                 vectors.add(np.asarray(ids, dtype=np.uint64), np.vstack(batch))
@@ -365,32 +346,7 @@ class SqliteStore:
                         f"SELECT hash, vector FROM embeddings WHERE model=? AND hash IN ({marks})",
                         [model, *part]):
                     out[h] = np.frombuffer(blob, dtype=np.float32)
-            missing = [h for h in dict.fromkeys(hashes) if h not in out]
-            if missing and model == self.get_meta("embedder") and self._chunk_vectors_kept():
-                out.update(self._chunk_embeddings(missing))
         return out
-
-    def _chunk_vectors_kept(self) -> bool:
-        return self.get_meta("vectors") == VECTORS_LAYOUT
-
-    def _chunk_embeddings(self, hashes: list[str]) -> dict[str, np.ndarray]:
-        """The vectors of chunks whose text has these hashes: float32 from the loaded HNSW
-        index where it holds them (what ingest gave it), else the record's float16 copy."""
-        found: dict[str, tuple[int, bytes]] = {}
-        for start in range(0, len(hashes), 500):
-            part = hashes[start:start + 500]
-            marks = ",".join("?" * len(part))
-            for h, cid, blob in self.db.execute(
-                    "SELECT c.embed_hash, c.id, v.vector FROM chunks c JOIN chunk_vectors v"
-                    f" ON v.id = c.id WHERE substr(c.embed_hash, 1, {HASH_PREFIX}) IN ({marks})"
-                    f" AND c.embed_hash IN ({marks})",
-                    [*(h[:HASH_PREFIX] for h in part), *part]):
-                found.setdefault(h, (cid, blob))
-        # ids are never reused and a chunk's vector never changes: any loaded index will do
-        vectors = self._vectors
-        exact = {} if vectors is None else vectors.get([cid for cid, _ in found.values()])
-        return {h: exact[cid] if cid in exact else from_f16(blob)
-                for h, (cid, blob) in found.items()}
 
     def put_embeddings(self, model: str, items: dict[str, np.ndarray]) -> None:
         """Remember vectors; on a full disk they are not remembered (a search still answers,
@@ -591,22 +547,18 @@ class SqliteStore:
         fulltext.clear()
         vectors.clear()
         model = self.get_meta("embedder") or ""
-        # a record opened read-only before its migration still has its vectors in the cache
-        f16 = self._chunk_vectors_kept()
-        vector = ("(SELECT vector FROM chunk_vectors v WHERE v.id = c.id)" if f16 else
-                  "(SELECT vector FROM embeddings e WHERE e.model = ? AND e.hash = c.embed_hash)")
         rows = self.db.execute(
-            f"SELECT c.id, c.doc_id, c.text, d.title, s.title_path, {vector} FROM chunks c"
+            "SELECT c.id, c.doc_id, c.text, d.title, s.title_path, e.vector FROM chunks c"
             " JOIN documents d ON d.doc_id = c.doc_id"
-            " JOIN sections s ON s.doc_id = c.doc_id AND s.section = c.section",
-            () if f16 else (model,))
+            " JOIN sections s ON s.doc_id = c.doc_id AND s.section = c.section"
+            " LEFT JOIN embeddings e ON e.model = ? AND e.hash = c.embed_hash", (model,))
         while batch := rows.fetchmany(10_000):
             keys, vecs = [], []
             for cid, doc_id, text, title, path, blob in batch:
                 fulltext.add(cid, doc_id, index_text(title, json.loads(path), text))
                 if blob is not None:
                     keys.append(cid)
-                    vecs.append(from_f16(blob) if f16 else np.frombuffer(blob, dtype=np.float32))
+                    vecs.append(np.frombuffer(blob, dtype=np.float32))
             if keys:
                 vectors.add(np.asarray(keys, dtype=np.uint64), np.vstack(vecs))
         fulltext.commit()
@@ -705,54 +657,6 @@ class SqliteStore:
                 # folder's space is only freed then)
                 self._fulltext = self._vectors = None
                 self.db.close()
-
-
-def to_f16(vector: np.ndarray) -> bytes:
-    """A vector as the record keeps it: unit length (the index is cosine), float16."""
-    v = np.asarray(vector, dtype=np.float32)
-    return (v / max(float(np.linalg.norm(v)), 1e-12)).astype("<f2").tobytes()
-
-
-def from_f16(blob: bytes) -> np.ndarray:
-    return np.frombuffer(blob, dtype="<f2").astype(np.float32)
-
-
-def _migrate_vectors(db: sqlite3.Connection) -> None:
-    """Layout 1 → CHUNK_F16, once, in one transaction: each chunk's float32 vector in the
-    cache becomes its float16 row, then the cache row goes (nothing is deleted before its
-    copy is written). The saved indexes stay valid: the generation is not bumped, so search
-    answers as before. The freed pages are reused by later writes; `VACUUM` returns them."""
-    if _meta(db, "vectors") == VECTORS_LAYOUT:
-        return
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        if _meta(db, "vectors") != VECTORS_LAYOUT:  # another process may have done it
-            model = _meta(db, "embedder")
-            if model:
-                db.create_function("ragloop_f16", 1,
-                                   lambda b: to_f16(np.frombuffer(b, dtype=np.float32)),
-                                   deterministic=True)
-                moved = db.execute(
-                    "INSERT OR IGNORE INTO chunk_vectors(id, vector)"
-                    " SELECT c.id, ragloop_f16(e.vector) FROM chunks c JOIN embeddings e"
-                    " ON e.model = ? AND e.hash = c.embed_hash", (model,)).rowcount
-                db.execute("DELETE FROM embeddings WHERE model = ? AND hash IN"
-                           " (SELECT c.embed_hash FROM chunks c JOIN chunk_vectors v"
-                           " ON v.id = c.id)", (model,))
-                if moved:
-                    log.info("note: moved %d chunk vectors to the float16 layout; VACUUM"
-                             " ragloop.db to give the freed space back", moved)
-            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('vectors', ?)",
-                       (VECTORS_LAYOUT,))
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
-
-
-def _meta(db: sqlite3.Connection, key: str) -> str | None:
-    row = db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
-    return row[0] if row else None
 
 
 def _fingerprint(path: Path) -> list[int] | None:
