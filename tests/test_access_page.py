@@ -8,6 +8,7 @@ Needs Debian's chromium, as tests/test_web.py (skipped without it, failing under
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import expect
 from test_access_hostile import SECRETS, _write
 from test_server import LiveServer, offline_settings
 from test_web import _settled, browser, page  # noqa: F401  (fixtures)
@@ -42,7 +43,8 @@ def _sign_in(page, server, key: str, path: str = "/") -> list:  # noqa: F811
     page.fill("#api-key", key)
     with page.expect_navigation():
         page.click("#save-key")
-    assert page.input_value("#api-key") == key  # kept in this browser
+    # kept in this browser: the started-again page fills the field from it once its script ran
+    expect(page.locator("#api-key")).to_have_value(key)
     if path != "/":
         page.goto(server.url + path)
     return seen

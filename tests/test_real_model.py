@@ -298,7 +298,8 @@ def test_the_answer_streams_from_the_server_before_the_run_ends(llama_server, sm
 
     class Recording(Engine):
         def _answerer(self, comps):
-            self.answerer = Recorded(comps.chat, max_tokens=self.settings.loop_max_tokens)
+            self.answerer = Recorded(comps.chat, words=EN,
+                                     max_tokens=self.settings.loop_max_tokens)
             return self.answerer
 
     wire = WireLog()
