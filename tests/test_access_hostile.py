@@ -38,14 +38,20 @@ def _write(root):
     return root
 
 
-@pytest.fixture
-def shared_kb(tmp_path, embedder):
+def open_shared(tmp_path, embedder) -> tuple[KnowledgeBase, dict[str, str]]:
+    """The suite's knowledge base (`_write`'s documents), with alice (hr) and bob, and a key
+    for each: the other access suites start from it too."""
     kb = KnowledgeBase.open(tmp_path / "kb", embedder=embedder)
     kb.ingest([_write(tmp_path / "docs")])
     people = kb.backend.principals
     people.add_user("alice", ["hr"])
     people.add_user("bob")
-    keys = {name: people.add_key(name)[1] for name in ("alice", "bob")}
+    return kb, {name: people.add_key(name)[1] for name in ("alice", "bob")}
+
+
+@pytest.fixture
+def shared_kb(tmp_path, embedder):
+    kb, keys = open_shared(tmp_path, embedder)
     yield kb, keys
     kb.close()
 

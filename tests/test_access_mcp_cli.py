@@ -11,25 +11,19 @@ import subprocess
 import sys
 
 import pytest
-from test_access_hostile import PUBLIC, _clean, _write
+from test_access_hostile import PUBLIC, _clean, open_shared
 from test_access_principals import ragloop
 
 from ragloop.agent.engine import Engine
 from ragloop.agent.tools import FETCH, LIST, SEARCH
-from ragloop.kb import KnowledgeBase
 
 
 @pytest.fixture
 def shared(tmp_path, embedder):
     """The hostile suite's knowledge base, with alice (hr) and bob, and one conversation of
     alice's about her own document."""
-    kb = KnowledgeBase.open(tmp_path / "kb", embedder=embedder)
-    kb.ingest([_write(tmp_path / "docs")])
-    people = kb.backend.principals
-    people.add_user("alice", ["hr"])
-    people.add_user("bob")
-    keys = {name: people.add_key(name)[1] for name in ("alice", "bob")}
-    talk = Engine(kb, principal=people.principal_of("alice")).conversation()
+    kb, keys = open_shared(tmp_path, embedder)
+    talk = Engine(kb, principal=kb.backend.principals.principal_of("alice")).conversation()
     talk.ask("What did my salary review with the manager say?")
     yield kb, keys, talk.id
     kb.close()

@@ -9,21 +9,14 @@ from __future__ import annotations
 
 import pytest
 from playwright.sync_api import expect
-from test_access_hostile import SECRETS, _write
+from test_access_hostile import SECRETS, open_shared
 from test_server import LiveServer, offline_settings
 from test_web import _settled, browser, page  # noqa: F401  (fixtures)
-
-from ragloop.kb import KnowledgeBase
 
 
 @pytest.fixture
 def keyed(tmp_path, embedder):
-    kb = KnowledgeBase.open(tmp_path / "kb", embedder=embedder)
-    kb.ingest([_write(tmp_path / "docs")])
-    people = kb.backend.principals
-    people.add_user("alice", ["hr"])
-    people.add_user("bob")
-    keys = {name: people.add_key(name)[1] for name in ("alice", "bob")}
+    kb, keys = open_shared(tmp_path, embedder)
     from ragloop.apps.server.app import create_app
 
     try:
