@@ -22,8 +22,8 @@ def _value(raw: object) -> str:
 
 def denied(user: str, action: str, reason: str, **fields: object) -> None:
     """Log one denied attempt: `user` (the principal's name, or `-` for a request with no
-    valid key), `action` (fetch, delete, upload, admin, key), `reason` (hidden, not_admin,
-    bad_key) and the ids involved."""
+    valid key), `action` (fetch, delete, upload, admin, key), `reason` (hidden, not_found,
+    not_admin, bad_key) and the ids involved."""
     parts = [f"user={_value(user)}", f"action={_value(action)}"]
     parts += [f"{k}={_value(v)}" for k, v in fields.items() if v is not None]
     parts.append(f"reason={_value(reason)}")
