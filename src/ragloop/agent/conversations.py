@@ -18,7 +18,7 @@ from ragloop.core.conversation import Turn
 from ragloop.core.errors import NotFoundError
 from ragloop.core.ids import new_id
 from ragloop.core.types import RunStatus
-from ragloop.storage.protocols import RunRecord, RunStore, Store
+from ragloop.storage.protocols import RunRecord, RunStore
 
 # a stored turn that did not end (still running, or failed) gives a later turn nothing to read
 UNFINISHED = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.FAILED)
@@ -66,9 +66,9 @@ def turn_of(r: RunRecord) -> Turn:
                 cited_evidence=tuple(dict.fromkeys(int(c["n"]) for c in cites if "n" in c)))
 
 
-def turns_of(records: Sequence[RunRecord], store: Store | None = None) -> list[Turn]:
-    """The finished turns of a stored conversation as history, oldest first. (`store` is
-    accepted for callers that pass it; the turns' facts are all in the records.)"""
+def turns_of(records: Sequence[RunRecord]) -> list[Turn]:
+    """The finished turns of a stored conversation as history, oldest first (the turns'
+    facts are all in the records)."""
     return [turn_of(r) for r in records if r["status"] not in UNFINISHED]
 
 
@@ -76,16 +76,15 @@ class EngineConversation:
     """One conversation of an engine: `.ask(q)` asks its next turn (keyword arguments as
     `Engine.ask`), `.turns` are its turns so far (each a stored run)."""
 
-    def __init__(self, conversation_id: str, ask: Callable[..., RunResult], runs: RunStore,
-                 store: Store | None = None) -> None:
+    def __init__(self, conversation_id: str, ask: Callable[..., RunResult],
+                 runs: RunStore) -> None:
         self.id = conversation_id
         self._ask = ask
         self._runs = runs
-        self._store = store
 
     @property
     def turns(self) -> list[Turn]:
-        return turns_of(self._runs.conversation(self.id), self._store)
+        return turns_of(self._runs.conversation(self.id))
 
     def ask(self, question: str, **options: Any) -> RunResult:
         return self._ask(question, conversation_id=self.id, **options)

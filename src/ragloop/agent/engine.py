@@ -270,7 +270,7 @@ class Engine:
             conversation_id = new_conversation_id()
         elif not self.runs.conversation(conversation_id):
             raise NotFoundError(f"No conversation {conversation_id!r} in this knowledge base.")
-        return EngineConversation(conversation_id, self.ask, self.runs, self.kb.store)
+        return EngineConversation(conversation_id, self.ask, self.runs)
 
     def ask(self, question: str, *, history: Sequence[Turn] = (),
             conversation_id: str | None = None, route: str = "auto",
@@ -303,7 +303,7 @@ class Engine:
         comps = Components.from_settings(settings, driver, self.chat, self.grader_chat)
         model_name = comps.chat.name if comps.chat is not None else "offline"
         if conversation_id is not None and not history:
-            history = turns_of(self.runs.conversation(conversation_id), self.kb.store)
+            history = turns_of(self.runs.conversation(conversation_id))
         run_id = self.runs.start(question, driver=comps.driver, model=model_name,
                                  max_steps=settings.max_steps, run_id=run_id,
                                  source=self.source, conversation_id=conversation_id)
