@@ -15,7 +15,8 @@ each way's ranking:
 - fused+prior: the same, and the previous turn's cited documents as a third ranked list;
 - topic+prior: fused+prior carrying the previous turn's typed question when that turn left
   the conversation's documents;
-- switch+prior (offline/follow_up.py now): fused+prior, and a topic switch
+- switch+prior (offline/follow_up.py with `switches=True`, off by default): fused+prior,
+  and a topic switch
   (`follow_up.switched`: the typed question's BM25 and vector searches share one of their
   best 3 documents, and the conversation's documents, cited and found by the previous turn's
   searches, are in neither's best 10) searched as typed.
