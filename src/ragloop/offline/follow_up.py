@@ -28,7 +28,7 @@ Such a turn is searched as typed, alone: a fused search there keeps the old docu
 evidence and pushes the new topic's out. It fixed the switches the fusion lost on the sets it
 was tuned on, but a follow-up typed without its subject whose own words find strong pages
 ("From which version did that change?" finds the versions page by both searches) looks the
-same to retrieval, and on a 34-document KB the test never holds (ten documents of each search
+same to retrieval, and on a 34-document KB the test changed no turn (ten documents of each search
 cover most of the KB). With the fusion alone, a switch's typed search is one of the fused
 lists and usually keeps its documents in the evidence. No word list: the same for every
 language and corpus.
