@@ -185,10 +185,10 @@ def chosen(conversations: list[Conversation], splits: str) -> list[Conversation]
 
 
 def run_conversations(kb: KnowledgeBase, conversations: list[Conversation], show: bool,
-                      model: ModelWay | None = None) -> list[dict]:
+                      model: ModelWay | None = None, switches: bool = False) -> list[dict]:
     """One record per (turn, way) in eval/conversations.py's shape; the "history" way is the
     offline rule's condensed question's search, "model" the model condenser's."""
-    condenser = RetrievalCondenser(kb, reading(kb.language))
+    condenser = RetrievalCondenser(kb, reading(kb.language), switches=switches)
     records: list[dict] = []
     for conv in conversations:
         history: list[Turn] = []
@@ -326,6 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-ambiguity", action="store_true",
                         help="skip the ambiguity set")
     parser.add_argument("--json", type=Path, help="write every model decision here")
+    parser.add_argument("--switches", action="store_true",
+                        help="the offline follow-up decides topic switches (off by default:"
+                             " offline/follow_up.py)")
     args = parser.parse_args(argv)
     if bool(args.base_url) != bool(args.model):
         parser.error("--base-url and --model go together")
@@ -335,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     with KnowledgeBase.open(args.kb) as kb:
         model = model_way(kb, args.provider, args.model, args.base_url) if args.model else None
-        rows = run_conversations(kb, conversations, args.show, model)
+        rows = run_conversations(kb, conversations, args.show, model, args.switches)
         amb = {} if args.no_ambiguity else run_ambiguity(kb, args.show)
     name = f"{args.provider}:{args.model}"
     if model is not None and args.json:

@@ -13,9 +13,15 @@ each way's ranking:
   with no topic-switch test;
 - fused: reciprocal rank fusion of the typed list and the joined list;
 - fused+prior: the same, and the previous turn's cited documents as a third ranked list;
-- each of the three with the topic-switch test (`RetrievalCondenser._new_topic`: the typed
-  question's BM25 and vector searches agree on a best document and its best two share none
-  with the conversation's cited documents): a switch searches as typed.
+- topic+prior: fused+prior carrying the previous turn's typed question when that turn left
+  the conversation's documents;
+- switch+prior (offline/follow_up.py with `switches=True`, off by default): fused+prior,
+  and a topic switch
+  (`follow_up.switched`: the typed question's BM25 and vector searches share one of their
+  best 3 documents, and the conversation's documents, cited and found by the previous turn's
+  searches, are in neither's best 10) searched as typed.
+
+all-gold@5 and @1 (the first document) per group.
 
 A turn's cited documents are the top `CITED` of what its way searched (as
 benchmarks/conversations.py); each way keeps its own history.
@@ -31,7 +37,12 @@ from ragloop.core.conversation import Turn
 from ragloop.eval.conversations import FOLLOW_UPS, load_conversations, resolve
 from ragloop.eval.metrics import distinct, recall_all
 from ragloop.kb import KnowledgeBase
-from ragloop.offline.follow_up import conversation_documents, joined
+from ragloop.offline.follow_up import (
+    conversation_documents,
+    joined,
+    switched,
+    talked_about,
+)
 
 SEARCH_K = 10
 CITED = 2
@@ -65,6 +76,8 @@ def way(kb: KnowledgeBase, name: str, history: list[Turn], q: str) -> tuple[list
     """The way's ranking of the turn and what it carries as searched."""
     if not history:
         return ranking(kb, q), q
+    if name == "switch+prior" and switched(kb, q, talked_about(kb, history)):
+        return ranking(kb, q), q
     if name.startswith("topic"):
         previous = carried_topic(history)
         query = q if previous in q else f"{q} {previous}"
@@ -90,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         convs = [c for c in convs if c.split in a.split.split(",")]
     if a.conversations:
         convs = [c for c in convs if c.id in a.conversations.split(",")]
-    ways = ["joined", "fused", "fused+prior", "topic+prior"]
+    ways = ["joined", "fused", "fused+prior", "topic+prior", "switch+prior"]
     flags: dict[tuple[str, str], list[bool]] = defaultdict(list)
     with KnowledgeBase.open(a.kb) as kb:
         resolve(convs, [d.doc_id for d in kb.documents()])
@@ -102,11 +115,14 @@ def main(argv: list[str] | None = None) -> int:
                         "naive": f"{conv.turns[i - 1].q} {t.q}" if i else t.q}
                 for n, q in base.items():
                     if t.gold_docs and i:
-                        flags[(group, n)].append(recall_all(ranking(kb, q), t.gold_docs, AT))
+                        r = ranking(kb, q)
+                        flags[(group, n)].append(recall_all(r, t.gold_docs, AT))
+                        flags[(group + "@1", n)].append(recall_all(r, t.gold_docs, 1))
                 for w in ways:
                     docs, searched = way(kb, w, hist[w], t.q)
                     if t.gold_docs and i:
                         flags[(group, w)].append(recall_all(docs, t.gold_docs, AT))
+                        flags[(group + "@1", w)].append(recall_all(docs, t.gold_docs, 1))
                     hist[w].append(Turn(t.q, searched, "", tuple(docs[:CITED])))
     groups = sorted({g for g, _ in flags})
     names = list(dict.fromkeys(n for _, n in flags))
