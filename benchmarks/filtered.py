@@ -42,6 +42,7 @@ from synthetic import (
 
 from ragloop.core.access import Principal
 from ragloop.kb.access import ReadableStore
+from ragloop.kb.public_ids import ShownIds
 from ragloop.kb.search import hybrid_search
 from ragloop.retrieval.query_text import query_terms
 from ragloop.storage.sqlite.store import SqliteStore
@@ -105,7 +106,8 @@ def main() -> None:
     store, built = open_or_build(args.out / f"n{args.chunks}", vecs, texts, every)
     log(f"store of {store.chunk_count()} chunks " + (f"built in {built:.0f} s" if built
                                                      else "reused"))
-    view = ReadableStore(store, Principal(user="bench", groups=frozenset({READERS})))
+    # as KnowledgeBase.for_principal makes it: its chunk ids shown through the KB's key
+    view = ShownIds(ReadableStore(store, Principal(user="bench", groups=frozenset({READERS}))))
     seen = view.readable()
     log(f"the principal reads {len(seen.ids)} of {len(store.documents())} documents"
         f" ({seen.chunks} chunks)")
@@ -129,7 +131,8 @@ def main() -> None:
         full += len(hits) == K
     rows = np.asarray([i for i in range(len(texts)) if readable(i // CHUNKS_PER_DOC, every)])
     truth = rows[exact_topk(vecs[rows], qvecs, K)]
-    found = [[c - 1 for c, _ in view.search_vector(v, K)] for v in qvecs]  # ids are 1-based
+    found = [[view.ids.internal(c) - 1 for c, _ in view.search_vector(v, K)]  # 1-based
+             for v in qvecs]
     recall = float(np.mean([len(set(f) & set(t.tolist())) / K for f, t in zip(found, truth,
                                                                            strict=True)]))
     store.close()

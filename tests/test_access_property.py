@@ -81,6 +81,11 @@ class _Reference:
         return self._keep(self._store.search_vector(vector, self._all), k)
 
 
+def stored_id(view, shown: int) -> int:
+    """The store's id of a chunk id a view shows (kb/public_ids.py)."""
+    return view.store.ids.internal(shown)
+
+
 principals = st.builds(
     lambda user, groups: Principal(user=user, groups=frozenset(groups)),
     st.sampled_from(USERS), st.sets(st.sampled_from(GROUPS), max_size=4))
@@ -100,7 +105,7 @@ def test_each_principal_gets_the_reference_hits_and_documents(kb, people, query,
         assert [d.doc_id for d in view.documents()] == [d.doc_id for d in readable]
         reference = _Reference(kb.store, principal)
         for mode in ("hybrid", "bm25", "vector"):
-            got = [h.chunk_id for h in view.search(query, k=k, mode=mode)]
+            got = [stored_id(view, h.chunk_id) for h in view.search(query, k=k, mode=mode)]
             want = [h.chunk_id for h in hybrid_search(
                 reference, kb.embedder if mode != "bm25" else None, query, k, mode)]
             assert got == want, (principal, query, mode)
@@ -123,6 +128,6 @@ def test_the_graph_walk_paths_of_a_large_index_agree_too(kb, principal, query, k
         patch.setattr(indexes, "READ_ALLOWED_BELOW", 1 + k % 2 * 1000)  # odd k: read them
         view = kb.for_principal(principal)
         reference = _Reference(kb.store, principal)
-        got = [h.chunk_id for h in view.search(query, k=k, mode="vector")]
+        got = [stored_id(view, h.chunk_id) for h in view.search(query, k=k, mode="vector")]
         want = [h.chunk_id for h in hybrid_search(reference, kb.embedder, query, k, "vector")]
         assert got == want

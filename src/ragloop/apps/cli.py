@@ -645,11 +645,15 @@ def runs(run_id: Annotated[str | None, typer.Argument(help="Show one run in full
          limit: Annotated[int, typer.Option(help="How many recent runs.")] = 20,
          source: Annotated[str | None, typer.Option(
              help="Only runs started by cli, api, eval or mcp; default: every run.")] = None,
-         kb: KbOpt = None, as_json: JsonOpt = False) -> None:
-    """List recent runs, or show one with its events."""
+         kb: KbOpt = None, as_json: JsonOpt = False, as_user: AsUserOpt = None) -> None:
+    """List recent runs, or show one with its events; `--as USER`: only USER's runs (what
+    USER's key lists over HTTP; another user's run is not there)."""
+    from ragloop.storage.owned import runs_for
+
     backend = open_backend(kb)
     try:
-        store = backend.runs
+        principal = None if as_user is None else backend.principals.principal_of(as_user)
+        store = runs_for(backend.runs, principal)
         if run_id is None:
             rows = store.list(limit, source)
             if as_json:

@@ -258,8 +258,9 @@ class KnowledgeBase:
 
     def for_principal(self, principal: Principal | None) -> KnowledgeBase:
         """This knowledge base as `principal` sees it: the documents it may not read are not
-        there, for every search, listing and fetch (kb/access.py). An admin (or None) sees
-        it all: the knowledge base itself. One view per principal, kept, so what is made from
+        there, for every search, listing and fetch (kb/access.py), and the chunk ids it shows
+        say nothing of them (kb/public_ids.py). An admin (or None) sees it all: the knowledge
+        base itself, its ids the store's. One view per principal, kept, so what is made from
         its content (offline/content_cache.py) is made once per principal and version."""
         if principal is None or principal.admin:
             return self
@@ -268,10 +269,12 @@ class KnowledgeBase:
             view = views.get(principal)
             if view is None:
                 from ragloop.kb.access import ReadableStore
+                from ragloop.kb.public_ids import ShownIds
 
                 view = copy.copy(self)
                 view.__dict__.pop("_views", None)
-                view.store = ReadableStore(self.store, principal)  # type: ignore[assignment]
+                # its chunk ids through the KB's permutation: they do not count hidden ones
+                view.store = ShownIds(ReadableStore(self.store, principal))  # type: ignore[assignment]
                 view._base = self  # the embedder is the KB's own model (and passage cache)
                 view._embedder = None
                 view.close = lambda: None  # type: ignore[method-assign]  # the KB's to close

@@ -55,6 +55,10 @@ class Store(Protocol):
 
     def get_meta(self, key: str) -> str | None: ...
     def set_meta(self, key: str, value: str) -> None: ...
+    def claim_meta(self, key: str, value: str) -> str:
+        """The value stored under `key`, `value` stored first when there is none; of two
+        writers claiming at once, both get the one stored first."""
+        ...
     def language(self) -> str:
         """The knowledge base's language code (retrieval/languages.py); English when none is
         recorded."""

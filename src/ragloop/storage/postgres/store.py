@@ -191,6 +191,12 @@ class PostgresStore:
             conn.execute("INSERT INTO meta(key, value) VALUES (%s, %s)"
                          " ON CONFLICT (key) DO UPDATE SET value = excluded.value", (key, value))
 
+    def claim_meta(self, key: str, value: str) -> str:
+        with self._conn() as conn:
+            conn.execute("INSERT INTO meta(key, value) VALUES (%s, %s)"
+                         " ON CONFLICT (key) DO NOTHING", (key, value))
+            return conn.execute("SELECT value FROM meta WHERE key=%s", (key,)).fetchone()[0]
+
     def content_hashes(self) -> dict[str, str]:
         with self._conn() as conn:
             return dict(conn.execute("SELECT doc_id, content_hash FROM documents").fetchall())

@@ -162,6 +162,12 @@ class SqliteStore:
         with self.lock, self._no_space_is_a_user_error():
             self.db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
 
+    def claim_meta(self, key: str, value: str) -> str:
+        self._writable()
+        with self.lock, self._no_space_is_a_user_error():
+            self.db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (key, value))
+            return self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()[0]
+
     def generation(self) -> int:
         # bumped in the transaction of every write (`_bump`); read in autocommit mode, each
         # read sees the last commit of any process (PRAGMA data_version would say only
