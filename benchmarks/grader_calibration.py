@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from ragloop.core.types import Hit
-from ragloop.language.text import ENGLISH_READING, term_set
+from ragloop.language.text import ENGLISH_READING
 from ragloop.language.vocabulary import ENGLISH_WORDS
 from ragloop.offline.grader import (
     LocalGrader,
@@ -73,7 +73,8 @@ def _features(question: str, hit: Hit, cos: float) -> tuple[float, float, float]
     terms = QuestionTerms.of(question, ENGLISH_READING)
     qcodes = [e.upper() for e in terms.entities if ENGLISH_READING.is_code(e)]
     ctx = context_text(hit)
-    return cos, coverage(terms, term_set(ctx)), code_penalty(qcodes, ctx, ENGLISH_READING)
+    covered = coverage(terms, ENGLISH_READING.term_set(ctx))
+    return cos, covered, code_penalty(qcodes, ctx, ENGLISH_READING)
 
 
 def beir_pairs(name: str, embedder, n: int, pool_size: int, k: int, seed: int = 0) -> list[Pair]:

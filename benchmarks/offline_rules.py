@@ -143,6 +143,14 @@ def _support(value: str) -> None:
     os.environ["RAGLOOP_STRICTNESS"] = str(float(value))
 
 
+def _light_stem() -> None:
+    import ragloop.language.text as text
+
+    # every language read with the light English stemmer, as before issue 42
+    _replace(text, "stemmer_of", lambda code: text.LIGHT)
+    text.reading.cache_clear()
+
+
 RULES: dict[str, Callable[[], None]] = {
     "none": lambda: None,
     "gap-stop": _no_gap_stop,  # a re-query that does not narrow the gap ends the part
@@ -163,6 +171,7 @@ RULES: dict[str, Callable[[], None]] = {
     "covered-parts": _without("covers_part"),  # kept for a part single-shot left open
     "depth": _no_depth,  # driver: a part single-shot's search answers gets its own search
     "chain-reads": _no_chain_reads,  # driver: a section read through a pointer is followed on
+    "light-stem": _light_stem,  # the language's stemmer (Snowball for Italian): the light one
 }
 
 

@@ -63,12 +63,13 @@ def test_a_what_is_question_leads_with_the_sentence_defining_its_subject(embedde
 def test_the_definition_form_needs_the_subject_just_before_the_predicate() -> None:
     form = definition_form("What does Dependency Injection mean?", ENGLISH_READING)
     assert form is not None
-    assert defines('"Dependency Injection" means, in programming, that …', form)
-    assert not defines("With Dependency Injection, the code means less repetition.", form)
-    mw = definition_form("What is a middleware?", ENGLISH_READING)
-    assert mw is not None and not defines("The last middleware added is the outermost.", mw)
-    api = definition_form("What is OpenAPI?", ENGLISH_READING)
-    assert api is not None and defines("In this case, OpenAPI is a specification.", api)
+    en = ENGLISH_READING
+    assert defines('"Dependency Injection" means, in programming, that …', form, en)
+    assert not defines("With Dependency Injection, the code means less repetition.", form, en)
+    mw = definition_form("What is a middleware?", en)
+    assert mw is not None and not defines("The last middleware added is the outermost.", mw, en)
+    api = definition_form("What is OpenAPI?", en)
+    assert api is not None and defines("In this case, OpenAPI is a specification.", api, en)
     assert definition_form("How do I send form data with the test client?",
                            ENGLISH_READING) is None
 

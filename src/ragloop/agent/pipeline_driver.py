@@ -49,7 +49,7 @@ from ragloop.core.decisions import (
 )
 from ragloop.core.events import PlacementEvent, RewriteEvent, ToolCallEvent
 from ragloop.core.types import Hit
-from ragloop.language.text import Reading, term_set
+from ragloop.language.text import Reading
 
 # Follow-up reads per sub-question (fetching named documents or cut-off sections).
 MAX_FETCHES_PER_PART = 2
@@ -399,7 +399,7 @@ class PipelineDriver:
             return
         hits = part.first_hits
         said = " ".join(f"{h.doc_title} {h.section_title} {h.text}" for h in hits)
-        if rd.absent_codes(part.question, term_set(said)):
+        if rd.absent_codes(part.question, rd.term_set(said)):
             return
         docs: set[str] = set()
         for h in hits:

@@ -30,7 +30,7 @@ import numpy as np
 from ragloop.core.script import SENTENCE_ENDS
 from ragloop.embed.base import Embedder
 from ragloop.language.amounts import FIGURE, without_thousands
-from ragloop.language.text import Reading, stem, term_set, words
+from ragloop.language.text import Reading, words
 from ragloop.language.vocabulary import vocabulary
 
 # Tuned on the dev half of examples/evals/citation_support.jsonl only (see RESULTS.md).
@@ -234,10 +234,11 @@ class _PassageIndex:
     def __init__(self, passage: Passage, rd: Reading) -> None:
         # "products/pulse-pricing" names Pulse
         both = f"{passage.text} {re.sub(r'[-_/.]+', ' ', passage.context)}"
+        self.rd = rd
         self.figures = _figures(both, rd)
         self.codes = {w.upper() for w in words(both)}
         self.lower = {_ELISION.sub("", w).lower() for w in words(both)}
-        self.stems = {stem(_ELISION.sub("", w)) for w in words(both)} | term_set(both)
+        self.stems = {rd.stem(_ELISION.sub("", w)) for w in words(both)} | rd.term_set(both)
         self.lower |= _acronyms(both)
         self.stems |= self.lower
         self.sentences = [s for s in rd.split_sentences(passage.text) if len(s) > 1] or \
@@ -247,7 +248,7 @@ class _PassageIndex:
         out = [f.split("=")[-1] for f in items.figures if f not in self.figures]
         out += [c for c in items.codes if c not in self.codes]
         out += [n for n in items.names if n.lower() not in self.lower
-                and stem(n) not in self.stems]
+                and self.rd.stem(n) not in self.stems]
         return out
 
     def coverage(self, terms: list[str]) -> float:
@@ -306,7 +307,7 @@ class SupportChecker:
             index = indexes.setdefault(passage, _PassageIndex(passage, rd))
             items = _items(claim.text, rd)
             lacking = index.lacks(items)
-            terms = [stem(t) for t in rd.content_terms(_ELISION.sub("", claim.text))]
+            terms = [rd.stem(t) for t in rd.content_terms(_ELISION.sub("", claim.text))]
             terms = list(dict.fromkeys(terms))
             cov = index.coverage(terms)
             if lacking:

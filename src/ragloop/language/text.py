@@ -1,9 +1,10 @@
 """Text helpers shared by the local (no-LLM) decision makers.
 
-Sentence splitting, content terms with a light stemmer, entity-like tokens (product codes,
-error codes, quarters, years, capitalised names), quantities (money, percentages, dates,
-durations) and section references. Pure functions, no model; those that read a language's
-words are methods of a `Reading`, built for the knowledge base's language and passed in.
+Sentence splitting, content terms with the language's stemmer (`Reading.stem`), entity-like
+tokens (product codes, error codes, quarters, years, capitalised names), quantities (money,
+percentages, dates, durations) and section references. Pure functions, no model; those that
+read a language's words are methods of a `Reading`, built for the knowledge base's language
+and passed in.
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ from ragloop.language.amounts import amount_value
 from ragloop.language.vocabulary import ENGLISH_WORDS, Vocabulary, alternation, vocabulary
 from ragloop.retrieval.languages import (
     CJK_CHARS,
+    ENGLISH,
+    MIXED,
     cjk_grams,
+    get_language,
     month_names,
     month_pattern,
     script_stop_words,
@@ -80,7 +84,7 @@ def is_number(word: str) -> bool:
 
 
 @lru_cache(maxsize=65536)
-def stem(word: str) -> str:
+def light_stem(word: str) -> str:
     """A light English stemmer: plurals, -ing, -ed, -ly, -ation, a final -e. Codes and
     numbers are returned lower-cased and otherwise untouched (they must match exactly)."""
     w = word.lower().replace("’", "'")
@@ -113,10 +117,47 @@ def stem(word: str) -> str:
 
 
 
-def term_set(text: str) -> set[str]:
-    """Stems of every word of `text` (stop words included: coverage checks only look up
-    content terms in it)."""
-    return {stem(w) for w in words(text)}
+# The light stemmer's name as a Reading's `stemmer`; any other name is a tantivy Snowball
+# stemmer (`tantivy.Filter.stemmer`), None reads words lower-cased and nothing more.
+LIGHT = "light"
+
+
+@cache
+def _snowball(name: str):  # -> tantivy.TextAnalyzer
+    import tantivy
+
+    # the raw tokenizer: the word is one token, so the stemmer sees it whole (the index's
+    # chain, retrieval/languages.analyzer, lower-cases before its stemmer as this does)
+    return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.raw())
+            .filter(tantivy.Filter.lowercase())
+            .filter(tantivy.Filter.stemmer(name)).build())
+
+
+@lru_cache(maxsize=262144)
+def snowball_stem(name: str, word: str) -> str:
+    """`word` through the index's Snowball stemmer `name` ("italian"), so a rule conflates the
+    words the index does. Codes, numbers and words of three letters or fewer are lower-cased
+    only, as the light stemmer leaves them (they must match exactly)."""
+    w = word.lower().replace("’", "'")
+    if any(c.isdigit() for c in w) or len(w) <= 3:
+        return w
+    out = _snowball(name).analyze(w)
+    return out[0] if len(out) == 1 and out[0] else w
+
+
+def stemmer_of(code: str | None) -> str | None:
+    """The stemmer the offline rules read a language with: the index's own Snowball stemmer
+    where tantivy has one for it, none for Chinese, Japanese and Korean (their analyzer reads
+    bigrams, no word endings to strip), and the light English one for English (tantivy's
+    English Snowball measured worse there, offline/README.md) and for a KB whose language has
+    neither (Hebrew, "mixed": as before). `benchmarks/offline_rules.py light-stem` reads every
+    language with the light one, as before issue 42."""
+    lang = get_language(code)
+    if lang.code != ENGLISH and lang.stemmer:
+        return lang.stemmer
+    if lang.bigrams and lang.code != MIXED:
+        return None
+    return LIGHT
 
 
 
@@ -354,6 +395,20 @@ class Reading:
 
     code: str | None  # the knowledge base's language (None: none recorded, English)
     rules: TextRules
+    stemmer: str | None = LIGHT  # `stemmer_of(code)`: LIGHT, a Snowball name, or None
+
+    def stem(self, word: str) -> str:
+        """`word`'s stem in this language: the one stemmer every rule of a run compares by."""
+        if self.stemmer == LIGHT:
+            return light_stem(word)
+        if self.stemmer is None:
+            return word.lower().replace("’", "'")
+        return snowball_stem(self.stemmer, word)
+
+    def term_set(self, text: str) -> set[str]:
+        """Stems of every word of `text` (stop words included: coverage checks only look up
+        content terms in it)."""
+        return {self.stem(w) for w in words(text)}
 
     def is_code(self, word: str) -> bool:
         """A product/error/period code: letters and digits together (S200, E104, Q3, FY2025)."""
@@ -380,7 +435,7 @@ class Reading:
         return out
 
     def content_terms(self, text: str) -> list[str]:
-        return list(dict.fromkeys(stem(w) for w in self.content_words(text)))
+        return list(dict.fromkeys(self.stem(w) for w in self.content_words(text)))
 
     def entities(self, text: str) -> list[str]:
         """Entity-like tokens that must match exactly: codes (S200, E104, Q3, FY2025), numbers,
@@ -414,7 +469,8 @@ class Reading:
         """The codes `question` asks about (a financial year, a product model) whose stems are
         not in `held` (a `term_set` of what the sources say). Names and figures are not checked:
         a user may write a figure the documents state as a threshold or a range."""
-        return [c for c in self.codes(question) if not _MEASURE.match(c) and stem(c) not in held]
+        return [c for c in self.codes(question)
+                if not _MEASURE.match(c) and self.stem(c) not in held]
 
     def split_sentences(self, text: str) -> list[str]:
         """Split text into sentences; list items and headings count as sentences."""
@@ -545,4 +601,4 @@ ENGLISH_READING = Reading(None, ENGLISH_RULES)
 def reading(code: str | None) -> Reading:
     """The reading of a knowledge base language (English's patterns when it has no word
     file; its own stop words whatever it is)."""
-    return ENGLISH_READING if code is None else Reading(code, rules_of(code))
+    return ENGLISH_READING if code is None else Reading(code, rules_of(code), stemmer_of(code))

@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
-from ragloop.language.text import Reading, stem, term_set
+from ragloop.language.text import Reading
 from ragloop.language.vocabulary import vocabulary
 from ragloop.retrieval.languages import month_names
 
@@ -147,19 +147,19 @@ def definition_form(question: str, rd: Reading) -> tuple[list[str], list[str]] |
             break
     if not subject or len(subject) > DEFINITION_SUBJECT or toks[0] in content:
         return None
-    predicates = [stem(toks[1])]
+    predicates = [rd.stem(toks[1])]
     if end == len(toks) - 1:  # one word after the subject ends the question: its verb
-        predicates.append(stem(toks[-1]))
+        predicates.append(rd.stem(toks[-1]))
     elif end == len(toks) and len(subject) > 1:  # the subject's last word may be the verb
-        predicates.append(stem(subject[-1]))
-    return [stem(t) for t in subject], predicates
+        predicates.append(rd.stem(subject[-1]))
+    return [rd.stem(t) for t in subject], predicates
 
 
-def defines(sentence: str, form: tuple[list[str], list[str]]) -> bool:
+def defines(sentence: str, form: tuple[list[str], list[str]], rd: Reading) -> bool:
     """The sentence puts the subject right before the question's predicate ("In this case,
     OpenAPI is a specification …"; not "The last middleware added is …"), early in it."""
     subject, predicates = form
-    toks = [stem(t.strip("'’.-")) for t in _TOKEN.findall(sentence.casefold())]
+    toks = [rd.stem(t.strip("'’.-")) for t in _TOKEN.findall(sentence.casefold())]
     for pred in predicates:
         want = [t for t in subject if t != pred]
         for k, t in enumerate(toks[:DEFINITION_OPENING + len(want) + 1]):
@@ -202,9 +202,9 @@ def holds_kind(sentence: str, question: str, kind: str | None, rd: Reading,
             any(_has_phrase(low, m, True) for m in _months(rd.code)) or \
             any(q.kind == "date" for q in rd.quantities(sentence))
     if kind in ("name", "value"):
-        asked = {w.casefold() for w in term_set(question)}
+        asked = {w.casefold() for w in rd.term_set(question)}
         known = asked | (common if kind == "value" else frozenset())
-        if any(not {w.casefold() for w in term_set(n)} <= known
+        if any(not {w.casefold() for w in rd.term_set(n)} <= known
                for n in rd.name_spans(sentence)):
             return True
         if kind == "name":
@@ -212,11 +212,11 @@ def holds_kind(sentence: str, question: str, kind: str | None, rd: Reading,
         low = question.casefold()
         return (bool(_DIGITS.search(sentence)) and not _same_digits(sentence, question)) or \
             any(m.group(0).casefold().rstrip(".") not in low
-                and not {w.casefold() for w in term_set(m.group(0))} <= common
+                and not {w.casefold() for w in rd.term_set(m.group(0))} <= common
                 for m in _IDENT.finditer(sentence))
     if kind == "definition":
         form = definition_form(question, rd)
-        return form is not None and defines(sentence, form)
+        return form is not None and defines(sentence, form, rd)
     return False
 
 
@@ -238,10 +238,10 @@ def _frequency(word_sets: Sequence[set[str]]) -> dict[str, int]:
     return df
 
 
-def idf(word_sets: Sequence[set[str]]) -> dict[str, float]:
+def idf(word_sets: Sequence[set[str]], rd: Reading) -> dict[str, float]:
     """Each stemmed term's inverse document frequency over the sentences' words (term_set)."""
     n = len(word_sets)
-    df = _frequency([{stem(w) for w in words} for words in word_sets])
+    df = _frequency([{rd.stem(w) for w in words} for words in word_sets])
     return {t: math.log(1 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
 
 
@@ -267,15 +267,15 @@ class Choice:
 
     @classmethod
     def of(cls, question: str, sentences: Sequence[str], rd: Reading) -> Choice:
-        terms = {stem(t) for t in rd.content_terms(question)}
-        word_sets = [term_set(s) for s in sentences]  # read once, for both tables
-        table = idf(word_sets)
+        terms = {rd.stem(t) for t in rd.content_terms(question)}
+        word_sets = [rd.term_set(s) for s in sentences]  # read once, for both tables
+        table = idf(word_sets, rd)
         top = max(table.values(), default=1.0)
         return cls(question, terms, {t: table.get(t, top) for t in terms},
                    asked_kind(question, rd), rd, common_words(word_sets))
 
     def covered(self, sentence: str) -> set[str]:
-        return self.terms & {stem(w) for w in term_set(sentence)}
+        return self.terms & {self.rd.stem(w) for w in self.rd.term_set(sentence)}
 
     def score(self, sentence: str, title: str, passage: str, meaning: float) -> float:
         """How well `sentence`, of a section titled `title` holding `passage`, answers. A
@@ -287,7 +287,7 @@ class Choice:
         terms = ((sum(self.weights[t] for t in have)
                   + CONTEXT_SHARE * sum(self.weights[t] for t in around)) / total
                  if total else 0.0)
-        own = {stem(w) for w in term_set(sentence)}
+        own = {self.rd.stem(w) for w in self.rd.term_set(sentence)}
         new = min(1.0, len(own - self.terms) / NEW_TERMS_FULL)
         kind = float(holds_kind(sentence, self.question, self.kind, self.rd, self.common))
         pointer = float(points_elsewhere(sentence, self.rd))
@@ -297,9 +297,9 @@ class Choice:
         """The lead names what another section is titled, beyond what the question names:
         that section is the next hop ("… along with Ruprekha Banerjee" → the section
         "Ruprekha Banerjee" says where she was born)."""
-        want = {stem(w) for w in self.rd.content_terms(title)}
+        want = {self.rd.stem(w) for w in self.rd.content_terms(title)}
         return bool(want) and not want <= self.terms and \
-            want <= {stem(w) for w in term_set(lead)}
+            want <= {self.rd.stem(w) for w in self.rd.term_set(lead)}
 
     def adds(self, said: str, other: str) -> bool:
         """`other` holds question terms that `said` (the chosen sentences' sections) does

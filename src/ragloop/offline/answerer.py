@@ -19,7 +19,7 @@ from ragloop.core.answer_stream import Writing, in_pieces
 from ragloop.core.decisions import Draft, Evidence
 from ragloop.core.types import Usage
 from ragloop.embed.base import Embedder
-from ragloop.language.text import Quantity, Reading, stem, term_set
+from ragloop.language.text import Quantity, Reading
 from ragloop.language.vocabulary import vocabulary
 from ragloop.offline.answer_choice import CONTEXT_SHARE, Choice, asked_kind, polarity
 from ragloop.offline.table_rows import candidate_sentences, is_text
@@ -115,16 +115,16 @@ class ExtractiveAnswerer:
         question as typed: the typed words pick the sentence ("Is it waterproof?" after a
         question on the T9's battery: the T9's passages, its water rating)."""
         rd = self.reading
-        terms = {stem(t) for t in rd.content_terms(question)}
-        carried = {stem(t) for t in rd.content_terms(context)} - terms if context else set()
+        terms = {rd.stem(t) for t in rd.content_terms(question)}
+        carried = {rd.stem(t) for t in rd.content_terms(context)} - terms if context else set()
         # no separate check that a sentence names the question's codes and names: it cost
         # HotpotQA answers (the answer sentence of a second hop seldom names the question's
         # entities) and helped on no other set (offline/README.md)
         lexical = []
         whole = len(terms) + CONTEXT_SHARE * len(carried)
         for n, sentence in cands:
-            have = {stem(t) for t in term_set(sentence)}
-            about = carried & (have | {stem(t) for t in term_set(self._passage[n])})
+            have = {rd.stem(t) for t in rd.term_set(sentence)}
+            about = carried & (have | {rd.stem(t) for t in rd.term_set(self._passage[n])})
             lexical.append((len(terms & have) + CONTEXT_SHARE * len(about)) / whole
                            if whole else 0.0)
         if self.embedder is None or not cands:
@@ -202,7 +202,7 @@ class ExtractiveAnswerer:
         missing: list[str] = []
         closest: dict[str, list[tuple[int, str]]] = {}
         chosen_all: list[tuple[int, str]] = []
-        held = term_set(" ".join(f"{ev.doc_id} {ev.section_title} {ev.text}"
+        held = rd.term_set(" ".join(f"{ev.doc_id} {ev.section_title} {ev.text}"
                                  for ev in evidence))
         for index, part in enumerate(parts):
             absent = rd.absent_codes(part, held)
@@ -317,11 +317,11 @@ class ExtractiveAnswerer:
         rd = self.reading
         out: set[int] = set()
         for ref in rd.section_links(question):
-            want = {stem(w) for w in rd.content_words(ref.doc_title or "")}
+            want = {rd.stem(w) for w in rd.content_words(ref.doc_title or "")}
             for n, section in self._section.items():
                 if section != ref.section:
                     continue
-                have = {stem(w) for w in re.split(r"[^a-z0-9]+", self._doc[n])}
+                have = {rd.stem(w) for w in re.split(r"[^a-z0-9]+", self._doc[n])}
                 if not want or len(want & have) >= max(1, len(want) // 2):
                     out.add(n)
         return out
@@ -335,11 +335,11 @@ class ExtractiveAnswerer:
         rd = self.reading
         out: list[str] = []
         for i, (n1, s1) in enumerate(chosen):
-            t1 = {stem(t) for t in rd.content_terms(s1)}
+            t1 = {rd.stem(t) for t in rd.content_terms(s1)}
             for n2, s2 in chosen[i + 1:]:
                 if n1 == n2:
                     continue
-                t2 = {stem(t) for t in rd.content_terms(s2)}
+                t2 = {rd.stem(t) for t in rd.content_terms(s2)}
                 if len(t1 & t2) < max(2, min(len(t1), len(t2)) // 2):
                     continue
                 f1, f2 = _figure_for(s1, t2, rd), _figure_for(s2, t1, rd)
@@ -362,7 +362,7 @@ def _figure_for(sentence: str, subject: set[str], rd: Reading) -> dict[str, Quan
     for q in rd.quantities(sentence):
         at = max(sentence.find(q.text), 0)
         near = sentence[max(0, at - _BEFORE): at + len(q.text) + _AFTER]
-        overlap = len(subject & {stem(t) for t in rd.content_terms(near)})
+        overlap = len(subject & {rd.stem(t) for t in rd.content_terms(near)})
         if q.kind not in best or overlap > best[q.kind][0]:
             best[q.kind] = (overlap, q)
     return {kind: q for kind, (_, q) in best.items()}

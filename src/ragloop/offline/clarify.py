@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from ragloop.core.conversation import Clarification
 from ragloop.core.types import Hit
-from ragloop.language.text import Reading, stem
+from ragloop.language.text import Reading
 from ragloop.language.vocabulary import Vocabulary
 
 MIN_OPTIONS = 2
@@ -126,7 +126,7 @@ def _dominated(groups: list[_Group], kept: Sequence[Hit],
 
 
 def _label(g: _Group, common: frozenset[str], rd: Reading) -> str:
-    own = [w for w in rd.content_words(g.title) if stem(w) not in common]
+    own = [w for w in rd.content_words(g.title) if rd.stem(w) not in common]
     # a code (a word with a digit: S200, Q3) names a variant on its own, in any language;
     # otherwise the title as the page writes it (never the words left once the shared go)
     coded = [w for w in own if any(c.isdigit() for c in w)]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ragloop.core.types import DocumentInfo, Hit
 from ragloop.kb import KnowledgeBase
-from ragloop.language.text import Reading, TitleIndex, stem
+from ragloop.language.text import Reading, TitleIndex
 from ragloop.offline.content_cache import PerContent, documents
 from ragloop.offline.rewriter import fetch_targets
 
@@ -63,10 +63,10 @@ class LocalFollowUps:
         "appeared in Spaceballs" for a question about a screenplay)."""
         rd = self.reading
         if question:
-            asked = {stem(w) for w in rd.content_words(question)}
+            asked = {rd.stem(w) for w in rd.content_words(question)}
             ranked: list[tuple[int, int, str]] = []
             for pos, sentence in enumerate(rd.split_sentences(text)):
-                overlap = len(asked & {stem(w) for w in rd.content_words(sentence)})
+                overlap = len(asked & {rd.stem(w) for w in rd.content_words(sentence)})
                 ranked += [(-overlap, pos, d) for d in self.cat.titles.named(sentence)]
             names = list(dict.fromkeys(d for *_, d in sorted(ranked)))
             names += [d for d in self.cat.titles.named(text) if d not in names]

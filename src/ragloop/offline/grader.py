@@ -19,7 +19,7 @@ import numpy as np
 from ragloop.core.decisions import Grade
 from ragloop.core.types import Hit, Usage
 from ragloop.embed.base import Embedder
-from ragloop.language.text import Reading, code_family, stem, term_set
+from ragloop.language.text import Reading, code_family
 from ragloop.retrieval.index_text import index_text
 
 # Calibrated by benchmarks/grader_calibration.py (its full table is printed there) on
@@ -71,9 +71,9 @@ class QuestionTerms:
     @classmethod
     def of(cls, question: str, rd: Reading) -> QuestionTerms:
         ents = rd.entities(question)
-        ent_stems = {stem(e) for e in ents}
-        plain = [w for w in rd.content_words(question) if stem(w) not in ent_stems]
-        weights = {stem(w): 1.0 for w in plain}
+        ent_stems = {rd.stem(e) for e in ents}
+        plain = [w for w in rd.content_words(question) if rd.stem(w) not in ent_stems]
+        weights = {rd.stem(w): 1.0 for w in plain}
         weights.update({s: ENTITY_WEIGHT for s in ent_stems})
         return cls(ents, plain, weights)
 
@@ -196,7 +196,7 @@ class LocalGrader:
             ctx = context_text(hit)
             penalty = code_penalty(qcodes, ctx, self.reading)
             penalties.append(penalty)
-            out.append(combine(c, coverage(terms, term_set(ctx)), penalty, w_vec))
+            out.append(combine(c, coverage(terms, self.reading.term_set(ctx)), penalty, w_vec))
         return out, cos, penalties
 
     # -- the verdict ----------------------------------------------------------------------
@@ -224,9 +224,9 @@ class LocalGrader:
                          next_query=" ".join(want) or None)
         covered = set()
         for h in kept:
-            covered |= term_set(context_text(h))
-        miss_ents = [e for e in terms.entities if stem(e) not in covered]
-        miss_plain = [w for w in terms.plain if stem(w) not in covered]
+            covered |= self.reading.term_set(context_text(h))
+        miss_ents = [e for e in terms.entities if self.reading.stem(e) not in covered]
+        miss_plain = [w for w in terms.plain if self.reading.stem(w) not in covered]
         plain_cov = 1.0 - len(miss_plain) / len(terms.plain) if terms.plain else 1.0
         best_cos = max(cos[i] for i in keep) if self.embedder is not None else 0.0
         enough = not miss_ents and (plain_cov >= self.enough_coverage

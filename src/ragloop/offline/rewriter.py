@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ragloop.core.decisions import Grade
 from ragloop.core.types import Hit, Usage
-from ragloop.language.text import Reading, looks_cut_off, stem
+from ragloop.language.text import Reading, looks_cut_off
 from ragloop.offline.grader import context_text, gap_terms
 
 __all__ = ["LocalRewriter", "bridge_entities", "fetch_targets", "looks_cut_off"]
@@ -27,27 +27,28 @@ MAX_QUERY_WORDS = 10
 
 
 def _key(query: str, rd: Reading) -> frozenset[str]:
-    return frozenset(stem(w) for w in rd.content_words(query)) or frozenset([query.lower()])
+    return frozenset(rd.stem(w) for w in rd.content_words(query)) or frozenset([query.lower()])
 
 
 def bridge_entities(question: str, kept: list[Hit], rd: Reading, limit: int = 3) -> list[str]:
     """Names in kept chunks that the question does not use, best first: multi-word names as
     written ("Chief Financial Officer", "Tinted Windows"), codes weighted double, a chunk's
     weight falling with its rank."""
-    asked = {stem(w) for w in rd.content_words(question)} | {stem(e) for e in rd.entities(question)}
+    asked = ({rd.stem(w) for w in rd.content_words(question)}
+             | {rd.stem(e) for e in rd.entities(question)})
     counts: dict[str, float] = {}
     for rank, hit in enumerate(kept):
         weight = 1.0 / (1 + rank)
-        own = {stem(w) for w in rd.content_words(f"{hit.doc_title} {hit.section_title}")}
+        own = {rd.stem(w) for w in rd.content_words(f"{hit.doc_title} {hit.section_title}")}
         # a name in a sentence that shares words with the question is likelier the bridge
         # ("a song by the Mexican actress Belinda" for "the actress who sang …")
         context: dict[str, int] = {}
         for sentence in rd.split_sentences(hit.text):
-            overlap = len(asked & {stem(w) for w in rd.content_words(sentence)})
+            overlap = len(asked & {rd.stem(w) for w in rd.content_words(sentence)})
             for name in rd.name_spans(sentence):
                 context[name] = max(context.get(name, 0), overlap)
         for name in rd.name_spans(hit.text):
-            stems = [stem(w) for w in rd.content_words(name)]
+            stems = [rd.stem(w) for w in rd.content_words(name)]
             if not stems or all(s in asked for s in stems):
                 continue
             if all(s in own for s in stems) and rank > 0:
@@ -71,8 +72,8 @@ class LocalRewriter:
         rd = self.reading
         gap = gap_terms(grade.missing, rd)
         q_ents = rd.entities(question)
-        gap_stems = {stem(w) for w in gap}
-        context = [e for e in q_ents if stem(e) not in gap_stems]
+        gap_stems = {rd.stem(w) for w in gap}
+        context = [e for e in q_ents if rd.stem(e) not in gap_stems]
         out: list[str] = []
         if grade.next_query:
             out.append(grade.next_query)
@@ -83,8 +84,8 @@ class LocalRewriter:
             # the ones the best kept chunk (the first hop) lacks, which ask about
             # the second hop ("… in the oldest established what?")
             plain = [w for w in rd.content_words(question) if w not in q_ents]
-            first_hop = {stem(w) for w in rd.content_words(context_text(grade.kept[0]))}
-            target = gap or [w for w in plain if stem(w) not in first_hop] or plain
+            first_hop = {rd.stem(w) for w in rd.content_words(context_text(grade.kept[0]))}
+            target = gap or [w for w in plain if rd.stem(w) not in first_hop] or plain
             for b in bridges:
                 out.append(" ".join([b, *target]))
                 out.append(b)  # the bridge alone: the page about it (second hop)
