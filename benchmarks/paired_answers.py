@@ -13,18 +13,13 @@ couple of hundred is noise).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 from typing import Any
 
+from compare_records import load  # records keyed by (qid, path), as that diff matches them
+
 from ragloop.eval.metrics import has_reference
-
-
-def load(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    rows = (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip())
-    return {(str(r["qid"]), str(r["path"])): r for r in rows}
 
 
 def holds(record: dict[str, Any]) -> bool:
