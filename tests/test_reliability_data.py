@@ -191,10 +191,7 @@ def test_sigint_during_ingest_says_what_was_written(tmp_path) -> None:
     proc = subprocess.Popen(
         [sys.executable, str(TESTS / "cli_hash_embedder.py"), "ingest", str(docs), "--kb",
          str(kb)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        # 5 s per embed call: the batch after the first write is still embedding when the
-        # signal comes, even when a busy machine stalls this loop's read for seconds (at 1 s
-        # the ingest could finish first); the signal cuts the sleep short
-        env={**os.environ, "PYTHONPATH": _pythonpath(), "RAGLOOP_TEST_EMBED_DELAY": "5"})
+        env={**os.environ, "PYTHONPATH": _pythonpath(), "RAGLOOP_TEST_EMBED_DELAY": "1"})
     deadline = time.monotonic() + 60
     while _documents(kb) == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
