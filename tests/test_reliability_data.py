@@ -191,7 +191,11 @@ def test_sigint_during_ingest_says_what_was_written(tmp_path) -> None:
     proc = subprocess.Popen(
         [sys.executable, str(TESTS / "cli_hash_embedder.py"), "ingest", str(docs), "--kb",
          str(kb)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": _pythonpath(), "RAGLOOP_TEST_EMBED_DELAY": "1"})
+        env={**os.environ, "PYTHONPATH": _pythonpath(), "RAGLOOP_TEST_EMBED_DELAY": "1"},
+        # Ctrl-C at its default, as in a terminal: a suite started in the background of a
+        # non-interactive shell inherits SIGINT ignored, and Python then installs no
+        # KeyboardInterrupt handler (signal module docs), so the ingest would run to its end
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while _documents(kb) == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
