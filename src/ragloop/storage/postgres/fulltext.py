@@ -25,21 +25,26 @@ impacts are flat (short chunks, tf 1), so its bound falls slowly.
 
 from __future__ import annotations
 
-import bisect
 import logging
-import math
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 
 import psycopg
 
 from ragloop.retrieval import languages
+from ragloop.retrieval.bm25 import (
+    K1,
+    B,
+    fieldnorm,
+    idf,
+    mean_length,
+    terms_of,
+    tf_part,
+)
 
 log = logging.getLogger("ragloop.storage")
 
-K1, B = 1.2, 0.75
 # Postings read per query term, best impact first (every posting of a rarer term): the term
 # with the largest idf gets the budget, another term budget · (its idf / largest)^2, at least
 # MIN_READ; how many chunks they reach are then scored in full. Tuned on other queries than
@@ -55,51 +60,6 @@ def read_budget(chunks: int) -> int:
     """The per-term budget for a KB of `chunks` chunks: a fixed share of the corpus, since a
     term's list grows with it (2,000 at 100k chunks, 8,000 at 1M)."""
     return max(2000, chunks // 125)
-
-
-def _decode_fieldnorm(code: int) -> int:
-    """tantivy's field-norm byte -> length: 0..23 exact, then 3 mantissa bits + exponent."""
-    if code < 24:
-        return code
-    b = code - 24
-    bits, shift = b & 0b111, b >> 3
-    return 24 + (bits if shift == 0 else (bits | 8) << (shift - 1))
-
-
-FIELDNORMS = [_decode_fieldnorm(i) for i in range(256)]
-
-
-def fieldnorm(length: int) -> int:
-    """The length tantivy scores a field of `length` tokens with (rounded down to its table)."""
-    return FIELDNORMS[bisect.bisect_right(FIELDNORMS, length) - 1]
-
-
-def tf_part(tf: float, dl: float, avgdl: float) -> float:
-    return tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl))
-
-
-def idf(df: float, n: float) -> float:
-    return math.log(1 + (max(n, df) - df + 0.5) / (df + 0.5))
-
-
-@lru_cache(maxsize=64)
-def _analyzer(code: str):
-    return languages.analyzer(code)
-
-
-def terms_of(language: str, text: str) -> list[str]:
-    """The tokens BM25 indexes for `text` in a KB of `language`, as the SQLite store's."""
-    return _analyzer(languages.get_language(language).code).analyze(
-        languages.prepare(language, text))
-
-
-def query_weights(language: str, words: Iterable[str]) -> Counter[str]:
-    """Query words -> index terms with their multiplicity: tantivy's query parser makes one
-    clause per word, so two words that stem alike ("run", "running") count twice."""
-    weights: Counter[str] = Counter()
-    for word in words:
-        weights.update(terms_of(language, word))
-    return weights
 
 
 @dataclass(frozen=True)
@@ -119,11 +79,6 @@ def analyse(language: str, chunk_id: int, head: str, text: str) -> ChunkTerms:
     """What BM25 indexes of a stored chunk: its titles (`head`), then its text."""
     tokens = terms_of(language, f"{head}\n{text}")
     return ChunkTerms(chunk_id, len(tokens), Counter(tokens))
-
-
-def mean_length(tokens: int, chunks: int) -> float:
-    """avgdl: the mean token count of `chunks` chunks holding `tokens` tokens (at least 1)."""
-    return max(1.0, tokens / max(chunks, 1))
 
 
 def posting_rows(chunks: Iterable[ChunkTerms], avgdl: float) -> Iterator[tuple]:
@@ -297,33 +252,40 @@ def search(conn: psycopg.Connection, weights: Counter[str], k: int, budget: int,
 
 WITHIN_SQL = f"""
 WITH q AS MATERIALIZED (
-  SELECT term, w FROM unnest(%(terms)s::text[], %(w)s::float8[]) AS q(term, w)
+  SELECT term, w FROM unnest(%(terms)s::text[], %(w)s::int[]) AS q(term, w)
+), r AS MATERIALIZED (
+  SELECT id, tokens FROM chunks WHERE doc_id = ANY(%(docs)s)
+), st AS (
+  -- the statistics of the readable chunks alone: N and avgdl (bm25.mean_length)
+  SELECT count(*)::float8 AS n,
+         greatest(1.0, coalesce(sum(tokens), 0)::float8 / greatest(count(*), 1)) AS avgdl
+  FROM r
+), m AS MATERIALIZED (
+  SELECT p.term, p.chunk_id, p.tf, p.dl FROM q JOIN postings p ON p.term = q.term
+  JOIN r ON r.id = p.chunk_id
+), df AS (
+  SELECT term, count(*)::float8 AS df FROM m GROUP BY term
 )
-SELECT p.chunk_id, sum(q.w * p.tf * {K1 + 1} / (p.tf + {K1} * ({1 - B} + {B} * p.dl
-                                                      / %(avgdl)s::float8))) AS score
-FROM q JOIN postings p ON p.term = q.term JOIN chunks c ON c.id = p.chunk_id
-WHERE c.doc_id = ANY(%(docs)s)
-GROUP BY p.chunk_id ORDER BY score DESC, p.chunk_id LIMIT %(k)s"""
+SELECT m.chunk_id, sum(q.w * ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5))
+                       * m.tf * {K1 + 1} / (m.tf + {K1} * ({1 - B} + {B} * m.dl / st.avgdl)))
+       AS score
+FROM m JOIN q ON q.term = m.term JOIN df ON df.term = m.term CROSS JOIN st
+GROUP BY m.chunk_id ORDER BY score DESC, m.chunk_id LIMIT %(k)s"""
 
 
 def search_within(conn: psycopg.Connection, weights: Counter[str], k: int, docs: list[str],
                   prepare: bool = True) -> list[tuple[int, float]]:
-    """The BM25 top `k` among the chunks of `docs` (a search filter), scored in full: the
-    read budget of `search` bounds postings read in impact order across the whole corpus,
-    which would miss a filtered document's chunks; the statistics (n, df, avgdl) stay those
-    of the whole knowledge base, as tantivy's do under a filter."""
+    """The BM25 top `k` among the chunks of `docs` (a search filter: a principal's readable
+    documents, kb/access.py), scored in full with the statistics of those chunks alone (N,
+    each term's df and avgdl counted within `docs`, in the same statement): a readable chunk
+    scores as in a knowledge base holding only `docs`, so its score says nothing of the
+    documents outside them. The read budget of `search` bounds postings read in impact
+    order across the whole corpus, which would miss a filtered document's chunks."""
     if not weights or k <= 0 or not docs:
         return []
     terms = sorted(weights)
-    n, total, dfs = conn.execute(STATS_SQL, {"terms": terms}, prepare=prepare).fetchone()
-    if not n:
-        return []
-    live = [(t, weights[t] * idf(float(df), float(n)))
-            for t, df in zip(terms, dfs or [], strict=True) if df]
-    # run even when no term is in the index: a filter (a principal's readable documents,
-    # kb/access.py) must not answer a word only hidden documents hold slower than a word
-    # nobody holds (one round trip more), or the time would tell that they hold it
-    rows = conn.execute(WITHIN_SQL, {"terms": [t for t, _ in live], "w": [w for _, w in live],
-                                     "avgdl": mean_length(int(total), int(n)), "docs": docs,
-                                     "k": k}, prepare=prepare).fetchall()
+    # no statistics of the whole KB are read: the statement is the same for a word only
+    # hidden documents hold and for a word nobody holds
+    rows = conn.execute(WITHIN_SQL, {"terms": terms, "w": [weights[t] for t in terms],
+                                     "docs": docs, "k": k}, prepare=prepare).fetchall()
     return [(int(c), float(score)) for c, score in rows]

@@ -27,6 +27,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ragloop.core.errors import ConfigError
 from ragloop.core.types import DocumentInfo, Hit, SectionInfo
+from ragloop.retrieval.bm25 import query_weights
 from ragloop.retrieval.index_text import index_text
 from ragloop.retrieval.languages import LANGUAGES, get_language
 from ragloop.storage.postgres import fulltext
@@ -388,7 +389,7 @@ class PostgresStore:
 
     def search_bm25(self, terms: list[str], k: int,
                     within: list[str] | None = None) -> list[tuple[int, float]]:
-        weights = fulltext.query_weights(self._language, list(terms)[:MAX_TERMS])
+        weights = query_weights(self._language, list(terms)[:MAX_TERMS])
         if not weights:
             return []
         with self._conn() as conn:

@@ -22,6 +22,7 @@ import numpy as np
 
 from ragloop.core.errors import UserError
 from ragloop.core.types import DocumentInfo, Hit, SectionInfo
+from ragloop.retrieval.bm25 import Postings, query_weights, terms_of
 from ragloop.retrieval.index_text import index_text
 from ragloop.retrieval.languages import ENGLISH, get_language
 from ragloop.storage.protocols import DocumentWrite
@@ -34,6 +35,8 @@ log = logging.getLogger(__name__)
 DB_FILE = "ragloop.db"
 # how many filters' chunk ids are kept (a few principals searching at once)
 ALLOWED_KEPT = 8
+# how many filters' BM25 postings (larger: a few principals at once)
+POSTINGS_KEPT = 4
 VECTOR_FILE = "vectors.hnsw"
 # Bumped when the index files change shape (engine, schema): older folders rebuild on open.
 INDEX_FORMAT = 2
@@ -89,6 +92,8 @@ class SqliteStore:
         self._loaded_generation: int | None = None
         # the last filters' chunk ids (_allowed), by (generation, doc ids)
         self._allowed_kept: dict[tuple[int, tuple[str, ...]], frozenset[int]] = {}
+        # the last filters' BM25 postings (_postings), by (generation, language, doc ids)
+        self._postings_kept: dict[tuple[int, str, tuple[str, ...]], Postings] = {}
         # the loaded indexes live in memory only (built by a read that could not write them)
         self._in_memory = False
         #: why searches answer from indexes that are not the saved, current ones (None: they are)
@@ -592,14 +597,49 @@ class SqliteStore:
 
     def search_bm25(self, terms: list[str], k: int,
                     within: list[str] | None = None) -> list[tuple[int, float]]:
-        allowed = None if within is None else self._allowed(within)
+        """Unfiltered: tantivy's ranking. `within` (a filter: a principal's readable
+        documents, kb/access.py): BM25 over those documents' chunks alone, with their own
+        statistics (retrieval/bm25.py), so a score tells nothing of the other documents."""
+        if within is not None:
+            weights = query_weights(self.language(), terms)
+            return self._postings(within).search(weights, k) if weights else []
 
         def run(fulltext: FullTextIndex, _: VectorIndex) -> list[tuple[int, float]]:
             if fulltext.pending:
                 fulltext.commit()
-            return fulltext.search(terms, k, within, allowed)
+            return fulltext.search(terms, k)
 
         return self._search(run)
+
+    def _postings(self, within: list[str]) -> Postings:
+        """The chunks of `within`'s documents as an inverted index in memory, kept for the
+        last filters and version of the content (as `_allowed`): built from the record with
+        the index's analyzer, so it holds the tokens tantivy holds (about 30 ms per 1,000
+        chunks here, once per principal and write; benchmarks/filtered.py)."""
+        language = self.language()
+        key = (self.generation(), language, tuple(within))
+        with self.lock:
+            found = self._postings_kept.pop(key, None)
+        if found is None:
+            found = Postings((cid, terms_of(language, text))
+                             for cid, text in self._index_texts(within))
+        with self.lock:
+            self._postings_kept[key] = found  # the newest last; the oldest goes
+            while len(self._postings_kept) > POSTINGS_KEPT:
+                self._postings_kept.pop(next(iter(self._postings_kept)))
+        return found
+
+    def _index_texts(self, doc_ids: list[str]) -> Iterator[tuple[int, str]]:
+        """(chunk id, what tantivy indexes for it) of the chunks of `doc_ids`, by chunk id."""
+        with self.lock:
+            rows = self.db.execute(
+                "SELECT c.id, c.text, d.title, s.title_path FROM chunks c"
+                " JOIN documents d ON d.doc_id = c.doc_id"
+                " JOIN sections s ON s.doc_id = c.doc_id AND s.section = c.section"
+                " WHERE c.doc_id IN (SELECT value FROM json_each(?)) ORDER BY c.id",
+                (json.dumps(doc_ids),)).fetchall()
+        for cid, text, title, path in rows:
+            yield cid, index_text(title, json.loads(path), text)
 
     def search_vector(self, vector: np.ndarray, k: int,
                       within: list[str] | None = None) -> list[tuple[int, float]]:

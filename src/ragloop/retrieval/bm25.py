@@ -1,0 +1,157 @@
+"""BM25 as tantivy scores it, for the scores the stores compute themselves.
+
+tantivy (quickwit-oss/tantivy, src/query/bm25.rs): k1 = 1.2, b = 0.75; a term's weight is
+idf · (1 + k1) with idf = ln(1 + (N - df + 0.5) / (df + 0.5)); a chunk's part for the term is
+weight · tf / (tf + k1 · (1 - b + b · dl / avgdl)), dl the chunk's token count rounded down to
+tantivy's one-byte field norm (src/fieldnorm/code.rs), avgdl the corpus's token count / N;
+the parts of the query's clauses are summed (one clause per query word, so two words that stem
+alike count twice). tantivy computes in float32, and so does `Postings` here.
+
+The Postgres store scores with these in SQL (storage/postgres/fulltext.py); the SQLite store
+asks tantivy itself for unfiltered search and scores a search restricted to some documents
+(`within`: a principal's readable ones, kb/access.py) with `Postings` over those chunks
+alone, so that the statistics, and so a readable chunk's score, are what a knowledge base
+holding only those documents would give: they say nothing of the other documents.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import Counter
+from collections.abc import Iterable
+from functools import lru_cache
+
+import numpy as np
+
+from ragloop.retrieval import languages
+
+K1, B = 1.2, 0.75
+
+
+def _decode_fieldnorm(code: int) -> int:
+    """tantivy's field-norm byte -> length: 0..23 exact, then 3 mantissa bits + exponent."""
+    if code < 24:
+        return code
+    b = code - 24
+    bits, shift = b & 0b111, b >> 3
+    return 24 + (bits if shift == 0 else (bits | 8) << (shift - 1))
+
+
+FIELDNORMS = [_decode_fieldnorm(i) for i in range(256)]
+
+
+def fieldnorm_id(length: int) -> int:
+    """The byte tantivy stores for a field of `length` tokens (rounded down to its table)."""
+    return bisect.bisect_right(FIELDNORMS, length) - 1
+
+
+def fieldnorm(length: int) -> int:
+    """The length tantivy scores a field of `length` tokens with."""
+    return FIELDNORMS[fieldnorm_id(length)]
+
+
+def tf_part(tf: float, dl: float, avgdl: float) -> float:
+    return tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl))
+
+
+def idf(df: float, n: float) -> float:
+    return math.log(1 + (max(n, df) - df + 0.5) / (df + 0.5))
+
+
+def mean_length(tokens: int, chunks: int) -> float:
+    """avgdl: the mean token count of `chunks` chunks holding `tokens` tokens (at least 1)."""
+    return max(1.0, tokens / max(chunks, 1))
+
+
+# -- analysis: the index's tokens, in Python ----------------------------------------------
+
+@lru_cache(maxsize=64)
+def _analyzer(code: str):
+    return languages.analyzer(code)
+
+
+def terms_of(language: str, text: str) -> list[str]:
+    """The tokens BM25 indexes for `text` in a KB of `language` (the analyzer of the SQLite
+    store's tantivy index, built in this process)."""
+    return _analyzer(languages.get_language(language).code).analyze(
+        languages.prepare(language, text))
+
+
+def query_weights(language: str, words: Iterable[str]) -> Counter[str]:
+    """Query words -> index terms with their multiplicity: tantivy's query parser makes one
+    clause per word, so two words that stem alike ("run", "running") count twice."""
+    weights: Counter[str] = Counter()
+    for word in words:
+        weights.update(terms_of(language, word))
+    return weights
+
+
+# -- exact BM25 over a fixed set of chunks ------------------------------------------------
+
+_F32 = np.float32
+_FIELDNORMS_F32 = np.asarray(FIELDNORMS, dtype=_F32)
+
+
+class Postings:
+    """The chunks of some documents, as an inverted index in memory, scored by BM25 with
+    their own statistics (N, df and avgdl of these chunks only) in tantivy's float32
+    arithmetic, every matching chunk scored: the exact top k, ties by chunk id."""
+
+    def __init__(self, chunks: Iterable[tuple[int, list[str]]]) -> None:
+        """`chunks`: (chunk_id, its tokens) — `terms_of` of what the index holds for it."""
+        ids: list[int] = []
+        norms: list[int] = []
+        lists: dict[str, tuple[list[int], list[int]]] = {}
+        tokens = 0
+        for pos, (chunk_id, terms) in enumerate(chunks):
+            ids.append(chunk_id)
+            norms.append(fieldnorm_id(len(terms)))
+            tokens += len(terms)
+            for term, tf in Counter(terms).items():
+                found = lists.get(term)
+                if found is None:
+                    lists[term] = found = ([], [])
+                found[0].append(pos)
+                found[1].append(tf)
+        self.ids = np.asarray(ids, dtype=np.int64)
+        self.n = len(ids)
+        self.tokens = tokens
+        self._norm_ids = np.asarray(norms, dtype=np.uint8)
+        self._lists = {t: (np.asarray(p, dtype=np.int32), np.asarray(f, dtype=_F32))
+                       for t, (p, f) in lists.items()}
+
+    def __len__(self) -> int:
+        return self.n
+
+    def df(self, term: str) -> int:
+        found = self._lists.get(term)
+        return 0 if found is None else len(found[0])
+
+    def search(self, weights: Counter[str], k: int) -> list[tuple[int, float]]:
+        """The top `k` (chunk_id, score) for query terms with multiplicities, best first."""
+        if k <= 0 or not self.n:
+            return []
+        # tantivy: average_fieldnorm = total_num_tokens / total_num_docs, then per field-norm
+        # byte K1 * (1 - B + B * fieldnorm / average_fieldnorm), all float32
+        avgdl = _F32(self.tokens) / _F32(self.n)
+        cache = _F32(K1) * (_F32(1) - _F32(B) + _F32(B) * _FIELDNORMS_F32 / avgdl)
+        scores = np.zeros(self.n, dtype=_F32)
+        n = _F32(self.n)
+        for term, times in weights.items():
+            found = self._lists.get(term)
+            if found is None:
+                continue
+            pos, tf = found
+            df = _F32(len(pos))
+            x = (n - df + _F32(0.5)) / (df + _F32(0.5))
+            weight = np.log(_F32(1) + x, dtype=_F32) * _F32(1 + K1)
+            part = weight * tf / (tf + cache[self._norm_ids[pos]])
+            for _ in range(times):  # one clause per query word, summed as tantivy sums them
+                scores[pos] += part
+        hit = np.flatnonzero(scores > 0)  # every matching chunk scores above 0 (idf > 0)
+        if len(hit) > k:  # keep those at or above the k-th score (a tie there: by chunk id)
+            kth = np.partition(scores[hit], len(hit) - k)[len(hit) - k]
+            hit = hit[scores[hit] >= kth]
+        order = np.lexsort((self.ids[hit], -scores[hit]))[:k]
+        return [(int(self.ids[hit[i]]), float(scores[hit[i]])) for i in order]
