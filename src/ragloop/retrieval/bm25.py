@@ -128,8 +128,11 @@ class Postings:
         found = self._lists.get(term)
         return 0 if found is None else len(found[0])
 
-    def search(self, weights: Counter[str], k: int) -> list[tuple[int, float]]:
-        """The top `k` (chunk_id, score) for query terms with multiplicities, best first."""
+    def search(self, weights: Counter[str], k: int,
+               keep: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """The top `k` (chunk_id, score) for query terms with multiplicities, best first;
+        `keep`: which chunks (a mask over `ids`) may be hits (a search filter: they are
+        scored with the statistics of all these chunks all the same)."""
         if k <= 0 or not self.n:
             return []
         # tantivy: average_fieldnorm = total_num_tokens / total_num_docs, then per field-norm
@@ -149,7 +152,8 @@ class Postings:
             part = weight * tf / (tf + cache[self._norm_ids[pos]])
             for _ in range(times):  # one clause per query word, summed as tantivy sums them
                 scores[pos] += part
-        hit = np.flatnonzero(scores > 0)  # every matching chunk scores above 0 (idf > 0)
+        matched = scores > 0  # every matching chunk scores above 0 (idf > 0)
+        hit = np.flatnonzero(matched if keep is None else matched & keep)
         if len(hit) > k:  # keep those at or above the k-th score (a tie there: by chunk id)
             kth = np.partition(scores[hit], len(hit) - k)[len(hit) - k]
             hit = hit[scores[hit] >= kth]

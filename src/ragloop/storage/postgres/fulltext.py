@@ -252,16 +252,50 @@ def search(conn: psycopg.Connection, weights: Counter[str], k: int, budget: int,
 
 WITHIN_SQL = f"""
 WITH q AS MATERIALIZED (
+  SELECT term, w FROM unnest(%(terms)s::text[], %(w)s::float8[]) AS q(term, w)
+)
+SELECT p.chunk_id, sum(q.w * p.tf * {K1 + 1} / (p.tf + {K1} * ({1 - B} + {B} * p.dl
+                                                      / %(avgdl)s::float8))) AS score
+FROM q JOIN postings p ON p.term = q.term JOIN chunks c ON c.id = p.chunk_id
+WHERE c.doc_id = ANY(%(docs)s)
+GROUP BY p.chunk_id ORDER BY score DESC, p.chunk_id LIMIT %(k)s"""
+
+
+def search_within(conn: psycopg.Connection, weights: Counter[str], k: int, docs: list[str],
+                  prepare: bool = True) -> list[tuple[int, float]]:
+    """The BM25 top `k` among the chunks of `docs` (a search filter), scored in full: the
+    read budget of `search` bounds postings read in impact order across the whole corpus,
+    which would miss a filtered document's chunks; the statistics (n, df, avgdl) stay those
+    of the whole knowledge base, as tantivy's do under a filter."""
+    if not weights or k <= 0 or not docs:
+        return []
+    terms = sorted(weights)
+    n, total, dfs = conn.execute(STATS_SQL, {"terms": terms}, prepare=prepare).fetchone()
+    if not n:
+        return []
+    live = [(t, weights[t] * idf(float(df), float(n)))
+            for t, df in zip(terms, dfs or [], strict=True) if df]
+    # run even when no term is in the index: a filter (a principal's readable documents,
+    # kb/access.py) must not answer a word only hidden documents hold slower than a word
+    # nobody holds (one round trip more), or the time would tell that they hold it
+    rows = conn.execute(WITHIN_SQL, {"terms": [t for t, _ in live], "w": [w for _, w in live],
+                                     "avgdl": mean_length(int(total), int(n)), "docs": docs,
+                                     "k": k}, prepare=prepare).fetchall()
+    return [(int(c), float(score)) for c, score in rows]
+
+
+COUNTED_SQL = f"""
+WITH q AS MATERIALIZED (
   SELECT term, w FROM unnest(%(terms)s::text[], %(w)s::int[]) AS q(term, w)
 ), r AS MATERIALIZED (
-  SELECT id, tokens FROM chunks WHERE doc_id = ANY(%(docs)s)
+  SELECT id, doc_id, tokens FROM chunks WHERE doc_id = ANY(%(counted)s)
 ), st AS (
-  -- the statistics of the readable chunks alone: N and avgdl (bm25.mean_length)
+  -- the statistics of the counted chunks alone: N and avgdl (bm25.mean_length)
   SELECT count(*)::float8 AS n,
          greatest(1.0, coalesce(sum(tokens), 0)::float8 / greatest(count(*), 1)) AS avgdl
   FROM r
 ), m AS MATERIALIZED (
-  SELECT p.term, p.chunk_id, p.tf, p.dl FROM q JOIN postings p ON p.term = q.term
+  SELECT p.term, p.chunk_id, p.tf, p.dl, r.doc_id FROM q JOIN postings p ON p.term = q.term
   JOIN r ON r.id = p.chunk_id
 ), df AS (
   SELECT term, count(*)::float8 AS df FROM m GROUP BY term
@@ -270,22 +304,24 @@ SELECT m.chunk_id, sum(q.w * ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5))
                        * m.tf * {K1 + 1} / (m.tf + {K1} * ({1 - B} + {B} * m.dl / st.avgdl)))
        AS score
 FROM m JOIN q ON q.term = m.term JOIN df ON df.term = m.term CROSS JOIN st
+WHERE %(docs)s::text[] IS NULL OR m.doc_id = ANY(%(docs)s)
 GROUP BY m.chunk_id ORDER BY score DESC, m.chunk_id LIMIT %(k)s"""
 
 
-def search_within(conn: psycopg.Connection, weights: Counter[str], k: int, docs: list[str],
-                  prepare: bool = True) -> list[tuple[int, float]]:
-    """The BM25 top `k` among the chunks of `docs` (a search filter: a principal's readable
-    documents, kb/access.py), scored in full with the statistics of those chunks alone (N,
-    each term's df and avgdl counted within `docs`, in the same statement): a readable chunk
-    scores as in a knowledge base holding only `docs`, so its score says nothing of the
-    documents outside them. The read budget of `search` bounds postings read in impact
-    order across the whole corpus, which would miss a filtered document's chunks."""
-    if not weights or k <= 0 or not docs:
+def search_counted(conn: psycopg.Connection, weights: Counter[str], k: int, counted: list[str],
+                   docs: list[str] | None = None, prepare: bool = True
+                   ) -> list[tuple[int, float]]:
+    """The BM25 top `k` among the chunks of `counted` (a principal's readable documents,
+    kb/access.py), or of `docs` among them (a search filter too), scored in full with the
+    statistics of the chunks of `counted` alone (N, each term's df and avgdl counted in the
+    same statement): a readable chunk scores as in a knowledge base holding only `counted`,
+    so its score says nothing of the other documents. No statistics of the whole KB are
+    read: the statement is the same for a word only hidden documents hold and for a word
+    nobody holds."""
+    if not weights or k <= 0 or not counted or docs == []:
         return []
     terms = sorted(weights)
-    # no statistics of the whole KB are read: the statement is the same for a word only
-    # hidden documents hold and for a word nobody holds
-    rows = conn.execute(WITHIN_SQL, {"terms": terms, "w": [weights[t] for t in terms],
-                                     "docs": docs, "k": k}, prepare=prepare).fetchall()
+    rows = conn.execute(COUNTED_SQL, {"terms": terms, "w": [weights[t] for t in terms],
+                                      "counted": counted, "docs": docs, "k": k},
+                        prepare=prepare).fetchall()
     return [(int(c), float(score)) for c, score in rows]

@@ -26,8 +26,10 @@ INITIAL_CAPACITY = 1024
 # BM25 hits fetched past k so that a tie at the k-th score is broken by chunk id, not by
 # which segment an indexing thread put a chunk in.
 TIE_MARGIN = 16
-# A filtered vector search reads the unfiltered walk at most WIDEN_MAX // 4 deep before it
-# filters inside the graph walk (benchmarks/filtered.py: 10% of 100k chunks allowed).
+# A filtered search reads the unfiltered ranking this many times as deep as the allowed
+# share predicts (k / share), and at most WIDEN_MAX hits, before it filters inside the index
+# (benchmarks/filtered.py: 10% of 100k chunks allowed).
+OVERFETCH = 2
 WIDEN_MAX = 20_000
 # the graph walk's cost grows with its depth: read less extra there (a short result falls
 # back to hnswlib's filter callback, which always finds k)
@@ -97,15 +99,29 @@ class FullTextIndex:
         self._writer = None
         self.index.reload()
 
-    def search(self, terms: list[str], k: int) -> list[tuple[int, float]]:
-        """The BM25 top k of the whole index (a filtered search is the store's: it scores
-        the filter's chunks with their own statistics, retrieval/bm25.py)."""
+    def search(self, terms: list[str], k: int, within: list[str] | None = None,
+               allowed: frozenset[int] | None = None) -> list[tuple[int, float]]:
+        """`within`: doc ids the hits must come from (a search filter), applied in the query
+        so that the top k are the top k of those documents. `allowed`: their chunk ids, when
+        known: the unfiltered ranking is read as deep as needed and filtered, the same top k
+        (ties by chunk id, as always) without a term set of every allowed doc id in the
+        query, which costs tens of milliseconds once there are thousands of them."""
         if not terms:
             return []
         try:
             query = self.index.parse_query(" ".join(terms), ["text"])
         except ValueError:  # the analyzer dropped every term (a word over 40 bytes, e.g. a
             return []  # whole Chinese sentence under the English analyzer): nothing matches
+        if allowed is not None:
+            found = self._search_allowed(query, k, allowed)
+            if found is not None:
+                return found
+        if within is not None:
+            # scored 0 so the BM25 scores stay those of the text alone
+            docs = tantivy.Query.const_score_query(
+                tantivy.Query.term_set_query(self.schema, "doc_id", list(within)), 0.0)
+            query = tantivy.Query.boolean_query([(tantivy.Occur.Must, query),
+                                                 (tantivy.Occur.Must, docs)])
         searcher = self.index.searcher()
         # equal scores (the same templated section of every quarter's report) come back in
         # segment order, which differs between two ingests of the same files: fetch a margin
@@ -117,6 +133,31 @@ class FullTextIndex:
         ranked = sorted(((int(cid), float(score)) for (score, _), cid
                          in zip(hits, ids, strict=True)), key=lambda x: (-x[1], x[0]))
         return ranked[:k]
+
+    def _search_allowed(self, query: tantivy.Query, k: int,
+                        allowed: frozenset[int]) -> list[tuple[int, float]] | None:
+        """The top k of `allowed` from the unfiltered ranking, read `OVERFETCH` times as deep
+        as their share predicts, deeper while short; None (filter in the query instead) when
+        that would read more than WIDEN_MAX hits. Exact: a hit counts only when its score is
+        above the last one read (or the ranking was read to its end), so a tie at the cut
+        cannot hide an allowed chunk of equal score and lower id."""
+        searcher = self.index.searcher()
+        total = max(1, searcher.num_docs)
+        depth = max(k, int(k * OVERFETCH * total / max(1, len(allowed))))
+        while depth <= WIDEN_MAX:
+            hits = searcher.search(query, depth + TIE_MARGIN, count=False).hits
+            if not hits:
+                return []
+            ids = searcher.fast_field_values("chunk_id", [addr for _, addr in hits])
+            whole = len(hits) < depth + TIE_MARGIN
+            last = min(score for score, _ in hits)
+            kept = [(int(cid), float(score)) for (score, _), cid in zip(hits, ids, strict=True)
+                    if cid in allowed and (whole or score > last)]
+            if whole or len(kept) >= k:
+                kept.sort(key=lambda x: (-x[1], x[0]))
+                return kept[:k]
+            depth *= 4
+        return None
 
     def size(self) -> int:
         return self.index.searcher().num_docs

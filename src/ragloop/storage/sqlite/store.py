@@ -595,34 +595,45 @@ class SqliteStore:
                     self._write_state(None)
             return run(*self._indexes())
 
-    def search_bm25(self, terms: list[str], k: int,
-                    within: list[str] | None = None) -> list[tuple[int, float]]:
-        """Unfiltered: tantivy's ranking. `within` (a filter: a principal's readable
-        documents, kb/access.py): BM25 over those documents' chunks alone, with their own
-        statistics (retrieval/bm25.py), so a score tells nothing of the other documents."""
-        if within is not None:
+    def search_bm25(self, terms: list[str], k: int, within: list[str] | None = None,
+                    counted: list[str] | None = None) -> list[tuple[int, float]]:
+        """tantivy's ranking, over `within`'s documents when given (a search filter: the
+        statistics stay the whole index's). `counted` (a principal's readable documents,
+        kb/access.py): BM25 over those documents' chunks (and `within`'s among them) with
+        the statistics of those chunks alone (retrieval/bm25.py), so that a score tells
+        nothing of the other documents."""
+        if counted is not None:
             weights = query_weights(self.language(), terms)
-            return self._postings(within).search(weights, k) if weights else []
+            if not weights:
+                return []
+            postings = self._postings(counted)
+            keep = None
+            if within is not None and within is not counted and within != counted:
+                allowed = self._allowed(within)
+                keep = np.isin(postings.ids, np.fromiter(allowed, np.int64, len(allowed)))
+            return postings.search(weights, k, keep)
+        allowed = None if within is None else self._allowed(within)
 
         def run(fulltext: FullTextIndex, _: VectorIndex) -> list[tuple[int, float]]:
             if fulltext.pending:
                 fulltext.commit()
-            return fulltext.search(terms, k)
+            return fulltext.search(terms, k, within, allowed)
 
         return self._search(run)
 
-    def _postings(self, within: list[str]) -> Postings:
-        """The chunks of `within`'s documents as an inverted index in memory, kept for the
-        last filters and version of the content (as `_allowed`): built from the record with
-        the index's analyzer, so it holds the tokens tantivy holds (about 30 ms per 1,000
-        chunks here, once per principal and write; benchmarks/filtered.py)."""
+    def _postings(self, docs: list[str]) -> Postings:
+        """The chunks of `docs` as an inverted index in memory, kept for the last few sets
+        and version of the content (as `_allowed`): a principal's readable documents are
+        the same set for every search until a write. Built from the record with the
+        index's analyzer, so it holds the tokens tantivy holds (benchmarks/filtered.py
+        prints what building it costs)."""
         language = self.language()
-        key = (self.generation(), language, tuple(within))
+        key = (self.generation(), language, tuple(docs))
         with self.lock:
             found = self._postings_kept.pop(key, None)
         if found is None:
             found = Postings((cid, terms_of(language, text))
-                             for cid, text in self._index_texts(within))
+                             for cid, text in self._index_texts(docs))
         with self.lock:
             self._postings_kept[key] = found  # the newest last; the oldest goes
             while len(self._postings_kept) > POSTINGS_KEPT:
