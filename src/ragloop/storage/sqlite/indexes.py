@@ -35,8 +35,8 @@ WIDEN_MAX = 20_000
 # back to hnswlib's filter callback, which always finds k)
 VECTOR_OVERFETCH = 1.5
 # below this many allowed chunks in a large index their vectors are read and searched
-# exactly, as a small index is (a principal reading 10,000 of 100,000 chunks: 0.5 ms a
-# search against 2 ms for the over-fetched walk, and exact); the vectors of the last
+# exactly, as a small index is (a principal reading 10,000 of 100,000 chunks: about 0.9 ms
+# a search against 2.3 ms for the over-fetched walk, and exact); the vectors of the last
 # ALLOWED_MATRICES_KEPT filters are kept (15 MB for 10,000 MiniLM vectors)
 READ_ALLOWED_BELOW = EXACT_SEARCH_BELOW
 ALLOWED_MATRICES_KEPT = 2
@@ -193,7 +193,7 @@ class VectorIndex:
         self.deleted: set[int] = set()
         self._exact: tuple[np.ndarray, np.ndarray] | None = None
         # the vectors of the last filters searched exactly, by their chunk id set
-        self._allowed_exact: dict[frozenset[int], tuple[np.ndarray, np.ndarray]] = {}
+        self._allowed_exact: dict[frozenset[int], hnswlib.BFIndex] = {}
         if path is not None and path.exists() and self._sidecar(path).exists():
             meta = json.loads(self._sidecar(path).read_text())
             self.index = hnswlib.Index(space="cosine", dim=dim)
@@ -299,7 +299,7 @@ class VectorIndex:
         if len(live) < READ_ALLOWED_BELOW:
             # as few as a small index holds: searched exactly as one, their vectors read once
             # per filter and version of the index (the store keeps a filter's frozenset)
-            return self._exact_top(query, *self._allowed_matrix(within, live), k)
+            return self._allowed_exact_top(query, k, within, live)
         # many allowed in a large index: the unfiltered walk as deep as the allowed share
         # predicts, then filtered, deeper while short; hnswlib's filter callback (a Python
         # call per node visited) after that
@@ -326,20 +326,27 @@ class VectorIndex:
                                                  filter=lambda key: key in allowed)
         return [(int(key), 1.0 - float(d)) for key, d in zip(labels[0], dists[0], strict=True)]
 
-    def _allowed_matrix(self, within: frozenset[int], live: frozenset[int]
-                        ) -> tuple[np.ndarray, np.ndarray]:
-        """The unit vectors of `live` (`within` less tombstones), kept for the last filters:
-        hnswlib's get_items reads about 30,000 vectors a second here."""
+    def _allowed_exact_top(self, query: np.ndarray, k: int, within: frozenset[int],
+                           live: frozenset[int]) -> list[tuple[int, float]]:
+        """The exact top k of `live` (`within` less tombstones): their vectors read once
+        (hnswlib's get_items, about 30,000 a second here) into a brute-force index kept
+        for the last filters. hnswlib's brute force on one thread, not a numpy product:
+        OpenBLAS's threads cost ten times as much on a machine whose cores are busy."""
         found = self._allowed_exact.pop(within, None)
         if found is None:
             ids = np.fromiter(live, dtype=np.uint64, count=len(live))
             mat = self.index.get_items(ids, return_type="numpy").astype(np.float32)
             mat /= np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
-            found = (ids, mat)
+            # "ip" on unit vectors: hnswlib's brute force does not normalise for "cosine"
+            found = hnswlib.BFIndex(space="ip", dim=self.dim)
+            found.init_index(max_elements=len(ids))
+            found.add_items(mat, ids)
         self._allowed_exact[within] = found  # the newest last; the oldest goes
         while len(self._allowed_exact) > ALLOWED_MATRICES_KEPT:
             self._allowed_exact.pop(next(iter(self._allowed_exact)))
-        return found
+        unit = query / max(float(np.linalg.norm(query)), 1e-12)
+        labels, dists = found.knn_query(unit, k=min(k, len(live)), num_threads=1)
+        return [(int(key), 1.0 - float(d)) for key, d in zip(labels[0], dists[0], strict=True)]
 
     @staticmethod
     def _exact_top(query: np.ndarray, ids: np.ndarray, mat: np.ndarray,
