@@ -10,6 +10,7 @@ import pytest
 
 from ragloop.core.access import Principal
 from ragloop.kb import KnowledgeBase
+from ragloop.retrieval.filters import Filter
 
 PUBLIC = {
     "guide/battery.md": "# Battery Guide\n\n## Life\nThe battery lasts three years. Charge the"
@@ -92,3 +93,18 @@ def test_a_hidden_documents_words_do_not_move_a_readable_score(shared, tmp_path)
     assert kb.search("battery sensor", k=50, mode="bm25")[0].doc_id in PUBLIC  # replaced
     for query in QUERIES:
         _same_ranking(_scores(bob, query), before[query])
+
+
+def test_a_filter_narrows_the_hits_not_the_statistics(shared):
+    """bob's filtered search scores as the readable-only KB's filtered search does: the hits
+    of the filter's documents, the statistics of all his readable ones."""
+    kb, only, _ = shared
+    bob = kb.for_principal(Principal(user="bob"))
+    narrow = Filter(doc_prefixes=("guide/battery",))
+    for query in QUERIES:
+        got = [((h.doc_id, h.text), h.bm25_score)
+               for h in bob.search(query, k=50, mode="bm25", filter=narrow)]
+        want = [((h.doc_id, h.text), h.bm25_score)
+                for h in only.search(query, k=50, mode="bm25", filter=narrow)]
+        _same_ranking(got, want)
+        assert all(doc.startswith("guide/battery") for (doc, _), _ in got)

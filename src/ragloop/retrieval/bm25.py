@@ -8,10 +8,10 @@ the parts of the query's clauses are summed (one clause per query word, so two w
 alike count twice). tantivy computes in float32, and so does `Postings` here.
 
 The Postgres store scores with these in SQL (storage/postgres/fulltext.py); the SQLite store
-asks tantivy itself for unfiltered search and scores a search restricted to some documents
-(`within`: a principal's readable ones, kb/access.py) with `Postings` over those chunks
-alone, so that the statistics, and so a readable chunk's score, are what a knowledge base
-holding only those documents would give: they say nothing of the other documents.
+asks tantivy itself for an admin's search and scores a search whose statistics count some
+documents only (`counted`: a principal's readable ones, kb/access.py) with `Postings` over
+those chunks alone, so that the statistics, and so a readable chunk's score, are what a
+knowledge base holding only those documents would give: they say nothing of the others.
 """
 
 from __future__ import annotations
