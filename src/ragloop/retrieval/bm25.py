@@ -101,31 +101,42 @@ class Postings:
     def __init__(self, chunks: Iterable[tuple[int, list[str]]]) -> None:
         """`chunks`: (chunk_id, its tokens) — `terms_of` of what the index holds for it."""
         ids: list[int] = []
-        norms: list[int] = []
-        lists: dict[str, tuple[list[int], list[int]]] = {}
-        tokens = 0
-        for pos, (chunk_id, terms) in enumerate(chunks):
+        lengths: list[int] = []
+        stream: list[str] = []
+        for chunk_id, terms in chunks:
             ids.append(chunk_id)
-            norms.append(fieldnorm_id(len(terms)))
-            tokens += len(terms)
-            for term, tf in Counter(terms).items():
-                found = lists.get(term)
-                if found is None:
-                    lists[term] = found = ([], [])
-                found[0].append(pos)
-                found[1].append(tf)
+            lengths.append(len(terms))
+            stream.extend(terms)
         self.ids = np.asarray(ids, dtype=np.int64)
-        self.n = len(ids)
-        self.tokens = tokens
-        self._norm_ids = np.asarray(norms, dtype=np.uint8)
-        self._lists = {t: (np.asarray(p, dtype=np.int32), np.asarray(f, dtype=_F32))
-                       for t, (p, f) in lists.items()}
+        self.n = n = len(ids)
+        self.tokens = len(stream)
+        sizes = np.asarray(lengths, dtype=np.int64)
+        self._norm_ids = (np.searchsorted(np.asarray(FIELDNORMS), sizes, side="right")
+                          - 1).astype(np.uint8)
+        # every (term, chunk) pair once, sorted by term then chunk: a term's postings are
+        # one slice of _pos / _tf, found through _start (numpy: 10,000 chunks in ~0.1 s)
+        self._terms: dict[str, int] = {}
+        term_ids = np.fromiter((self._terms.setdefault(t, len(self._terms)) for t in stream),
+                               dtype=np.int64, count=len(stream))
+        pairs, tf = np.unique(term_ids * max(n, 1) + np.repeat(np.arange(n), sizes),
+                              return_counts=True)
+        self._pos = (pairs % max(n, 1)).astype(np.int32)
+        self._tf = tf.astype(_F32)
+        self._start = np.searchsorted(pairs // max(n, 1), np.arange(len(self._terms) + 1))
 
     def __len__(self) -> int:
         return self.n
 
+    def _postings(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """(positions in `ids`, tf) of the chunks holding `term`."""
+        t = self._terms.get(term)
+        if t is None:
+            return None
+        part = slice(self._start[t], self._start[t + 1])
+        return self._pos[part], self._tf[part]
+
     def df(self, term: str) -> int:
-        found = self._lists.get(term)
+        found = self._postings(term)
         return 0 if found is None else len(found[0])
 
     def search(self, weights: Counter[str], k: int,
@@ -133,7 +144,7 @@ class Postings:
         """The top `k` (chunk_id, score) for query terms with multiplicities, best first;
         `keep`: which chunks (a mask over `ids`) may be hits (a search filter: they are
         scored with the statistics of all these chunks all the same)."""
-        if k <= 0 or not self.n:
+        if k <= 0 or not self.tokens:  # no chunk holds a term
             return []
         # tantivy: average_fieldnorm = total_num_tokens / total_num_docs, then per field-norm
         # byte K1 * (1 - B + B * fieldnorm / average_fieldnorm), all float32
@@ -142,7 +153,7 @@ class Postings:
         scores = np.zeros(self.n, dtype=_F32)
         n = _F32(self.n)
         for term, times in weights.items():
-            found = self._lists.get(term)
+            found = self._postings(term)
             if found is None:
                 continue
             pos, tf = found
