@@ -7,8 +7,10 @@ and `fts_stats` the corpus size and token count, kept exact in the transaction t
 deletes a chunk. A chunk's score is tantivy's BM25 (src/query/bm25.rs): the sum over query
 terms of idf · tf·(k1+1) / (tf + k1·(1 - b + b·dl/avgdl)), idf = ln(1 + (N - df + 0.5) /
 (df + 0.5)), dl the chunk's token count rounded down to tantivy's one-byte field norm
-(src/fieldnorm/code.rs), avgdl the exact mean token count. So a chunk scores the same on both
-backends, to float32 precision.
+(src/fieldnorm/code.rs), avgdl the exact mean token count (the formula and the analysis:
+retrieval/bm25.py, shared with the SQLite store). So a chunk scores the same on both
+backends, to float32 precision; under a principal's readable documents (`search_counted`)
+N, df and avgdl are counted within them, as the SQLite store's `Postings` counts them.
 
 Which chunks are scored: each query term's first postings in impact order (the index (term,
 impact DESC); impact is the term's tf part at the avgdl of the moment the posting was written),
