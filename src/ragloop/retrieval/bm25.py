@@ -93,36 +93,54 @@ _F32 = np.float32
 _FIELDNORMS_F32 = np.asarray(FIELDNORMS, dtype=_F32)
 
 
+class Vocabulary:
+    """Terms numbered in the order first met: a chunk's tokens kept as a small int array."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+
+    def encode(self, terms: list[str]) -> np.ndarray:
+        ids = self.ids
+        return np.fromiter((ids.setdefault(t, len(ids)) for t in terms), dtype=np.int32,
+                           count=len(terms))
+
+
 class Postings:
     """The chunks of some documents, as an inverted index in memory, scored by BM25 with
     their own statistics (N, df and avgdl of these chunks only) in tantivy's float32
     arithmetic, every matching chunk scored: the exact top k, ties by chunk id."""
 
-    def __init__(self, chunks: Iterable[tuple[int, list[str]]]) -> None:
-        """`chunks`: (chunk_id, its tokens) — `terms_of` of what the index holds for it."""
-        ids: list[int] = []
-        lengths: list[int] = []
-        stream: list[str] = []
-        for chunk_id, terms in chunks:
-            ids.append(chunk_id)
-            lengths.append(len(terms))
-            stream.extend(terms)
+    def __init__(self, ids: list[int], tokens: list[np.ndarray], vocabulary: Vocabulary
+                 ) -> None:
+        """`ids`: chunk ids; `tokens`: each one's tokens (`terms_of` of what the index holds
+        for it), encoded by `vocabulary` (which may grow later: terms it numbers after this
+        are not in these chunks)."""
         self.ids = np.asarray(ids, dtype=np.int64)
         self.n = n = len(ids)
-        self.tokens = len(stream)
-        sizes = np.asarray(lengths, dtype=np.int64)
+        sizes = np.fromiter((len(t) for t in tokens), dtype=np.int64, count=n)
+        self.tokens = int(sizes.sum())
         self._norm_ids = (np.searchsorted(np.asarray(FIELDNORMS), sizes, side="right")
                           - 1).astype(np.uint8)
         # every (term, chunk) pair once, sorted by term then chunk: a term's postings are
         # one slice of _pos / _tf, found through _start (numpy: 10,000 chunks in ~0.1 s)
-        self._terms: dict[str, int] = {}
-        term_ids = np.fromiter((self._terms.setdefault(t, len(self._terms)) for t in stream),
-                               dtype=np.int64, count=len(stream))
-        pairs, tf = np.unique(term_ids * max(n, 1) + np.repeat(np.arange(n), sizes),
+        self._terms = vocabulary.ids
+        stream = np.concatenate(tokens).astype(np.int64) if n else np.zeros(0, np.int64)
+        pairs, tf = np.unique(stream * max(n, 1) + np.repeat(np.arange(n), sizes),
                               return_counts=True)
         self._pos = (pairs % max(n, 1)).astype(np.int32)
         self._tf = tf.astype(_F32)
-        self._start = np.searchsorted(pairs // max(n, 1), np.arange(len(self._terms) + 1))
+        self._known = len(self._terms)
+        self._start = np.searchsorted(pairs // max(n, 1), np.arange(self._known + 1))
+
+    @classmethod
+    def of(cls, chunks: Iterable[tuple[int, list[str]]]) -> Postings:
+        """From (chunk_id, its tokens) pairs, with a vocabulary of their own."""
+        vocabulary = Vocabulary()
+        ids, tokens = [], []
+        for chunk_id, terms in chunks:
+            ids.append(chunk_id)
+            tokens.append(vocabulary.encode(terms))
+        return cls(ids, tokens, vocabulary)
 
     def __len__(self) -> int:
         return self.n
@@ -130,7 +148,7 @@ class Postings:
     def _postings(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
         """(positions in `ids`, tf) of the chunks holding `term`."""
         t = self._terms.get(term)
-        if t is None:
+        if t is None or t >= self._known:  # numbered after these chunks were indexed
             return None
         part = slice(self._start[t], self._start[t + 1])
         return self._pos[part], self._tf[part]
