@@ -1,9 +1,10 @@
 """Property (issue 43, Measured): for random principals and random queries, what each one's
 search returns (every mode) and what its document list holds equal a brute-force reference:
-the knowledge base's full unfiltered ranking of each index, filtered by the access rule
-(`Principal.may_read`), fused as the search fuses. So the filter inside the indexes neither
-lets a hidden chunk through nor loses a readable one, and k hits come back whenever k
-readable chunks match.
+for vectors the knowledge base's full unfiltered ranking, filtered by the access rule
+(`Principal.may_read`); for BM25 a tantivy index of the readable chunks alone (its statistics
+those of a knowledge base holding only the readable documents); fused as the search fuses.
+So the filter neither lets a hidden chunk through nor loses a readable one, k hits come back
+whenever k readable chunks match, and BM25's order is that of the readable documents alone.
 
 Each document's access names one of ten groups (`d0` … `d9`; a few are public, a few admins
 only, one also names a user), so a random set of group memberships is a random assignment
@@ -23,6 +24,8 @@ from hypothesis import strategies as st
 from ragloop.core.access import Principal
 from ragloop.kb import KnowledgeBase
 from ragloop.kb.search import hybrid_search
+from ragloop.retrieval.index_text import index_text
+from ragloop.storage.sqlite.indexes import FullTextIndex
 
 WORDS = ("salary", "battery", "sensor", "review", "grade", "ladder", "holiday", "travel",
          "expense", "policy", "bonus", "manager", "enclosure", "water", "dust", "spring")
@@ -56,13 +59,33 @@ def kb(tmp_path_factory, embedder):
 
 
 class _Reference:
-    """The store, each index's full ranking filtered by the rule afterwards (brute force)."""
+    """The store, the vector index's full ranking filtered by the rule afterwards, and BM25
+    from a tantivy index of the readable chunks only (brute force)."""
 
     def __init__(self, store, principal: Principal) -> None:
         self._store = store
         self._docs = {d.doc_id: d.metadata for d in store.documents()}
         self._all = store.chunk_count()
         self.principal = principal
+        self._readable_text = None
+
+    def _readable_index(self):
+        """What tantivy indexes of the readable chunks, under their own chunk ids."""
+        if self._readable_text is None:
+            index = FullTextIndex(None, self._store.language())
+            hits = self._store.chunks(self._store.indexed_ids()[0])
+            paths = {}
+            for doc_id, meta in self._docs.items():
+                if self.principal.may_read(meta):
+                    paths.update({(doc_id, s.section): s.title_path
+                                  for s in self._store.sections(doc_id)})
+            for cid, hit in sorted(hits.items()):
+                if (hit.doc_id, hit.section) in paths:
+                    index.add(cid, hit.doc_id, index_text(
+                        hit.doc_title, paths[(hit.doc_id, hit.section)], hit.text))
+            index.commit()
+            self._readable_text = index
+        return self._readable_text
 
     def __getattr__(self, name):
         return getattr(self._store, name)
@@ -74,7 +97,7 @@ class _Reference:
 
     def search_bm25(self, terms, k, within=None):
         assert within is None
-        return self._keep(self._store.search_bm25(terms, self._all), k)
+        return self._readable_index().search(terms, k)
 
     def search_vector(self, vector, k, within=None):
         assert within is None

@@ -94,11 +94,12 @@ def test_the_hnsw_walk_applies_the_filter(tmp_path, monkeypatch) -> None:
     """Past the exact-scan threshold the filter goes into hnswlib's graph walk: still k hits
     when k are allowed, all of them allowed, the same as an exact scan of the allowed ones."""
     monkeypatch.setattr(indexes, "EXACT_SEARCH_BELOW", 50)
+    monkeypatch.setattr(indexes, "READ_ALLOWED_BELOW", 50)
     rng = np.random.default_rng(7)
     vectors = rng.normal(size=(2000, 32)).astype(np.float32)
     index = indexes.VectorIndex(tmp_path / "v.hnsw", 32)
     index.add(np.arange(2000, dtype=np.uint64), vectors)
-    allowed = set(range(0, 2000, 17))  # 118 of 2000: past the threshold, so the graph walk
+    allowed = frozenset(range(0, 2000, 17))  # 118 of 2000: past the threshold, so the graph walk
     query = rng.normal(size=32).astype(np.float32)
     got = index.search(query, 10, allowed)
     assert len(got) == 10 and all(cid in allowed for cid, _ in got)
@@ -106,7 +107,7 @@ def test_the_hnsw_walk_applies_the_filter(tmp_path, monkeypatch) -> None:
     ids = np.asarray(sorted(allowed))
     exact = ids[np.argsort(-(unit[ids] @ (query / np.linalg.norm(query))))[:10]]
     assert len({cid for cid, _ in got} & set(exact.tolist())) >= 9
-    few = index.search(query, 10, {3, 5})  # under the threshold: an exact scan of the two
+    few = index.search(query, 10, frozenset({3, 5}))  # under it: an exact scan of the two
     assert sorted(cid for cid, _ in few) == [3, 5]
 
 

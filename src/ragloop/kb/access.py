@@ -3,10 +3,11 @@
 Every read a knowledge base, a run, a tool or an offline decision makes goes through its
 store; this view answers each as if the hidden documents had never been ingested. Searches
 get the readable doc ids as their `within` (intersected with a filter's), which each index
-applies while it searches (tantivy's and hnswlib's filters, Postgres's `doc_id = ANY`), so k
-hits come back whenever k readable chunks match; documents, sections and chunks of a hidden
-document read as missing ("not found", never "forbidden"); counts are of readable documents.
-Writes and the embedding cache go to the store itself.
+applies while it searches (hnswlib's filter, Postgres's `doc_id = ANY`), so k hits come
+back whenever k readable chunks match; BM25 gets them as its `counted` too, so its
+statistics are the readable chunks' alone (retrieval/bm25.py); documents, sections and
+chunks of a hidden document read as missing ("not found", never "forbidden"); counts are of
+readable documents. Writes and the embedding cache go to the store itself.
 
 The readable set is worked out once per version of the content (`generation()`), so a
 re-ingest that changes a document's access takes effect at the next read.
@@ -72,7 +73,7 @@ class ReadableStore:
         if seen.everything:
             return within
         if within is None:
-            return list(seen.ids)
+            return seen.ids  # the same list each time (a store compares it by identity)
         return [d for d in within if d in seen.allowed]
 
     # -- reads ----------------------------------------------------------------------------
@@ -87,10 +88,18 @@ class ReadableStore:
         seen = self.readable()
         return self._store.chunk_count() if seen.everything else seen.chunks
 
-    def search_bm25(self, terms: list[str], k: int,
-                    within: list[str] | None = None) -> list[tuple[int, float]]:
+    def search_bm25(self, terms: list[str], k: int, within: list[str] | None = None,
+                    counted: list[str] | None = None) -> list[tuple[int, float]]:
+        seen = self.readable()
+        if seen.everything:
+            return self._store.search_bm25(terms, k, within, counted)
         within = self._within(within)
-        return [] if within == [] else self._store.search_bm25(terms, k, within)
+        if within == []:
+            return []
+        # the statistics are the readable documents' (whatever a filter narrows the hits
+        # to): the scores are those of a KB holding only them, and tell nothing of the rest
+        counted = seen.ids if counted is None else [d for d in counted if d in seen.allowed]
+        return self._store.search_bm25(terms, k, within, counted)
 
     def search_vector(self, vector: np.ndarray, k: int,
                       within: list[str] | None = None) -> list[tuple[int, float]]:

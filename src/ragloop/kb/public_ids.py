@@ -122,10 +122,10 @@ class ShownIds:
         read = self.ids.internal
         return {i: p for p in ids if (i := read(p)) is not None}
 
-    def search_bm25(self, terms: list[str], k: int,
-                    within: list[str] | None = None) -> list[tuple[int, float]]:
+    def search_bm25(self, terms: list[str], k: int, within: list[str] | None = None,
+                    counted: list[str] | None = None) -> list[tuple[int, float]]:
         show = self.ids.public
-        return [(show(c), s) for c, s in self._store.search_bm25(terms, k, within)]
+        return [(show(c), s) for c, s in self._store.search_bm25(terms, k, within, counted)]
 
     def search_vector(self, vector: np.ndarray, k: int,
                       within: list[str] | None = None) -> list[tuple[int, float]]:

@@ -83,9 +83,13 @@ class Store(Protocol):
         ...
     # `within`: the doc ids hits may come from (a search filter; None: all). Each index
     # applies it while it searches, so the top k are the top k of those documents.
-    def search_bm25(self, terms: list[str], k: int,
-                    within: list[str] | None = None) -> list[tuple[int, float]]:
-        """(chunk_id, score) best first; terms are already plain words (OR query)."""
+    def search_bm25(self, terms: list[str], k: int, within: list[str] | None = None,
+                    counted: list[str] | None = None) -> list[tuple[int, float]]:
+        """(chunk_id, score) best first; terms are already plain words (OR query).
+        `counted`: the doc ids whose chunks BM25's statistics count (N, df, avgdl), and the
+        only ones hits come from (a principal's readable documents, kb/access.py: a score
+        is then what a KB holding only them would give); None: the whole KB's statistics,
+        unchanged by `within`."""
         ...
     def search_vector(self, vector: np.ndarray, k: int,
                       within: list[str] | None = None) -> list[tuple[int, float]]:

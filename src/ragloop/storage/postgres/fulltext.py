@@ -7,8 +7,10 @@ and `fts_stats` the corpus size and token count, kept exact in the transaction t
 deletes a chunk. A chunk's score is tantivy's BM25 (src/query/bm25.rs): the sum over query
 terms of idf · tf·(k1+1) / (tf + k1·(1 - b + b·dl/avgdl)), idf = ln(1 + (N - df + 0.5) /
 (df + 0.5)), dl the chunk's token count rounded down to tantivy's one-byte field norm
-(src/fieldnorm/code.rs), avgdl the exact mean token count. So a chunk scores the same on both
-backends, to float32 precision.
+(src/fieldnorm/code.rs), avgdl the exact mean token count (the formula and the analysis:
+retrieval/bm25.py, shared with the SQLite store). So a chunk scores the same on both
+backends, to float32 precision; under a principal's readable documents (`search_counted`)
+N, df and avgdl are counted within them, as the SQLite store's `Postings` counts them.
 
 Which chunks are scored: each query term's first postings in impact order (the index (term,
 impact DESC); impact is the term's tf part at the avgdl of the moment the posting was written),
@@ -25,21 +27,26 @@ impacts are flat (short chunks, tf 1), so its bound falls slowly.
 
 from __future__ import annotations
 
-import bisect
 import logging
-import math
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 
 import psycopg
 
 from ragloop.retrieval import languages
+from ragloop.retrieval.bm25 import (
+    K1,
+    B,
+    fieldnorm,
+    idf,
+    mean_length,
+    terms_of,
+    tf_part,
+)
 
 log = logging.getLogger("ragloop.storage")
 
-K1, B = 1.2, 0.75
 # Postings read per query term, best impact first (every posting of a rarer term): the term
 # with the largest idf gets the budget, another term budget · (its idf / largest)^2, at least
 # MIN_READ; how many chunks they reach are then scored in full. Tuned on other queries than
@@ -55,51 +62,6 @@ def read_budget(chunks: int) -> int:
     """The per-term budget for a KB of `chunks` chunks: a fixed share of the corpus, since a
     term's list grows with it (2,000 at 100k chunks, 8,000 at 1M)."""
     return max(2000, chunks // 125)
-
-
-def _decode_fieldnorm(code: int) -> int:
-    """tantivy's field-norm byte -> length: 0..23 exact, then 3 mantissa bits + exponent."""
-    if code < 24:
-        return code
-    b = code - 24
-    bits, shift = b & 0b111, b >> 3
-    return 24 + (bits if shift == 0 else (bits | 8) << (shift - 1))
-
-
-FIELDNORMS = [_decode_fieldnorm(i) for i in range(256)]
-
-
-def fieldnorm(length: int) -> int:
-    """The length tantivy scores a field of `length` tokens with (rounded down to its table)."""
-    return FIELDNORMS[bisect.bisect_right(FIELDNORMS, length) - 1]
-
-
-def tf_part(tf: float, dl: float, avgdl: float) -> float:
-    return tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl))
-
-
-def idf(df: float, n: float) -> float:
-    return math.log(1 + (max(n, df) - df + 0.5) / (df + 0.5))
-
-
-@lru_cache(maxsize=64)
-def _analyzer(code: str):
-    return languages.analyzer(code)
-
-
-def terms_of(language: str, text: str) -> list[str]:
-    """The tokens BM25 indexes for `text` in a KB of `language`, as the SQLite store's."""
-    return _analyzer(languages.get_language(language).code).analyze(
-        languages.prepare(language, text))
-
-
-def query_weights(language: str, words: Iterable[str]) -> Counter[str]:
-    """Query words -> index terms with their multiplicity: tantivy's query parser makes one
-    clause per word, so two words that stem alike ("run", "running") count twice."""
-    weights: Counter[str] = Counter()
-    for word in words:
-        weights.update(terms_of(language, word))
-    return weights
 
 
 @dataclass(frozen=True)
@@ -119,11 +81,6 @@ def analyse(language: str, chunk_id: int, head: str, text: str) -> ChunkTerms:
     """What BM25 indexes of a stored chunk: its titles (`head`), then its text."""
     tokens = terms_of(language, f"{head}\n{text}")
     return ChunkTerms(chunk_id, len(tokens), Counter(tokens))
-
-
-def mean_length(tokens: int, chunks: int) -> float:
-    """avgdl: the mean token count of `chunks` chunks holding `tokens` tokens (at least 1)."""
-    return max(1.0, tokens / max(chunks, 1))
 
 
 def posting_rows(chunks: Iterable[ChunkTerms], avgdl: float) -> Iterator[tuple]:
@@ -326,4 +283,47 @@ def search_within(conn: psycopg.Connection, weights: Counter[str], k: int, docs:
     rows = conn.execute(WITHIN_SQL, {"terms": [t for t, _ in live], "w": [w for _, w in live],
                                      "avgdl": mean_length(int(total), int(n)), "docs": docs,
                                      "k": k}, prepare=prepare).fetchall()
+    return [(int(c), float(score)) for c, score in rows]
+
+
+COUNTED_SQL = f"""
+WITH q AS MATERIALIZED (
+  SELECT term, w FROM unnest(%(terms)s::text[], %(w)s::int[]) AS q(term, w)
+), r AS MATERIALIZED (
+  SELECT id, doc_id, tokens FROM chunks WHERE doc_id = ANY(%(counted)s)
+), st AS (
+  -- the statistics of the counted chunks alone: N and avgdl (bm25.mean_length)
+  SELECT count(*)::float8 AS n,
+         greatest(1.0, coalesce(sum(tokens), 0)::float8 / greatest(count(*), 1)) AS avgdl
+  FROM r
+), m AS MATERIALIZED (
+  SELECT p.term, p.chunk_id, p.tf, p.dl, r.doc_id FROM q JOIN postings p ON p.term = q.term
+  JOIN r ON r.id = p.chunk_id
+), df AS (
+  SELECT term, count(*)::float8 AS df FROM m GROUP BY term
+)
+SELECT m.chunk_id, sum(q.w * ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5))
+                       * m.tf * {K1 + 1} / (m.tf + {K1} * ({1 - B} + {B} * m.dl / st.avgdl)))
+       AS score
+FROM m JOIN q ON q.term = m.term JOIN df ON df.term = m.term CROSS JOIN st
+WHERE %(docs)s::text[] IS NULL OR m.doc_id = ANY(%(docs)s)
+GROUP BY m.chunk_id ORDER BY score DESC, m.chunk_id LIMIT %(k)s"""
+
+
+def search_counted(conn: psycopg.Connection, weights: Counter[str], k: int, counted: list[str],
+                   docs: list[str] | None = None, prepare: bool = True
+                   ) -> list[tuple[int, float]]:
+    """The BM25 top `k` among the chunks of `counted` (a principal's readable documents,
+    kb/access.py), or of `docs` among them (a search filter too), scored in full with the
+    statistics of the chunks of `counted` alone (N, each term's df and avgdl counted in the
+    same statement): a readable chunk scores as in a knowledge base holding only `counted`,
+    so its score says nothing of the other documents. No statistics of the whole KB are
+    read: the statement is the same for a word only hidden documents hold and for a word
+    nobody holds."""
+    if not weights or k <= 0 or not counted or docs == []:
+        return []
+    terms = sorted(weights)
+    rows = conn.execute(COUNTED_SQL, {"terms": terms, "w": [weights[t] for t in terms],
+                                      "counted": counted, "docs": docs, "k": k},
+                        prepare=prepare).fetchall()
     return [(int(c), float(score)) for c, score in rows]

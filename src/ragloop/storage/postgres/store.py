@@ -27,6 +27,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ragloop.core.errors import ConfigError
 from ragloop.core.types import DocumentInfo, Hit, SectionInfo
+from ragloop.retrieval.bm25 import query_weights
 from ragloop.retrieval.index_text import index_text
 from ragloop.retrieval.languages import LANGUAGES, get_language
 from ragloop.storage.postgres import fulltext
@@ -386,12 +387,17 @@ class PostgresStore:
             rows = conn.execute("SELECT doc_id, source, metadata FROM documents").fetchall()
         return [(d, src, meta or {}) for d, src, meta in rows]
 
-    def search_bm25(self, terms: list[str], k: int,
-                    within: list[str] | None = None) -> list[tuple[int, float]]:
-        weights = fulltext.query_weights(self._language, list(terms)[:MAX_TERMS])
+    def search_bm25(self, terms: list[str], k: int, within: list[str] | None = None,
+                    counted: list[str] | None = None) -> list[tuple[int, float]]:
+        weights = query_weights(self._language, list(terms)[:MAX_TERMS])
         if not weights:
             return []
         with self._conn() as conn:
+            if counted is not None:
+                docs = None if within is None or within is counted or within == counted \
+                    else within
+                return fulltext.search_counted(conn, weights, k, counted, docs,
+                                               prepare=self.prepare)
             if within is not None:
                 return fulltext.search_within(conn, weights, k, within, prepare=self.prepare)
             return fulltext.search(conn, weights, k, self.fts_budget, prepare=self.prepare)

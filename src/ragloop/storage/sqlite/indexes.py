@@ -34,8 +34,12 @@ WIDEN_MAX = 20_000
 # the graph walk's cost grows with its depth: read less extra there (a short result falls
 # back to hnswlib's filter callback, which always finds k)
 VECTOR_OVERFETCH = 1.5
-# below this many allowed chunks in a large index their vectors are read and searched exactly
-READ_ALLOWED_BELOW = 256
+# below this many allowed chunks in a large index their vectors are read and searched
+# exactly, as a small index is (a principal reading 10,000 of 100,000 chunks: about 0.9 ms
+# a search against 2.3 ms for the over-fetched walk, and exact); the vectors of the last
+# ALLOWED_MATRICES_KEPT filters are kept (15 MB for 10,000 MiniLM vectors)
+READ_ALLOWED_BELOW = EXACT_SEARCH_BELOW
+ALLOWED_MATRICES_KEPT = 2
 
 
 class FullTextIndex:
@@ -188,6 +192,8 @@ class VectorIndex:
         self.lock = threading.RLock()  # hnswlib may not be searched while it is written
         self.deleted: set[int] = set()
         self._exact: tuple[np.ndarray, np.ndarray] | None = None
+        # the vectors of the last filters searched exactly, by their chunk id set
+        self._allowed_exact: dict[frozenset[int], hnswlib.BFIndex] = {}
         if path is not None and path.exists() and self._sidecar(path).exists():
             meta = json.loads(self._sidecar(path).read_text())
             self.index = hnswlib.Index(space="cosine", dim=dim)
@@ -220,7 +226,7 @@ class VectorIndex:
             self.index.add_items(np.ascontiguousarray(vectors, dtype=np.float32),
                                  np.asarray(keys, dtype=np.uint64))
             self.deleted.difference_update(int(k) for k in keys)
-            self.dirty, self._exact = True, None
+            self._changed()
 
     def remove(self, keys: list[int]) -> None:
         with self.lock:
@@ -231,13 +237,17 @@ class VectorIndex:
                     except RuntimeError:  # not in the index (no vector was stored for it)
                         continue
                     self.deleted.add(int(key))
-                    self.dirty, self._exact = True, None
+                    self._changed()
 
     def clear(self) -> None:
         with self.lock:
             self.index = self._new(INITIAL_CAPACITY)
             self.deleted = set()
-            self.dirty, self._exact = True, None
+            self._changed()
+
+    def _changed(self) -> None:
+        self.dirty, self._exact = True, None
+        self._allowed_exact.clear()
 
     def _exact_matrix(self) -> tuple[np.ndarray, np.ndarray]:
         if self._exact is None:
@@ -249,10 +259,11 @@ class VectorIndex:
         return self._exact
 
     def search(self, vector: np.ndarray, k: int,
-               within: set[int] | None = None) -> list[tuple[int, float]]:
-        """`within`: the chunk ids allowed (a search filter): in a small index searched
-        exactly; in a large one by an over-fetched unfiltered walk, else hnswlib's filter
-        callback, which the graph walk applies as it goes (so it still finds k of them)."""
+               within: frozenset[int] | None = None) -> list[tuple[int, float]]:
+        """`within`: the chunk ids allowed (a search filter): in a small index, or when
+        fewer than EXACT_SEARCH_BELOW, searched exactly; else by an over-fetched unfiltered
+        walk, else hnswlib's filter callback, which the graph walk applies as it goes (so
+        it still finds k of them)."""
         query = np.asarray(vector, dtype=np.float32)
         with self.lock:
             if within is not None:
@@ -276,7 +287,7 @@ class VectorIndex:
         return [(int(key), 1.0 - float(d)) for key, d in zip(labels[0], dists[0], strict=True)]
 
     def _search_within(self, query: np.ndarray, k: int,
-                       within: set[int]) -> list[tuple[int, float]]:
+                       within: frozenset[int]) -> list[tuple[int, float]]:
         live = within - self.deleted if self.deleted else within
         if not live:
             return []
@@ -285,12 +296,15 @@ class VectorIndex:
             ids, mat = self._exact_matrix()
             rows = np.flatnonzero(np.isin(ids, np.fromiter(live, dtype=np.uint64)))
             return self._exact_top(query, ids[rows], mat[rows], k)
-        # a large index: the unfiltered walk as deep as the allowed share predicts, then
-        # filtered, deeper while short; hnswlib's filter callback (a Python call per node
-        # visited) after that, and reading the allowed vectors only when they are very few:
-        # its get_items reads about 5,000 vectors a second (benchmarks/filtered.py)
+        if len(live) < READ_ALLOWED_BELOW:
+            # as few as a small index holds: searched exactly as one, their vectors read once
+            # per filter and version of the index (the store keeps a filter's frozenset)
+            return self._allowed_exact_top(query, k, within, live)
+        # many allowed in a large index: the unfiltered walk as deep as the allowed share
+        # predicts, then filtered, deeper while short; hnswlib's filter callback (a Python
+        # call per node visited) after that
         wide = max(k, int(k * VECTOR_OVERFETCH * len(self) / len(live)))
-        while wide <= WIDEN_MAX // 4 and len(live) >= READ_ALLOWED_BELOW:
+        while wide <= WIDEN_MAX // 4:
             self.index.set_ef(max(HNSW_EF_SEARCH, wide))
             try:
                 labels, dists = self.index.knn_query(query, k=min(wide, len(self)),
@@ -302,11 +316,6 @@ class VectorIndex:
             if len(kept) >= k:
                 return kept[:k]
             wide *= 4
-        if len(live) < READ_ALLOWED_BELOW:  # very few allowed: read just those
-            ids = np.fromiter(live, dtype=np.uint64, count=len(live))
-            mat = self.index.get_items(ids, return_type="numpy").astype(np.float32)
-            mat /= np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
-            return self._exact_top(query, ids, mat, k)
         allowed = live
         self.index.set_ef(max(HNSW_EF_SEARCH, 2 * k))
         try:
@@ -315,6 +324,28 @@ class VectorIndex:
         except RuntimeError:  # the walk reached fewer than k allowed: ask for fewer
             labels, dists = self.index.knn_query(query, k=max(1, k // 2), num_threads=1,
                                                  filter=lambda key: key in allowed)
+        return [(int(key), 1.0 - float(d)) for key, d in zip(labels[0], dists[0], strict=True)]
+
+    def _allowed_exact_top(self, query: np.ndarray, k: int, within: frozenset[int],
+                           live: frozenset[int]) -> list[tuple[int, float]]:
+        """The exact top k of `live` (`within` less tombstones): their vectors read once
+        (hnswlib's get_items, about 30,000 a second here) into a brute-force index kept
+        for the last filters. hnswlib's brute force on one thread, not a numpy product:
+        OpenBLAS's threads cost ten times as much on a machine whose cores are busy."""
+        found = self._allowed_exact.pop(within, None)
+        if found is None:
+            ids = np.fromiter(live, dtype=np.uint64, count=len(live))
+            mat = self.index.get_items(ids, return_type="numpy").astype(np.float32)
+            mat /= np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
+            # "ip" on unit vectors: hnswlib's brute force does not normalise for "cosine"
+            found = hnswlib.BFIndex(space="ip", dim=self.dim)
+            found.init_index(max_elements=len(ids))
+            found.add_items(mat, ids)
+        self._allowed_exact[within] = found  # the newest last; the oldest goes
+        while len(self._allowed_exact) > ALLOWED_MATRICES_KEPT:
+            self._allowed_exact.pop(next(iter(self._allowed_exact)))
+        unit = query / max(float(np.linalg.norm(query)), 1e-12)
+        labels, dists = found.knn_query(unit, k=min(k, len(live)), num_threads=1)
         return [(int(key), 1.0 - float(d)) for key, d in zip(labels[0], dists[0], strict=True)]
 
     @staticmethod

@@ -22,6 +22,7 @@ import numpy as np
 
 from ragloop.core.errors import UserError
 from ragloop.core.types import DocumentInfo, Hit, SectionInfo
+from ragloop.retrieval.bm25 import Postings, Vocabulary, query_weights, terms_of
 from ragloop.retrieval.index_text import index_text
 from ragloop.retrieval.languages import ENGLISH, get_language
 from ragloop.storage.protocols import DocumentWrite
@@ -34,6 +35,11 @@ log = logging.getLogger(__name__)
 DB_FILE = "ragloop.db"
 # how many filters' chunk ids are kept (a few principals searching at once)
 ALLOWED_KEPT = 8
+# how many filters' BM25 postings (larger: a few principals at once)
+POSTINGS_KEPT = 4
+# how many chunks' analysed tokens are kept across writes (~0.45 KB each at 80 tokens):
+# past that they are analysed again from the record
+ANALYSED_KEPT = 100_000
 VECTOR_FILE = "vectors.hnsw"
 # Bumped when the index files change shape (engine, schema): older folders rebuild on open.
 INDEX_FORMAT = 2
@@ -89,6 +95,13 @@ class SqliteStore:
         self._loaded_generation: int | None = None
         # the last filters' chunk ids (_allowed), by (generation, doc ids)
         self._allowed_kept: dict[tuple[int, tuple[str, ...]], frozenset[int]] = {}
+        # the last filters' BM25 postings (_postings), by (generation, language, doc ids)
+        self._postings_kept: dict[tuple[int, str, tuple[str, ...]], Postings] = {}
+        # each chunk's BM25 tokens once analysed (_build_postings), in one language
+        self._analysis_lock = threading.Lock()
+        self._analysed: dict[int, np.ndarray] = {}
+        self._vocabulary = Vocabulary()
+        self._analysed_language: str | None = None
         # the loaded indexes live in memory only (built by a read that could not write them)
         self._in_memory = False
         #: why searches answer from indexes that are not the saved, current ones (None: they are)
@@ -590,8 +603,23 @@ class SqliteStore:
                     self._write_state(None)
             return run(*self._indexes())
 
-    def search_bm25(self, terms: list[str], k: int,
-                    within: list[str] | None = None) -> list[tuple[int, float]]:
+    def search_bm25(self, terms: list[str], k: int, within: list[str] | None = None,
+                    counted: list[str] | None = None) -> list[tuple[int, float]]:
+        """tantivy's ranking, over `within`'s documents when given (a search filter: the
+        statistics stay the whole index's). `counted` (a principal's readable documents,
+        kb/access.py): BM25 over those documents' chunks (and `within`'s among them) with
+        the statistics of those chunks alone (retrieval/bm25.py), so that a score tells
+        nothing of the other documents."""
+        if counted is not None:
+            weights = query_weights(self.language(), terms)
+            if not weights:
+                return []
+            postings = self._postings(counted)
+            keep = None
+            if within is not None and within is not counted and within != counted:
+                allowed = self._allowed(within)
+                keep = np.isin(postings.ids, np.fromiter(allowed, np.int64, len(allowed)))
+            return postings.search(weights, k, keep)
         allowed = None if within is None else self._allowed(within)
 
         def run(fulltext: FullTextIndex, _: VectorIndex) -> list[tuple[int, float]]:
@@ -600,6 +628,51 @@ class SqliteStore:
             return fulltext.search(terms, k, within, allowed)
 
         return self._search(run)
+
+    def _postings(self, docs: list[str]) -> Postings:
+        """The chunks of `docs` as an inverted index in memory, kept for the last few sets
+        and version of the content (as `_allowed`): a principal's readable documents are
+        the same set for every search until a write. Built from the record with the
+        index's analyzer, so it holds the tokens tantivy holds; each chunk is analysed once
+        (its id is never reused and its text never changes), so after a write only the
+        new chunks are (benchmarks/filtered.py prints what a first build costs)."""
+        language = self.language()
+        key = (self.generation(), language, tuple(docs))
+        with self.lock:
+            found = self._postings_kept.pop(key, None)
+        if found is None:
+            found = self._build_postings(docs, language)
+        with self.lock:
+            self._postings_kept[key] = found  # the newest last; the oldest goes
+            while len(self._postings_kept) > POSTINGS_KEPT:
+                self._postings_kept.pop(next(iter(self._postings_kept)))
+        return found
+
+    def _build_postings(self, docs: list[str], language: str) -> Postings:
+        with self._analysis_lock:
+            if self._analysed_language != language or len(self._analysed) > ANALYSED_KEPT:
+                self._analysed, self._vocabulary = {}, Vocabulary()
+                self._analysed_language = language
+            analysed, vocabulary = self._analysed, self._vocabulary
+            ids = sorted(self._allowed(docs))
+            missing = [c for c in ids if c not in analysed]
+            for cid, text in self._index_texts(missing):
+                analysed[cid] = vocabulary.encode(terms_of(language, text))
+            ids = [c for c in ids if c in analysed]  # (a chunk deleted since: gone)
+            return Postings(ids, [analysed[c] for c in ids], vocabulary)
+
+    def _index_texts(self, chunk_ids: list[int]) -> Iterator[tuple[int, str]]:
+        """(chunk id, what tantivy indexes for it) of `chunk_ids` that are in the record."""
+        for start in range(0, len(chunk_ids), 50_000):
+            with self.lock:
+                rows = self.db.execute(
+                    "SELECT c.id, c.text, d.title, s.title_path FROM chunks c"
+                    " JOIN documents d ON d.doc_id = c.doc_id"
+                    " JOIN sections s ON s.doc_id = c.doc_id AND s.section = c.section"
+                    " WHERE c.id IN (SELECT value FROM json_each(?))",
+                    (json.dumps(chunk_ids[start:start + 50_000]),)).fetchall()
+            for cid, text, title, path in rows:
+                yield cid, index_text(title, json.loads(path), text)
 
     def search_vector(self, vector: np.ndarray, k: int,
                       within: list[str] | None = None) -> list[tuple[int, float]]:
