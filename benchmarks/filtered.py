@@ -112,7 +112,7 @@ def main() -> None:
     log(f"the principal reads {len(seen.ids)} of {len(store.documents())} documents"
         f" ({seen.chunks} chunks)")
     emb = FixedEmbedder(queries, qvecs)
-    terms = [query_terms(q) for q in queries]
+    terms = [query_terms(q, "en") for q in queries]  # the synthetic corpus is English
     res: dict = {"unfiltered": {}, "filtered": {}}
     probes = Probes()
     for name, s in (("unfiltered", store), ("filtered", view)):

@@ -18,7 +18,7 @@ from ragloop.core import script
 from ragloop.core.types import Hit
 from ragloop.language.amounts import AMOUNT as _AMOUNT
 from ragloop.language.amounts import amount_value
-from ragloop.language.vocabulary import ENGLISH_WORDS, Vocabulary, alternation, vocabulary
+from ragloop.language.vocabulary import Vocabulary, alternation, vocabulary
 from ragloop.retrieval.languages import (
     CJK_CHARS,
     ENGLISH,
@@ -31,13 +31,6 @@ from ragloop.retrieval.languages import (
     stop_words,
 )
 from ragloop.retrieval.query_text import STOP_WORDS
-
-# Words that carry no topic in a question: the search stop words plus question/instruction
-# vocabulary ("list", "describe", "tell me"), from the language's data file (vocabulary.py).
-# These are English's; a `Reading` holds the knowledge base's language's.
-VOCABULARY = ENGLISH_WORDS
-QUESTION_WORDS = frozenset(VOCABULARY.words("question_words"))
-STOP = STOP_WORDS | QUESTION_WORDS
 
 # Latin-script words as before, plus the words of scripts with no Latin letters at all
 # (Hebrew, Arabic; CJK runs become character bigrams in words()): Latin text tokenizes as it did.
@@ -381,7 +374,6 @@ def rules_of(code: str | None) -> TextRules:
     return TextRules.of(vocabulary(code))
 
 
-ENGLISH_RULES = TextRules.of(VOCABULARY)
 
 
 # --- one language's reading --------------------------------------------------------------
@@ -395,7 +387,7 @@ class Reading:
 
     code: str | None  # the knowledge base's language (None: none recorded, English)
     rules: TextRules
-    stemmer: str | None = LIGHT  # `stemmer_of(code)`: LIGHT, a Snowball name, or None
+    stemmer: str | None  # `stemmer_of(code)`: LIGHT, a Snowball name, or None
 
     def stem(self, word: str) -> str:
         """`word`'s stem in this language: the one stemmer every rule of a run compares by."""
@@ -424,7 +416,7 @@ class Reading:
         without repeats (case-insensitive)."""
         seen: set[str] = set()
         out = []
-        # an English KB and Latin text: exactly STOP
+        # an English KB and Latin text: English's stop and question words
         stops = self.rules.stop | stop_words(self.code) | script_stop_words(text)
         for w in words(text):
             low = w.lower()
@@ -594,7 +586,7 @@ class Reading:
         return bool(lead) and key[0] == lead[0] and lead[0] not in stop and len(lead[0]) >= 3
 
 
-ENGLISH_READING = Reading(None, ENGLISH_RULES)
+ENGLISH_READING = Reading(None, rules_of(None), stemmer_of(None))
 
 
 @cache

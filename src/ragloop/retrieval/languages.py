@@ -112,7 +112,7 @@ def _months(code: str | None) -> list[list[str]]:
     return rows if rows else language_data(ENGLISH)["months"]
 
 
-def month_names(code: str | None = None) -> tuple[str, ...]:
+def month_names(code: str | None) -> tuple[str, ...]:
     """The twelve full month names, lower case, January first (None: the KB records no
     language, English)."""
     return tuple(spellings[0] for spellings in _months(code))
