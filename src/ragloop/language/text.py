@@ -176,9 +176,17 @@ def code_family(code: str) -> str:
 # ". " before a capital (or a digit, a currency), as in English; ". " before a Hebrew letter
 # (Hebrew has no capitals); after 。！？ (and a closing quote), with or without a space; sof pasuq.
 _LATIN, _FULL, _CLOSE = script.LATIN_ENDS, script.FULL_WIDTH_ENDS, script.FULL_WIDTH_CLOSERS
-_SENTENCE_END = re.compile(rf"(?<=[{_LATIN}])\s+(?=[\"'(\[]?[A-Z0-9£$€\u05d0-\u05ea])"
+_SENTENCE_END = re.compile(rf"(?<=[{_LATIN}])\s+(?=[\"'(\[]?[A-Z0-9£$€{script.HEBREW_LETTERS}])"
                            rf"|(?<=[{_FULL}])(?![{_CLOSE}])\s*|(?<=[{_FULL}][{_CLOSE}])\s*"
                            rf"|(?<={script.SOF_PASUQ})\s*")
+# Where a capitalised word is read as a sentence's first (not a name): after a Latin sentence
+# end, a colon or a line break, within the three characters before it.
+_SENTENCE_START = re.compile(rf"[{_LATIN}:\n]\s*$")
+
+
+def _starts_sentence(text: str, at: int) -> bool:
+    """The word at `at` opens a sentence (`_SENTENCE_START`)."""
+    return _SENTENCE_START.search(text[max(0, at - 3):at]) is not None
 
 
 
@@ -225,7 +233,7 @@ def looks_cut_off(hit: Hit | str) -> bool:
     last_line = text.splitlines()[-1].strip()
     if last_line.startswith(("#", "|", "-", "*", "•")) or re.match(r"\d+[.)]\s", last_line):
         return False  # a heading, table row or list item ends without a full stop
-    return not re.search(r"[.!?…\"')\]»”’]$", text)
+    return not re.search(rf"[{_LATIN}…\"')\]»”’]$", text)
 
 
 # --- names of documents ------------------------------------------------------------------
@@ -449,7 +457,7 @@ class Reading:
             if low in stop or len(w) < 2:
                 continue
             if w[0].isupper():
-                start = i == 0 or re.search(r"[.!?:\n]\s*$", text[: m.start()][-3:] or "")
+                start = i == 0 or _starts_sentence(text, m.start())
                 if not start or (w.isupper() and len(w) >= 2):
                     out.append(w)
         return list(dict.fromkeys(out))
@@ -559,8 +567,7 @@ class Reading:
                     break
                 j += 1
             span_toks = [t.group(0).rstrip(".,'’") for t in toks[i:end]]
-            start = i == 0 or re.search(r"[.!?:\n]\s*$", text[max(0, toks[i].start() - 3):
-                                                                toks[i].start()])
+            start = i == 0 or _starts_sentence(text, toks[i].start())
             if len(span_toks) > 1 or not start or self.is_code(span_toks[0]):
                 name = " ".join(span_toks)
                 if name not in out:

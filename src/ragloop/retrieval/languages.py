@@ -218,9 +218,9 @@ _SCRIPTS = [
     ("zh", re.compile(f"[{script.HAN}]")),
     ("he", re.compile(f"[{script.HEBREW}]")),
     ("ar", re.compile(f"[{script.ARABIC}]")),
-    ("ru", re.compile("[\u0400-\u04ff]")),
-    ("el", re.compile("[\u0370-\u03ff]")),
-    ("latin", re.compile("[A-Za-z\u00c0-\u024f]")),
+    ("ru", re.compile(f"[{script.CYRILLIC}]")),
+    ("el", re.compile(f"[{script.GREEK}]")),
+    ("latin", re.compile(f"[{script.LATIN}]")),
 ]
 
 
