@@ -157,3 +157,27 @@ def test_a_decision_setting_names_a_registered_implementation(env, tmp_path) -> 
                              env={**os.environ, "RAGLOOP_GRADER": "nope"})
         assert res.returncode == 2 and says in res.stderr, (command, res.stderr)
         assert "Traceback" not in res.stderr
+
+
+def test_each_option_the_model_names_is_the_clis_and_names_its_variable() -> None:
+    """A field made with `flag=` (the settings table says "also `--x`") is an option of the
+    CLI, and every such option's help names the setting's variable."""
+    import typer.main
+
+    from ragloop.apps.cli import app
+    from ragloop.core.config import RunOptions
+
+    helps: dict[str, list[str]] = {}
+    for command in typer.main.get_command(app).commands.values():  # type: ignore[attr-defined]
+        for param in command.params:
+            for opt in param.opts:
+                helps.setdefault(opt, []).append(getattr(param, "help", None) or "")
+    for model in (Settings, RunOptions):
+        for name, field in model.model_fields.items():
+            flag = (field.json_schema_extra or {}).get("flag")  # type: ignore[union-attr]
+            if flag is None:
+                continue
+            assert flag in helps, f"{name}: the model names {flag}, which no command has"
+            if model is Settings:
+                variable = Settings.setting_name(name)
+                assert all(variable in h for h in helps[flag]), (flag, variable)

@@ -965,7 +965,9 @@ def migrate_(src: Annotated[str, typer.Argument(help="Source: a folder or postgr
 
 @command()
 def mcp(model: Annotated[str | None, typer.Option(
-            help="Model for the ask tool: offline | anthropic:<model> | openai:<model>")] = None,
+            metavar="PROVIDER:MODEL",
+            help="Model for the ask tool: offline | anthropic:<model> | openai:<model> |"
+            " ollama:<model> | llamacpp:<model>." + env_hint("RAGLOOP_MODEL"))] = None,
         kb: KbsOpt = None, catalog: CatalogOpt = None,
         as_user: Annotated[str | None, typer.Option(
             "--as", metavar="USER", help="Every tool as USER (`ragloop users`): only what USER"
