@@ -88,7 +88,7 @@ def run_size(n: int, args, base: dict, queries: list[str], qvecs: np.ndarray) ->
         for close in closers:
             close()
         return f"N={n}: built {args.build_only}: {json.dumps(info[args.build_only])}"
-    terms = [query_terms(q) for q in queries]
+    terms = [query_terms(q, "en") for q in queries]  # the synthetic corpus is English
     truth = exact_topk(vecs, qvecs, K)
     log("exact BM25 (tantivy) ...")
     exact = exact_bm25(texts, terms)

@@ -112,7 +112,7 @@ def main() -> None:
     log(f"the principal reads {len(seen.ids)} of {len(store.documents())} documents"
         f" ({seen.chunks} chunks)")
     emb = FixedEmbedder(queries, qvecs)
-    terms = [query_terms(q) for q in queries]
+    terms = [query_terms(q, "en") for q in queries]  # the synthetic corpus is English
     # the first filtered search of a content version builds the readable chunks' BM25
     # postings (retrieval/bm25.py) and reads their vectors (fewer than READ_ALLOWED_BELOW);
     # the timed searches below find them kept

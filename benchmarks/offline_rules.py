@@ -89,7 +89,8 @@ def _no_absent_codes() -> None:
 
     def answering_anyway(self: Any, *args: Any, **kwargs: Any) -> None:
         init(self, *args, **kwargs)
-        self.reading = AnswersAnyway(self.reading.code, self.reading.rules)
+        self.reading = AnswersAnyway(self.reading.code, self.reading.rules,
+                                     self.reading.stemmer)
 
     _replace(answerer.ExtractiveAnswerer, "__init__", answering_anyway)
 

@@ -164,7 +164,7 @@ def run_postgres(work: Path, vecs, texts, queries, qvecs, res: dict, probes,
         f" embedding cache {timings['cache_s']:.1f} s), settings {timings.get('settings')}")
 
     emb = FixedEmbedder(queries, qvecs)
-    terms = [query_terms(q) for q in queries]
+    terms = [query_terms(q, "en") for q in queries]  # the synthetic corpus is English
     res["postgres"] = dict(timings, ef_search=store.ef_search)
 
     def close() -> None:
@@ -228,7 +228,7 @@ def main() -> None:
         return
     run_postgres(work, vecs, texts, queries, qvecs, res, probes, reuse=args.reuse,
                  keep=args.keep or args.reuse)
-    terms = [query_terms(q) for q in queries]
+    terms = [query_terms(q, "en") for q in queries]  # the synthetic corpus is English
     store_bm25 = probes.items[0][2]
     pg_top = [[c for c, _ in store_bm25(ts)] for ts in terms]
     probes.run(res, truth)

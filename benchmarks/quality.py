@@ -172,7 +172,7 @@ def run(name: str, limit: int | None, out: Path, subset_docs: int | None = None,
     qvecs = kb.embedder.embed([q for _, q, _ in queries])
     comps = []
     for (_, q, _), v in zip(queries, qvecs, strict=True):
-        comps.append(([c for c, _ in store.search_bm25(query_terms(q), SWEEP_DEPTH)],
+        comps.append(([c for c, _ in store.search_bm25(query_terms(q, kb.language), SWEEP_DEPTH)],
                       [c for c, _ in store.search_vector(v, SWEEP_DEPTH)]))
     sweep_rows = []
     default_depth = candidate_depth(K)

@@ -100,7 +100,7 @@ def run_ragloop(work: Path, vecs, texts, queries, qvecs, res: dict, probes: Prob
     build = t.seconds
     log(f"ragloop build {build:.1f} s")
     emb = FixedEmbedder(queries, qvecs)
-    terms = [query_terms(q) for q in queries]
+    terms = [query_terms(q, "en") for q in queries]  # the synthetic corpus is English
     res["ragloop"] = {"build_s": build, "rss": rss() - before}
 
     def close() -> None:  # sizes after close, when the WAL is checkpointed into the file
@@ -432,7 +432,7 @@ def main() -> None:
         engines.add("postgres")
     base = base_set()
     queries, qvecs = pick_queries(base, args.queries)
-    terms = [query_terms(q) for q in queries]
+    terms = [query_terms(q, "en") for q in queries]  # the synthetic corpus is English
     log(machine_note())
     for n in args.sizes:
         work = args.out / f"n{n}"

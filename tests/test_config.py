@@ -90,6 +90,30 @@ def test_the_same_error_from_the_environment(env) -> None:
     assert Settings.from_env().clarify == "off"
 
 
+def test_a_setting_read_below_any_settings_object_is_the_models(env) -> None:
+    """The SQLite lock, the Postgres store, the embedders and the server read their variables
+    through the same model: typed, a choice read as a word, the same error text."""
+    from ragloop.apps.server.app import max_upload_bytes
+    from ragloop.core.config import env_setting
+    from ragloop.storage.sqlite.lock import lock_wait_s
+
+    assert lock_wait_s() == 120.0 and max_upload_bytes() == 20 << 20  # unset: the defaults
+    env.setenv("RAGLOOP_LOCK_WAIT", "0.5")
+    env.setenv("RAGLOOP_MAX_UPLOAD_MB", "1.5")
+    env.setenv("RAGLOOP_PG_PREPARE", " OFF ")
+    env.setenv("RAGLOOP_PG_POOL_SIZE", "")  # empty: as if unset
+    assert lock_wait_s() == 0.5 and max_upload_bytes() == 3 << 19
+    assert env_setting("pg_prepare") == "off" and env_setting("pg_pool_size") == 4
+    assert env_setting("embed_threads", 3) == 3  # an argument wins, checked the same way
+    env.setenv("RAGLOOP_LOCK_WAIT", "soon")
+    with pytest.raises(ConfigError, match=re.escape("RAGLOOP_LOCK_WAIT='soon': must be a"
+                                                    " number, at least 0")):
+        lock_wait_s()
+    with pytest.raises(ConfigError, match=re.escape("RAGLOOP_EMBED_THREADS=0: must be a whole"
+                                                    " number, at least 1")):
+        env_setting("embed_threads", 0)
+
+
 def test_a_run_option_is_checked_by_its_model() -> None:
     from ragloop.core.config import RunOptions
 
@@ -133,3 +157,27 @@ def test_a_decision_setting_names_a_registered_implementation(env, tmp_path) -> 
                              env={**os.environ, "RAGLOOP_GRADER": "nope"})
         assert res.returncode == 2 and says in res.stderr, (command, res.stderr)
         assert "Traceback" not in res.stderr
+
+
+def test_each_option_the_model_names_is_the_clis_and_names_its_variable() -> None:
+    """A field made with `flag=` (the settings table says "also `--x`") is an option of the
+    CLI, and every such option's help names the setting's variable."""
+    import typer.main
+
+    from ragloop.apps.cli import app
+    from ragloop.core.config import RunOptions
+
+    helps: dict[str, list[str]] = {}
+    for command in typer.main.get_command(app).commands.values():  # type: ignore[attr-defined]
+        for param in command.params:
+            for opt in param.opts:
+                helps.setdefault(opt, []).append(getattr(param, "help", None) or "")
+    for model in (Settings, RunOptions):
+        for name, field in model.model_fields.items():
+            flag = (field.json_schema_extra or {}).get("flag")  # type: ignore[union-attr]
+            if flag is None:
+                continue
+            assert flag in helps, f"{name}: the model names {flag}, which no command has"
+            if model is Settings:
+                variable = Settings.setting_name(name)
+                assert all(variable in h for h in helps[flag]), (flag, variable)

@@ -82,7 +82,7 @@ def test_text_is_read_for_the_final_k_and_the_reordered_only(kb: KnowledgeBase,
     monkeypatch.setattr(store, "chunks", counting)
     query, k = "W7 battery", 2
     hits = hybrid_search(store, kb.embedder, query, k, "hybrid")
-    bm25 = store.search_bm25(query_terms(query), candidate_depth(k))
+    bm25 = store.search_bm25(query_terms(query, "en"), candidate_depth(k))
     vector = store.search_vector(kb.embedder.embed_query([query])[0], candidate_depth(k))
     doc_of = store.chunk_docs(c for c, _ in bm25)
     # at most the final k and the chunks of documents with several candidates are read

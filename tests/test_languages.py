@@ -46,7 +46,7 @@ def test_language_is_detected_from_text(text: str, code: str) -> None:
 def test_chinese_queries_become_the_bigrams_the_index_holds() -> None:
     assert query_terms("大熊猫吃竹子", "zh") == ["大熊", "熊猫", "猫吃", "吃竹", "竹子"]
     # the English path is unchanged: one token, English stop words
-    assert query_terms("大熊猫吃竹子") == ["大熊猫吃竹子"]
+    assert query_terms("大熊猫吃竹子", "en") == ["大熊猫吃竹子"]
 
 
 def test_italian_stop_words_come_from_its_own_list() -> None:

@@ -97,7 +97,7 @@ def test_postgres_bm25_gives_the_sqlite_stores_chunks_and_scores(both) -> None:
     pg.write_documents(writes[:150])  # one document per transaction
     pg.bulk_load([writes[150:]])  # and the bulk path
     for q in QUERIES:
-        terms = query_terms(q)
+        terms = query_terms(q, "en")
         _same(_ranking(pg, terms, 10), _ranking(sqlite, terms, 10))
         _same(_ranking(pg, terms, 50), _ranking(sqlite, terms, 50))
 
@@ -117,7 +117,7 @@ def test_a_read_budget_bounds_the_candidates_and_they_are_scored_in_full(both, m
     monkeypatch.setattr(fulltext, "RESCORED", 20)
     overlaps = []
     for q in QUERIES:
-        terms = query_terms(q)
+        terms = query_terms(q, "en")
         budgeted = _ranking(pg, terms, 10)
         full = dict(_ranking(sqlite, terms, 10_000))
         for key, score in budgeted:
@@ -145,7 +145,7 @@ def test_replaced_and_removed_documents_leave_exact_statistics(both, tmp_path) -
     final.write_documents(changed + [w for w in first[40:] if w.doc.doc_id not in removed])
     final.flush()
     for q in QUERIES:
-        terms = query_terms(q)
+        terms = query_terms(q, "en")
         _same(_ranking(pg, terms, 10), _ranking(final, terms, 10), ids_differ=True)
     final.close()
     with pg._conn() as conn:

@@ -150,7 +150,7 @@ def test_hybrid_equals_the_python_fusion_of_the_components(kb: KnowledgeBase,
     k = 5
     depth = candidate_depth(k)
     store = kb.store
-    terms = query_terms(query)
+    terms = query_terms(query, "en")
     bm25 = store.search_bm25(terms, depth)
     vector = store.search_vector(kb.embedder.embed([query])[0], depth)
     rows = store.chunks(c for c, _ in bm25)
@@ -194,7 +194,7 @@ def test_a_hit_only_one_retriever_finds_first_stays_in_the_top_k(location, embed
         base.ingest([docs])
         k = 5
         vector = base.store.search_vector(embedder.embed([query])[0], candidate_depth(k))
-        bm25 = base.store.search_bm25(query_terms(query), candidate_depth(k))
+        bm25 = base.store.search_bm25(query_terms(query, "en"), candidate_depth(k))
         best = vector[0][0]
         plain = rrf([positions(bm25), positions(vector)])
         assert best not in sorted(plain, key=lambda c: plain[c], reverse=True)[:k]
@@ -247,9 +247,9 @@ def test_equal_bm25_scores_rank_by_chunk_id(location, embedder, tmp_path) -> Non
             doc.write_text(f"# Report {n}\n\n## Sensors\nSensor shipments were flat.\n",
                            encoding="utf-8")
             base.ingest([doc.parent])
-        hits = base.store.search_bm25(query_terms("sensor shipments"), 4)
+        hits = base.store.search_bm25(query_terms("sensor shipments", "en"), 4)
         assert len(hits) == 4 and len({score for _, score in hits}) == 1
-        everything = base.store.search_bm25(query_terms("sensor shipments"), 10)
+        everything = base.store.search_bm25(query_terms("sensor shipments", "en"), 10)
         assert [cid for cid, _ in everything] == sorted(cid for cid, _ in everything)
         assert [cid for cid, _ in hits] == [cid for cid, _ in everything][:4]
 

@@ -223,8 +223,8 @@ class Engine:
         if run.history:
             condenser = self.make_condenser(comps)
             run.decisions.append(condenser)
-            run.condensed = condenser.condense(run.history, ctx.question)
-            yield CondenseEvent(typed=ctx.question, standalone=run.condensed.question,
+            run.condensed = condenser.condense(run.history, ctx.typed)
+            yield CondenseEvent(typed=ctx.typed, standalone=run.condensed.question,
                                 turn_kind=str(run.condensed.kind), reason=run.condensed.reason,
                                 queries=list(run.condensed.queries))
             ctx.searched, *also = run.condensed.searches

@@ -124,7 +124,10 @@ class RunContext:
     the run's plan and first search for the driver that gathers after them."""
 
     def __init__(self, question: str, max_steps: int) -> None:
-        self.question = question  # what the user typed: planned, graded and answered
+        self.typed = question  # what the user typed, kept whatever a condenser makes of it
+        # what is planned, graded and answered: the typed question, or the model condenser's
+        # standalone question for a follow-up (agent/engine.py)
+        self.question = question
         # what the first search searches: the typed question, or the offline condenser's
         # query for a follow-up (the typed follow-up + the previous turn's query, issue 40)
         self.searched = question

@@ -867,9 +867,6 @@ def serve(host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0
     With a postgresql:// --kb, POST /runs enqueues the run in the database and any server's
     or worker's queue loop takes it; this server runs --workers such loops itself unless
     --no-local-workers."""
-    import os
-
-    from ragloop.apps.server.app import API_KEY_ENV
     from ragloop.apps.server.app import serve as run_server
 
     served = Served(kb, catalog)
@@ -877,7 +874,8 @@ def serve(host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0
                             base_url=base_url)
     if sync_every <= 0:
         raise UserError(f"--sync-every must be a positive number of seconds, not {sync_every}")
-    run_server(settings, host=host, port=port, api_key=os.environ.get(API_KEY_ENV) or None,
+    api_key = settings.api_key.get_secret_value() if settings.api_key else None
+    run_server(settings, host=host, port=port, api_key=api_key,
                workers=workers, local_workers=0 if no_local_workers else None,
                sync_folders=sync or None, sync_every=sync_every, catalog=served.entries,
                allow_mass_delete=allow_mass_delete)
@@ -967,7 +965,9 @@ def migrate_(src: Annotated[str, typer.Argument(help="Source: a folder or postgr
 
 @command()
 def mcp(model: Annotated[str | None, typer.Option(
-            help="Model for the ask tool: offline | anthropic:<model> | openai:<model>")] = None,
+            metavar="PROVIDER:MODEL",
+            help="Model for the ask tool: offline | anthropic:<model> | openai:<model> |"
+            " ollama:<model> | llamacpp:<model>." + env_hint("RAGLOOP_MODEL"))] = None,
         kb: KbsOpt = None, catalog: CatalogOpt = None,
         as_user: Annotated[str | None, typer.Option(
             "--as", metavar="USER", help="Every tool as USER (`ragloop users`): only what USER"

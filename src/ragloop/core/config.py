@@ -219,7 +219,7 @@ class Settings(_Validated, BaseSettings):
               f" `{MULTILINGUAL_EMBEDDER}` in any other language)")
     embed_base_url: str | None = _doc(None, "OpenAI-compatible embeddings endpoint")
     embed_batch_size: int = _doc(32, "texts per embedding call", ge=1)
-    # read by embed/local.py from the environment (the embedder is made below any settings)
+    # read by the embedders through `env_setting` (they are made below any settings object)
     embed_precision: EmbedPrecision = _doc(
         'auto',
         "the torch path (ingest): `auto` (bf16 where the CPU has it and a probe matches fp32 at"
@@ -322,8 +322,8 @@ class Settings(_Validated, BaseSettings):
     download_timeout_s: float = _doc(
         60.0, "wall time of one download, connect to last byte (not per"
                                      " read)", gt=0)
-    # read from the environment where they are used (the server, the SQLite lock, the
-    # Postgres store), below any settings object; validated here with the rest
+    # read where they are used (the server, the SQLite lock, the Postgres store), below any
+    # settings object, through `env_setting`: typed and checked by this model there too
     api_key: SecretStr | None = _doc(
         None,
         "required on every HTTP data path when set (`Authorization: Bearer <key>` or"
@@ -390,11 +390,21 @@ class Settings(_Validated, BaseSettings):
         return {cls.setting_name(name): name for name in cls.model_fields}
 
 
-
-
 def default(name: str) -> Any:
     """A setting's default value (ingest/limits.py reads its limits' from here)."""
     return Settings.model_fields[name].default
+
+
+def env_setting(name: str, given: Any = None) -> Any:
+    """One setting for a reader below any Settings object (the SQLite lock, the Postgres
+    store, the embedders, the server's upload limit): `given` when it is not None, else
+    RAGLOOP_<NAME> (unset or empty: the default), typed and checked by the model as anywhere,
+    so a bad value is the same ConfigError naming the variable, not a parse of its own."""
+    if given is None:
+        given = os.environ.get(Settings.setting_name(name)) or None
+    if given is None:
+        return default(name)
+    return getattr(Settings(**{name: given}), name)
 
 
 class RunOptions(_Validated):

@@ -15,7 +15,11 @@ KANA = "\u3040-\u30ff"  # hiragana and katakana
 HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 HANGUL = "\uac00-\ud7af"
 HEBREW = "\u0590-\u05ff"
+HEBREW_LETTERS = "\u05d0-\u05ea"  # alef to tav (no points or marks)
 ARABIC = "\u0600-\u06ff"
+CYRILLIC = "\u0400-\u04ff"
+GREEK = "\u0370-\u03ff"
+LATIN = "A-Za-z\u00c0-\u024f"  # with Latin-1 and Latin Extended-A/B letters
 
 # CJK text: its runs become character bigrams on the index and the query side.
 CJK_CHARS = KANA + HAN + HANGUL

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from ragloop.core.config import LOCAL_EMBEDDER, MULTILINGUAL_EMBEDDER
+from ragloop.core.config import LOCAL_EMBEDDER, MULTILINGUAL_EMBEDDER, env_setting
 from ragloop.core.errors import ConfigError
 from ragloop.embed.base import Embedder, normalize
 from ragloop.embed.cache import CachedEmbedder, text_hash
@@ -40,12 +40,8 @@ def make_embedder(
             raise ConfigError(f"embedder {spec!r} names no model; valid forms: {_VALID_FORMS}")
         from ragloop.embed.openai_compat import OpenAICompatEmbedder
 
-        url = (
-            base_url
-            or os.environ.get("RAGLOOP_EMBED_BASE_URL")
-            or os.environ.get("OPENAI_BASE_URL")
-            or None
-        )
+        url = (env_setting("embed_base_url", base_url or None)
+               or os.environ.get("OPENAI_BASE_URL") or None)
         return OpenAICompatEmbedder(
             model.strip(),
             base_url=url,

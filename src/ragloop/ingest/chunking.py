@@ -14,11 +14,13 @@ import re
 
 import numpy as np
 
+from ragloop.core import script
 from ragloop.core.types import Chunk, ParsedDocument
 from ragloop.embed.model_files import local_tokenizer
 
 _PARAGRAPH = re.compile(r"\n[ \t]*\n\s*")
-_SENTENCE = re.compile(r"(?<=[.!?…])[\"'”’)\]]*\s+|\n\s*")
+# a Latin sentence end (core/script.py) or an ellipsis, with its closing quotes; a line break
+_SENTENCE = re.compile(rf"(?<=[{script.LATIN_ENDS}…])[\"'”’)\]]*\s+|\n\s*")
 
 
 def _token_index(starts: np.ndarray, chars: list[int]) -> np.ndarray:

@@ -18,7 +18,7 @@ from ragloop.core import script
 from ragloop.core.types import Hit
 from ragloop.language.amounts import AMOUNT as _AMOUNT
 from ragloop.language.amounts import amount_value
-from ragloop.language.vocabulary import ENGLISH_WORDS, Vocabulary, alternation, vocabulary
+from ragloop.language.vocabulary import Vocabulary, alternation, vocabulary
 from ragloop.retrieval.languages import (
     CJK_CHARS,
     ENGLISH,
@@ -31,13 +31,6 @@ from ragloop.retrieval.languages import (
     stop_words,
 )
 from ragloop.retrieval.query_text import STOP_WORDS
-
-# Words that carry no topic in a question: the search stop words plus question/instruction
-# vocabulary ("list", "describe", "tell me"), from the language's data file (vocabulary.py).
-# These are English's; a `Reading` holds the knowledge base's language's.
-VOCABULARY = ENGLISH_WORDS
-QUESTION_WORDS = frozenset(VOCABULARY.words("question_words"))
-STOP = STOP_WORDS | QUESTION_WORDS
 
 # Latin-script words as before, plus the words of scripts with no Latin letters at all
 # (Hebrew, Arabic; CJK runs become character bigrams in words()): Latin text tokenizes as it did.
@@ -183,9 +176,17 @@ def code_family(code: str) -> str:
 # ". " before a capital (or a digit, a currency), as in English; ". " before a Hebrew letter
 # (Hebrew has no capitals); after 。！？ (and a closing quote), with or without a space; sof pasuq.
 _LATIN, _FULL, _CLOSE = script.LATIN_ENDS, script.FULL_WIDTH_ENDS, script.FULL_WIDTH_CLOSERS
-_SENTENCE_END = re.compile(rf"(?<=[{_LATIN}])\s+(?=[\"'(\[]?[A-Z0-9£$€\u05d0-\u05ea])"
+_SENTENCE_END = re.compile(rf"(?<=[{_LATIN}])\s+(?=[\"'(\[]?[A-Z0-9£$€{script.HEBREW_LETTERS}])"
                            rf"|(?<=[{_FULL}])(?![{_CLOSE}])\s*|(?<=[{_FULL}][{_CLOSE}])\s*"
                            rf"|(?<={script.SOF_PASUQ})\s*")
+# Where a capitalised word is read as a sentence's first (not a name): after a Latin sentence
+# end, a colon or a line break, within the three characters before it.
+_SENTENCE_START = re.compile(rf"[{_LATIN}:\n]\s*$")
+
+
+def _starts_sentence(text: str, at: int) -> bool:
+    """The word at `at` opens a sentence (`_SENTENCE_START`)."""
+    return _SENTENCE_START.search(text[max(0, at - 3):at]) is not None
 
 
 
@@ -232,7 +233,7 @@ def looks_cut_off(hit: Hit | str) -> bool:
     last_line = text.splitlines()[-1].strip()
     if last_line.startswith(("#", "|", "-", "*", "•")) or re.match(r"\d+[.)]\s", last_line):
         return False  # a heading, table row or list item ends without a full stop
-    return not re.search(r"[.!?…\"')\]»”’]$", text)
+    return not re.search(rf"[{_LATIN}…\"')\]»”’]$", text)
 
 
 # --- names of documents ------------------------------------------------------------------
@@ -381,7 +382,6 @@ def rules_of(code: str | None) -> TextRules:
     return TextRules.of(vocabulary(code))
 
 
-ENGLISH_RULES = TextRules.of(VOCABULARY)
 
 
 # --- one language's reading --------------------------------------------------------------
@@ -395,7 +395,7 @@ class Reading:
 
     code: str | None  # the knowledge base's language (None: none recorded, English)
     rules: TextRules
-    stemmer: str | None = LIGHT  # `stemmer_of(code)`: LIGHT, a Snowball name, or None
+    stemmer: str | None  # `stemmer_of(code)`: LIGHT, a Snowball name, or None
 
     def stem(self, word: str) -> str:
         """`word`'s stem in this language: the one stemmer every rule of a run compares by."""
@@ -424,7 +424,7 @@ class Reading:
         without repeats (case-insensitive)."""
         seen: set[str] = set()
         out = []
-        # an English KB and Latin text: exactly STOP
+        # an English KB and Latin text: English's stop and question words
         stops = self.rules.stop | stop_words(self.code) | script_stop_words(text)
         for w in words(text):
             low = w.lower()
@@ -457,7 +457,7 @@ class Reading:
             if low in stop or len(w) < 2:
                 continue
             if w[0].isupper():
-                start = i == 0 or re.search(r"[.!?:\n]\s*$", text[: m.start()][-3:] or "")
+                start = i == 0 or _starts_sentence(text, m.start())
                 if not start or (w.isupper() and len(w) >= 2):
                     out.append(w)
         return list(dict.fromkeys(out))
@@ -567,8 +567,7 @@ class Reading:
                     break
                 j += 1
             span_toks = [t.group(0).rstrip(".,'’") for t in toks[i:end]]
-            start = i == 0 or re.search(r"[.!?:\n]\s*$", text[max(0, toks[i].start() - 3):
-                                                                toks[i].start()])
+            start = i == 0 or _starts_sentence(text, toks[i].start())
             if len(span_toks) > 1 or not start or self.is_code(span_toks[0]):
                 name = " ".join(span_toks)
                 if name not in out:
@@ -594,7 +593,7 @@ class Reading:
         return bool(lead) and key[0] == lead[0] and lead[0] not in stop and len(lead[0]) >= 3
 
 
-ENGLISH_READING = Reading(None, ENGLISH_RULES)
+ENGLISH_READING = Reading(None, rules_of(None), stemmer_of(None))
 
 
 @cache

@@ -70,10 +70,7 @@ def _kind_words(code: str | None) -> dict[str, tuple[str, ...]]:
 
 @cache
 def _months(code: str | None) -> tuple[str, ...]:
-    try:
-        return month_names(code) if code else month_names()
-    except KeyError:  # a language without month names: English's
-        return month_names()
+    return month_names(code)  # a language without month names reads English's
 
 
 @cache

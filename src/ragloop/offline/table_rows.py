@@ -15,16 +15,19 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from ragloop.core import script
 from ragloop.language.text import Reading
 
 # "Header: value; Header: value." — one record line as the tabular readers write it: a
 # header of a few words, a value that holds no sentence end
-_PAIR = re.compile(r"^[^:;.!?\n]{1,40}: (?:(?![.!?]\s)[^;\n])*$")
+_ENDS = script.LATIN_ENDS
+_PAIR = re.compile(rf"^[^:;{_ENDS}\n]{{1,40}}: (?:(?![{_ENDS}]\s)[^;\n])*$")
 MAX_HEADER_WORDS = 5
 _TABLE_LINE = re.compile(r"^\s*\|.*\|\s*$")
 _RULE_LINE = re.compile(r"^\s*\|?[\s:|-]+\|?\s*$")
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
-_WORDLIKE = re.compile(r"^[^\W\d_]{2,}$|^[\u3400-\u9fff\u3040-\u30ff]+$", re.UNICODE)
+# a word: two letters or more, or a run of Chinese/Japanese characters (one is a word)
+_WORDLIKE = re.compile(rf"^[^\W\d_]{{2,}}$|^[{script.UNSPACED_CHARS}]+$", re.UNICODE)
 # A candidate needs this share of word tokens (letters, not numbers or hex) to be text.
 MIN_WORD_SHARE = 0.4
 MIN_TOKENS_CHECKED = 6

@@ -112,7 +112,7 @@ def _months(code: str | None) -> list[list[str]]:
     return rows if rows else language_data(ENGLISH)["months"]
 
 
-def month_names(code: str | None = None) -> tuple[str, ...]:
+def month_names(code: str | None) -> tuple[str, ...]:
     """The twelve full month names, lower case, January first (None: the KB records no
     language, English)."""
     return tuple(spellings[0] for spellings in _months(code))
@@ -218,9 +218,9 @@ _SCRIPTS = [
     ("zh", re.compile(f"[{script.HAN}]")),
     ("he", re.compile(f"[{script.HEBREW}]")),
     ("ar", re.compile(f"[{script.ARABIC}]")),
-    ("ru", re.compile("[\u0400-\u04ff]")),
-    ("el", re.compile("[\u0370-\u03ff]")),
-    ("latin", re.compile("[A-Za-z\u00c0-\u024f]")),
+    ("ru", re.compile(f"[{script.CYRILLIC}]")),
+    ("el", re.compile(f"[{script.GREEK}]")),
+    ("latin", re.compile(f"[{script.LATIN}]")),
 ]
 
 

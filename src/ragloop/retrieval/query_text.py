@@ -18,7 +18,7 @@ _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 STOP_WORDS = languages.stop_words(languages.ENGLISH)
 
 
-def query_terms(text: str, language: str | None = None) -> list[str]:
+def query_terms(text: str, language: str | None) -> list[str]:
     """Lower-cased words of `text` minus stop words, in order, without repeats.
 
     `language` is the knowledge base's (None: English): its stop words apply, and in a

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import re
 import threading
 from collections.abc import AsyncIterator, Sequence
@@ -62,6 +61,7 @@ from ragloop.core.config import (
     DriverChoice,
     RouteChoice,
     Settings,
+    env_setting,
 )
 from ragloop.core.decisions import Grader
 from ragloop.core.errors import ConfigError, NotFoundError, UserError
@@ -84,12 +84,11 @@ from ragloop.storage.protocols import (
 log = logging.getLogger("ragloop.apps.server")
 
 STATIC_DIR = Path(__file__).parent / "static"
-API_KEY_ENV = "RAGLOOP_API_KEY"
+API_KEY_ENV = Settings.setting_name("api_key")
 # A question is a sentence or a paragraph; a JSON body is never more than this.
 MAX_QUESTION_CHARS = 4000
 MAX_JSON_BYTES = 1 << 20
-MAX_UPLOAD_MB_ENV = "RAGLOOP_MAX_UPLOAD_MB"
-DEFAULT_MAX_UPLOAD_MB = 20
+MAX_UPLOAD_MB_ENV = Settings.setting_name("max_upload_mb")
 MAX_FILENAME_CHARS = 200
 SSE_PING_S = 15
 # Event seqs are small step counters; anything past a 32-bit integer is not one we sent (and
@@ -129,8 +128,8 @@ def _user_keys(location: str) -> bool:
 
 
 def max_upload_bytes() -> int:
-    raw = os.environ.get(MAX_UPLOAD_MB_ENV)
-    return int(float(raw) * (1 << 20)) if raw else DEFAULT_MAX_UPLOAD_MB << 20
+    """RAGLOOP_MAX_UPLOAD_MB in bytes (checked by the settings model, core/config.py)."""
+    return int(env_setting("max_upload_mb") * (1 << 20))
 
 
 def error_body(status: int, message: str, **extra: Any) -> dict[str, Any]:
@@ -233,7 +232,7 @@ def create_app(settings: Settings | None = None, *,
     """The app over the knowledge base at `settings.kb` (or an open `kb`, which stays open;
     or the knowledge bases of `catalog`, served as one: kb/multi.py).
 
-    `api_key`: required on every data path when set (pass os.environ[RAGLOOP_API_KEY]).
+    `api_key`: required on every data path when set (pass settings.api_key).
     Without one, LoopbackGuard answers only to loopback Host names (and `bind_host`) and
     refuses cross-origin writes.
     `grader`: overrides the grader the settings name (as Engine's `grader=`).

@@ -176,7 +176,7 @@ def kb_language(conn: psycopg.Connection) -> str:
 REINDEX_BATCH = 5000
 
 
-def reindex(conn: psycopg.Connection, language: str | None = None) -> None:
+def reindex(conn: psycopg.Connection, language: str | None) -> None:
     """Analyse every stored chunk again with the language's analyzer (a KB from before the
     postings, or one whose language changed); in the caller's transaction."""
     language = language or kb_language(conn)

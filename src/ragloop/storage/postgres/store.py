@@ -13,7 +13,6 @@ store (retrieval.fusion.fuse).
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -25,6 +24,7 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from ragloop.core.config import Settings, env_setting
 from ragloop.core.errors import ConfigError
 from ragloop.core.types import DocumentInfo, Hit, SectionInfo
 from ragloop.retrieval.bm25 import query_weights
@@ -34,20 +34,17 @@ from ragloop.storage.postgres import fulltext
 from ragloop.storage.postgres import schema as pg_schema
 from ragloop.storage.protocols import DocumentWrite
 
-# Replaced by the KB's language (`--language`), which picks the analyzer on both backends.
-TS_CONFIG_ENV = "RAGLOOP_PG_TS_CONFIG"
-EF_SEARCH_ENV = "RAGLOOP_PG_EF_SEARCH"
-FTS_BUDGET_ENV = "RAGLOOP_PG_FTS_BUDGET"
-POOL_SIZE_ENV = "RAGLOOP_PG_POOL_SIZE"
+# Each RAGLOOP_PG_* variable is a setting of core/config.py, read through `env_setting`.
+# RAGLOOP_PG_TS_CONFIG: replaced by the KB's language (`--language`), which picks the analyzer
+# on both backends.
+TS_CONFIG_ENV = Settings.setting_name("pg_ts_config")
 # The search statements are prepared once per connection and run on their generic plan
 # (plan_cache_mode = force_generic_plan on this store's connections): planning them cost more
-# than running them, and their plans do not depend on the parameters. 0 turns both off, for a
-# pooler in transaction mode.
-PREPARE_ENV = "RAGLOOP_PG_PREPARE"
+# than running them, and their plans do not depend on the parameters. RAGLOOP_PG_PREPARE=0
+# turns both off, for a pooler in transaction mode.
 # maintenance_work_mem of the HNSW build: pgvector builds much faster while the whole graph
 # fits (about 2 GB at 1M 384-dim chunks); the server must have that memory to spare.
-MAINTENANCE_WORK_MEM_ENV = "RAGLOOP_PG_MAINTENANCE_WORK_MEM"
-DEFAULT_MAINTENANCE_WORK_MEM = "512MB"
+MAINTENANCE_WORK_MEM_ENV = Settings.setting_name("pg_maintenance_work_mem")
 # URL query parameters that are ours, not libpq's (removed before connecting).
 OWN_PARAMS = ("ts_config",)
 # hnsw.ef_search by KB size (unless RAGLOOP_PG_EF_SEARCH): HNSW recall falls as the graph
@@ -115,25 +112,24 @@ class PostgresStore:
         self.location = url
         self.folder: Path | None = None
         self.conninfo, own = split_url(url)
-        requested = ts_config or own.get("ts_config") or os.environ.get(TS_CONFIG_ENV) or None
+        requested = ts_config or own.get("ts_config") or env_setting("pg_ts_config")
         hint = _language_of_ts_config(requested) if requested else None
-        fixed = ef_search or os.environ.get(EF_SEARCH_ENV)
-        budget = os.environ.get(FTS_BUDGET_ENV)
-        self.prepare = os.environ.get(PREPARE_ENV, "1").strip().lower() not in (
-            "0", "false", "no", "off")
+        fixed = env_setting("pg_ef_search", ef_search or None)
+        budget = env_setting("pg_fts_budget")
+        self.prepare = env_setting("pg_prepare") not in ("0", "false", "no", "off")
         with connect(url, autocommit=True) as conn:
             pg_schema.apply_migrations(conn)
             recorded = conn.execute("SELECT value FROM meta WHERE key='language'").fetchone()
             self._language = fulltext.kb_language(conn)
             chunks = _estimated_chunks(conn)
-            self.ef_search = int(fixed) if fixed else ef_search_for(chunks)
-            self.fts_budget = max(1, int(budget)) if budget else fulltext.read_budget(chunks)
+            self.ef_search = fixed if fixed else ef_search_for(chunks)
+            self.fts_budget = budget if budget else fulltext.read_budget(chunks)
         if hint and recorded and hint != self._language:
             raise ConfigError(
                 f"This knowledge base's language is {self._language!r}, not {hint!r}"
                 f" (ts_config={requested}): drop ts_config / {TS_CONFIG_ENV}, or `ragloop"
                 " migrate` it into a new database.")
-        size = int(pool_size or os.environ.get(POOL_SIZE_ENV) or 4)
+        size = env_setting("pg_pool_size", pool_size or None)
         self.pool = ConnectionPool(self.conninfo, min_size=1, max_size=max(1, size),
                                    kwargs={"autocommit": True, "connect_timeout": 10},
                                    configure=self._configure, open=False, name="ragloop")
@@ -339,7 +335,7 @@ class PostgresStore:
                 return self.build_vector_index(c)
         if conn.execute("SELECT value FROM meta WHERE key='pg_vector_dim'").fetchone() is None:
             return None
-        mem = os.environ.get(MAINTENANCE_WORK_MEM_ENV) or DEFAULT_MAINTENANCE_WORK_MEM
+        mem = env_setting("pg_maintenance_work_mem")
         conn.execute(sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(mem)))
         try:
             pg_schema.create_vector_index(conn)

@@ -46,7 +46,7 @@ class FullTextIndex:
     """BM25 over chunk text with the KB language's analyzer (retrieval/languages.py);
     documents are (chunk_id, doc_id, text)."""
 
-    def __init__(self, folder: Path | None, language: str | None = None) -> None:
+    def __init__(self, folder: Path | None, language: str | None) -> None:
         """`folder` None: an index in memory only (a read that cannot write its folder)."""
         self.folder = folder
         self.language = languages.get_language(language).code

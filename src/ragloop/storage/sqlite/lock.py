@@ -11,6 +11,7 @@ import os
 import time
 from pathlib import Path
 
+from ragloop.core.config import env_setting
 from ragloop.core.errors import UserError
 
 try:
@@ -19,15 +20,12 @@ except ImportError:  # Windows: no flock; one writer at a time is then the user'
     fcntl = None  # type: ignore[assignment]
 
 LOCK_FILE = "write.lock"
-# Seconds a writer waits for another one to finish (env RAGLOOP_LOCK_WAIT).
-DEFAULT_WAIT_S = 120.0
 
 
 def lock_wait_s() -> float:
-    try:
-        return float(os.environ.get("RAGLOOP_LOCK_WAIT", DEFAULT_WAIT_S))
-    except ValueError:
-        return DEFAULT_WAIT_S
+    """Seconds a writer waits for another one to finish (RAGLOOP_LOCK_WAIT, core/config.py)."""
+    wait: float = env_setting("lock_wait")
+    return wait
 
 
 class WriteLock:
