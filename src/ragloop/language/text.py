@@ -44,7 +44,8 @@ STOP = STOP_WORDS | QUESTION_WORDS
 # (città, Müller, Αθήνα, Москва) join with ASCII ones, hyphens and apostrophes into one word.
 _OTHER_SCRIPT = script.HEBREW + script.ARABIC + CJK_CHARS
 _LETTER = f"[^\\W_{_OTHER_SCRIPT}]"
-_WORD = re.compile(rf"\d+(?:[.,]\d+)+|{_LETTER}(?:{_LETTER}|[\-'’])*"
+# (runs of letters between runs of joiners: one step per run, not one alternation per letter)
+_WORD = re.compile(rf"\d+(?:[.,]\d+)+|{_LETTER}+(?:[\-'’]+{_LETTER}*)*"
                    f"|[{_OTHER_SCRIPT}][{_OTHER_SCRIPT}\"'׳״]*")
 _CJK_ONLY = re.compile(f"^[{CJK_CHARS}]+$")
 # A token with a digit next to letters: S200, E104, Q3, FY2025, G2, IP67, SR-332.
