@@ -76,3 +76,16 @@ def test_the_light_stem_switch_reads_every_language_with_the_light_stemmer(offli
     offline_rules.RULES["light-stem"]()
     assert reading("it").stemmer == LIGHT and reading("fr").stemmer == LIGHT
     assert reading("it").stem("stazioni") == light_stem("stazioni")
+
+
+def test_a_word_with_letters_beyond_ascii_is_one_word() -> None:
+    """Accented Latin, Greek and Cyrillic letters belong to the word they are in (città was
+    read as 'citt', Müller as 'M' and 'ller'; Москва as nothing), so its stem is the index's."""
+    assert text.words("La città di Müller è più bella, Москва и Αθήνα; SR-332 e l'acqua") == [
+        "La", "città", "di", "Müller", "è", "più", "bella", "Москва", "и", "Αθήνα", "SR-332",
+        "e", "l'acqua"]
+    it, ru = reading("it"), reading("ru")
+    assert it.stem("città") == analyzer("it").analyze("città")[0]
+    assert ru.stem("Москвы") == ru.stem("Москва") == analyzer("ru").analyze("Москва")[0]
+    # the other scripts keep their own runs: CJK as character bigrams, Hebrew whole
+    assert text.words("北京大学 Müller צה\"ל") == ["北京", "京大", "大学", "Müller", "צה\"ל"]

@@ -32,10 +32,13 @@ from ragloop.retrieval.languages import (
 )
 from ragloop.retrieval.query_text import STOP_WORDS
 
-# Latin-script words as before, plus the words of scripts with no Latin letters at all
-# (Hebrew, Arabic; CJK runs become character bigrams in words()): Latin text tokenizes as it did.
+# A word is a run of letters and digits of one kind of script: Hebrew, Arabic and CJK runs
+# (CJK becomes character bigrams in words()) apart from every other script's, whose letters
+# (città, Müller, Αθήνα, Москва) join with ASCII ones, hyphens and apostrophes into one word.
 _OTHER_SCRIPT = script.HEBREW + script.ARABIC + CJK_CHARS
-_WORD = re.compile(r"\d+(?:[.,]\d+)+|[A-Za-z0-9][A-Za-z0-9\-'’]*"
+_LETTER = f"[^\\W_{_OTHER_SCRIPT}]"
+# (runs of letters between runs of joiners: one step per run, not one alternation per letter)
+_WORD = re.compile(rf"\d+(?:[.,]\d+)+|{_LETTER}+(?:[\-'’]+{_LETTER}*)*"
                    f"|[{_OTHER_SCRIPT}][{_OTHER_SCRIPT}\"'׳״]*")
 _CJK_ONLY = re.compile(f"^[{CJK_CHARS}]+$")
 # A token with a digit next to letters: S200, E104, Q3, FY2025, G2, IP67, SR-332.
