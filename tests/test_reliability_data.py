@@ -3,6 +3,7 @@ interrupted or killed ingest, readers beside a writer, and a full disk."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import sqlite3
@@ -238,6 +239,22 @@ def test_an_ingest_killed_outright_keeps_its_first_batches(tmp_path) -> None:
 # -- readers do not wait for writers ---------------------------------------------------------
 
 
+def _wait_until_free(path: Path, timeout: float = 30) -> None:
+    """Until no process holds `path`'s flock: wait() reaps flock itself, but the killed sleep
+    that holds the lock with it is reparented and exits when a busy machine schedules it."""
+    deadline = time.monotonic() + timeout
+    with path.open("rb") as f:
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                assert time.monotonic() < deadline, f"{path} still locked"
+                time.sleep(0.05)
+                continue
+            fcntl.flock(f, fcntl.LOCK_UN)
+            return
+
+
 @pytest.mark.parametrize("saved", ["stale", "none"])
 def test_a_search_does_not_wait_for_another_processes_ingest(tmp_path, monkeypatch,
                                                              saved) -> None:
@@ -266,6 +283,7 @@ def test_a_search_does_not_wait_for_another_processes_ingest(tmp_path, monkeypat
     finally:
         os.killpg(holder.pid, signal.SIGKILL)  # flock and the sleep that holds its lock
         holder.wait()
+    _wait_until_free(tmp_path / "kb" / "write.lock")
     with open_kb(tmp_path / "kb", create=False) as kb:  # lock free again: rebuilt and saved
         assert top_doc(kb, "zanzibar clove harvest") == "a.md"
         assert kb.store.degraded is None
