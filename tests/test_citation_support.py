@@ -19,7 +19,7 @@ from ragloop.core.errors import ProviderError
 from ragloop.core.events import AnswerEvent, event_from
 from ragloop.core.types import EventKind, Usage
 from ragloop.language.support import Passage, SupportChecker, claims
-from ragloop.language.text import ENGLISH_READING
+from ragloop.language.text import ENGLISH_READING, reading
 from ragloop.language.vocabulary import ENGLISH_WORDS
 from ragloop.llm.base import ChatResponse
 from ragloop.llm.scripted import ScriptedChat
@@ -127,6 +127,17 @@ def test_claims_pair_each_citation_with_the_words_it_follows() -> None:
     assert uncited_claims("The S200 is rated IP67. [1] It weighs 180 g. [2]", EN_WORDS, EN_RD) == 0
     assert uncited_claims("The knowledge base does not say clearly: Is it blue? Will it fit?"
                           " The closest passages: It weighs 180 g. [1]", EN_WORDS, EN_RD) == 0
+
+
+def test_the_answerers_conflict_note_is_no_claim_in_any_language() -> None:
+    # offline/answerer.py heads the note with the language's `sources_disagree`
+    for code, note, said in [
+        (None, "Note: the sources disagree — 5 years [1] versus 7 years [2].", "5 years"),
+        ("it", "Nota: le fonti non concordano — 5 anni [1] contro 7 anni [2].", "5 anni"),
+        ("zh", "注意：来源之间有分歧——5年 [1] 与 7年 [2]。", "5年"),
+    ]:
+        first = claims(note, reading(code))[0]
+        assert first.text == said and first.cited == (1,)
 
 
 class FixedAnswer:

@@ -124,6 +124,14 @@ def test_the_text_helpers_read_the_language_being_read() -> None:
     assert zh.quantities("1984年6月至1985年1月任职") == []  # 6月 is June, not six months
 
 
+def test_each_language_reads_its_own_stop_words() -> None:
+    it, zh, en = reading("it"), reading("zh"), ENGLISH_READING
+    assert {"il", "della", "che", "quale"} <= it.rules.stop  # stop and question words
+    assert not {"the", "and", "which"} & it.rules.stop  # English's are no Italian stop words
+    assert "the" not in zh.rules.stop
+    assert {"the", "and", "which"} <= en.rules.stop and "della" not in en.rules.stop
+
+
 def test_every_language_file_has_the_keys_of_english() -> None:
     folder = resources.files("ragloop.language") / "lang"
 

@@ -27,6 +27,9 @@ CJK_CHARS = KANA + HAN + HANGUL
 # reference answer in them is matched anywhere, and each character counts as a word.
 UNSPACED_CHARS = KANA + HAN
 
+# Chinese numerals (一 … 九, 十 百 千 万 亿, the zeros 零 〇, 两): a run of them is a figure.
+HAN_NUMERALS = "零〇一二两三四五六七八九十百千万亿"
+
 CJK = re.compile(f"[{CJK_CHARS}]")
 UNSPACED = re.compile(f"[{UNSPACED_CHARS}]")
 

@@ -27,7 +27,7 @@ from functools import cache
 
 import numpy as np
 
-from ragloop.core.script import SENTENCE_ENDS
+from ragloop.core.script import HAN_NUMERALS, SENTENCE_ENDS
 from ragloop.embed.base import Embedder
 from ragloop.language.amounts import FIGURE, without_thousands
 from ragloop.language.text import Reading, words
@@ -62,11 +62,22 @@ def _claim_numbers(code: str | None) -> tuple[dict[str, int], re.Pattern[str] | 
 _UNIT = re.compile(r"(?<![A-Za-z\d.,£$€¥])(\d+(?:\.\d+)?)\s?"
                    r"(ah|mah|v|mv|w|kw|g|kg|mm|cm|m|km|hz|khz|mhz|ghz|gb|mb|tb|°c|°f|db|%)"
                    r"(?![\w°])", re.IGNORECASE)
-_CJK_NUMERALS = re.compile(r"[零〇一二两三四五六七八九十百千万亿]{2,}")
+_CJK_NUMERALS = re.compile(f"[{HAN_NUMERALS}]{{2,}}")
 # "l'Etna", "dell'INPS", "d'Europa": an elided article before a name
 _ELISION = re.compile(r"^[A-Za-zÀ-ÿ]{1,4}['’](?=\w)")
-# The answerer's own label, not a claim about the sources (offline/answerer.py's notes).
-_LABELS = re.compile(r"^note:\s*the sources disagree\s*[—–-]\s*", re.IGNORECASE)
+
+
+@cache
+def _own_labels(code: str | None) -> re.Pattern[str]:
+    """The answerer's own label, not a claim about the sources: the head of the conflict
+    note offline/answerer.py writes from the language's `answer_text.sources_disagree`
+    ("Note: the sources disagree — ", "注意：来源之间有分歧——"); its spaces match any spacing
+    and its dashes any dash."""
+    head = vocabulary(code).text("answer_text.sources_disagree").split("{conflict}")[0]
+    parts = [r"\s*" if c.isspace() else "[—–-]" if c in "—–-" else re.escape(c)
+             for c in head.strip()]
+    return re.compile("^" + re.sub(r"(?:\\s\*)+", r"\\s*", "".join(parts)) + r"\s*",
+                      re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -118,8 +129,8 @@ def _without_markers(text: str) -> str:
     return re.sub(rf"\s+([,;:{SENTENCE_ENDS}])", r"\1", text)
 
 
-def _strip_label(text: str, labels: Sequence[str]) -> str:
-    text = _LABELS.sub("", text)
+def _strip_label(text: str, labels: Sequence[str], rd: Reading) -> str:
+    text = _own_labels(rd.code).sub("", text)
     low = text.casefold()
     for label in labels:  # "<sub-question>: <answer>" (the extractive answerer's parts)
         head = label.strip().rstrip("?？").casefold()
@@ -158,7 +169,7 @@ def claims(answer: str, rd: Reading, labels: Sequence[str] = ()) -> list[Claim]:
                 if i + 1 == len(groups):
                     part += sentence[g_end:]
             start = g_end
-            part = _strip_label(_without_markers(part), labels)
+            part = _strip_label(_without_markers(part), labels, rd)
             out.append(Claim(sentence=plain, text=part, cited=tuple(dict.fromkeys(nums)),
                              marked=tuple(nums)))
     return out

@@ -30,7 +30,6 @@ from ragloop.retrieval.languages import (
     script_stop_words,
     stop_words,
 )
-from ragloop.retrieval.query_text import STOP_WORDS
 
 # A word is a run of letters and digits of one kind of script: Hebrew, Arabic and CJK runs
 # (CJK becomes character bigrams in words()) apart from every other script's, whose letters
@@ -340,7 +339,9 @@ class TextRules:
                          for u in v.words("duration_units"))
         count = "|".join([r"\d+(?:\.\d+)?", *map(re.escape, numbers)])
         return cls(
-            stop=STOP_WORDS | frozenset(v.words("question_words")),
+            # the language's own search stop words (English's for a language with no word
+            # file: its vocabulary is English's) and its question words
+            stop=stop_words(v.code) | frozenset(v.words("question_words")),
             year_phrase=re.compile(rf"^{v.year_phrase}-(?:19|20)\d\d$", re.IGNORECASE),
             period=re.compile(rf"^(?:{v.period_code('quarter')}|{v.period_code('half')}"
                               rf"|{v.year_code}\d{{2}}(?:\d{{2}})?)$", re.IGNORECASE),
