@@ -20,17 +20,21 @@ from typing import Any
 IGNORED = {"latency_s", "run_id"}
 
 
-def load(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
+def load(path: Path) -> dict[tuple[str, ...], dict[str, Any]]:
+    """Records by (qid, path), and the way a conversation turn was asked (typed, naive join,
+    history, rewrite) where the record has one: without it the four ways of a turn fold into
+    one key and only the last is compared."""
     out = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.strip():
             r = json.loads(line)
-            out[(str(r["qid"]), str(r["path"]))] = r
+            way = (str(r["way"]),) if "way" in r else ()
+            out[(str(r["qid"]), str(r["path"]), *way)] = r
     return out
 
 
-def compare(before: dict[tuple[str, str], dict[str, Any]],
-            after: dict[tuple[str, str], dict[str, Any]], show: int) -> int:
+def compare(before: dict[tuple[str, ...], dict[str, Any]],
+            after: dict[tuple[str, ...], dict[str, Any]], show: int) -> int:
     keys = sorted(before.keys() & after.keys())
     print(f"records: before {len(before)}, after {len(after)}, both {len(keys)}")
     for side, only in (("before", before.keys() - after.keys()),

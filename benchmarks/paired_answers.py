@@ -46,7 +46,7 @@ def main() -> int:
     keys = sorted(k for k in a.keys() & b.keys()
                   if a[k].get("reference") and a[k].get("answerable", True))
     print(f"{'path':8} {'n':>4} {'A holds':>8} {'B holds':>8} {'gained':>7} {'lost':>5} {'p':>6}")
-    for path in sorted({p for _, p in keys}):
+    for path in sorted({k[1] for k in keys}):
         mine = [k for k in keys if k[1] == path]
         in_a = {k for k in mine if holds(a[k])}
         in_b = {k for k in mine if holds(b[k])}
