@@ -49,21 +49,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, cls=_Group,
                   help="ragloop: agentic RAG over a local knowledge base.")
 command = functools.partial(app.command, cls=_Command)
 
-EmbedderOpt = Annotated[str | None, typer.Option(
-    "--embedder", metavar="SPEC",
-    help="local:all-MiniLM-L6-v2 (default for English), local:multilingual-e5-small (default"
-    " for other languages) or openai:<model>." + env_hint("RAGLOOP_EMBEDDER"))]
-LanguageOpt = Annotated[str | None, typer.Option(
-    "--language", metavar="CODE",
-    help="The knowledge base's language for a new KB: en, it, fr, de, es, zh, ja, he, …, or"
-    " mixed; default: detected from the first documents." + env_hint("RAGLOOP_LANGUAGE"))]
-ModelOpt = Annotated[str | None, typer.Option(
-    metavar="PROVIDER:MODEL",
-    help="offline | anthropic:<model> | openai:<model> | ollama:<model> | llamacpp:<model>;"
-    " default: anthropic or openai when its API key is set, else offline."
-    + env_hint("RAGLOOP_MODEL"))]
-GraderModelOpt = Annotated[str | None, typer.Option(
-    metavar="PROVIDER:MODEL", help="A cheaper model to grade." + env_hint("RAGLOOP_GRADER_MODEL"))]
 # search filters (retrieval/filters.py)
 SourceOpt = Annotated[list[str] | None, typer.Option(
     "--source", help="Only documents whose source path or URL matches this glob or lies under"
@@ -79,9 +64,6 @@ DateFromOpt = Annotated[str | None, typer.Option(
     "--date-from", help="Only documents dated on or after: YYYY, YYYY-MM or YYYY-MM-DD.")]
 DateToOpt = Annotated[str | None, typer.Option(
     "--date-to", help="Only documents dated on or before: YYYY, YYYY-MM or YYYY-MM-DD.")]
-BaseUrlOpt = Annotated[str | None, typer.Option(
-    metavar="URL", help="OpenAI-compatible server, e.g. http://localhost:11434/v1."
-    + env_hint("RAGLOOP_BASE_URL"))]
 AllowMassDeleteOpt = Annotated[bool, typer.Option(
     "--allow-mass-delete", metavar="",
     help="With --sync: remove documents even when the folder is gone or unreadable, or more"
@@ -99,6 +81,24 @@ def setting_hint(name: str) -> str:
     shown = (field.json_schema_extra or {}).get("shown")  # type: ignore[union-attr]
     value = shown if shown is not None else field.default
     return env_hint(Settings.setting_name(name), None if value is None else str(value))
+
+
+def setting_help(name: str) -> str:
+    """An option's whole help from the settings model: the field's meaning (its Markdown
+    quotes dropped) and its variable and default, as the README's table says them."""
+    meaning = (Settings.model_fields[name].description or "").replace("`", "")
+    return meaning + "." + setting_hint(name).replace("`", "")
+
+
+EmbedderOpt = Annotated[str | None, typer.Option(
+    "--embedder", metavar="SPEC", help=setting_help("embedder"))]
+LanguageOpt = Annotated[str | None, typer.Option(
+    "--language", metavar="CODE", help=setting_help("language"))]
+ModelOpt = Annotated[str | None, typer.Option(metavar="PROVIDER:MODEL",
+                                              help=setting_help("model"))]
+GraderModelOpt = Annotated[str | None, typer.Option(metavar="PROVIDER:MODEL",
+                                                    help=setting_help("grader_model"))]
+BaseUrlOpt = Annotated[str | None, typer.Option(metavar="URL", help=setting_help("base_url"))]
 
 
 # Options that set a setting or a run's choice take their help and choices from the model that

@@ -214,7 +214,8 @@ class Settings(_Validated, BaseSettings):
     # None means "whatever the knowledge base records" (LOCAL_EMBEDDER for a new one).
     embedder: str | None = _doc(
         None,
-        "or `openai:<embedding model>`", flag="--embedder",
+        "the embedding model: `local:<model>` (packaged) or `openai:<embedding model>`",
+        flag="--embedder",
         shown=f"what the KB records (for a new one `{LOCAL_EMBEDDER}` in English,"
               f" `{MULTILINGUAL_EMBEDDER}` in any other language)")
     embed_base_url: str | None = _doc(None, "OpenAI-compatible embeddings endpoint")
@@ -229,7 +230,8 @@ class Settings(_Validated, BaseSettings):
     # the KB's language (retrieval/languages.py); None: recorded in the KB, else detected
     language: str | None = _doc(
         None,
-        "`en`, `it`, `fr`, `de`, `es`, `pt`, `zh`, `ja`, `he`, … or `mixed`",
+        "the knowledge base's language: `en`, `it`, `fr`, `de`, `es`, `pt`, `zh`, `ja`, `he`,"
+        " … or `mixed`",
         flag="--language",
         shown="what the KB records; for a new one, detected from its first documents")
     chunk_tokens: int = _doc(200, "chunk size (tokens of the embedding model)", ge=1)
