@@ -99,7 +99,7 @@ def test_help_shows_environment_hints_and_no_type_noise(tmp_path) -> None:
     text = " ".join(ragloop(tmp_path, "ask", "--help", columns=200).stdout
                     .replace("│", " ").split())
     assert "[env RAGLOOP_KB, default ./kb]" in text
-    assert "[env RAGLOOP_MODEL]" in text
+    assert "[env RAGLOOP_MODEL, default offline, or anthropic:" in text
     assert "llamacpp:<model>" in text
     assert "<bool>" not in text
     assert "URL ." not in text
